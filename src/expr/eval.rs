@@ -1,0 +1,253 @@
+//! The reference semantics of every operation, one value at a time.
+//!
+//! `cpu-scalar` and constant folding evaluate through these functions, so
+//! they are the definition every other backend is tested against. The rules
+//! are those of DESIGN.md: integers wrap, integer division or remainder by
+//! zero gives 0, float→int casts saturate with NaN → 0, float `min`/`max`
+//! return the other operand when one is NaN.
+
+use super::dtype::Scalar;
+use super::ops::{BinaryOp, UnaryOp};
+
+/// `x` to the power `n` by binary exponentiation (the sequence of multiplies
+/// every backend reproduces); a negative `n` gives `1 / x^|n|`.
+pub fn powi_f64(x: f64, n: i32) -> f64 {
+    let r = pow_unsigned(x, n.unsigned_abs(), |a, b| a * b, 1.0);
+    if n < 0 {
+        1.0 / r
+    } else {
+        r
+    }
+}
+
+/// `f32` version of [`powi_f64`], computed in `f32` throughout.
+pub fn powi_f32(x: f32, n: i32) -> f32 {
+    let r = pow_unsigned(x, n.unsigned_abs(), |a, b| a * b, 1.0);
+    if n < 0 {
+        1.0 / r
+    } else {
+        r
+    }
+}
+
+fn pow_unsigned<T: Copy>(x: T, mut e: u32, mul: impl Fn(T, T) -> T, one: T) -> T {
+    let mut result = one;
+    let mut base = x;
+    let mut first = true;
+    while e > 0 {
+        if e & 1 == 1 {
+            // Skipping the multiply by one keeps `powi(x, 1) == x` exact.
+            result = if first { base } else { mul(result, base) };
+            first = false;
+        }
+        e >>= 1;
+        if e > 0 {
+            base = mul(base, base);
+        }
+    }
+    result
+}
+
+/// Evaluates a unary operation. The operand type has been checked by tracing.
+pub fn unary(op: UnaryOp, x: Scalar) -> Scalar {
+    use Scalar::*;
+    macro_rules! float {
+        ($v:expr, $c:ident) => {
+            match op {
+                UnaryOp::Neg => $c(-$v),
+                UnaryOp::Abs => $c($v.abs()),
+                UnaryOp::Sqrt => $c($v.sqrt()),
+                UnaryOp::Exp => $c($v.exp()),
+                UnaryOp::Ln => $c($v.ln()),
+                UnaryOp::Sin => $c($v.sin()),
+                UnaryOp::Cos => $c($v.cos()),
+                UnaryOp::Floor => $c($v.floor()),
+                UnaryOp::Ceil => $c($v.ceil()),
+                UnaryOp::Round => $c($v.round()),
+                UnaryOp::Not => unreachable!("`not` on a float survived type checking"),
+            }
+        };
+    }
+    match x {
+        Bool(b) => match op {
+            UnaryOp::Not => Bool(!b),
+            _ => unreachable!("`{op}` on bool survived type checking"),
+        },
+        I32(v) => I32(int_unary(op, v as i64) as i32),
+        I64(v) => I64(int_unary(op, v)),
+        U32(v) => U32(match op {
+            UnaryOp::Neg => v.wrapping_neg(),
+            _ => v,
+        }),
+        U64(v) => U64(match op {
+            UnaryOp::Neg => v.wrapping_neg(),
+            _ => v,
+        }),
+        F32(v) => float!(v, F32),
+        F64(v) => float!(v, F64),
+    }
+}
+
+fn int_unary(op: UnaryOp, v: i64) -> i64 {
+    // i32 values are widened to i64 here, so wrapping happens on the cast back.
+    match op {
+        UnaryOp::Neg => v.wrapping_neg(),
+        UnaryOp::Abs => v.wrapping_abs(),
+        _ => v,
+    }
+}
+
+/// Evaluates a binary operation on two operands of the same type.
+pub fn binary(op: BinaryOp, a: Scalar, b: Scalar) -> Scalar {
+    use Scalar::*;
+    if op.is_comparison() {
+        return Bool(compare(op, a, b));
+    }
+    macro_rules! int {
+        ($x:expr, $y:expr, $c:ident) => {
+            $c(match op {
+                BinaryOp::Add => $x.wrapping_add($y),
+                BinaryOp::Sub => $x.wrapping_sub($y),
+                BinaryOp::Mul => $x.wrapping_mul($y),
+                BinaryOp::Div => {
+                    if $y == 0 {
+                        0
+                    } else {
+                        $x.wrapping_div($y)
+                    }
+                }
+                BinaryOp::Rem => {
+                    if $y == 0 {
+                        0
+                    } else {
+                        $x.wrapping_rem($y)
+                    }
+                }
+                BinaryOp::Min => $x.min($y),
+                BinaryOp::Max => $x.max($y),
+                _ => unreachable!("`{op}` on integers survived type checking"),
+            })
+        };
+    }
+    macro_rules! float {
+        ($x:expr, $y:expr, $c:ident) => {
+            $c(match op {
+                BinaryOp::Add => $x + $y,
+                BinaryOp::Sub => $x - $y,
+                BinaryOp::Mul => $x * $y,
+                BinaryOp::Div => $x / $y,
+                BinaryOp::Rem => $x % $y,
+                BinaryOp::Min => $x.min($y),
+                BinaryOp::Max => $x.max($y),
+                _ => unreachable!("`{op}` on floats survived type checking"),
+            })
+        };
+    }
+    match (a, b) {
+        (Bool(x), Bool(y)) => Bool(match op {
+            BinaryOp::And => x & y,
+            BinaryOp::Or => x | y,
+            _ => unreachable!("`{op}` on bool survived type checking"),
+        }),
+        (I32(x), I32(y)) => int!(x, y, I32),
+        (U32(x), U32(y)) => int!(x, y, U32),
+        (I64(x), I64(y)) => int!(x, y, I64),
+        (U64(x), U64(y)) => int!(x, y, U64),
+        (F32(x), F32(y)) => float!(x, y, F32),
+        (F64(x), F64(y)) => float!(x, y, F64),
+        _ => unreachable!("mixed operand types survived type checking: {a:?} {b:?}"),
+    }
+}
+
+fn compare(op: BinaryOp, a: Scalar, b: Scalar) -> bool {
+    use Scalar::*;
+    macro_rules! cmp {
+        ($x:expr, $y:expr) => {
+            match op {
+                BinaryOp::Eq => $x == $y,
+                BinaryOp::Ne => $x != $y,
+                BinaryOp::Lt => $x < $y,
+                BinaryOp::Le => $x <= $y,
+                BinaryOp::Gt => $x > $y,
+                BinaryOp::Ge => $x >= $y,
+                _ => unreachable!(),
+            }
+        };
+    }
+    match (a, b) {
+        (Bool(x), Bool(y)) => cmp!(x, y),
+        (I32(x), I32(y)) => cmp!(x, y),
+        (U32(x), U32(y)) => cmp!(x, y),
+        (I64(x), I64(y)) => cmp!(x, y),
+        (U64(x), U64(y)) => cmp!(x, y),
+        (F32(x), F32(y)) => cmp!(x, y),
+        (F64(x), F64(y)) => cmp!(x, y),
+        _ => unreachable!("mixed operand types survived type checking: {a:?} {b:?}"),
+    }
+}
+
+/// `a * b + c`: fused (one rounding) for floats, wrapping for integers.
+pub fn mul_add(a: Scalar, b: Scalar, c: Scalar) -> Scalar {
+    use Scalar::*;
+    match (a, b, c) {
+        (F32(x), F32(y), F32(z)) => F32(x.mul_add(y, z)),
+        (F64(x), F64(y), F64(z)) => F64(x.mul_add(y, z)),
+        _ => binary(BinaryOp::Add, binary(BinaryOp::Mul, a, b), c),
+    }
+}
+
+/// `x^n` for floats, wrapping `x^n` for integers (negative `n` gives 0 for
+/// integers other than ±1, as integer `1 / x^|n|` does).
+pub fn powi(x: Scalar, n: i32) -> Scalar {
+    use Scalar::*;
+    match x {
+        F32(v) => F32(powi_f32(v, n)),
+        F64(v) => F64(powi_f64(v, n)),
+        Bool(_) => unreachable!("powi on bool survived type checking"),
+        int => {
+            let one = Scalar::I64(1).cast(int.dtype());
+            let p = pow_unsigned(int, n.unsigned_abs(), |a, b| binary(BinaryOp::Mul, a, b), one);
+            if n < 0 {
+                binary(BinaryOp::Div, one, p)
+            } else {
+                p
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_division_by_zero_is_zero_and_min_over_minus_one_wraps() {
+        assert_eq!(binary(BinaryOp::Div, I32(7), I32(0)), I32(0));
+        assert_eq!(binary(BinaryOp::Rem, U64(7), U64(0)), U64(0));
+        assert_eq!(binary(BinaryOp::Div, I32(i32::MIN), I32(-1)), I32(i32::MIN));
+        assert_eq!(binary(BinaryOp::Rem, I64(i64::MIN), I64(-1)), I64(0));
+    }
+    use Scalar::*;
+
+    #[test]
+    fn float_min_max_skip_nan() {
+        assert_eq!(binary(BinaryOp::Min, F32(f32::NAN), F32(1.0)), F32(1.0));
+        assert_eq!(binary(BinaryOp::Max, F64(2.0), F64(f64::NAN)), F64(2.0));
+    }
+
+    #[test]
+    fn powi_matches_repeated_multiplication() {
+        assert_eq!(powi_f64(3.0, 5), 243.0);
+        assert_eq!(powi_f32(2.0, -2), 0.25);
+        assert_eq!(powi_f64(7.5, 0), 1.0);
+        assert_eq!(powi(I32(3), 3), I32(27));
+        assert_eq!(powi(I32(2), 40), I32(0));
+        assert_eq!(powi(I32(2), -1), I32(0));
+    }
+
+    #[test]
+    fn unsigned_negation_wraps() {
+        assert_eq!(unary(UnaryOp::Neg, U32(1)), U32(u32::MAX));
+        assert_eq!(unary(UnaryOp::Abs, I32(i32::MIN)), I32(i32::MIN));
+    }
+}

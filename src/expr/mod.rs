@@ -1,0 +1,19 @@
+//! Element expressions: the per-element IR, its types, reference semantics
+//! and the tracing that builds it from user closures.
+//!
+//! This module knows nothing about streams, plans or backends.
+
+mod arena;
+mod dtype;
+mod element;
+pub mod eval;
+mod handle;
+mod ops;
+pub(crate) mod trace;
+
+pub use arena::{ExprArena, Node, NodeData, Value, VerifyError};
+pub use dtype::{DType, Scalar};
+pub use element::{Element, Float, Numeric};
+pub use handle::{Expr, IntoExpr, Shape};
+pub use ops::{BinaryOp, UnaryOp};
+pub use trace::Params;

@@ -1,0 +1,105 @@
+//! Tracing: running a user closure over `Expr` handles so that every
+//! operation it performs is appended to the query's arena.
+//!
+//! A thread-local points at the arena and parameter list being traced; the
+//! guard restores the previous one on drop, so tracing is re-entrant and a
+//! closure that panics leaves nothing behind.
+
+use super::arena::{ExprArena, Node, Value};
+use super::dtype::{DType, Scalar};
+use smallvec::SmallVec;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Run-time parameter values of one query, by slot.
+pub type Params = SmallVec<[Scalar; 8]>;
+
+pub(crate) struct TraceTarget {
+    pub arena: *mut ExprArena,
+    pub params: *mut Params,
+    pub id: u32,
+}
+
+thread_local! {
+    static CURRENT: Cell<*const TraceTarget> = const { Cell::new(std::ptr::null()) };
+}
+
+static NEXT_ID: AtomicU32 = AtomicU32::new(1);
+
+/// A fresh identity for an arena, so that an `Expr` from one query used in
+/// another is caught instead of silently reading the wrong node.
+pub(crate) fn fresh_id() -> u32 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Runs `f` with `arena`/`params` as the tracing target.
+pub(crate) fn with_target<R>(
+    arena: &mut ExprArena,
+    params: &mut Params,
+    id: u32,
+    f: impl FnOnce() -> R,
+) -> R {
+    struct Restore(*const TraceTarget);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CURRENT.with(|c| c.set(self.0));
+        }
+    }
+    let target = TraceTarget {
+        arena,
+        params,
+        id,
+    };
+    let _restore = Restore(CURRENT.with(|c| c.replace(&target)));
+    f()
+}
+
+fn current<R>(f: impl FnOnce(&mut ExprArena, &mut Params, u32) -> R) -> R {
+    let ptr = CURRENT.with(|c| c.get());
+    assert!(
+        !ptr.is_null(),
+        "computeq: an `Expr` was used outside the closure of a computeq adaptor \
+         (expressions exist only while a query traces its closures)"
+    );
+    // SAFETY: the pointer was set by `with_target`, whose frame is still live
+    // (the guard resets it before returning) and which holds the only
+    // references to the arena and params for its duration.
+    unsafe {
+        let t = &*ptr;
+        f(&mut *t.arena, &mut *t.params, t.id)
+    }
+}
+
+/// Appends `node` to the arena being traced. `id` is the arena identity the
+/// operands came from.
+pub(crate) fn push(node: Node, ty: Option<DType>, ids: &[u32]) -> (Value, u32) {
+    current(|arena, _, id| {
+        for &operand_id in ids {
+            assert!(
+                operand_id == id,
+                "computeq: an `Expr` from another query or closure was used here; \
+                 expressions cannot be carried between queries"
+            );
+        }
+        let v = match ty {
+            Some(t) => arena.push_typed(node, t),
+            None => arena.push(node),
+        };
+        (
+            v.unwrap_or_else(|e| panic!("computeq: ill-typed expression: {e}")),
+            id,
+        )
+    })
+}
+
+/// Adds a run-time parameter and returns its node.
+pub(crate) fn param(value: Scalar) -> (Value, u32) {
+    current(|arena, params, id| {
+        let slot = params.len() as u16;
+        params.push(value);
+        let v = arena
+            .push_typed(Node::Param(slot), value.dtype())
+            .expect("param nodes are always well-typed");
+        (v, id)
+    })
+}

@@ -1,0 +1,11 @@
+//! Physical plans: fused stages and the workload they represent.
+//!
+//! Produced by `optimize`, read by `cost`, `select`, `codegen` and the
+//! backends; nothing downstream changes a plan.
+
+mod stage;
+
+pub use stage::{
+    AggKind, Aggregate, Combine, PhysicalPlan, PlanOutput, RangeOp, RunParams, ScanOp, Stage,
+    StageInput, StageRange, Terminal,
+};

@@ -1,0 +1,391 @@
+//! Fused stages: the unit every backend executes. A stage is one pass over
+//! memory: read its inputs, evaluate one element program, then end in a
+//! terminal (reduce, scan, store or order-preserving compaction).
+//!
+//! Stages are produced by the optimizer and never changed afterwards; the
+//! backends may only read them.
+
+use crate::expr::{DType, ExprArena, Params, Scalar, Value};
+use smallvec::SmallVec;
+use std::fmt;
+
+/// Where a stage's input slot reads from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum StageInput {
+    /// Input column `n` of the query (the source, then each `zip` in order).
+    Source(u16),
+    /// Output column `column` of an earlier stage.
+    Stage {
+        /// Index of the producing stage in [`PhysicalPlan::stages`].
+        stage: u16,
+        /// Which of its output columns.
+        column: u16,
+    },
+}
+
+/// One step of the run-time range computation of a stage.
+///
+/// A stage's logical positions are `0..len`; input slot `s` at position `k`
+/// reads element `k + offset[s]` and enumerate slot `e` yields
+/// `k + index_offset[e]`. The steps are replayed at run time because the
+/// `skip`/`take` counts are parameters.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RangeOp {
+    /// Input slot `s` joins (source or zip): `len = min(len, len(s))`.
+    Join(u16),
+    /// Enumerate slot `e` starts counting here.
+    Enumerate(u16),
+    /// `skip(n)` with `n` in parameter slot `p` (a `u64`).
+    Skip(u16),
+    /// `take(n)` with `n` in parameter slot `p` (a `u64`).
+    Take(u16),
+}
+
+/// The resolved range of one stage run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StageRange {
+    /// Number of logical positions.
+    pub len: usize,
+    /// Per input slot: the offset of position 0 in that input.
+    pub offsets: SmallVec<[usize; 4]>,
+    /// Per enumerate slot: the index yielded at position 0.
+    pub index_offsets: SmallVec<[u64; 2]>,
+}
+
+/// A two-operand program `(a, b) -> c` for `reduce` and `scan`: slot 0 of
+/// `Input` is the accumulator, slot 1 the element.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Combine {
+    /// The program; `Param` nodes use the query's parameter slots.
+    pub program: ExprArena,
+    /// Its result.
+    pub output: Value,
+    /// Parameter slot holding the identity value.
+    pub identity: u16,
+}
+
+impl Combine {
+    /// Evaluates the combine with the reference semantics.
+    pub fn eval(&self, a: Scalar, b: Scalar, params: &[Scalar]) -> Scalar {
+        crate::backend::cpu_scalar::eval_program(&self.program, self.output, &[a, b], &[], params)
+    }
+}
+
+/// The kinds of aggregate a reduce terminal computes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AggKind {
+    /// Sum (wrapping for integers). Result type: the column's.
+    Sum,
+    /// Minimum; float NaNs are skipped, all-NaN gives NaN. Result: the column's type.
+    Min,
+    /// Maximum; float NaNs are skipped, all-NaN gives NaN. Result: the column's type.
+    Max,
+    /// Number of surviving elements. No column. Result: `u64`.
+    Count,
+    /// Position of the first minimum (NaNs skipped; all-NaN gives 0). Result: `u64`.
+    ArgMin,
+    /// Position of the first maximum (NaNs skipped; all-NaN gives 0). Result: `u64`.
+    ArgMax,
+    /// Whether any surviving element's boolean column is true. Result: `bool`.
+    Any,
+    /// Whether every surviving element's boolean column is true. Result: `bool`.
+    All,
+    /// A user combine, applied left to right within a block and over block
+    /// results in order. Result: the column's type.
+    Custom(Combine),
+}
+
+impl AggKind {
+    /// The text-form name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AggKind::Sum => "sum",
+            AggKind::Min => "min",
+            AggKind::Max => "max",
+            AggKind::Count => "count",
+            AggKind::ArgMin => "argmin",
+            AggKind::ArgMax => "argmax",
+            AggKind::Any => "any",
+            AggKind::All => "all",
+            AggKind::Custom(_) => "reduce",
+        }
+    }
+
+    /// Type of the result for a column of type `column`.
+    pub fn result_type(&self, column: Option<DType>) -> DType {
+        match self {
+            AggKind::Count | AggKind::ArgMin | AggKind::ArgMax => DType::U64,
+            AggKind::Any | AggKind::All => DType::Bool,
+            _ => column.expect("aggregate without a column"),
+        }
+    }
+}
+
+/// One aggregate of a reduce terminal.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Aggregate {
+    /// What to compute.
+    pub kind: AggKind,
+    /// The column aggregated (`None` only for `Count`).
+    pub column: Option<Value>,
+}
+
+/// The scan operator.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ScanOp {
+    /// Running sum (wrapping for integers).
+    Sum,
+    /// A user combine with its identity.
+    Custom(Combine),
+}
+
+/// How a stage ends.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Terminal {
+    /// Several aggregates in one pass; with a predicate, only surviving
+    /// elements contribute (filter-into-reduce).
+    Reduce(SmallVec<[Aggregate; 4]>),
+    /// Writes each column: every position, or with a predicate only the
+    /// survivors, in order (stream compaction).
+    Collect(SmallVec<[Value; 4]>),
+    /// Inclusive or exclusive scan of one column (no predicate).
+    Scan {
+        /// The scanned column.
+        column: Value,
+        /// The operator.
+        op: ScanOp,
+        /// Exclusive: output `i` combines elements `0..i`.
+        exclusive: bool,
+    },
+}
+
+impl Terminal {
+    /// The name used in plans and metrics.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Terminal::Reduce(_) => "reduce",
+            Terminal::Collect(_) => "collect",
+            Terminal::Scan { .. } => "scan",
+        }
+    }
+}
+
+/// One fused pass over memory.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Stage {
+    /// Input slots (the `Input(s)` nodes of the program read slot `s`).
+    pub inputs: SmallVec<[StageInput; 2]>,
+    /// Number of enumerate slots (`Index(e)` nodes).
+    pub enumerates: u16,
+    /// The range computation, replayed per run.
+    pub range: SmallVec<[RangeOp; 4]>,
+    /// The element program (only live nodes, in evaluation order).
+    pub program: ExprArena,
+    /// Elements for which this is false are dropped.
+    pub predicate: Option<Value>,
+    /// What the stage produces.
+    pub terminal: Terminal,
+}
+
+impl Stage {
+    /// Resolves the stage's range for input lengths `input_lens` (one per
+    /// slot) and parameter values.
+    pub fn resolve_range(&self, input_lens: &[usize], params: &[Scalar]) -> StageRange {
+        let mut r = StageRange {
+            len: usize::MAX,
+            offsets: smallvec::smallvec![0; self.inputs.len()],
+            index_offsets: smallvec::smallvec![0; self.enumerates as usize],
+        };
+        let mut joined: SmallVec<[bool; 4]> = smallvec::smallvec![false; self.inputs.len()];
+        let mut counting: SmallVec<[bool; 2]> =
+            smallvec::smallvec![false; self.enumerates as usize];
+        let count = |p: u16| -> usize {
+            let n = match params[p as usize] {
+                Scalar::U64(n) => n,
+                other => other.cast(DType::U64).to_bits(),
+            };
+            usize::try_from(n).unwrap_or(usize::MAX)
+        };
+        for op in &self.range {
+            match *op {
+                RangeOp::Join(s) => {
+                    joined[s as usize] = true;
+                    r.len = r.len.min(input_lens[s as usize]);
+                }
+                RangeOp::Enumerate(e) => counting[e as usize] = true,
+                RangeOp::Skip(p) => {
+                    let n = count(p).min(r.len);
+                    r.len -= n;
+                    for (s, o) in r.offsets.iter_mut().enumerate() {
+                        if joined[s] {
+                            *o += n;
+                        }
+                    }
+                    for (e, o) in r.index_offsets.iter_mut().enumerate() {
+                        if counting[e] {
+                            *o += n as u64;
+                        }
+                    }
+                }
+                RangeOp::Take(p) => r.len = r.len.min(count(p)),
+            }
+        }
+        if r.len == usize::MAX {
+            r.len = 0;
+        }
+        r
+    }
+
+    /// Output dtypes of a collect terminal, or the scanned column's type.
+    pub fn output_dtypes(&self) -> SmallVec<[DType; 4]> {
+        match &self.terminal {
+            Terminal::Collect(cols) => cols.iter().map(|&c| self.program.ty(c)).collect(),
+            Terminal::Scan { column, .. } => smallvec::smallvec![self.program.ty(*column)],
+            Terminal::Reduce(aggs) => aggs
+                .iter()
+                .map(|a| a.kind.result_type(a.column.map(|c| self.program.ty(c))))
+                .collect(),
+        }
+    }
+
+    /// Number of element operations per position (for cost estimates).
+    pub fn ops_per_element(&self) -> usize {
+        use crate::expr::Node;
+        self.program
+            .iter()
+            .filter(|(_, n)| !matches!(n.node, Node::Input(_) | Node::Param(_) | Node::Const(_)))
+            .count()
+            .max(1)
+    }
+
+    /// Whether any node of this stage has a 64-bit type.
+    pub fn uses_wide_types(&self) -> bool {
+        self.program.iter().any(|(_, n)| n.ty.is_wide())
+    }
+}
+
+/// An optimized plan: stages in execution order; the last one's terminal is
+/// the query's result.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PhysicalPlan {
+    /// Types of the query's input columns.
+    pub input_dtypes: SmallVec<[DType; 2]>,
+    /// Number of parameter slots the plan reads.
+    pub param_count: usize,
+    /// The stages.
+    pub stages: SmallVec<[Stage; 1]>,
+}
+
+impl PhysicalPlan {
+    /// The stage producing the query's result.
+    pub fn last(&self) -> &Stage {
+        self.stages.last().expect("a plan has at least one stage")
+    }
+}
+
+/// What a plan returns.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PlanOutput {
+    /// One scalar per aggregate of the final reduce, in order.
+    Aggregates(SmallVec<[Scalar; 4]>),
+    /// One column per output of the final collect or scan.
+    Columns(Vec<crate::runtime::column::Column>),
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "  inputs:")?;
+        for (s, i) in self.inputs.iter().enumerate() {
+            match i {
+                StageInput::Source(n) => write!(f, " s{s}=source{n}")?,
+                StageInput::Stage { stage, column } => write!(f, " s{s}=stage{stage}.{column}")?,
+            }
+        }
+        writeln!(f)?;
+        if !self.range.is_empty() {
+            write!(f, "  range:")?;
+            for op in &self.range {
+                match op {
+                    RangeOp::Join(s) => write!(f, " join(s{s})")?,
+                    RangeOp::Enumerate(e) => write!(f, " enumerate(e{e})")?,
+                    RangeOp::Skip(p) => write!(f, " skip(param.{p})")?,
+                    RangeOp::Take(p) => write!(f, " take(param.{p})")?,
+                }
+            }
+            writeln!(f)?;
+        }
+        for (v, _) in self.program.iter() {
+            write!(f, "    ")?;
+            self.program.write_node(f, v)?;
+            writeln!(f)?;
+        }
+        if let Some(p) = self.predicate {
+            writeln!(f, "  predicate: {p}")?;
+        }
+        match &self.terminal {
+            Terminal::Reduce(aggs) => {
+                write!(f, "  terminal: reduce")?;
+                for a in aggs {
+                    match (&a.kind, a.column) {
+                        (AggKind::Custom(c), Some(col)) => {
+                            write!(f, " reduce({col}, identity=param.{} by [", c.identity)?;
+                            let mut first = true;
+                            for (v, _) in c.program.iter() {
+                                if !first {
+                                    write!(f, "; ")?;
+                                }
+                                first = false;
+                                c.program.write_node(f, v)?;
+                            }
+                            write!(f, "] -> {})", c.output)?;
+                        }
+                        (k, Some(col)) => write!(f, " {}({col})", k.name())?,
+                        (k, None) => write!(f, " {}", k.name())?,
+                    }
+                }
+                writeln!(f)
+            }
+            Terminal::Collect(cols) => {
+                let what = if self.predicate.is_some() {
+                    "compact"
+                } else {
+                    "store"
+                };
+                write!(f, "  terminal: {what}")?;
+                for c in cols {
+                    write!(f, " {c}")?;
+                }
+                writeln!(f)
+            }
+            Terminal::Scan {
+                column,
+                op,
+                exclusive,
+            } => {
+                let kind = if *exclusive { "exclusive" } else { "inclusive" };
+                match op {
+                    ScanOp::Sum => writeln!(f, "  terminal: scan {kind} sum({column})"),
+                    ScanOp::Custom(c) => writeln!(
+                        f,
+                        "  terminal: scan {kind} custom({column}, identity=param.{}, {} nodes)",
+                        c.identity,
+                        c.program.len()
+                    ),
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for PhysicalPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, s) in self.stages.iter().enumerate() {
+            writeln!(f, "stage {i}:")?;
+            write!(f, "{s}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Parameter values of one run (re-exported for backends).
+pub type RunParams = Params;

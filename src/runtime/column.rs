@@ -1,0 +1,181 @@
+//! Typed columns: borrowed inputs (`ColumnRef`) and owned outputs (`Column`).
+//!
+//! A column is one stream of one dtype. Backends read `ColumnRef`s and return
+//! `Column`s; the query layer turns them back into `Vec<T>` without copying.
+
+use crate::expr::{DType, Scalar};
+
+/// A borrowed, typed input column.
+#[derive(Copy, Clone, Debug)]
+pub enum ColumnRef<'a> {
+    /// `bool` values.
+    Bool(&'a [bool]),
+    /// `i32` values.
+    I32(&'a [i32]),
+    /// `u32` values.
+    U32(&'a [u32]),
+    /// `i64` values.
+    I64(&'a [i64]),
+    /// `u64` values.
+    U64(&'a [u64]),
+    /// `f32` values.
+    F32(&'a [f32]),
+    /// `f64` values.
+    F64(&'a [f64]),
+}
+
+/// An owned, typed column.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Column {
+    /// `bool` values.
+    Bool(Vec<bool>),
+    /// `i32` values.
+    I32(Vec<i32>),
+    /// `u32` values.
+    U32(Vec<u32>),
+    /// `i64` values.
+    I64(Vec<i64>),
+    /// `u64` values.
+    U64(Vec<u64>),
+    /// `f32` values.
+    F32(Vec<f32>),
+    /// `f64` values.
+    F64(Vec<f64>),
+}
+
+macro_rules! each_column {
+    ($self:expr, $v:ident => $e:expr) => {
+        match $self {
+            Self::Bool($v) => $e,
+            Self::I32($v) => $e,
+            Self::U32($v) => $e,
+            Self::I64($v) => $e,
+            Self::U64($v) => $e,
+            Self::F32($v) => $e,
+            Self::F64($v) => $e,
+        }
+    };
+}
+
+impl<'a> ColumnRef<'a> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        each_column!(self, v => v.len())
+    }
+
+    /// Whether the column has no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            ColumnRef::Bool(_) => DType::Bool,
+            ColumnRef::I32(_) => DType::I32,
+            ColumnRef::U32(_) => DType::U32,
+            ColumnRef::I64(_) => DType::I64,
+            ColumnRef::U64(_) => DType::U64,
+            ColumnRef::F32(_) => DType::F32,
+            ColumnRef::F64(_) => DType::F64,
+        }
+    }
+
+    /// Size in bytes.
+    pub fn byte_len(&self) -> usize {
+        self.len() * self.dtype().size()
+    }
+
+    /// Element `i` as a scalar (the slow path of the reference interpreter).
+    pub fn get(&self, i: usize) -> Scalar {
+        each_column!(self, v => Scalar::from(v[i]))
+    }
+
+    /// The columns's bytes, as stored in memory.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        // SAFETY: every element type is plain old data without padding, and
+        // `bool` is one byte that is 0 or 1.
+        each_column!(*self, v => unsafe {
+            std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v))
+        })
+    }
+}
+
+impl Column {
+    /// An empty column of `dtype` with room for `capacity` elements.
+    pub fn with_capacity(dtype: DType, capacity: usize) -> Column {
+        match dtype {
+            DType::Bool => Column::Bool(Vec::with_capacity(capacity)),
+            DType::I32 => Column::I32(Vec::with_capacity(capacity)),
+            DType::U32 => Column::U32(Vec::with_capacity(capacity)),
+            DType::I64 => Column::I64(Vec::with_capacity(capacity)),
+            DType::U64 => Column::U64(Vec::with_capacity(capacity)),
+            DType::F32 => Column::F32(Vec::with_capacity(capacity)),
+            DType::F64 => Column::F64(Vec::with_capacity(capacity)),
+        }
+    }
+
+    /// A column of `len` zeros (or `false`).
+    pub fn zeroed(dtype: DType, len: usize) -> Column {
+        match dtype {
+            DType::Bool => Column::Bool(vec![false; len]),
+            DType::I32 => Column::I32(vec![0; len]),
+            DType::U32 => Column::U32(vec![0; len]),
+            DType::I64 => Column::I64(vec![0; len]),
+            DType::U64 => Column::U64(vec![0; len]),
+            DType::F32 => Column::F32(vec![0.0; len]),
+            DType::F64 => Column::F64(vec![0.0; len]),
+        }
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.as_ref().dtype()
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        each_column!(self, v => v.len())
+    }
+
+    /// Whether the column has no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Borrows the column.
+    pub fn as_ref(&self) -> ColumnRef<'_> {
+        match self {
+            Column::Bool(v) => ColumnRef::Bool(v),
+            Column::I32(v) => ColumnRef::I32(v),
+            Column::U32(v) => ColumnRef::U32(v),
+            Column::I64(v) => ColumnRef::I64(v),
+            Column::U64(v) => ColumnRef::U64(v),
+            Column::F32(v) => ColumnRef::F32(v),
+            Column::F64(v) => ColumnRef::F64(v),
+        }
+    }
+
+    /// Appends a scalar of the column's type.
+    pub fn push(&mut self, s: Scalar) {
+        match (self, s) {
+            (Column::Bool(v), Scalar::Bool(x)) => v.push(x),
+            (Column::I32(v), Scalar::I32(x)) => v.push(x),
+            (Column::U32(v), Scalar::U32(x)) => v.push(x),
+            (Column::I64(v), Scalar::I64(x)) => v.push(x),
+            (Column::U64(v), Scalar::U64(x)) => v.push(x),
+            (Column::F32(v), Scalar::F32(x)) => v.push(x),
+            (Column::F64(v), Scalar::F64(x)) => v.push(x),
+            (c, s) => panic!(
+                "internal error: pushing a {} into a {} column",
+                s.dtype(),
+                c.dtype()
+            ),
+        }
+    }
+
+    /// Size in bytes of the elements.
+    pub fn byte_len(&self) -> usize {
+        self.len() * self.dtype().size()
+    }
+}

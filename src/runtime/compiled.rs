@@ -1,0 +1,87 @@
+//! A plan as cached by the engine: the optimized physical plan, what explain
+//! shows about how it was made, and one lazily built artifact per backend
+//! (block program, WGSL pipeline, PTX module).
+
+use crate::backend::BackendKind;
+use crate::plan::PhysicalPlan;
+use std::any::Any;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// What the optimizer did, kept for `explain`.
+#[derive(Clone, Debug, Default)]
+pub struct PlanReport {
+    /// The operation graph before optimization, in text form.
+    pub graph_text: String,
+    /// Each pass that changed something, in order.
+    pub passes_applied: Vec<&'static str>,
+    /// Time spent building the graph.
+    pub plan_time: Duration,
+    /// Time spent in optimizer passes and lowering.
+    pub optimize_time: Duration,
+}
+
+/// An optimized plan plus per-backend compiled artifacts.
+pub struct CompiledPlan {
+    /// The plan every backend executes.
+    pub plan: PhysicalPlan,
+    /// Structural hash of the traced query (captured values excluded).
+    pub fingerprint: u64,
+    /// How it was made.
+    pub report: PlanReport,
+    artifacts: [OnceLock<Arc<dyn Any + Send + Sync>>; BackendKind::COUNT],
+}
+
+impl std::fmt::Debug for CompiledPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledPlan")
+            .field("fingerprint", &format_args!("{:016x}", self.fingerprint))
+            .field("plan", &self.plan)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CompiledPlan {
+    /// Wraps an optimized plan.
+    pub fn new(plan: PhysicalPlan, fingerprint: u64, report: PlanReport) -> CompiledPlan {
+        CompiledPlan {
+            plan,
+            fingerprint,
+            report,
+            artifacts: Default::default(),
+        }
+    }
+
+    /// The artifact of `backend`, built by `build` on first use. Returns it
+    /// with `true` when it came from the cache. Two threads racing on the
+    /// first use may both build; one result is kept.
+    pub fn artifact<T, E>(
+        &self,
+        backend: BackendKind,
+        build: impl FnOnce() -> Result<T, E>,
+    ) -> Result<(Arc<T>, bool), E>
+    where
+        T: Any + Send + Sync,
+    {
+        let slot = &self.artifacts[backend.index()];
+        if let Some(a) = slot.get() {
+            if let Ok(t) = a.clone().downcast::<T>() {
+                return Ok((t, true));
+            }
+        }
+        let built: Arc<dyn Any + Send + Sync> = Arc::new(build()?);
+        let _ = slot.set(built);
+        let stored = slot.get().expect("just set").clone();
+        Ok((
+            stored
+                .downcast::<T>()
+                .unwrap_or_else(|_| panic!("two artifact types for backend {backend}")),
+            false,
+        ))
+    }
+
+    /// Whether `backend` has built its artifact.
+    pub fn has_artifact(&self, backend: BackendKind) -> bool {
+        self.artifacts[backend.index()].get().is_some()
+    }
+}
