@@ -1,7 +1,76 @@
-//! computeq: a lazy, LINQ-style query engine for numeric slices.
+//! # computeq
+//!
+//! A lazy, LINQ-style query engine for numeric slices. Closures are traced
+//! into an expression graph, adaptor chains are fused into as few passes
+//! over memory as possible, every available backend is priced against the
+//! real input, the cheapest runs, a failing device falls back to the CPU,
+//! and every run leaves [`ExecutionMetrics`](metrics::ExecutionMetrics).
+//!
+//! ## Contents
+//! - [Example](#example)
+//! - [The path of a query](#the-path-of-a-query)
+//! - [Semantics](#semantics)
+//! - [Backends and features](#backends-and-features)
+//!
+//! ## Example
+//!
+//! ```
+//! use computeq::prelude::*;
+//!
+//! let xs: Vec<f32> = (0..10_000).map(|i| (i as f32).sin()).collect();
+//! let s: f32 = xs.compute().map(|x| x * 2.0 + 1.0).filter(|x| x.gt(0.5)).sum();
+//!
+//! let (n, metrics) = xs.compute().filter(|x| x.gt(0.0)).with_metrics().count();
+//! println!("{n} positives on {} ({})", metrics.backend, metrics.reason);
+//! println!("{}", xs.compute().map(|x| x.abs()).explain().max());
+//! # let _ = s;
+//! ```
+//!
+//! ## The path of a query
+//!
+//! `query` (the lazy builder) → `expr` (traced element expressions) →
+//! `graph` (operation graph) → `optimize` (passes: constant folding, CSE,
+//! fusion, filter-into-reduce, dead code) → `plan` (fused stages, workload)
+//! → `cost`/`select` (estimates and choice) → `backend` (execution) →
+//! `runtime` (engine, fallback, run log) → `metrics` and `recommend`.
+//!
+//! ## Semantics
+//!
+//! Shared by every backend:
+//! - Integer arithmetic wraps; integer division or remainder by zero is 0;
+//!   `MIN / -1` wraps.
+//! - Float → integer casts saturate and NaN becomes 0 (Rust `as`).
+//! - Float `min`/`max` return the non-NaN operand; the `min()`/`max()`
+//!   terminals skip NaNs and return NaN only when every element is NaN;
+//!   `argmin`/`argmax` never pick a NaN (all-NaN gives position 0).
+//! - `round` rounds half away from zero; `powi` multiplies by binary
+//!   exponentiation; `mul_add` is fused for floats.
+//! - `zip` stops at the shorter input; empty inputs are valid everywhere;
+//!   `filter` keeps the order of survivors.
+//! - Integer and boolean results are identical on every backend. Float
+//!   reductions and scans differ only by summation order: the differential
+//!   tests bound the difference by `n · ε · Σ|x|`. For one backend and one
+//!   input length the result does not depend on the number of threads.
+//!
+//! ## Backends and features
+//!
+//! `cpu-scalar` (reference interpreter), `cpu-simd` (block program with
+//! SIMD lanes), `cpu-parallel` (the block program over rayon). Feature
+//! `wgpu` (default) adds the WGSL backend; feature `cuda` the PTX backend.
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod cost;
+mod error;
 pub mod expr;
+pub mod graph;
+pub mod metrics;
+pub mod optimize;
 pub mod plan;
+pub mod prelude;
+pub mod query;
+pub mod recommend;
 pub mod runtime;
+pub mod select;
+
+pub use error::{Error, ErrorKind, Result};

@@ -9,3 +9,9 @@ pub use stage::{
     AggKind, Aggregate, Combine, PhysicalPlan, PlanOutput, RangeOp, RunParams, ScanOp, Stage,
     StageInput, StageRange, Terminal,
 };
+
+mod lower;
+mod workload;
+
+pub use lower::{lower, verify};
+pub use workload::{Residency, WorkloadCharacteristics};

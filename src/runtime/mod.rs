@@ -1,4 +1,16 @@
-//! The runtime: the engine, plan cache, executor with fallback and run log.
+//! The runtime: the engine and its parts (plan cache, run log, settings),
+//! the executor that selects, runs and falls back, and the column types
+//! that cross into backends.
 
 pub mod column;
 pub mod compiled;
+mod config;
+mod engine;
+pub(crate) mod executor;
+mod plan_cache;
+mod run_log;
+
+pub use config::Config;
+pub use engine::{engine, Engine};
+pub use plan_cache::{fingerprint, PlanCache};
+pub use run_log::RunLog;

@@ -1,0 +1,105 @@
+//! Device profiles: the measured (or prior) speeds the cost model prices
+//! with. Every figure is a documented field with its default and origin.
+
+/// Speeds of the host CPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuProfile {
+    /// Read bandwidth of one thread, bytes/s. Prior: 25 GB/s (DESIGN.md:
+    /// 23–33 GB/s with 8 SIMD accumulators).
+    pub bandwidth_one: f64,
+    /// Read bandwidth of all threads, bytes/s. Prior: 45 GB/s (44–57 GB/s).
+    pub bandwidth_all: f64,
+    /// Threads in the pool.
+    pub threads: u32,
+    /// Seconds per element per simple operation in the block program
+    /// (one thread, data in L1). Prior: 0.15 ns.
+    pub simd_op: f64,
+    /// Seconds per element per transcendental operation (one thread).
+    /// Prior: 2 ns.
+    pub simd_transcendental: f64,
+    /// Fixed cost of one `cpu-simd` run (compiled program lookup, block
+    /// setup), seconds. Prior: 100 ns.
+    pub simd_fixed: f64,
+    /// Cost of waking the pool and joining it, seconds. Prior: 30 µs
+    /// (DESIGN.md: 14–40 µs from the main thread).
+    pub pool_wakeup: f64,
+    /// Seconds per element per operation of the reference interpreter.
+    /// Prior: 6 ns.
+    pub scalar_op: f64,
+    /// Seconds per element of interpreter overhead. Prior: 15 ns.
+    pub scalar_element: f64,
+}
+
+impl Default for CpuProfile {
+    fn default() -> Self {
+        CpuProfile {
+            bandwidth_one: 25e9,
+            bandwidth_all: 45e9,
+            threads: rayon::current_num_threads() as u32,
+            simd_op: 0.15e-9,
+            simd_transcendental: 2e-9,
+            simd_fixed: 100e-9,
+            pool_wakeup: 30e-6,
+            scalar_op: 6e-9,
+            scalar_element: 15e-9,
+        }
+    }
+}
+
+/// Speeds of an accelerator and the path to it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceProfile {
+    /// Host → device bytes/s. Prior: 12 GB/s (PCIe 3 x16 in practice).
+    pub upload_bandwidth: f64,
+    /// Device → host bytes/s. Prior: 12 GB/s.
+    pub download_bandwidth: f64,
+    /// Fixed latency of one transfer, seconds. Prior: 10 µs.
+    pub transfer_latency: f64,
+    /// Cost of one kernel launch or dispatch, seconds. Prior: 50 µs.
+    pub launch: f64,
+    /// Device memory read bandwidth, bytes/s. Prior: 300 GB/s.
+    pub bandwidth: f64,
+    /// Seconds per element per simple operation. Prior: 0.005 ns.
+    pub op: f64,
+    /// Seconds per element per transcendental operation. Prior: 0.02 ns.
+    pub transcendental: f64,
+    /// Time to compile one kernel set, seconds. Prior: 20 ms.
+    pub compile: f64,
+    /// A software rasterizer or emulator rather than real hardware.
+    pub software: bool,
+}
+
+impl Default for DeviceProfile {
+    fn default() -> Self {
+        DeviceProfile {
+            upload_bandwidth: 12e9,
+            download_bandwidth: 12e9,
+            transfer_latency: 10e-6,
+            launch: 50e-6,
+            bandwidth: 300e9,
+            op: 0.005e-9,
+            transcendental: 0.02e-9,
+            compile: 20e-3,
+            software: false,
+        }
+    }
+}
+
+impl DeviceProfile {
+    /// A prior for a software device (lavapipe, llvmpipe): CPU-class speeds
+    /// behind a driver, so it never looks like a real GPU before it is
+    /// measured.
+    pub fn software_prior() -> DeviceProfile {
+        DeviceProfile {
+            upload_bandwidth: 5e9,
+            download_bandwidth: 5e9,
+            transfer_latency: 50e-6,
+            launch: 100e-6,
+            bandwidth: 10e9,
+            op: 0.5e-9,
+            transcendental: 2e-9,
+            compile: 50e-3,
+            software: true,
+        }
+    }
+}

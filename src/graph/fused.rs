@@ -1,0 +1,78 @@
+//! A fused node of the operation graph: a run of element-wise adaptors that
+//! will become one stage, still referring to values of the query's arena.
+
+use super::logical::{LogicalAgg, TracedCombine};
+use super::Stream;
+use crate::expr::Value;
+use crate::plan::RangeOp;
+use smallvec::SmallVec;
+
+/// Where an input slot of a fused node reads.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SlotSource {
+    /// A query stream (input column or scan output).
+    Stream(Stream),
+    /// Column `n` of the previous fused node.
+    Previous(u16),
+}
+
+/// How a fused node ends.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FusedTerminal {
+    /// Aggregates (with the node's predicate: a predicated reduction).
+    Reduce(SmallVec<[LogicalAgg; 4]>),
+    /// Materialize columns (with the predicate: order-preserving compaction).
+    Collect(SmallVec<[Value; 4]>),
+    /// A scan of one column.
+    Scan {
+        /// The scanned column.
+        column: Value,
+        /// `None` for a running sum.
+        combine: Option<TracedCombine>,
+        /// Exclusive scan.
+        exclusive: bool,
+    },
+}
+
+/// A run of fused element-wise adaptors.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FusedStage {
+    /// Input slots: the arena value that stands for each slot and its source.
+    pub slots: SmallVec<[(SlotSource, Value); 2]>,
+    /// Arena `Index` values, by local enumerate slot.
+    pub enumerates: SmallVec<[Value; 2]>,
+    /// Range steps (joins, enumerates, skips, takes) in order.
+    pub range: SmallVec<[RangeOp; 4]>,
+    /// Current columns (what the next adaptor sees).
+    pub columns: SmallVec<[Value; 4]>,
+    /// Conjunction of the filters so far.
+    pub predicate: Option<Value>,
+    /// How the node ends.
+    pub terminal: FusedTerminal,
+}
+
+impl FusedStage {
+    /// Arena values this node reads as roots (columns, predicate, terminal).
+    pub fn roots(&self) -> SmallVec<[Value; 8]> {
+        let mut r: SmallVec<[Value; 8]> = SmallVec::new();
+        r.extend(self.predicate);
+        match &self.terminal {
+            FusedTerminal::Reduce(aggs) => r.extend(aggs.iter().filter_map(|a| a.column)),
+            FusedTerminal::Collect(cols) => r.extend(cols.iter().copied()),
+            FusedTerminal::Scan { column, .. } => r.push(*column),
+        }
+        r
+    }
+
+    /// Whether positions matter to what follows (so a predicate here
+    /// forces a compaction before it).
+    pub fn has_arg_aggregate(&self) -> bool {
+        matches!(&self.terminal, FusedTerminal::Reduce(aggs)
+            if aggs.iter().any(|a| matches!(a.kind, crate::plan::AggKind::ArgMin | crate::plan::AggKind::ArgMax)))
+    }
+
+    /// Whether the range has anything besides joins of every slot.
+    pub fn has_range_steps(&self) -> bool {
+        self.range.iter().any(|r| !matches!(r, RangeOp::Join(_)))
+    }
+}

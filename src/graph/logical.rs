@@ -1,0 +1,146 @@
+//! The traced form of a query: the adaptor chain as recorded by the builder,
+//! before it becomes a graph. Every closure has already been traced into the
+//! shared expression arena; this holds only handles and parameter slots.
+//!
+//! The whole record (minus parameter values) is the query's structural key:
+//! two queries with equal records share one optimized plan.
+
+use crate::expr::{DType, ExprArena, Params, Value};
+use crate::plan::AggKind;
+use smallvec::SmallVec;
+
+/// A stream feeding the query: an input column or a scan's output.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// Query input column `n` (the source is 0, each `zip` adds one).
+    Input(u16),
+    /// The output of the scan at op index `n` of [`QueryTrace::ops`].
+    Scan(u16),
+}
+
+/// A traced combine closure `|acc, x| ..` for `reduce` and `scan`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TracedCombine {
+    /// Program with `Input(0)` = accumulator, `Input(1)` = element.
+    pub program: ExprArena,
+    /// The result.
+    pub output: Value,
+    /// Parameter slot of the identity.
+    pub identity: u16,
+}
+
+/// One adaptor of the chain.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum LogicalOp {
+    /// The first stream (node `value` is its `Input` node).
+    Source {
+        /// The stream.
+        stream: Stream,
+        /// Its `Input` node in the arena.
+        value: Value,
+    },
+    /// `zip(&other)`.
+    Zip {
+        /// The stream joined.
+        stream: Stream,
+        /// Its `Input` node.
+        value: Value,
+    },
+    /// `enumerate()`: node `value` is `Index(slot)`.
+    Enumerate {
+        /// Enumerate slot.
+        slot: u16,
+        /// The `Index` node.
+        value: Value,
+    },
+    /// `map(f)`: the new columns.
+    Map {
+        /// The closure's results.
+        outputs: SmallVec<[Value; 4]>,
+    },
+    /// `filter(p)`.
+    Filter {
+        /// The predicate (a `bool` node).
+        predicate: Value,
+    },
+    /// `skip(n)`, `n` in a `u64` parameter slot.
+    Skip {
+        /// Parameter slot.
+        param: u16,
+    },
+    /// `take(n)`, `n` in a `u64` parameter slot.
+    Take {
+        /// Parameter slot.
+        param: u16,
+    },
+    /// `scan_sum()` / `scan(..)` and exclusive variants. The stream after it
+    /// is `Stream::Scan(index of this op)`, read through node `result`.
+    Scan {
+        /// The scanned column.
+        column: Value,
+        /// `None` for a running sum, or the traced combine.
+        combine: Option<TracedCombine>,
+        /// Exclusive scan.
+        exclusive: bool,
+        /// The `Input` node standing for the scan's output downstream.
+        result: Value,
+    },
+}
+
+impl LogicalOp {
+    /// Name for the graph's text form.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LogicalOp::Source { .. } => "source",
+            LogicalOp::Zip { .. } => "zip",
+            LogicalOp::Enumerate { .. } => "enumerate",
+            LogicalOp::Map { .. } => "map",
+            LogicalOp::Filter { .. } => "filter",
+            LogicalOp::Skip { .. } => "skip",
+            LogicalOp::Take { .. } => "take",
+            LogicalOp::Scan { .. } => "scan",
+        }
+    }
+}
+
+/// One aggregate requested by a terminal.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LogicalAgg {
+    /// What to compute (`Custom` holds a combine already in plan form).
+    pub kind: AggKind,
+    /// Column aggregated (`None` for `Count`).
+    pub column: Option<Value>,
+}
+
+/// How the query ends.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum LogicalTerminal {
+    /// Aggregates computed in one pass.
+    Reduce(SmallVec<[LogicalAgg; 4]>),
+    /// Materialize the columns.
+    Collect(SmallVec<[Value; 4]>),
+}
+
+/// The traced query.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct QueryTrace {
+    /// Every traced node; `Input(n)` reads stream `streams[n]`.
+    pub arena: ExprArena,
+    /// The adaptors in order.
+    pub ops: SmallVec<[LogicalOp; 8]>,
+    /// Stream table for `Input(n)` nodes of the arena.
+    pub streams: SmallVec<[Stream; 4]>,
+    /// Types of the query's input columns.
+    pub input_dtypes: SmallVec<[DType; 2]>,
+    /// Number of `enumerate` slots.
+    pub enumerates: u16,
+    /// The terminal (set when the query runs).
+    pub terminal: Option<LogicalTerminal>,
+}
+
+/// Parameter values travel beside the trace, never inside its key.
+#[derive(Clone, Debug, Default)]
+pub struct TraceValues {
+    /// By parameter slot.
+    pub params: Params,
+}

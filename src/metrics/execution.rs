@@ -1,0 +1,237 @@
+//! `ExecutionMetrics`: everything measured about one run.
+
+use super::{fmt_bytes, fmt_duration};
+use crate::backend::{BackendKind, Phase};
+use smallvec::SmallVec;
+use std::borrow::Cow;
+use std::fmt;
+use std::time::Duration;
+
+/// Why the backend that ran was chosen.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SelectionReason {
+    /// Forced on the query with `.on(..)`.
+    Forced,
+    /// Forced by `COMPUTEQ_BACKEND`.
+    Environment,
+    /// The only candidate left (others unavailable, disabled or declining).
+    OnlyCandidate,
+    /// Cheapest estimate of the cost model.
+    Model {
+        /// Estimated seconds of the choice.
+        estimate: f64,
+        /// Estimated seconds of the runner-up, if any.
+        runner_up: Option<(BackendKind, f64)>,
+    },
+    /// Measured history of this plan and size outweighed the model.
+    History {
+        /// Number of measurements behind the choice.
+        samples: u32,
+        /// Their recency-weighted mean, in seconds.
+        mean: f64,
+    },
+    /// Exploration of a plausible candidate with too few measurements.
+    Exploration,
+    /// The chosen backend failed; this one ran instead.
+    Fallback {
+        /// The backend originally chosen.
+        from: BackendKind,
+    },
+}
+
+impl fmt::Display for SelectionReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SelectionReason::Forced => write!(f, "forced by the query"),
+            SelectionReason::Environment => write!(f, "forced by COMPUTEQ_BACKEND"),
+            SelectionReason::OnlyCandidate => write!(f, "only available candidate"),
+            SelectionReason::Model { estimate, runner_up } => {
+                write!(f, "cheapest estimate ({})", fmt_duration(secs(*estimate)))?;
+                if let Some((b, e)) = runner_up {
+                    write!(f, ", next {b} at {}", fmt_duration(secs(*e)))?;
+                }
+                Ok(())
+            }
+            SelectionReason::History { samples, mean } => write!(
+                f,
+                "measured history ({samples} runs, mean {})",
+                fmt_duration(secs(*mean))
+            ),
+            SelectionReason::Exploration => write!(f, "exploring a plausible candidate"),
+            SelectionReason::Fallback { from } => write!(f, "fallback after {from} failed"),
+        }
+    }
+}
+
+pub(crate) fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s.max(0.0))
+}
+
+/// A backend that was tried and failed, or skipped before running.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Attempt {
+    /// The backend.
+    pub backend: BackendKind,
+    /// Where it failed (`Support` or `Init` when it was skipped).
+    pub phase: Phase,
+    /// Why.
+    pub message: Cow<'static, str>,
+}
+
+/// The cost model's estimate for one candidate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CandidateEstimate {
+    /// The backend.
+    pub backend: BackendKind,
+    /// Estimated total seconds.
+    pub seconds: f64,
+}
+
+/// Time spent in each phase of one run.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PhaseTimes {
+    /// Tracing closures (from `.compute()` to the terminal call).
+    pub trace: Duration,
+    /// Plan-cache lookup, and on a miss building the operation graph.
+    pub plan: Duration,
+    /// Optimizer passes and lowering (zero on a plan-cache hit).
+    pub optimize: Duration,
+    /// Choosing the backend.
+    pub select: Duration,
+    /// Compiling for the backend (zero when cached).
+    pub compile: Duration,
+    /// Host → device.
+    pub transfer_in: Duration,
+    /// The computation.
+    pub execute: Duration,
+    /// Device → host.
+    pub transfer_out: Duration,
+    /// Wall time of the whole query, tracing included.
+    pub total: Duration,
+}
+
+/// Everything measured about one run of one query.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExecutionMetrics {
+    /// Sequence number of the run in its engine.
+    pub run_id: u64,
+    /// Structural hash of the query (captured values excluded).
+    pub fingerprint: u64,
+    /// The backend that produced the result.
+    pub backend: BackendKind,
+    /// Why it was chosen.
+    pub reason: SelectionReason,
+    /// Backends tried before it, or skipped, with why.
+    pub attempts: SmallVec<[Attempt; 2]>,
+    /// Input elements (of the first stage).
+    pub elements_in: u64,
+    /// Input bytes read.
+    pub bytes_in: u64,
+    /// Output elements (1 per aggregate for reductions).
+    pub elements_out: u64,
+    /// Output bytes.
+    pub bytes_out: u64,
+    /// Time per phase.
+    pub phases: PhaseTimes,
+    /// Whether the optimized plan came from the plan cache.
+    pub plan_cache_hit: bool,
+    /// Whether the backend's compiled artifact was cached.
+    pub compile_cache_hit: bool,
+    /// Bytes allocated by the run (outputs, intermediates, scratch).
+    pub bytes_allocated: u64,
+    /// Bytes copied to a device.
+    pub bytes_uploaded: u64,
+    /// Bytes copied from a device.
+    pub bytes_downloaded: u64,
+    /// Bytes of input already resident on the device (not moved).
+    pub bytes_resident: u64,
+    /// The cost model's estimate for every candidate.
+    pub estimates: SmallVec<[CandidateEstimate; 5]>,
+    /// Threads or device lanes used.
+    pub parallelism: u32,
+    /// Device dispatches or parallel tasks.
+    pub launches: u32,
+    /// Number of stages (passes over memory).
+    pub stages: u32,
+    /// `reduce`, `collect` or `scan`.
+    pub terminal: &'static str,
+}
+
+impl ExecutionMetrics {
+    /// The cost model's estimate for the backend that ran.
+    pub fn estimated(&self) -> Option<Duration> {
+        self.estimates
+            .iter()
+            .find(|e| e.backend == self.backend)
+            .map(|e| secs(e.seconds))
+    }
+
+    /// Input elements per second of total wall time.
+    pub fn elements_per_second(&self) -> f64 {
+        self.elements_in as f64 / self.phases.total.as_secs_f64().max(1e-12)
+    }
+
+    /// Input plus output gigabytes per second of execute time.
+    pub fn gb_per_second(&self) -> f64 {
+        (self.bytes_in + self.bytes_out) as f64 / 1e9 / self.phases.execute.as_secs_f64().max(1e-12)
+    }
+
+    /// Share of the total wall time spent executing (1.0 = no overhead).
+    pub fn efficiency(&self) -> f64 {
+        self.phases.execute.as_secs_f64() / self.phases.total.as_secs_f64().max(1e-12)
+    }
+
+    /// Whether a fallback happened.
+    pub fn fell_back(&self) -> bool {
+        matches!(self.reason, SelectionReason::Fallback { .. })
+    }
+}
+
+impl fmt::Display for ExecutionMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = &self.phases;
+        write!(
+            f,
+            "backend={} reason=\"{}\" elements_in={} bytes_in={} elements_out={} bytes_out={} \
+             total={} trace={} plan={} optimize={} select={} compile={} transfer_in={} execute={} \
+             transfer_out={} plan_cache_hit={} compile_cache_hit={} allocated={} throughput={:.2}GB/s \
+             efficiency={:.0}%",
+            self.backend,
+            self.reason,
+            self.elements_in,
+            fmt_bytes(self.bytes_in),
+            self.elements_out,
+            fmt_bytes(self.bytes_out),
+            fmt_duration(p.total),
+            fmt_duration(p.trace),
+            fmt_duration(p.plan),
+            fmt_duration(p.optimize),
+            fmt_duration(p.select),
+            fmt_duration(p.compile),
+            fmt_duration(p.transfer_in),
+            fmt_duration(p.execute),
+            fmt_duration(p.transfer_out),
+            self.plan_cache_hit,
+            self.compile_cache_hit,
+            fmt_bytes(self.bytes_allocated),
+            self.gb_per_second(),
+            self.efficiency() * 100.0,
+        )?;
+        if let Some(e) = self.estimated() {
+            write!(f, " estimated={}", fmt_duration(e))?;
+        }
+        if self.bytes_uploaded + self.bytes_downloaded + self.bytes_resident > 0 {
+            write!(
+                f,
+                " uploaded={} downloaded={} resident={}",
+                fmt_bytes(self.bytes_uploaded),
+                fmt_bytes(self.bytes_downloaded),
+                fmt_bytes(self.bytes_resident)
+            )?;
+        }
+        for a in &self.attempts {
+            write!(f, " failed[{}@{}: {}]", a.backend, a.phase, a.message)?;
+        }
+        Ok(())
+    }
+}

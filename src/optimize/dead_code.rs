@@ -1,0 +1,115 @@
+//! Dead-code elimination: columns that a compaction or store materializes
+//! but the next node never reads are not written at all. (Dead expression
+//! nodes are dropped when stages are lowered, which copies only live ones.)
+
+use super::{Pass, Transformed};
+use crate::expr::Value;
+use crate::graph::{FusedTerminal, OpGraph, OpNode, SlotSource};
+use std::collections::HashSet;
+
+/// The dead-code rule.
+#[derive(Debug)]
+pub struct DeadCode;
+
+impl Pass for DeadCode {
+    fn name(&self) -> &'static str {
+        "dead_code"
+    }
+
+    fn rewrite(&self, graph: &mut OpGraph) -> Transformed {
+        let chain = graph.chain();
+        let mut nodes: Vec<OpNode> = chain.iter().map(|&n| graph.graph[n].clone()).collect();
+        let mut changed = false;
+        for i in (1..nodes.len()).rev() {
+            let (head, tail) = nodes.split_at_mut(i);
+            let (OpNode::Fused(a), OpNode::Fused(b)) = (&mut head[i - 1], &mut tail[0]) else {
+                continue;
+            };
+            let FusedTerminal::Collect(cols) = &mut a.terminal else {
+                continue;
+            };
+            // Values `b` reads, walking operands but stopping at its slots.
+            let slot_values: HashSet<Value> = b.slots.iter().map(|(_, v)| *v).collect();
+            let mut used: HashSet<Value> = HashSet::new();
+            let mut stack: Vec<Value> = b.roots().into_vec();
+            while let Some(v) = stack.pop() {
+                if !used.insert(v) || slot_values.contains(&v) {
+                    continue;
+                }
+                stack.extend(graph.arena.get(v).node.operands());
+            }
+            let keep: Vec<bool> = b
+                .slots
+                .iter()
+                .map(|(src, v)| !matches!(src, SlotSource::Previous(_)) || used.contains(v))
+                .collect();
+            let mut keep = keep;
+            // The next node's length comes from its slots: keep one.
+            if !keep.iter().any(|&k| k) {
+                keep[0] = true;
+            }
+            if keep.iter().all(|&k| k) {
+                continue;
+            }
+            changed = true;
+            let mut new_cols = smallvec::SmallVec::new();
+            let mut new_slots = smallvec::SmallVec::new();
+            let mut renumber = vec![None; b.slots.len()];
+            for (s, (src, v)) in b.slots.iter().enumerate() {
+                if !keep[s] {
+                    continue;
+                }
+                renumber[s] = Some(new_slots.len() as u16);
+                let src = match *src {
+                    SlotSource::Previous(j) => {
+                        new_cols.push(cols[j as usize]);
+                        SlotSource::Previous(new_cols.len() as u16 - 1)
+                    }
+                    other => other,
+                };
+                new_slots.push((src, *v));
+            }
+            *cols = new_cols;
+            a.columns = cols.clone();
+            b.slots = new_slots;
+            b.range = b
+                .range
+                .iter()
+                .filter_map(|r| match *r {
+                    crate::plan::RangeOp::Join(s) => renumber[s as usize].map(crate::plan::RangeOp::Join),
+                    other => Some(other),
+                })
+                .collect();
+        }
+        if changed {
+            graph.replace_chain(nodes);
+        }
+        Transformed::from(changed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optimize::testing::graph_of;
+    use crate::optimize::{FuseElementwise, Pass, Transformed};
+    use crate::prelude::*;
+
+    #[test]
+    fn unread_columns_are_not_materialized() {
+        let (xs, ys) = ([1.0f32], [1i32]);
+        // The compaction would carry (x, y); after enumerate only y is read.
+        let q = xs
+            .compute()
+            .zip(&ys)
+            .filter(|(x, _)| x.gt(0.0))
+            .enumerate()
+            .map(|(i, (_, y))| i.cast::<i32>() + y);
+        let mut g = graph_of(q);
+        FuseElementwise.rewrite(&mut g);
+        assert_eq!(DeadCode.rewrite(&mut g), Transformed::Yes);
+        let text = g.to_string();
+        assert!(text.contains("compact [v1]"), "{text}");
+        assert_eq!(DeadCode.rewrite(&mut g), Transformed::No);
+    }
+}

@@ -1,0 +1,206 @@
+//! Fusion: collapses the adaptor chain into fused nodes, each one pass over
+//! memory. Element-wise adaptors (map, filter, zip, enumerate, take, skip)
+//! join the current node; a position-dependent adaptor after a filter (zip,
+//! enumerate, take, skip, scan, and the terminal here) ends the node with an
+//! order-preserving compaction, and a scan always ends it.
+//!
+//! This rule is deliberately conservative about reductions after a filter:
+//! `FilterIntoReduce` removes that compaction when it is not needed.
+
+use super::{Pass, Transformed};
+use crate::expr::{BinaryOp, Node, Value};
+use crate::graph::{
+    FusedStage, FusedTerminal, LogicalOp, LogicalTerminal, OpGraph, OpNode, SlotSource,
+};
+use crate::plan::RangeOp;
+use smallvec::SmallVec;
+
+/// The fusion rule.
+#[derive(Debug)]
+pub struct FuseElementwise;
+
+struct Builder {
+    done: Vec<OpNode>,
+    cur: Option<FusedStage>,
+}
+
+impl Builder {
+    fn cur(&mut self) -> &mut FusedStage {
+        self.cur.as_mut().expect("a source starts every chain")
+    }
+
+    fn start(&mut self, slots: SmallVec<[(SlotSource, Value); 2]>, columns: SmallVec<[Value; 4]>) {
+        let range = (0..slots.len() as u16).map(RangeOp::Join).collect();
+        self.cur = Some(FusedStage {
+            slots,
+            enumerates: SmallVec::new(),
+            range,
+            columns,
+            predicate: None,
+            terminal: FusedTerminal::Collect(SmallVec::new()),
+        });
+    }
+
+    /// Ends the current node by materializing its columns (compacting when
+    /// it has a predicate) and starts a node reading them.
+    fn split(&mut self) {
+        let mut s = self.cur.take().expect("split without a node");
+        s.terminal = FusedTerminal::Collect(s.columns.clone());
+        let slots = s
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(j, &v)| (SlotSource::Previous(j as u16), v))
+            .collect();
+        let columns = s.columns.clone();
+        self.done.push(OpNode::Fused(s));
+        self.start(slots, columns);
+    }
+
+    fn split_if_filtered(&mut self) {
+        if self.cur().predicate.is_some() {
+            self.split();
+        }
+    }
+
+    fn finish(&mut self, terminal: FusedTerminal) {
+        let mut s = self.cur.take().expect("finish without a node");
+        s.terminal = terminal;
+        self.done.push(OpNode::Fused(s));
+    }
+}
+
+impl Pass for FuseElementwise {
+    fn name(&self) -> &'static str {
+        "fuse_elementwise"
+    }
+
+    fn rewrite(&self, graph: &mut OpGraph) -> Transformed {
+        let chain = graph.chain();
+        if chain.iter().all(|&n| matches!(graph.graph[n], OpNode::Fused(_))) {
+            return Transformed::No;
+        }
+        let mut b = Builder {
+            done: Vec::new(),
+            cur: None,
+        };
+        for n in chain {
+            match graph.graph[n].clone() {
+                OpNode::Fused(f) => b.done.push(OpNode::Fused(f)),
+                OpNode::Op(op) => match op {
+                    LogicalOp::Source { stream, value } => {
+                        b.start(
+                            smallvec::smallvec![(SlotSource::Stream(stream), value)],
+                            smallvec::smallvec![value],
+                        );
+                    }
+                    LogicalOp::Zip { stream, value } => {
+                        b.split_if_filtered();
+                        let s = b.cur();
+                        let slot = s.slots.len() as u16;
+                        s.slots.push((SlotSource::Stream(stream), value));
+                        s.range.push(RangeOp::Join(slot));
+                        s.columns.push(value);
+                    }
+                    LogicalOp::Enumerate { value, .. } => {
+                        b.split_if_filtered();
+                        let s = b.cur();
+                        let e = s.enumerates.len() as u16;
+                        s.enumerates.push(value);
+                        s.range.push(RangeOp::Enumerate(e));
+                        s.columns.insert(0, value);
+                    }
+                    LogicalOp::Map { outputs } => b.cur().columns = outputs,
+                    LogicalOp::Filter { predicate } => {
+                        let p = match b.cur().predicate {
+                            None => predicate,
+                            Some(old) => graph
+                                .arena
+                                .push(Node::Binary(BinaryOp::And, old, predicate))
+                                .expect("predicates are bool"),
+                        };
+                        b.cur().predicate = Some(p);
+                    }
+                    LogicalOp::Skip { param } => {
+                        b.split_if_filtered();
+                        b.cur().range.push(RangeOp::Skip(param));
+                    }
+                    LogicalOp::Take { param } => {
+                        b.split_if_filtered();
+                        b.cur().range.push(RangeOp::Take(param));
+                    }
+                    LogicalOp::Scan {
+                        column,
+                        combine,
+                        exclusive,
+                        result,
+                    } => {
+                        b.split_if_filtered();
+                        b.finish(FusedTerminal::Scan {
+                            column,
+                            combine,
+                            exclusive,
+                        });
+                        b.start(
+                            smallvec::smallvec![(SlotSource::Previous(0), result)],
+                            smallvec::smallvec![result],
+                        );
+                    }
+                },
+                OpNode::Terminal(t) => match t {
+                    LogicalTerminal::Reduce(aggs) => {
+                        b.split_if_filtered();
+                        b.finish(FusedTerminal::Reduce(aggs));
+                    }
+                    LogicalTerminal::Collect(cols) => b.finish(FusedTerminal::Collect(cols)),
+                },
+            }
+        }
+        if let Some(s) = b.cur.take() {
+            // A chain without terminal (graph built for inspection) ends by
+            // materializing its columns.
+            let cols = s.columns.clone();
+            b.cur = Some(s);
+            b.finish(FusedTerminal::Collect(cols));
+        }
+        graph.replace_chain(b.done);
+        Transformed::Yes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optimize::testing::graph_of;
+    use crate::prelude::*;
+
+    #[test]
+    fn element_wise_chain_becomes_one_node() {
+        let (xs, ys) = ([1.0f32], [2.0f32]);
+        let q = xs.compute().map(|x| x * 2.0).zip(&ys).map(|(a, b)| a + b).filter(|v| v.gt(0.0));
+        let mut g = graph_of(q);
+        assert_eq!(FuseElementwise.rewrite(&mut g), Transformed::Yes);
+        assert_eq!(g.graph.node_count(), 1);
+        let text = g.to_string();
+        assert!(text.contains("-> compact"), "{text}");
+        assert_eq!(FuseElementwise.rewrite(&mut g), Transformed::No);
+    }
+
+    #[test]
+    fn position_after_filter_splits() {
+        let xs = [1i32];
+        let q = xs.compute().filter(|x| x.gt(0)).enumerate().take(3);
+        let mut g = graph_of(q);
+        FuseElementwise.rewrite(&mut g);
+        assert_eq!(g.graph.node_count(), 2, "{g}");
+    }
+
+    #[test]
+    fn scan_ends_a_node() {
+        let xs = [1i32];
+        let q = xs.compute().map(|x| x * 2).scan_sum().map(|x| x + 1);
+        let mut g = graph_of(q);
+        FuseElementwise.rewrite(&mut g);
+        assert_eq!(g.graph.node_count(), 2, "{g}");
+    }
+}

@@ -1,0 +1,87 @@
+//! What one run of a plan asks of a machine: the real input size, bytes to
+//! move, work per element, where the data lives. Computed per run from the
+//! actual inputs — the selector never guesses the size.
+
+use super::stage::{PhysicalPlan, Terminal};
+use crate::backend::{BackendKind, Input};
+use crate::expr::Node;
+
+/// Where a run's inputs live.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Residency {
+    /// Every input is in host memory.
+    Host,
+    /// Every input is on this device.
+    Device(BackendKind),
+    /// Some inputs on the host, some on a device.
+    Mixed,
+}
+
+/// The measurable shape of one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkloadCharacteristics {
+    /// Elements of the first stage (the longest pass).
+    pub elements: u64,
+    /// Bytes of input read.
+    pub bytes_in: u64,
+    /// Upper bound of bytes written as the result.
+    pub bytes_out: u64,
+    /// Element operations per position, summed over stages.
+    pub ops_per_element: u32,
+    /// Transcendental operations (sqrt, exp, ln, sin, cos) per position.
+    pub transcendental_per_element: u32,
+    /// Whether any value is 64-bit (`f64 i64 u64`).
+    pub wide_types: bool,
+    /// Number of stages (passes over memory).
+    pub stages: u32,
+    /// `reduce`, `collect` or `scan`.
+    pub terminal: &'static str,
+    /// Where the inputs are.
+    pub residency: Residency,
+}
+
+impl WorkloadCharacteristics {
+    /// Measures `plan` run over `inputs`.
+    pub fn measure(plan: &PhysicalPlan, inputs: &[Input<'_>]) -> WorkloadCharacteristics {
+        let elements = inputs.iter().map(|i| i.len()).min().unwrap_or(0) as u64;
+        let bytes_in: u64 = inputs
+            .iter()
+            .map(|i| (i.len() as u64).min(elements) * i.dtype().size() as u64)
+            .sum();
+        let last = plan.last();
+        let bytes_out = match &last.terminal {
+            Terminal::Reduce(_) => 8 * last.output_dtypes().len() as u64,
+            _ => elements * last.output_dtypes().iter().map(|d| d.size() as u64).sum::<u64>(),
+        };
+        let mut ops = 0u32;
+        let mut trans = 0u32;
+        let mut wide = false;
+        for s in &plan.stages {
+            ops += s.ops_per_element() as u32;
+            wide |= s.uses_wide_types();
+            trans += s
+                .program
+                .iter()
+                .filter(|(_, n)| matches!(n.node, Node::Unary(op, _) if op.is_transcendental()))
+                .count() as u32;
+        }
+        let mut devices = inputs.iter().map(|i| i.device());
+        let first = devices.next().flatten();
+        let residency = match first {
+            None if inputs.iter().all(|i| i.device().is_none()) => Residency::Host,
+            Some(d) if inputs.iter().all(|i| i.device() == Some(d)) => Residency::Device(d),
+            _ => Residency::Mixed,
+        };
+        WorkloadCharacteristics {
+            elements,
+            bytes_in,
+            bytes_out,
+            ops_per_element: ops,
+            transcendental_per_element: trans,
+            wide_types: wide,
+            stages: plan.stages.len() as u32,
+            terminal: last.terminal.kind_name(),
+            residency,
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! `use computeq::prelude::*;` brings `.compute()` and what closures use.
+
+pub use crate::backend::BackendKind;
+pub use crate::expr::{Element, Expr, Float, IntoExpr, Numeric};
+pub use crate::metrics::ExecutionMetrics;
+pub use crate::query::{Compute, IntoSource, Query};
+pub use crate::runtime::{engine, Engine};

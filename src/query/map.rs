@@ -1,0 +1,25 @@
+//! `map`: a new element computed from the current one.
+
+use super::{Mode, Query};
+use crate::expr::Shape;
+use crate::graph::LogicalOp;
+
+impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
+    /// Replaces each element by `f(element)`. The closure runs once, at
+    /// this call, on traced values; captured Rust values become parameters.
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// let k = 3;
+    /// let v: Vec<i32> = [1, 2].compute().map(|x| x * k + 1).collect();
+    /// assert_eq!(v, vec![4, 7]);
+    /// let pairs: Vec<(i32, bool)> = [1, 2].compute().map(|x| (x, x.gt(1))).collect();
+    /// assert_eq!(pairs, vec![(1, false), (2, true)]);
+    /// ```
+    pub fn map<R: Shape>(mut self, f: impl FnOnce(S) -> R) -> Query<'a, R, M> {
+        let outputs = self.trace_closure(f);
+        self.columns = outputs.clone();
+        self.trace.ops.push(LogicalOp::Map { outputs });
+        self.reshape()
+    }
+}

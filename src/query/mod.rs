@@ -1,0 +1,218 @@
+//! The user's surface: the lazy query builder.
+//!
+//! `xs.compute()` starts a [`Query`]; each adaptor (one per file here)
+//! traces its closure into the query's arena and returns a new `Query`;
+//! a terminal hands the trace to the runtime. Nothing runs before the
+//! terminal. Tracing, planning and execution are plumbing the user never
+//! names.
+
+mod enumerate;
+mod filter;
+mod map;
+mod mode;
+mod scan;
+mod source;
+mod take_skip;
+mod terminal;
+mod zip;
+
+pub use mode::{Analyze, ExplainOnly, Measured, Mode, Run, Try};
+pub use source::{Compute, IntoSource};
+pub use terminal::Stats;
+
+use crate::backend::{BackendKind, Input};
+use crate::expr::trace::{self, Params};
+use crate::expr::{DType, Element, Node, Shape, Value};
+use crate::graph::{LogicalOp, QueryTrace, Stream};
+use crate::runtime::Engine;
+use smallvec::SmallVec;
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Instant;
+
+/// Per-query settings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryOptions {
+    /// Run on this backend (overrides selection and `COMPUTEQ_BACKEND`).
+    pub backend: Option<BackendKind>,
+    /// Do not retry on another backend when the chosen one fails.
+    pub no_fallback: bool,
+    /// Keep a collected result on the device when it ran on one.
+    pub keep_on_device: bool,
+}
+
+/// A lazy query over one or more input columns.
+///
+/// `S` is the shape of one element as closures see it (`Expr<f32>`, or a
+/// tuple after `zip`/`enumerate`); `M` says what terminals return (plain
+/// values by default, see [`Mode`]).
+///
+/// # Examples
+///
+/// ```
+/// use computeq::prelude::*;
+///
+/// let xs: Vec<f32> = (0..1000).map(|i| i as f32 / 1000.0).collect();
+/// let total: f32 = xs.compute().map(|x| x * 2.0 + 1.0).filter(|x| x.gt(1.5)).sum();
+/// let expected: f32 = xs.iter().map(|x| x * 2.0 + 1.0).filter(|&x| x > 1.5).sum();
+/// assert!((total - expected).abs() < 1e-2);
+/// ```
+#[must_use = "queries are lazy and do nothing until a terminal such as `sum` or `collect` runs"]
+pub struct Query<'a, S, M = Run> {
+    pub(crate) engine: &'a Engine,
+    pub(crate) trace: QueryTrace,
+    pub(crate) params: Params,
+    pub(crate) arena_id: u32,
+    pub(crate) inputs: SmallVec<[Input<'a>; 2]>,
+    pub(crate) columns: SmallVec<[Value; 4]>,
+    pub(crate) options: QueryOptions,
+    pub(crate) started: Instant,
+    _shape: PhantomData<(S, M)>,
+}
+
+impl<S, M> fmt::Debug for Query<'_, S, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Query")
+            .field("ops", &self.trace.ops.iter().map(|o| o.name()).collect::<Vec<_>>())
+            .field("inputs", &self.inputs.len())
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, T: Element> Query<'a, crate::expr::Expr<T>, Run> {
+    /// A query over `input` run by `engine`.
+    pub(crate) fn new(engine: &'a Engine, input: Input<'a>) -> Self {
+        let started = Instant::now();
+        let mut q = Query {
+            engine,
+            trace: QueryTrace::default(),
+            params: Params::new(),
+            arena_id: trace::fresh_id(),
+            inputs: SmallVec::new(),
+            columns: SmallVec::new(),
+            options: QueryOptions::default(),
+            started,
+            _shape: PhantomData,
+        };
+        let value = q.add_input(input, T::DTYPE);
+        q.trace.ops.push(LogicalOp::Source {
+            stream: Stream::Input(0),
+            value,
+        });
+        q.columns.push(value);
+        q
+    }
+}
+
+impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
+    /// Adds an input column and returns its `Input` node.
+    pub(crate) fn add_input(&mut self, input: Input<'a>, dtype: DType) -> Value {
+        let n = self.inputs.len() as u16;
+        self.inputs.push(input);
+        self.trace.input_dtypes.push(dtype);
+        self.add_stream(Stream::Input(n), dtype)
+    }
+
+    pub(crate) fn add_stream(&mut self, stream: Stream, dtype: DType) -> Value {
+        let slot = self.trace.streams.len() as u16;
+        self.trace.streams.push(stream);
+        self.trace
+            .arena
+            .push_typed(Node::Input(slot), dtype)
+            .expect("input nodes are well-typed")
+    }
+
+    /// Runs `f` over the current columns and returns its result's columns.
+    pub(crate) fn trace_closure<R: Shape>(&mut self, f: impl FnOnce(S) -> R) -> SmallVec<[Value; 4]> {
+        let arg = S::from_values(&self.columns, self.arena_id);
+        let out = trace::with_target(&mut self.trace.arena, &mut self.params, self.arena_id, || f(arg));
+        let mut vals = SmallVec::new();
+        out.values(&mut vals);
+        vals
+    }
+
+    /// Adds a `u64` parameter and returns its slot.
+    pub(crate) fn add_param(&mut self, value: crate::expr::Scalar) -> u16 {
+        let slot = self.params.len() as u16;
+        self.params.push(value);
+        slot
+    }
+
+    /// The same query with another shape (after an adaptor changed it).
+    pub(crate) fn reshape<S2: Shape, M2: Mode>(self) -> Query<'a, S2, M2> {
+        Query {
+            engine: self.engine,
+            trace: self.trace,
+            params: self.params,
+            arena_id: self.arena_id,
+            inputs: self.inputs,
+            columns: self.columns,
+            options: self.options,
+            started: self.started,
+            _shape: PhantomData,
+        }
+    }
+
+    /// Runs this query on `backend`, whatever the selector would choose.
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// let s: i64 = [1i64, 2, 3].compute().on(BackendKind::CpuScalar).sum();
+    /// assert_eq!(s, 6);
+    /// ```
+    pub fn on(mut self, backend: BackendKind) -> Self {
+        self.options.backend = Some(backend);
+        self
+    }
+
+    /// Fails instead of retrying on another backend when the chosen one
+    /// fails (use with the `try_` terminals).
+    pub fn no_fallback(mut self) -> Self {
+        self.options.no_fallback = true;
+        self
+    }
+
+    /// Terminals return `Result` instead of panicking when no backend
+    /// could run the query.
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// let r = [1.0f32, 2.0].compute().fallible().sum();
+    /// assert_eq!(r.unwrap(), 3.0);
+    /// ```
+    pub fn fallible(self) -> Query<'a, S, Try> {
+        self.reshape()
+    }
+
+    /// Terminals return `(value, ExecutionMetrics)` for this run.
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// let (s, m) = [1.0f32, 2.0].compute().map(|x| x * 2.0).with_metrics().sum();
+    /// assert_eq!(s, 6.0);
+    /// assert_eq!(m.elements_in, 2);
+    /// ```
+    pub fn with_metrics(self) -> Query<'a, S, Measured> {
+        self.reshape()
+    }
+
+    /// Terminals return the plan (graph, stages, candidate backends with
+    /// their estimated costs, the choice and its reason, recommendations)
+    /// without running anything.
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// let plan = [1.0f32, 2.0].compute().map(|x| x * 2.0).explain().sum();
+    /// assert!(plan.to_string().contains("stage 0"));
+    /// ```
+    pub fn explain(self) -> Query<'a, S, ExplainOnly> {
+        self.reshape()
+    }
+
+    /// Terminals run the query and return the plan with measured metrics
+    /// (explain-analyze).
+    pub fn explain_analyze(self) -> Query<'a, S, Analyze> {
+        self.reshape()
+    }
+}

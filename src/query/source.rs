@@ -1,0 +1,60 @@
+//! Where queries start: `.compute()` on slices, vectors and device arrays,
+//! and what `zip` accepts.
+
+use super::Query;
+use crate::backend::Input;
+use crate::expr::{Element, Expr};
+use crate::runtime::Engine;
+
+/// Anything a query can read: a slice, a `Vec`, an array, a device array.
+pub trait IntoSource<'a> {
+    /// Element type.
+    type Elem: Element;
+    /// The column as a backend input.
+    fn into_input(self) -> Input<'a>;
+}
+
+impl<'a, T: Element> IntoSource<'a> for &'a [T] {
+    type Elem = T;
+    fn into_input(self) -> Input<'a> {
+        Input::Host(T::column_ref(self))
+    }
+}
+
+impl<'a, T: Element> IntoSource<'a> for &'a Vec<T> {
+    type Elem = T;
+    fn into_input(self) -> Input<'a> {
+        Input::Host(T::column_ref(self))
+    }
+}
+
+impl<'a, T: Element, const N: usize> IntoSource<'a> for &'a [T; N] {
+    type Elem = T;
+    fn into_input(self) -> Input<'a> {
+        Input::Host(T::column_ref(self))
+    }
+}
+
+/// Adds `.compute()` to `&[T]`, `Vec<T>` (by reference) and `&Vec<T>`.
+///
+/// # Examples
+///
+/// ```
+/// use computeq::prelude::*;
+/// let xs = vec![3u32, 1, 2];
+/// assert_eq!(xs.compute().max(), Some(3));
+/// assert_eq!(xs[..2].compute().count(), 2);
+/// ```
+pub trait Compute<'a>: IntoSource<'a> + Sized {
+    /// Starts a lazy query on the default engine.
+    fn compute(self) -> Query<'a, Expr<Self::Elem>> {
+        Query::new(crate::runtime::engine(), self.into_input())
+    }
+
+    /// Starts a lazy query on `engine`.
+    fn compute_on(self, engine: &'a Engine) -> Query<'a, Expr<Self::Elem>> {
+        Query::new(engine, self.into_input())
+    }
+}
+
+impl<'a, S: IntoSource<'a>> Compute<'a> for S {}

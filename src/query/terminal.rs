@@ -1,0 +1,348 @@
+//! Terminals: the calls that plan, select a backend and run the query.
+//! Each builds a logical terminal and converts the plan's output back to a
+//! Rust value; the mode decides what is returned.
+
+use super::{Mode, Query, Try};
+use crate::expr::{Element, Expr, Numeric, Scalar, Shape};
+use crate::graph::{LogicalAgg, LogicalTerminal};
+use crate::plan::{AggKind, Combine, PlanOutput};
+use crate::runtime::executor::Prepared;
+use smallvec::{smallvec, SmallVec};
+
+/// Several aggregates computed in one pass over memory ([`Query::stats`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stats<T> {
+    /// Number of elements.
+    pub count: u64,
+    /// Sum (wrapping for integers).
+    pub sum: T,
+    /// Minimum (`None` when empty).
+    pub min: Option<T>,
+    /// Maximum (`None` when empty).
+    pub max: Option<T>,
+    /// Mean computed in `f64` (`None` when empty).
+    pub mean: Option<f64>,
+}
+
+fn aggs(out: PlanOutput) -> SmallVec<[Scalar; 4]> {
+    match out {
+        PlanOutput::Aggregates(a) => a,
+        PlanOutput::Columns(_) => unreachable!("a reduce plan returned columns"),
+    }
+}
+
+fn agg(kind: AggKind, column: Option<crate::expr::Value>) -> LogicalAgg {
+    LogicalAgg { kind, column }
+}
+
+impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
+    pub(crate) fn finish<R>(
+        mut self,
+        terminal: LogicalTerminal,
+        convert: impl FnOnce(PlanOutput) -> R,
+    ) -> M::Out<R> {
+        self.trace.terminal = Some(terminal);
+        M::finish(
+            Prepared {
+                engine: self.engine,
+                trace: self.trace,
+                params: self.params,
+                inputs: self.inputs,
+                options: self.options,
+                started: self.started,
+            },
+            convert,
+        )
+    }
+
+    /// Number of elements.
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// assert_eq!([1.0f32, 2.0, 3.0].compute().filter(|x| x.ge(2.0)).count(), 2);
+    /// ```
+    pub fn count(self) -> M::Out<usize> {
+        self.finish(LogicalTerminal::Reduce(smallvec![agg(AggKind::Count, None)]), |o| {
+            aggs(o)[0].to_bits() as usize
+        })
+    }
+
+    /// Whether `f` holds for any element (`false` when empty).
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// assert!([1, 5, 3].compute().any(|x| x.gt(4)));
+    /// ```
+    pub fn any(mut self, f: impl FnOnce(S) -> Expr<bool>) -> M::Out<bool> {
+        let p = self.trace_closure(f)[0];
+        self.finish(LogicalTerminal::Reduce(smallvec![agg(AggKind::Any, Some(p))]), |o| {
+            aggs(o)[0].as_bool()
+        })
+    }
+
+    /// Whether `f` holds for every element (`true` when empty).
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// assert!(![1, 5, 3].compute().all(|x| x.gt(2)));
+    /// ```
+    pub fn all(mut self, f: impl FnOnce(S) -> Expr<bool>) -> M::Out<bool> {
+        let p = self.trace_closure(f)[0];
+        self.finish(LogicalTerminal::Reduce(smallvec![agg(AggKind::All, Some(p))]), |o| {
+            aggs(o)[0].as_bool()
+        })
+    }
+
+    /// Materializes the elements in order: `Vec<T>`, or `Vec<(A, B)>` for
+    /// tuple shapes.
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// let v: Vec<f32> = [1.0f32, 4.0].compute().map(|x| x.sqrt()).collect();
+    /// assert_eq!(v, vec![1.0, 2.0]);
+    /// ```
+    pub fn collect<C: From<Vec<S::Host>>>(self) -> M::Out<C> {
+        let cols = self.columns.clone();
+        self.finish(LogicalTerminal::Collect(cols), |o| match o {
+            PlanOutput::Columns(mut c) => C::from(S::host_from_columns(&mut c)),
+            PlanOutput::Aggregates(_) => unreachable!("a collect plan returned aggregates"),
+        })
+    }
+}
+
+impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
+    fn column(&self) -> crate::expr::Value {
+        self.columns[0]
+    }
+
+    /// Sum of the elements (wrapping for integers; 0 when empty).
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// assert_eq!([i32::MAX, 1].compute().sum(), i32::MIN);
+    /// ```
+    pub fn sum(self) -> M::Out<T> {
+        let c = self.column();
+        self.finish(LogicalTerminal::Reduce(smallvec![agg(AggKind::Sum, Some(c))]), |o| {
+            T::from_scalar(aggs(o)[0])
+        })
+    }
+
+    fn extremum(self, kind: AggKind) -> M::Out<Option<T>> {
+        let c = self.column();
+        self.finish(
+            LogicalTerminal::Reduce(smallvec![agg(kind, Some(c)), agg(AggKind::Count, None)]),
+            |o| {
+                let a = aggs(o);
+                (a[1].to_bits() > 0).then(|| T::from_scalar(a[0]))
+            },
+        )
+    }
+
+    /// Smallest element (`None` when empty). Float NaNs are skipped; an
+    /// all-NaN input gives `Some(NaN)`, as `iter().copied().reduce(f32::min)`.
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// assert_eq!([2.0f32, f32::NAN, 1.0].compute().min(), Some(1.0));
+    /// assert_eq!(Vec::<f32>::new().compute().min(), None);
+    /// ```
+    pub fn min(self) -> M::Out<Option<T>> {
+        self.extremum(AggKind::Min)
+    }
+
+    /// Largest element (`None` when empty); NaN rules as [`Query::min`].
+    pub fn max(self) -> M::Out<Option<T>> {
+        self.extremum(AggKind::Max)
+    }
+
+    fn arg(self, kind: AggKind) -> M::Out<Option<usize>> {
+        let c = self.column();
+        self.finish(
+            LogicalTerminal::Reduce(smallvec![agg(kind, Some(c)), agg(AggKind::Count, None)]),
+            |o| {
+                let a = aggs(o);
+                (a[1].to_bits() > 0).then(|| a[0].to_bits() as usize)
+            },
+        )
+    }
+
+    /// Position of the first smallest element (`None` when empty). NaNs
+    /// never win; an all-NaN input gives `Some(0)`.
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// assert_eq!([3, 1, 2, 1].compute().argmin(), Some(1));
+    /// ```
+    pub fn argmin(self) -> M::Out<Option<usize>> {
+        self.arg(AggKind::ArgMin)
+    }
+
+    /// Position of the first largest element; rules as [`Query::argmin`].
+    pub fn argmax(self) -> M::Out<Option<usize>> {
+        self.arg(AggKind::ArgMax)
+    }
+
+    /// Arithmetic mean, computed in `f64` (`None` when empty).
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// assert_eq!([1u32, 2, 6].compute().mean(), Some(3.0));
+    /// ```
+    pub fn mean(mut self) -> M::Out<Option<f64>> {
+        let c = self.cast_f64_column();
+        self.finish(
+            LogicalTerminal::Reduce(smallvec![agg(AggKind::Sum, Some(c)), agg(AggKind::Count, None)]),
+            |o| {
+                let a = aggs(o);
+                let n = a[1].to_bits();
+                (n > 0).then(|| a[0].as_f64() / n as f64)
+            },
+        )
+    }
+
+    fn cast_f64_column(&mut self) -> crate::expr::Value {
+        let c = self.column();
+        if T::DTYPE == crate::expr::DType::F64 {
+            return c;
+        }
+        self.trace
+            .arena
+            .push_typed(crate::expr::Node::Cast(c), crate::expr::DType::F64)
+            .expect("casts are well-typed")
+    }
+
+    /// Folds the elements with an associative `f` starting from `identity`
+    /// (returned when empty). Backends group the combines differently.
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// let p = [1i64, 2, 3, 4].compute().reduce(1, |a, b| a * b);
+    /// assert_eq!(p, 24);
+    /// ```
+    pub fn reduce(mut self, identity: T, f: impl FnOnce(Expr<T>, Expr<T>) -> Expr<T>) -> M::Out<T> {
+        let c = self.column();
+        let t = self.trace_combine(identity, f);
+        let kind = AggKind::Custom(Combine {
+            program: t.program,
+            output: t.output,
+            identity: t.identity,
+        });
+        self.finish(LogicalTerminal::Reduce(smallvec![agg(kind, Some(c))]), |o| {
+            T::from_scalar(aggs(o)[0])
+        })
+    }
+
+    /// Count, sum, min, max and mean in one pass over memory (the fused
+    /// multi-aggregate).
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// let s = [4.0f32, 1.0, 7.0].compute().stats();
+    /// assert_eq!((s.count, s.sum, s.min, s.max, s.mean), (3, 12.0, Some(1.0), Some(7.0), Some(4.0)));
+    /// ```
+    pub fn stats(mut self) -> M::Out<Stats<T>> {
+        let c = self.column();
+        let c64 = self.cast_f64_column();
+        self.finish(
+            LogicalTerminal::Reduce(smallvec![
+                agg(AggKind::Count, None),
+                agg(AggKind::Sum, Some(c)),
+                agg(AggKind::Min, Some(c)),
+                agg(AggKind::Max, Some(c)),
+                agg(AggKind::Sum, Some(c64)),
+            ]),
+            |o| {
+                let a = aggs(o);
+                let count = a[0].to_bits();
+                let some = count > 0;
+                Stats {
+                    count,
+                    sum: T::from_scalar(a[1]),
+                    min: some.then(|| T::from_scalar(a[2])),
+                    max: some.then(|| T::from_scalar(a[3])),
+                    mean: some.then(|| a[4].as_f64() / count as f64),
+                }
+            },
+        )
+    }
+}
+
+macro_rules! try_terminals {
+    ($($(#[$doc:meta])* $name:ident => $inner:ident ( $($arg:ident : $ty:ty),* ) -> $out:ty;)*) => {
+        impl<'a, T: Numeric> Query<'a, Expr<T>> {
+            $(
+                $(#[$doc])*
+                pub fn $name(self $(, $arg: $ty)*) -> Result<$out, crate::Error> {
+                    self.fallible().$inner($($arg),*)
+                }
+            )*
+        }
+    };
+}
+
+try_terminals! {
+    /// [`Query::sum`] returning an error instead of panicking.
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// assert_eq!([1, 2].compute().try_sum().unwrap(), 3);
+    /// ```
+    try_sum => sum() -> T;
+    /// [`Query::min`] returning an error instead of panicking.
+    try_min => min() -> Option<T>;
+    /// [`Query::max`] returning an error instead of panicking.
+    try_max => max() -> Option<T>;
+    /// [`Query::mean`] returning an error instead of panicking.
+    try_mean => mean() -> Option<f64>;
+    /// [`Query::argmin`] returning an error instead of panicking.
+    try_argmin => argmin() -> Option<usize>;
+    /// [`Query::argmax`] returning an error instead of panicking.
+    try_argmax => argmax() -> Option<usize>;
+    /// [`Query::stats`] returning an error instead of panicking.
+    try_stats => stats() -> Stats<T>;
+}
+
+impl<'a, T: Numeric> Query<'a, Expr<T>> {
+    /// [`Query::reduce`] returning an error instead of panicking.
+    pub fn try_reduce(
+        self,
+        identity: T,
+        f: impl FnOnce(Expr<T>, Expr<T>) -> Expr<T>,
+    ) -> Result<T, crate::Error> {
+        self.fallible().reduce(identity, f)
+    }
+}
+
+impl<'a, S: Shape> Query<'a, S> {
+    /// [`Query::count`] returning an error instead of panicking.
+    pub fn try_count(self) -> Result<usize, crate::Error> {
+        self.fallible().count()
+    }
+
+    /// [`Query::collect`] returning an error instead of panicking.
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// let v: Vec<u64> = [1u64, 2].compute().no_fallback().try_collect().unwrap();
+    /// assert_eq!(v, vec![1, 2]);
+    /// ```
+    pub fn try_collect<C: From<Vec<S::Host>>>(self) -> Result<C, crate::Error> {
+        self.fallible().collect()
+    }
+
+    /// [`Query::any`] returning an error instead of panicking.
+    pub fn try_any(self, f: impl FnOnce(S) -> Expr<bool>) -> Result<bool, crate::Error> {
+        self.fallible().any(f)
+    }
+
+    /// [`Query::all`] returning an error instead of panicking.
+    pub fn try_all(self, f: impl FnOnce(S) -> Expr<bool>) -> Result<bool, crate::Error> {
+        self.fallible().all(f)
+    }
+}
+
+#[allow(unused)]
+fn _assert_try_is_mode(_: Try) {}
+#[allow(unused)]
+fn _element_bound<T: Element>() {}

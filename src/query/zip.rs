@@ -1,0 +1,28 @@
+//! `zip`: pair each element with the element of another input at the same
+//! position; stops at the shorter one.
+
+use super::{IntoSource, Mode, Query};
+use crate::expr::{Element, Expr, Shape};
+use crate::graph::{LogicalOp, Stream};
+
+impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
+    /// Pairs elements with `other`'s, stopping at the shorter input.
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// let a = vec![1.0f32, 2.0, 3.0];
+    /// let b = vec![4.0f32, 5.0];
+    /// let dot: f32 = a.compute().zip(&b).map(|(x, y)| x * y).sum();
+    /// assert_eq!(dot, 14.0);
+    /// ```
+    pub fn zip<Z: IntoSource<'a>>(mut self, other: Z) -> Query<'a, (S, Expr<Z::Elem>), M> {
+        let n = self.inputs.len() as u16;
+        let value = self.add_input(other.into_input(), <Z::Elem as Element>::DTYPE);
+        self.trace.ops.push(LogicalOp::Zip {
+            stream: Stream::Input(n),
+            value,
+        });
+        self.columns.push(value);
+        self.reshape()
+    }
+}

@@ -1,0 +1,331 @@
+//! The executor: plan (cache), measure the workload, select, run with
+//! fallback, and record `ExecutionMetrics` in the run log.
+//!
+//! A backend that returns an error — or panics — is recorded as a failed
+//! attempt and the next backend in the decision's order runs the same plan.
+
+use super::compiled::CompiledPlan;
+use super::Engine;
+use crate::backend::{Availability, BackendError, BackendKind, Input, Job, Phase, RunStats};
+use crate::error::{Error, ErrorKind};
+use crate::expr::Params;
+use crate::graph::QueryTrace;
+use crate::metrics::{Attempt, ExecutionMetrics, Explain, PhaseTimes, SelectionReason};
+use crate::plan::{PlanOutput, WorkloadCharacteristics};
+use crate::query::QueryOptions;
+use crate::recommend;
+use crate::select::{Decision, Forced, SelectionInput};
+use smallvec::SmallVec;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A query ready to plan and run (built by a terminal).
+pub struct Prepared<'a> {
+    pub(crate) engine: &'a Engine,
+    pub(crate) trace: QueryTrace,
+    pub(crate) params: Params,
+    pub(crate) inputs: SmallVec<[Input<'a>; 2]>,
+    pub(crate) options: QueryOptions,
+    pub(crate) started: Instant,
+}
+
+struct Planned {
+    plan: Arc<CompiledPlan>,
+    plan_cache_hit: bool,
+    workload: WorkloadCharacteristics,
+    decision: Decision,
+    candidates: SmallVec<[BackendKind; 5]>,
+    declined: SmallVec<[Attempt; 2]>,
+    trace_time: Duration,
+    plan_time: Duration,
+    select_time: Duration,
+}
+
+fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
+    let engine = p.engine;
+    if let Some(e) = &engine.config_error {
+        return Err(e.clone());
+    }
+    let t0 = Instant::now();
+    let (plan, hit) = engine
+        .plans
+        .get_or_build(&p.trace, p.params.len(), engine.config.verify_passes)
+        .map_err(|m| Error::new(ErrorKind::InvalidQuery, m))?;
+    let t1 = Instant::now();
+    let workload = WorkloadCharacteristics::measure(&plan.plan, &p.inputs);
+    let forced = p
+        .options
+        .backend
+        .map(Forced::Query)
+        .or(engine.config.forced_backend.map(Forced::Environment));
+    let mut candidates = SmallVec::new();
+    let mut declined = SmallVec::new();
+    for b in engine.all_backends() {
+        let kind = b.kind();
+        match check(engine, kind, &plan) {
+            Ok(()) => candidates.push(kind),
+            Err(a) => declined.push(a),
+        }
+    }
+    let decision = engine.selector.select(&SelectionInput {
+        plan: &plan,
+        workload: &workload,
+        candidates: &candidates,
+        forced,
+    });
+    let t2 = Instant::now();
+    Ok(Planned {
+        plan_cache_hit: hit,
+        workload,
+        decision,
+        candidates,
+        declined,
+        trace_time: t0.saturating_duration_since(p.started),
+        plan_time: t1 - t0,
+        select_time: t2 - t1,
+        plan,
+    })
+}
+
+/// Whether `kind` can run `plan` here; the reason when not.
+fn check(engine: &Engine, kind: BackendKind, plan: &CompiledPlan) -> Result<(), Attempt> {
+    let declined = |phase, message| Attempt {
+        backend: kind,
+        phase,
+        message,
+    };
+    if !engine.config.enabled(kind) {
+        return Err(declined(Phase::Init, "disabled by configuration".into()));
+    }
+    let Some(b) = engine.backend(kind) else {
+        return Err(declined(Phase::Init, "not compiled in".into()));
+    };
+    if let Availability::Unavailable(why) = b.availability() {
+        return Err(declined(Phase::Init, why));
+    }
+    b.supports(&plan.plan).map_err(|why| declined(Phase::Support, why))
+}
+
+fn attempt_of(e: BackendError) -> Attempt {
+    Attempt {
+        backend: e.backend,
+        phase: e.phase,
+        message: e.message,
+    }
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// Runs the query: plan, select, execute with fallback, record metrics.
+pub fn run(p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
+    let planned = plan(&p)?;
+    let engine = p.engine;
+    let span = tracing::debug_span!(
+        "computeq.query",
+        fingerprint = planned.plan.fingerprint,
+        elements = planned.workload.elements,
+        terminal = planned.workload.terminal
+    );
+    let _enter = span.enter();
+    tracing::debug!(
+        choice = %planned.decision.order.first().map_or("none", |k| k.name()),
+        reason = %planned.decision.reason,
+        cache_hit = planned.plan_cache_hit,
+        "computeq.decision"
+    );
+    let mut attempts: SmallVec<[Attempt; 2]> = SmallVec::new();
+    let fallback = engine.config.fallback && !p.options.no_fallback;
+    let first = planned.decision.order.first().copied();
+    for &kind in &planned.decision.order {
+        if !planned.candidates.contains(&kind) {
+            // A forced backend that cannot run here: record why, move on.
+            if let Err(a) = check(engine, kind, &planned.plan) {
+                attempts.push(a);
+                if !fallback {
+                    break;
+                }
+                continue;
+            }
+        }
+        let backend = engine.backend(kind).expect("checked above").clone();
+        let mut stats = RunStats::default();
+        let job = Job {
+            plan: &planned.plan,
+            inputs: &p.inputs,
+            params: &p.params,
+            keep_on_device: p.options.keep_on_device,
+        };
+        let t = Instant::now();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            backend.execute(&job, &mut stats)
+        }))
+        .unwrap_or_else(|payload| {
+            Err(BackendError::new(
+                kind,
+                Phase::Execute,
+                format!("the backend panicked: {}", panic_message(payload)),
+            ))
+        });
+        let wall = t.elapsed();
+        match result {
+            Ok(out) => {
+                let reason = match first {
+                    Some(f) if f != kind => SelectionReason::Fallback { from: f },
+                    _ => planned.decision.reason.clone(),
+                };
+                let m = metrics(engine, &planned, kind, reason, attempts, &stats, wall, &out, p.started);
+                tracing::debug!(backend = %kind, total_ns = m.phases.total.as_nanos() as u64, "computeq.done");
+                engine.selector.observe(&planned.workload, &m);
+                engine.run_log().push(m.clone());
+                return Ok((out, m));
+            }
+            Err(e) => {
+                tracing::warn!(backend = %kind, phase = %e.phase, error = %e.message, "computeq.backend_failed");
+                attempts.push(attempt_of(e));
+                if !fallback {
+                    break;
+                }
+            }
+        }
+    }
+    let errors: Vec<BackendError> = attempts
+        .iter()
+        .map(|a| BackendError::new(a.backend, a.phase, a.message.clone()))
+        .collect();
+    let kind = if fallback {
+        ErrorKind::NoBackend
+    } else {
+        ErrorKind::BackendFailed
+    };
+    let msg = if fallback {
+        "no backend could run the query"
+    } else {
+        "the chosen backend failed and fallback is disabled"
+    };
+    Err(Error::new(kind, msg).with_attempts(errors))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn metrics(
+    engine: &Engine,
+    planned: &Planned,
+    backend: BackendKind,
+    reason: SelectionReason,
+    attempts: SmallVec<[Attempt; 2]>,
+    stats: &RunStats,
+    wall: Duration,
+    out: &PlanOutput,
+    started: Instant,
+) -> ExecutionMetrics {
+    let (elements_out, bytes_out) = match out {
+        PlanOutput::Aggregates(a) => (a.len() as u64, 8 * a.len() as u64),
+        PlanOutput::Columns(c) => (
+            c.first().map_or(0, |c| c.len() as u64),
+            c.iter().map(|c| c.byte_len() as u64).sum(),
+        ),
+    };
+    let accounted = stats.compile + stats.transfer_in + stats.transfer_out;
+    let execute = if stats.execute.is_zero() {
+        wall.saturating_sub(accounted)
+    } else {
+        stats.execute
+    };
+    let report = &planned.plan.report;
+    ExecutionMetrics {
+        run_id: engine.next_run_id(),
+        fingerprint: planned.plan.fingerprint,
+        backend,
+        reason,
+        attempts,
+        elements_in: planned.workload.elements,
+        bytes_in: planned.workload.bytes_in,
+        elements_out,
+        bytes_out,
+        phases: PhaseTimes {
+            trace: planned.trace_time,
+            plan: if planned.plan_cache_hit {
+                planned.plan_time
+            } else {
+                report.plan_time
+            },
+            optimize: if planned.plan_cache_hit {
+                Duration::ZERO
+            } else {
+                report.optimize_time
+            },
+            select: planned.select_time,
+            compile: stats.compile,
+            transfer_in: stats.transfer_in,
+            execute,
+            transfer_out: stats.transfer_out,
+            total: started.elapsed(),
+        },
+        plan_cache_hit: planned.plan_cache_hit,
+        compile_cache_hit: stats.compile_cached,
+        bytes_allocated: stats.bytes_allocated,
+        bytes_uploaded: stats.bytes_uploaded,
+        bytes_downloaded: stats.bytes_downloaded,
+        bytes_resident: stats.bytes_resident,
+        estimates: planned.decision.estimates.clone(),
+        parallelism: stats.parallelism,
+        launches: stats.launches,
+        stages: planned.workload.stages,
+        terminal: planned.workload.terminal,
+    }
+}
+
+fn explain_of(engine: &Engine, planned: &Planned, metrics: Option<ExecutionMetrics>) -> Explain {
+    let backend = metrics
+        .as_ref()
+        .map(|m| m.backend)
+        .or(planned.decision.order.first().copied())
+        .unwrap_or(BackendKind::CpuScalar);
+    let recommendations = recommend::recommend(&recommend::Context {
+        plan: &planned.plan.plan,
+        workload: &planned.workload,
+        estimates: &planned.decision.estimates,
+        backend,
+        metrics: metrics.as_ref(),
+    });
+    let mut settings = engine.selector.settings();
+    if let Some(k) = engine.config.forced_backend {
+        settings.push(("COMPUTEQ_BACKEND", k.name().into()));
+    }
+    Explain {
+        fingerprint: planned.plan.fingerprint,
+        graph: planned.plan.report.graph_text.clone(),
+        passes: planned.plan.report.passes_applied.clone(),
+        plan: planned.plan.plan.clone(),
+        workload: planned.workload.clone(),
+        candidates: planned.decision.estimates.to_vec(),
+        declined: planned.declined.to_vec(),
+        choice: planned.decision.order.first().copied().unwrap_or(BackendKind::CpuScalar),
+        reason: metrics
+            .as_ref()
+            .map(|m| m.reason.clone())
+            .unwrap_or_else(|| planned.decision.reason.clone()),
+        settings,
+        recommendations,
+        metrics,
+    }
+}
+
+/// The plan and decision, without running.
+pub fn explain(p: Prepared<'_>) -> Result<Explain, Error> {
+    let planned = plan(&p)?;
+    Ok(explain_of(p.engine, &planned, None))
+}
+
+/// Runs the query and returns the plan with its measured metrics.
+pub fn analyze(p: Prepared<'_>) -> Result<Explain, Error> {
+    let engine = p.engine;
+    let planned = plan(&p)?;
+    let (_, m) = run(p)?;
+    Ok(explain_of(engine, &planned, Some(m)))
+}
