@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::expr::Expr;
 use crate::metrics::ExecutionMetrics;
 use crate::query::{IntoSource, Query};
-use crate::select::{CostRule, Selector};
+use crate::select::Selector;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -78,12 +78,12 @@ impl Engine {
     /// An engine with explicit settings and every backend compiled in.
     pub fn with_config(config: Config) -> Engine {
         let mut e = Engine {
+            selector: crate::select::default_selector(&config),
             log: RunLog::new(config.run_log_capacity),
             plans: PlanCache::new(config.plan_cache_capacity),
-            config,
             config_error: None,
             backends: Vec::new(),
-            selector: Box::new(CostRule::default()),
+            config,
             runs: AtomicU64::new(0),
         };
         e.backends.push(Arc::new(crate::backend::cpu_scalar::CpuScalar));

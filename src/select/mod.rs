@@ -14,6 +14,11 @@ use crate::runtime::compiled::CompiledPlan;
 use smallvec::SmallVec;
 use std::fmt;
 
+/// The selector a new engine uses.
+pub fn default_selector(_config: &crate::runtime::Config) -> Box<dyn Selector> {
+    Box::new(CostRule::default())
+}
+
 /// Who forced a backend.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Forced {
