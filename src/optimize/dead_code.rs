@@ -81,6 +81,28 @@ impl Pass for DeadCode {
                 })
                 .collect();
         }
+        // A last node that only stores the previous node's output unchanged
+        // (`scan_sum().collect()`) is a copy: the previous output is the result.
+        if let [.., OpNode::Fused(prev), OpNode::Fused(last)] = nodes.as_slice() {
+            let produces_columns = !matches!(prev.terminal, FusedTerminal::Reduce(_));
+            let identity = matches!(&last.terminal, FusedTerminal::Collect(cols)
+                if cols.len() == last.slots.len()
+                    && last.slots.iter().enumerate().all(|(j, (src, v))| {
+                        *src == SlotSource::Previous(j as u16) && cols[j] == *v
+                    }))
+                && last.predicate.is_none()
+                && last.enumerates.is_empty()
+                && !last.has_range_steps();
+            let width = match &prev.terminal {
+                FusedTerminal::Collect(c) => c.len(),
+                FusedTerminal::Scan { .. } => 1,
+                FusedTerminal::Reduce(_) => 0,
+            };
+            if produces_columns && identity && width == last.slots.len() {
+                nodes.pop();
+                changed = true;
+            }
+        }
         if changed {
             graph.replace_chain(nodes);
         }
@@ -111,5 +133,19 @@ mod tests {
         let text = g.to_string();
         assert!(text.contains("compact [v1]"), "{text}");
         assert_eq!(DeadCode.rewrite(&mut g), Transformed::No);
+    }
+
+    #[test]
+    fn a_trailing_copy_stage_is_removed() {
+        let xs = [1i32];
+        let mut g = graph_of(xs.compute().scan_sum());
+        FuseElementwise.rewrite(&mut g);
+        assert_eq!(g.graph.node_count(), 2);
+        assert_eq!(DeadCode.rewrite(&mut g), Transformed::Yes);
+        assert_eq!(g.graph.node_count(), 1, "{g}");
+        let mut g = graph_of(xs.compute().scan_sum().map(|x| x + 1));
+        FuseElementwise.rewrite(&mut g);
+        DeadCode.rewrite(&mut g);
+        assert_eq!(g.graph.node_count(), 2, "{g}");
     }
 }

@@ -47,11 +47,23 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
         return Err(e.clone());
     }
     let t0 = Instant::now();
-    let (plan, hit) = engine
-        .plans
-        .get_or_build(&p.trace, p.params.len(), engine.config.verify_passes)
-        .map_err(|m| Error::new(ErrorKind::InvalidQuery, m))?;
+    let (plan, hit) = {
+        let _span = tracing::trace_span!("computeq.plan").entered();
+        engine
+            .plans
+            .get_or_build(&p.trace, p.params.len(), engine.config.verify_passes)
+            .map_err(|m| Error::new(ErrorKind::InvalidQuery, m))?
+    };
+    if !hit {
+        tracing::debug!(
+            fingerprint = plan.fingerprint,
+            stages = plan.plan.stages.len(),
+            passes = ?plan.report.passes_applied,
+            "computeq.plan_built"
+        );
+    }
     let t1 = Instant::now();
+    let _select = tracing::trace_span!("computeq.select").entered();
     let workload = WorkloadCharacteristics::measure(&plan.plan, &p.inputs);
     let forced = p
         .options
@@ -74,6 +86,7 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
         forced,
     });
     let t2 = Instant::now();
+    drop(_select);
     Ok(Planned {
         plan_cache_hit: hit,
         workload,
@@ -124,15 +137,23 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 
 /// Runs the query: plan, select, execute with fallback, record metrics.
 pub fn run(p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
-    let planned = plan(&p)?;
-    let engine = p.engine;
+    // Levels keep tiny queries cheap: with no subscriber at debug level a
+    // disabled span costs one cached interest check.
     let span = tracing::debug_span!(
         "computeq.query",
-        fingerprint = planned.plan.fingerprint,
-        elements = planned.workload.elements,
-        terminal = planned.workload.terminal
+        fingerprint = tracing::field::Empty,
+        elements = tracing::field::Empty,
+        terminal = tracing::field::Empty,
+        backend = tracing::field::Empty,
     );
     let _enter = span.enter();
+    let planned = plan(&p)?;
+    let engine = p.engine;
+    if !span.is_disabled() {
+        span.record("fingerprint", planned.plan.fingerprint);
+        span.record("elements", planned.workload.elements);
+        span.record("terminal", planned.workload.terminal);
+    }
     tracing::debug!(
         choice = %planned.decision.order.first().map_or("none", |k| k.name()),
         reason = %planned.decision.reason,
@@ -162,6 +183,8 @@ pub fn run(p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
             keep_on_device: p.options.keep_on_device,
         };
         let t = Instant::now();
+        let exec_span = tracing::debug_span!("computeq.execute", backend = kind.name());
+        let _exec = exec_span.enter();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             backend.execute(&job, &mut stats)
         }))
@@ -173,6 +196,7 @@ pub fn run(p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
             ))
         });
         let wall = t.elapsed();
+        drop(_exec);
         match result {
             Ok(out) => {
                 let reason = match first {
@@ -180,7 +204,16 @@ pub fn run(p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
                     _ => planned.decision.reason.clone(),
                 };
                 let m = metrics(engine, &planned, kind, reason, attempts, &stats, wall, &out, p.started);
-                tracing::debug!(backend = %kind, total_ns = m.phases.total.as_nanos() as u64, "computeq.done");
+                span.record("backend", kind.name());
+                tracing::debug!(
+                    backend = %kind,
+                    total_ns = m.phases.total.as_nanos() as u64,
+                    compile_ns = m.phases.compile.as_nanos() as u64,
+                    transfer_in_ns = m.phases.transfer_in.as_nanos() as u64,
+                    execute_ns = m.phases.execute.as_nanos() as u64,
+                    transfer_out_ns = m.phases.transfer_out.as_nanos() as u64,
+                    "computeq.done"
+                );
                 engine.selector.observe(&planned.workload, &m);
                 engine.run_log().push(m.clone());
                 return Ok((out, m));
