@@ -60,6 +60,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod codegen;
 pub mod cost;
 mod error;
 pub mod expr;

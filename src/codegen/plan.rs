@@ -1,0 +1,273 @@
+//! A stage as a sequence of kernel dispatches (`KernelPlan`): the kernels,
+//! the scratch buffers they share, the uniform block every dispatch reads,
+//! and what the host reads back at the end.
+//!
+//! Everything here is target-neutral; an executor binds `BufferRef`s to its
+//! own buffers and fills the uniform block with [`UniformLayout::write`].
+
+use super::kernel::Kernel;
+use crate::expr::{DType, Scalar};
+use crate::plan::AggKind;
+use std::fmt;
+
+/// Where one value of the uniform block comes from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum UniformSource {
+    /// Number of positions of this run (chunk).
+    Len,
+    /// Positions per workgroup span (see [`KernelPlan::launch`]).
+    Span,
+    /// Number of workgroups of the span-wide dispatches.
+    Groups,
+    /// Element offset of position 0 in input binding `s`.
+    InputOffset(u16),
+    /// Index yielded at position 0 by enumerate slot `e`.
+    IndexBase(u16),
+    /// Query parameter slot `p`.
+    Param(u16),
+}
+
+/// One field of the uniform block.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct UniformSlot {
+    /// Its value.
+    pub source: UniformSource,
+    /// Its type (`bool` is a 32-bit word).
+    pub ty: DType,
+}
+
+/// The fields of the uniform block shared by all kernels of a plan, laid
+/// out in order, each aligned to its size (4 or 8 bytes), the total rounded
+/// up to 16 bytes: the layout of a struct of scalars in WGSL's uniform and
+/// storage address spaces, and of a packed parameter buffer for PTX.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct UniformLayout {
+    /// The fields.
+    pub slots: Vec<UniformSlot>,
+}
+
+/// Values of one run for [`UniformLayout::write`].
+#[derive(Clone, Debug, Default)]
+pub struct UniformValues<'a> {
+    /// Positions of this run.
+    pub len: u32,
+    /// Positions per workgroup.
+    pub span: u32,
+    /// Number of workgroups.
+    pub groups: u32,
+    /// Per input binding: element offset.
+    pub input_offsets: &'a [u32],
+    /// Per enumerate slot: first index.
+    pub index_bases: &'a [u64],
+    /// Query parameters by slot.
+    pub params: &'a [Scalar],
+}
+
+impl UniformLayout {
+    /// The field index of `source`.
+    pub fn field(&self, source: UniformSource) -> Option<usize> {
+        self.slots.iter().position(|s| s.source == source)
+    }
+
+    /// Byte offset of every field, and the block's size.
+    pub fn offsets(&self) -> (Vec<usize>, usize) {
+        let mut at = 0usize;
+        let offs = self
+            .slots
+            .iter()
+            .map(|s| {
+                let size = s.ty.size().max(4);
+                at = at.next_multiple_of(size);
+                let o = at;
+                at += size;
+                o
+            })
+            .collect();
+        (offs, at.next_multiple_of(16).max(16))
+    }
+
+    /// The block's bytes for one run.
+    pub fn write(&self, v: &UniformValues<'_>) -> Vec<u8> {
+        let (offs, size) = self.offsets();
+        let mut out = vec![0u8; size];
+        for (slot, &o) in self.slots.iter().zip(&offs) {
+            let value = match slot.source {
+                UniformSource::Len => Scalar::U32(v.len),
+                UniformSource::Span => Scalar::U32(v.span),
+                UniformSource::Groups => Scalar::U32(v.groups),
+                UniformSource::InputOffset(s) => Scalar::U32(v.input_offsets[s as usize]),
+                UniformSource::IndexBase(e) => Scalar::U64(v.index_bases[e as usize]).cast(slot.ty),
+                UniformSource::Param(p) => v.params[p as usize].cast(slot.ty),
+            };
+            let bits = value.to_bits();
+            let size = slot.ty.size().max(4);
+            out[o..o + size].copy_from_slice(&bits.to_le_bytes()[..size]);
+        }
+        out
+    }
+}
+
+/// A buffer a dispatch binds, in the order of the kernel's bindings.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum BufferRef {
+    /// Input slot `s` of the stage.
+    Input(u16),
+    /// Output column `c` of the stage (one element per position).
+    Output(u16),
+    /// Scratch buffer `n` of the plan.
+    Scratch(u16),
+}
+
+/// How many elements a scratch buffer holds.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ScratchLen {
+    /// One per workgroup of the span-wide dispatches.
+    Groups,
+    /// Exactly one.
+    One,
+}
+
+/// How a scratch buffer starts.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ScratchInit {
+    /// Whatever is there: the first dispatch writes it.
+    Undefined,
+    /// Once per stage run (not per chunk): the zero of its type.
+    Zero,
+    /// Once per stage run (not per chunk): parameter slot `p`.
+    Param(u16),
+}
+
+/// A buffer used between dispatches of one plan.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Scratch {
+    /// A readable name.
+    pub name: String,
+    /// Element type (`bool` as 32-bit words).
+    pub elem: DType,
+    /// Size.
+    pub len: ScratchLen,
+    /// Initial content.
+    pub init: ScratchInit,
+}
+
+/// How many workgroups a dispatch launches.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Groups {
+    /// [`Launch::groups`] workgroups, each over its span of positions.
+    Spans,
+    /// One workgroup.
+    One,
+}
+
+/// One kernel launch.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Dispatch {
+    /// Index into [`KernelPlan::kernels`].
+    pub kernel: usize,
+    /// Grid size.
+    pub groups: Groups,
+    /// One per kernel binding, in order.
+    pub buffers: Vec<BufferRef>,
+}
+
+/// The partial state of one aggregate, read back from scratch buffers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AggReadback {
+    /// The aggregate.
+    pub kind: AggKind,
+    /// Type of the aggregated column (`None` for count).
+    pub column: Option<DType>,
+    /// Scratch buffers holding the state fields: the value; for arg-min/max
+    /// the value then the `u32` position (`u32::MAX` when none).
+    pub fields: Vec<u16>,
+}
+
+/// What the host reads after the last dispatch of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Readback {
+    /// One state per aggregate; `count` and positions are per run (chunk)
+    /// and `u32`: the host widens them and adds the chunk's start.
+    Aggregates(Vec<AggReadback>),
+    /// The output columns: all `len` positions, or, with `count`, as many
+    /// as scratch `count` says (compaction).
+    Columns {
+        /// Scratch holding the number of surviving positions (`u32`).
+        count: Option<u16>,
+    },
+}
+
+/// Grid of one run, from [`KernelPlan::launch`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Workgroups of the span-wide dispatches (at least 1).
+    pub groups: u32,
+    /// Positions per workgroup.
+    pub span: u32,
+}
+
+/// A lowered stage: kernels and the dispatches that run them in order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct KernelPlan {
+    /// Distinct kernels.
+    pub kernels: Vec<Kernel>,
+    /// Launches, in order; each sees the writes of the previous ones.
+    pub dispatches: Vec<Dispatch>,
+    /// Scratch buffers.
+    pub scratch: Vec<Scratch>,
+    /// The uniform block every kernel declares.
+    pub uniforms: UniformLayout,
+    /// Output column types (collect and scan).
+    pub outputs: Vec<DType>,
+    /// What to read back.
+    pub readback: Readback,
+    /// Elements per invocation used to size the grid.
+    pub items_per_thread: u32,
+    /// Upper bound on [`Launch::groups`].
+    pub max_groups: u32,
+}
+
+impl KernelPlan {
+    /// The grid for a run of `len` positions: enough workgroups for
+    /// `items_per_thread` positions per invocation, at most `max_groups`,
+    /// each over a contiguous span. Depends only on `len`, so a result never
+    /// depends on anything but the input.
+    pub fn launch(&self, len: usize) -> Launch {
+        let wg = self.kernels[0].workgroup_size as usize;
+        let per_group = wg * self.items_per_thread as usize;
+        let groups = len.div_ceil(per_group).clamp(1, self.max_groups as usize);
+        Launch {
+            groups: groups as u32,
+            span: len.div_ceil(groups) as u32,
+        }
+    }
+}
+
+impl fmt::Display for KernelPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "uniforms:")?;
+        for s in &self.uniforms.slots {
+            write!(f, " {:?}:{}", s.source, s.ty)?;
+        }
+        writeln!(f)?;
+        for (i, s) in self.scratch.iter().enumerate() {
+            writeln!(
+                f,
+                "scratch {i} {}: [{}] {:?} {:?}",
+                s.name, s.elem, s.len, s.init
+            )?;
+        }
+        for d in &self.dispatches {
+            write!(f, "dispatch {} {:?}", self.kernels[d.kernel].name, d.groups)?;
+            for b in &d.buffers {
+                write!(f, " {b:?}")?;
+            }
+            writeln!(f)?;
+        }
+        writeln!(f, "readback {:?}", self.readback)?;
+        for k in &self.kernels {
+            write!(f, "{k}")?;
+        }
+        Ok(())
+    }
+}
