@@ -1,0 +1,153 @@
+//! The obvious alternatives to computeq for pipelines P1–P5, shared by the
+//! criterion benches and `examples/bench.rs`: std iterators, rayon, and a
+//! hand-written `wide` loop (8 lanes, 4 accumulators).
+#![allow(dead_code)]
+
+use rayon::prelude::*;
+use wide::f32x8;
+
+/// P1 `sum(x*2+1)`.
+pub fn p1_std(xs: &[f32]) -> f32 {
+    xs.iter().map(|x| x * 2.0 + 1.0).sum()
+}
+pub fn p1_rayon(xs: &[f32]) -> f32 {
+    xs.par_iter().map(|x| x * 2.0 + 1.0).sum()
+}
+pub fn p1_wide(xs: &[f32]) -> f32 {
+    let (two, one) = (f32x8::splat(2.0), f32x8::splat(1.0));
+    let mut acc = [f32x8::ZERO; 4];
+    let chunks = xs.chunks_exact(32);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (j, a) in acc.iter_mut().enumerate() {
+            let v = f32x8::from(<[f32; 8]>::try_from(&c[j * 8..j * 8 + 8]).unwrap());
+            *a += v * two + one;
+        }
+    }
+    let s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    s.reduce_add() + tail.iter().map(|x| x * 2.0 + 1.0).sum::<f32>()
+}
+
+/// P2 `sum of x*x where x > 0.5`.
+pub fn p2_std(xs: &[f32]) -> f32 {
+    xs.iter().filter(|&&x| x > 0.5).map(|x| x * x).sum()
+}
+pub fn p2_rayon(xs: &[f32]) -> f32 {
+    xs.par_iter().filter(|&&x| x > 0.5).map(|x| x * x).sum()
+}
+pub fn p2_wide(xs: &[f32]) -> f32 {
+    let half = f32x8::splat(0.5);
+    let mut acc = [f32x8::ZERO; 4];
+    let chunks = xs.chunks_exact(32);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (j, a) in acc.iter_mut().enumerate() {
+            let v = f32x8::from(<[f32; 8]>::try_from(&c[j * 8..j * 8 + 8]).unwrap());
+            *a += v.simd_gt(half).blend(v * v, f32x8::ZERO);
+        }
+    }
+    let s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    s.reduce_add() + tail.iter().filter(|&&x| x > 0.5).map(|x| x * x).sum::<f32>()
+}
+
+/// P3 inclusive prefix sum into a new `Vec`.
+pub fn p3_std(xs: &[f32]) -> Vec<f32> {
+    xs.iter()
+        .scan(0.0f32, |acc, &x| {
+            *acc += x;
+            Some(*acc)
+        })
+        .collect()
+}
+/// Rayon has no scan: two passes over fixed chunks (chunk sums, then
+/// chunk-local scans with offsets).
+pub fn p3_rayon(xs: &[f32]) -> Vec<f32> {
+    const CHUNK: usize = 1 << 16;
+    let sums: Vec<f32> = xs.par_chunks(CHUNK).map(|c| c.iter().sum()).collect();
+    let mut offsets = Vec::with_capacity(sums.len());
+    let mut run = 0.0f32;
+    for s in &sums {
+        offsets.push(run);
+        run += s;
+    }
+    let mut out = vec![0.0f32; xs.len()];
+    out.par_chunks_mut(CHUNK)
+        .zip(xs.par_chunks(CHUNK))
+        .zip(offsets.par_iter())
+        .for_each(|((o, c), &off)| {
+            let mut acc = off;
+            for (d, &x) in o.iter_mut().zip(c) {
+                acc += x;
+                *d = acc;
+            }
+        });
+    out
+}
+/// The hand-written loop: a scan is sequential, so this is the tight
+/// scalar loop writing into a preallocated vector.
+pub fn p3_wide(xs: &[f32]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(xs.len());
+    let mut acc = 0.0f32;
+    for &x in xs {
+        acc += x;
+        out.push(acc);
+    }
+    out
+}
+
+/// P4 `collect(sqrt(x)*3 - x)`.
+pub fn p4_std(xs: &[f32]) -> Vec<f32> {
+    xs.iter().map(|x| x.sqrt() * 3.0 - x).collect()
+}
+pub fn p4_rayon(xs: &[f32]) -> Vec<f32> {
+    xs.par_iter().map(|x| x.sqrt() * 3.0 - x).collect()
+}
+pub fn p4_wide(xs: &[f32]) -> Vec<f32> {
+    let three = f32x8::splat(3.0);
+    let mut out = vec![0.0f32; xs.len()];
+    let n8 = xs.len() / 8 * 8;
+    for (o, c) in out[..n8].chunks_exact_mut(8).zip(xs[..n8].chunks_exact(8)) {
+        let v = f32x8::from(<[f32; 8]>::try_from(c).unwrap());
+        o.copy_from_slice(&(v.sqrt() * three - v).to_array());
+    }
+    for (o, x) in out[n8..].iter_mut().zip(&xs[n8..]) {
+        *o = x.sqrt() * 3.0 - x;
+    }
+    out
+}
+
+/// P5 dot product via zip.
+pub fn p5_std(xs: &[f32], ys: &[f32]) -> f32 {
+    xs.iter().zip(ys).map(|(a, b)| a * b).sum()
+}
+pub fn p5_rayon(xs: &[f32], ys: &[f32]) -> f32 {
+    xs.par_iter().zip(ys).map(|(a, b)| a * b).sum()
+}
+pub fn p5_wide(xs: &[f32], ys: &[f32]) -> f32 {
+    let n = xs.len().min(ys.len());
+    let (xs, ys) = (&xs[..n], &ys[..n]);
+    let mut acc = [f32x8::ZERO; 4];
+    let n32 = n / 32 * 32;
+    for (cx, cy) in xs[..n32].chunks_exact(32).zip(ys[..n32].chunks_exact(32)) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            let x = f32x8::from(<[f32; 8]>::try_from(&cx[j * 8..j * 8 + 8]).unwrap());
+            let y = f32x8::from(<[f32; 8]>::try_from(&cy[j * 8..j * 8 + 8]).unwrap());
+            *a += x * y;
+        }
+    }
+    let s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    s.reduce_add() + xs[n32..].iter().zip(&ys[n32..]).map(|(a, b)| a * b).sum::<f32>()
+}
+
+/// Deterministic test data in [0, 1).
+pub fn data(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32
+        })
+        .collect()
+}

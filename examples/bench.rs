@@ -1,0 +1,297 @@
+//! Pipelines P1–P5 on f32 at N = 10^3, 10^5, 10^7, 10^8: computeq (auto
+//! selected) against std iterators, rayon and a hand-written `wide` loop,
+//! in one run, as ratios of median times; plus peak extra memory per
+//! pipeline and, when a wgpu adapter exists, the wgpu backend with its
+//! upload / execute / download split.
+//!
+//! `cargo run --release --example bench` (`-- --quick` stops at 10^7;
+//! `-- --sizes 1000,100000` picks sizes).
+
+#[path = "../benches/common/baselines.rs"]
+mod baselines;
+
+use baselines::*;
+use computeq::prelude::*;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+/// Counts live and peak heap bytes, to report what a query allocates.
+struct Counting;
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            let now = LIVE.fetch_add(l.size(), Relaxed) + l.size();
+            PEAK.fetch_max(now, Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) };
+        LIVE.fetch_sub(l.size(), Relaxed);
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// Peak bytes allocated above the live baseline while `f` runs.
+fn peak_extra<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let base = LIVE.load(Relaxed);
+    PEAK.store(base, Relaxed);
+    let r = f();
+    (r, PEAK.load(Relaxed) - base)
+}
+
+/// Median seconds per call: `reps` samples, each timing enough calls to
+/// last at least ~2 ms.
+fn median_secs(mut f: impl FnMut(), reps: usize) -> f64 {
+    let t = Instant::now();
+    f();
+    let one = t.elapsed().max(Duration::from_nanos(20));
+    let batch = ((2e-3 / one.as_secs_f64()) as usize).clamp(1, 100_000);
+    let mut samples: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..batch {
+                f();
+            }
+            t.elapsed().as_secs_f64() / batch as f64
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+fn fmt_secs(s: f64) -> String {
+    computeq::metrics::fmt_duration(Duration::from_secs_f64(s))
+}
+
+fn fmt_n(n: usize) -> String {
+    format!("10^{}", (n as f64).log10().round() as u32)
+}
+
+struct Row {
+    name: &'static str,
+    n: usize,
+    cq: f64,
+    std: f64,
+    rayon: f64,
+    wide: f64,
+    backend: BackendKind,
+    extra: usize,
+    out_bytes: usize,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let sizes: Vec<usize> = match args.iter().position(|a| a == "--sizes") {
+        Some(i) => args[i + 1].split(',').map(|s| s.parse().expect("size")).collect(),
+        None if quick => vec![1_000, 100_000, 10_000_000],
+        None => vec![1_000, 100_000, 10_000_000, 100_000_000],
+    };
+    println!(
+        "computeq bench: {} threads, sizes {:?}; median time per call; ratio = other / computeq (>1: computeq faster)",
+        rayon::current_num_threads(),
+        sizes.iter().map(|&n| fmt_n(n)).collect::<Vec<_>>()
+    );
+    let mut rows = Vec::new();
+    for &n in &sizes {
+        let xs = data(n, 1);
+        let ys = data(n, 2);
+        let reps = if n >= 10_000_000 { 7 } else { 15 };
+        let mut run = |name: &'static str,
+                       cq: &mut dyn FnMut() -> usize,
+                       std: &mut dyn FnMut(),
+                       ray: &mut dyn FnMut(),
+                       wide: &mut dyn FnMut()| {
+            let (out_bytes, extra) = peak_extra(&mut *cq);
+            let backend = engine().last_run().map_or(BackendKind::CpuScalar, |m| m.backend);
+            let cq_t = median_secs(|| drop(black_box(cq())), reps);
+            rows.push(Row {
+                name,
+                n,
+                cq: cq_t,
+                std: median_secs(&mut *std, reps),
+                rayon: median_secs(&mut *ray, reps),
+                wide: median_secs(&mut *wide, reps),
+                backend,
+                extra,
+                out_bytes,
+            });
+        };
+        run(
+            "P1 sum(x*2+1)",
+            &mut || {
+                black_box(xs.compute().map(|x| x * 2.0 + 1.0).sum());
+                0
+            },
+            &mut || drop(black_box(p1_std(&xs))),
+            &mut || drop(black_box(p1_rayon(&xs))),
+            &mut || drop(black_box(p1_wide(&xs))),
+        );
+        run(
+            "P2 sum(x*x | x>0.5)",
+            &mut || {
+                black_box(xs.compute().filter(|x| x.gt(0.5)).map(|x| x * x).sum());
+                0
+            },
+            &mut || drop(black_box(p2_std(&xs))),
+            &mut || drop(black_box(p2_rayon(&xs))),
+            &mut || drop(black_box(p2_wide(&xs))),
+        );
+        run(
+            "P3 prefix sum",
+            &mut || {
+                let v: Vec<f32> = xs.compute().scan_sum().collect();
+                let b = v.len() * 4;
+                black_box(v);
+                b
+            },
+            &mut || drop(black_box(p3_std(&xs))),
+            &mut || drop(black_box(p3_rayon(&xs))),
+            &mut || drop(black_box(p3_wide(&xs))),
+        );
+        run(
+            "P4 collect(sqrt(x)*3-x)",
+            &mut || {
+                let v: Vec<f32> = xs.compute().map(|x| x.sqrt() * 3.0 - x).collect();
+                let b = v.len() * 4;
+                black_box(v);
+                b
+            },
+            &mut || drop(black_box(p4_std(&xs))),
+            &mut || drop(black_box(p4_rayon(&xs))),
+            &mut || drop(black_box(p4_wide(&xs))),
+        );
+        run(
+            "P5 dot(x, y)",
+            &mut || {
+                black_box(xs.compute().zip(&ys).map(|(a, b)| a * b).sum());
+                0
+            },
+            &mut || drop(black_box(p5_std(&xs, &ys))),
+            &mut || drop(black_box(p5_rayon(&xs, &ys))),
+            &mut || drop(black_box(p5_wide(&xs, &ys))),
+        );
+    }
+
+    println!(
+        "\n| pipeline | N | computeq | backend | vs std | vs rayon | vs wide | peak extra memory |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {} | {:.2}x | {:.2}x | {:.2}x | {} |",
+            r.name,
+            fmt_n(r.n),
+            fmt_secs(r.cq),
+            r.backend,
+            r.std / r.cq,
+            r.rayon / r.cq,
+            r.wide / r.cq,
+            if r.out_bytes > 0 {
+                format!(
+                    "{} (output {})",
+                    computeq::metrics::fmt_bytes(r.extra as u64),
+                    computeq::metrics::fmt_bytes(r.out_bytes as u64)
+                )
+            } else {
+                computeq::metrics::fmt_bytes(r.extra as u64)
+            }
+        );
+    }
+
+    println!("\nTargets (N >= 10^7): P1/P2/P5 >= 0.9x wide, >= 5x std, >= 3x rayon; P3/P4 >= 0.8x wide; N = 10^3: whole query < 1µs median.");
+    for r in rows.iter().filter(|r| r.n >= 10_000_000) {
+        let (need_wide, other) = if r.name.starts_with("P3") || r.name.starts_with("P4") {
+            (0.8, false)
+        } else {
+            (0.9, true)
+        };
+        let ok_wide = r.wide / r.cq >= need_wide;
+        let ok_std = !other || r.std / r.cq >= 5.0;
+        let ok_rayon = !other || r.rayon / r.cq >= 3.0;
+        println!(
+            "  {} at {}: wide {} std {} rayon {}",
+            r.name,
+            fmt_n(r.n),
+            verdict(ok_wide),
+            if other { verdict(ok_std) } else { "n/a" },
+            if other { verdict(ok_rayon) } else { "n/a" }
+        );
+    }
+    for r in rows.iter().filter(|r| r.n == 1_000) {
+        println!("  {} at 10^3: {} per query: {}", r.name, fmt_secs(r.cq), verdict(r.cq < 1e-6));
+    }
+
+    device_section(&sizes);
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
+/// The wgpu backend, forced, with its phases split out (when available).
+fn device_section(sizes: &[usize]) {
+    let available = engine()
+        .backends()
+        .into_iter()
+        .any(|(k, a)| k == BackendKind::Wgpu && a == computeq::backend::Availability::Available);
+    if !available {
+        println!("\nwgpu: no adapter here (or feature off); device figures skipped");
+        return;
+    }
+    println!("\nwgpu (forced; a software device here, so these figures are about overheads):");
+    println!("| pipeline | N | total | upload | execute | download | compile |");
+    println!("|---|---|---|---|---|---|---|");
+    for &n in sizes.iter().filter(|&&n| n <= 10_000_000) {
+        let xs = data(n, 1);
+        let p1 = |xs: &[f32]| {
+            xs.compute()
+                .on(BackendKind::Wgpu)
+                .map(|x| x * 2.0 + 1.0)
+                .with_metrics()
+                .sum()
+                .1
+        };
+        let p4 = |xs: &[f32]| {
+            let (v, m): (Vec<f32>, _) = xs
+                .compute()
+                .on(BackendKind::Wgpu)
+                .map(|x| x.sqrt() * 3.0 - x)
+                .with_metrics()
+                .collect();
+            black_box(v);
+            m
+        };
+        let cases: [(&str, &dyn Fn(&[f32]) -> ExecutionMetrics); 2] =
+            [("P1 sum(x*2+1)", &p1), ("P4 collect", &p4)];
+        for (name, f) in cases {
+            let _warm = f(&xs);
+            let mut ms: Vec<ExecutionMetrics> = (0..5).map(|_| f(&xs)).collect();
+            ms.sort_by_key(|m| m.phases.total);
+            let m = &ms[ms.len() / 2];
+            println!(
+                "| {name} | {} | {} | {} | {} | {} | {} |{}",
+                fmt_n(n),
+                fmt_secs(m.phases.total.as_secs_f64()),
+                fmt_secs(m.phases.transfer_in.as_secs_f64()),
+                fmt_secs(m.phases.execute.as_secs_f64()),
+                fmt_secs(m.phases.transfer_out.as_secs_f64()),
+                fmt_secs(m.phases.compile.as_secs_f64()),
+                if m.backend != BackendKind::Wgpu { " (fell back!)" } else { "" }
+            );
+        }
+    }
+}
