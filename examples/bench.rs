@@ -113,7 +113,9 @@ fn main() {
                        wide: &mut dyn FnMut()| {
             let (out_bytes, extra) = peak_extra(&mut *cq);
             let backend = engine().last_run().map_or(BackendKind::CpuScalar, |m| m.backend);
-            let cq_t = median_secs(|| drop(black_box(cq())), reps);
+            let cq_t = median_secs(|| {
+                black_box(cq());
+            }, reps);
             rows.push(Row {
                 name,
                 n,

@@ -3,5 +3,5 @@
 pub use crate::backend::BackendKind;
 pub use crate::expr::{Element, Expr, Float, IntoExpr, Numeric};
 pub use crate::metrics::ExecutionMetrics;
-pub use crate::query::{Compute, IntoSource, Query};
+pub use crate::query::{Compute, DeviceArray, IntoSource, Query, ToDevice};
 pub use crate::runtime::{engine, Engine};

@@ -43,7 +43,7 @@ pub fn p2_wide(xs: &[f32]) -> f32 {
     for c in chunks {
         for (j, a) in acc.iter_mut().enumerate() {
             let v = f32x8::from(<[f32; 8]>::try_from(&c[j * 8..j * 8 + 8]).unwrap());
-            *a += v.simd_gt(half).blend(v * v, f32x8::ZERO);
+            *a += v.simd_gt(half).bitselect(v * v, f32x8::ZERO);
         }
     }
     let s = (acc[0] + acc[1]) + (acc[2] + acc[3]);

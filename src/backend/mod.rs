@@ -298,4 +298,25 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Runs the plan and returns its output.
     fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError>;
+
+    /// Copies a host column to this backend's device (`to_device`). Only
+    /// device backends implement it.
+    fn upload(
+        &self,
+        column: ColumnRef<'_>,
+    ) -> Result<std::sync::Arc<dyn DeviceColumn>, BackendError> {
+        let _ = column;
+        Err(BackendError::new(self.kind(), Phase::Upload, "not a device backend"))
+    }
+
+    /// Runs a plan ending in `collect` and keeps the output columns on the
+    /// device (no download). Only device backends implement it.
+    fn execute_to_device(
+        &self,
+        job: &Job<'_>,
+        stats: &mut RunStats,
+    ) -> Result<Vec<std::sync::Arc<dyn DeviceColumn>>, BackendError> {
+        let _ = (job, stats);
+        Err(BackendError::new(self.kind(), Phase::Execute, "not a device backend"))
+    }
 }

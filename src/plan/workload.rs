@@ -38,6 +38,8 @@ pub struct WorkloadCharacteristics {
     pub terminal: &'static str,
     /// Where the inputs are.
     pub residency: Residency,
+    /// The result is asked to stay on the device (no download).
+    pub output_on_device: bool,
 }
 
 impl WorkloadCharacteristics {
@@ -82,6 +84,7 @@ impl WorkloadCharacteristics {
             stages: plan.stages.len() as u32,
             terminal: last.terminal.kind_name(),
             residency,
+            output_on_device: false,
         }
     }
 }

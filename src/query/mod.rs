@@ -6,6 +6,7 @@
 //! terminal. Tracing, planning and execution are plumbing the user never
 //! names.
 
+mod device;
 mod enumerate;
 mod filter;
 mod map;
@@ -16,6 +17,7 @@ mod take_skip;
 mod terminal;
 mod zip;
 
+pub use device::{DeviceArray, ToDevice};
 pub use mode::{Analyze, ExplainOnly, Measured, Mode, Run, Try};
 pub use source::{Compute, IntoSource};
 pub use terminal::Stats;

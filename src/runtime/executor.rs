@@ -64,7 +64,8 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
     }
     let t1 = Instant::now();
     let _select = tracing::trace_span!("computeq.select").entered();
-    let workload = WorkloadCharacteristics::measure(&plan.plan, &p.inputs);
+    let mut workload = WorkloadCharacteristics::measure(&plan.plan, &p.inputs);
+    workload.output_on_device = p.options.keep_on_device;
     let forced = p
         .options
         .backend
@@ -137,6 +138,58 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 
 /// Runs the query: plan, select, execute with fallback, record metrics.
 pub fn run(p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
+    run_with(p, |b, job, stats| b.execute(job, stats), output_size)
+}
+
+fn output_size(out: &PlanOutput) -> (u64, u64) {
+    match out {
+        PlanOutput::Aggregates(a) => (a.len() as u64, 8 * a.len() as u64),
+        PlanOutput::Columns(c) => (
+            c.first().map_or(0, |c| c.len() as u64),
+            c.iter().map(|c| c.byte_len() as u64).sum(),
+        ),
+    }
+}
+
+/// Where a collected result ended up.
+pub enum Collected {
+    /// On the device that ran the query.
+    Device(Vec<Arc<dyn crate::backend::DeviceColumn>>),
+    /// On the host (a CPU backend ran it, or a device fell back).
+    Host(Vec<crate::runtime::column::Column>),
+}
+
+/// Runs a collect query keeping the result on the device when a device
+/// backend runs it.
+pub fn run_to_device(mut p: Prepared<'_>) -> Result<(Collected, ExecutionMetrics), Error> {
+    p.options.keep_on_device = true;
+    run_with(
+        p,
+        |b, job, stats| {
+            if b.kind().is_device() {
+                b.execute_to_device(job, stats).map(Collected::Device)
+            } else {
+                b.execute(job, stats).map(|out| match out {
+                    PlanOutput::Columns(c) => Collected::Host(c),
+                    PlanOutput::Aggregates(_) => unreachable!("a collect plan returned aggregates"),
+                })
+            }
+        },
+        |c| match c {
+            Collected::Device(cols) => (
+                cols.first().map_or(0, |c| c.len() as u64),
+                cols.iter().map(|c| (c.len() * c.dtype().size()) as u64).sum(),
+            ),
+            Collected::Host(cols) => output_size(&PlanOutput::Columns(cols.clone())),
+        },
+    )
+}
+
+fn run_with<O>(
+    p: Prepared<'_>,
+    exec: impl Fn(&dyn crate::backend::Backend, &Job<'_>, &mut RunStats) -> Result<O, BackendError>,
+    size: impl Fn(&O) -> (u64, u64),
+) -> Result<(O, ExecutionMetrics), Error> {
     // Levels keep tiny queries cheap: with no subscriber at debug level a
     // disabled span costs one cached interest check.
     let span = tracing::debug_span!(
@@ -186,7 +239,7 @@ pub fn run(p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
         let exec_span = tracing::debug_span!("computeq.execute", backend = kind.name());
         let _exec = exec_span.enter();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            backend.execute(&job, &mut stats)
+            exec(&*backend, &job, &mut stats)
         }))
         .unwrap_or_else(|payload| {
             Err(BackendError::new(
@@ -203,7 +256,7 @@ pub fn run(p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
                     Some(f) if f != kind => SelectionReason::Fallback { from: f },
                     _ => planned.decision.reason.clone(),
                 };
-                let m = metrics(engine, &planned, kind, reason, attempts, &stats, wall, &out, p.started);
+                let m = metrics(engine, &planned, kind, reason, attempts, &stats, wall, size(&out), p.started);
                 span.record("backend", kind.name());
                 tracing::debug!(
                     backend = %kind,
@@ -253,16 +306,9 @@ fn metrics(
     attempts: SmallVec<[Attempt; 2]>,
     stats: &RunStats,
     wall: Duration,
-    out: &PlanOutput,
+    (elements_out, bytes_out): (u64, u64),
     started: Instant,
 ) -> ExecutionMetrics {
-    let (elements_out, bytes_out) = match out {
-        PlanOutput::Aggregates(a) => (a.len() as u64, 8 * a.len() as u64),
-        PlanOutput::Columns(c) => (
-            c.first().map_or(0, |c| c.len() as u64),
-            c.iter().map(|c| c.byte_len() as u64).sum(),
-        ),
-    };
     let accounted = stats.compile + stats.transfer_in + stats.transfer_out;
     let execute = if stats.execute.is_zero() {
         wall.saturating_sub(accounted)
