@@ -22,25 +22,45 @@ fn pipelines(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("P1", "computeq"), |b| {
             b.iter(|| black_box(xs.compute().map(|x| x * 2.0 + 1.0).sum()))
         });
-        g.bench_function(BenchmarkId::new("P1", "std"), |b| b.iter(|| black_box(p1_std(&xs))));
-        g.bench_function(BenchmarkId::new("P1", "rayon"), |b| b.iter(|| black_box(p1_rayon(&xs))));
-        g.bench_function(BenchmarkId::new("P1", "wide"), |b| b.iter(|| black_box(p1_wide(&xs))));
+        g.bench_function(BenchmarkId::new("P1", "std"), |b| {
+            b.iter(|| black_box(p1_std(&xs)))
+        });
+        g.bench_function(BenchmarkId::new("P1", "rayon"), |b| {
+            b.iter(|| black_box(p1_rayon(&xs)))
+        });
+        g.bench_function(BenchmarkId::new("P1", "wide"), |b| {
+            b.iter(|| black_box(p1_wide(&xs)))
+        });
         g.bench_function(BenchmarkId::new("P2", "computeq"), |b| {
             b.iter(|| black_box(xs.compute().filter(|x| x.gt(0.5)).map(|x| x * x).sum()))
         });
-        g.bench_function(BenchmarkId::new("P2", "wide"), |b| b.iter(|| black_box(p2_wide(&xs))));
+        g.bench_function(BenchmarkId::new("P2", "wide"), |b| {
+            b.iter(|| black_box(p2_wide(&xs)))
+        });
         g.bench_function(BenchmarkId::new("P3", "computeq"), |b| {
             b.iter(|| black_box(xs.compute().scan_sum().collect::<Vec<f32>>()))
         });
-        g.bench_function(BenchmarkId::new("P3", "loop"), |b| b.iter(|| black_box(p3_wide(&xs))));
-        g.bench_function(BenchmarkId::new("P4", "computeq"), |b| {
-            b.iter(|| black_box(xs.compute().map(|x| x.sqrt() * 3.0 - x).collect::<Vec<f32>>()))
+        g.bench_function(BenchmarkId::new("P3", "loop"), |b| {
+            b.iter(|| black_box(p3_wide(&xs)))
         });
-        g.bench_function(BenchmarkId::new("P4", "wide"), |b| b.iter(|| black_box(p4_wide(&xs))));
+        g.bench_function(BenchmarkId::new("P4", "computeq"), |b| {
+            b.iter(|| {
+                black_box(
+                    xs.compute()
+                        .map(|x| x.sqrt() * 3.0 - x)
+                        .collect::<Vec<f32>>(),
+                )
+            })
+        });
+        g.bench_function(BenchmarkId::new("P4", "wide"), |b| {
+            b.iter(|| black_box(p4_wide(&xs)))
+        });
         g.bench_function(BenchmarkId::new("P5", "computeq"), |b| {
             b.iter(|| black_box(xs.compute().zip(&ys).map(|(a, b)| a * b).sum()))
         });
-        g.bench_function(BenchmarkId::new("P5", "wide"), |b| b.iter(|| black_box(p5_wide(&xs, &ys))));
+        g.bench_function(BenchmarkId::new("P5", "wide"), |b| {
+            b.iter(|| black_box(p5_wide(&xs, &ys)))
+        });
         g.finish();
     }
 }

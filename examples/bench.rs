@@ -92,7 +92,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
     let sizes: Vec<usize> = match args.iter().position(|a| a == "--sizes") {
-        Some(i) => args[i + 1].split(',').map(|s| s.parse().expect("size")).collect(),
+        Some(i) => args[i + 1]
+            .split(',')
+            .map(|s| s.parse().expect("size"))
+            .collect(),
         None if quick => vec![1_000, 100_000, 10_000_000],
         None => vec![1_000, 100_000, 10_000_000, 100_000_000],
     };
@@ -112,10 +115,15 @@ fn main() {
                        ray: &mut dyn FnMut(),
                        wide: &mut dyn FnMut()| {
             let (out_bytes, extra) = peak_extra(&mut *cq);
-            let backend = engine().last_run().map_or(BackendKind::CpuScalar, |m| m.backend);
-            let cq_t = median_secs(|| {
-                black_box(cq());
-            }, reps);
+            let backend = engine()
+                .last_run()
+                .map_or(BackendKind::CpuScalar, |m| m.backend);
+            let cq_t = median_secs(
+                || {
+                    black_box(cq());
+                },
+                reps,
+            );
             rows.push(Row {
                 name,
                 n,
@@ -134,9 +142,15 @@ fn main() {
                 black_box(xs.compute().map(|x| x * 2.0 + 1.0).sum());
                 0
             },
-            &mut || drop(black_box(p1_std(&xs))),
-            &mut || drop(black_box(p1_rayon(&xs))),
-            &mut || drop(black_box(p1_wide(&xs))),
+            &mut || {
+                black_box(p1_std(&xs));
+            },
+            &mut || {
+                black_box(p1_rayon(&xs));
+            },
+            &mut || {
+                black_box(p1_wide(&xs));
+            },
         );
         run(
             "P2 sum(x*x | x>0.5)",
@@ -144,9 +158,15 @@ fn main() {
                 black_box(xs.compute().filter(|x| x.gt(0.5)).map(|x| x * x).sum());
                 0
             },
-            &mut || drop(black_box(p2_std(&xs))),
-            &mut || drop(black_box(p2_rayon(&xs))),
-            &mut || drop(black_box(p2_wide(&xs))),
+            &mut || {
+                black_box(p2_std(&xs));
+            },
+            &mut || {
+                black_box(p2_rayon(&xs));
+            },
+            &mut || {
+                black_box(p2_wide(&xs));
+            },
         );
         run(
             "P3 prefix sum",
@@ -156,9 +176,15 @@ fn main() {
                 black_box(v);
                 b
             },
-            &mut || drop(black_box(p3_std(&xs))),
-            &mut || drop(black_box(p3_rayon(&xs))),
-            &mut || drop(black_box(p3_wide(&xs))),
+            &mut || {
+                black_box(p3_std(&xs));
+            },
+            &mut || {
+                black_box(p3_rayon(&xs));
+            },
+            &mut || {
+                black_box(p3_wide(&xs));
+            },
         );
         run(
             "P4 collect(sqrt(x)*3-x)",
@@ -168,9 +194,15 @@ fn main() {
                 black_box(v);
                 b
             },
-            &mut || drop(black_box(p4_std(&xs))),
-            &mut || drop(black_box(p4_rayon(&xs))),
-            &mut || drop(black_box(p4_wide(&xs))),
+            &mut || {
+                black_box(p4_std(&xs));
+            },
+            &mut || {
+                black_box(p4_rayon(&xs));
+            },
+            &mut || {
+                black_box(p4_wide(&xs));
+            },
         );
         run(
             "P5 dot(x, y)",
@@ -178,9 +210,15 @@ fn main() {
                 black_box(xs.compute().zip(&ys).map(|(a, b)| a * b).sum());
                 0
             },
-            &mut || drop(black_box(p5_std(&xs, &ys))),
-            &mut || drop(black_box(p5_rayon(&xs, &ys))),
-            &mut || drop(black_box(p5_wide(&xs, &ys))),
+            &mut || {
+                black_box(p5_std(&xs, &ys));
+            },
+            &mut || {
+                black_box(p5_rayon(&xs, &ys));
+            },
+            &mut || {
+                black_box(p5_wide(&xs, &ys));
+            },
         );
     }
 
@@ -230,7 +268,12 @@ fn main() {
         );
     }
     for r in rows.iter().filter(|r| r.n == 1_000) {
-        println!("  {} at 10^3: {} per query: {}", r.name, fmt_secs(r.cq), verdict(r.cq < 1e-6));
+        println!(
+            "  {} at 10^3: {} per query: {}",
+            r.name,
+            fmt_secs(r.cq),
+            verdict(r.cq < 1e-6)
+        );
     }
 
     device_section(&sizes);
@@ -292,7 +335,11 @@ fn device_section(sizes: &[usize]) {
                 fmt_secs(m.phases.execute.as_secs_f64()),
                 fmt_secs(m.phases.transfer_out.as_secs_f64()),
                 fmt_secs(m.phases.compile.as_secs_f64()),
-                if m.backend != BackendKind::Wgpu { " (fell back!)" } else { "" }
+                if m.backend != BackendKind::Wgpu {
+                    " (fell back!)"
+                } else {
+                    ""
+                }
             );
         }
     }

@@ -5,7 +5,9 @@ use computeq::prelude::*;
 
 fn main() {
     let n = 4_000_000;
-    let xs: Vec<f32> = (0..n).map(|i: u64| ((i * 7919) % 1000) as f32 / 1000.0).collect();
+    let xs: Vec<f32> = (0..n)
+        .map(|i: u64| ((i * 7919) % 1000) as f32 / 1000.0)
+        .collect();
     let ys: Vec<f32> = (0..n).map(|i: u64| (i % 13) as f32 - 6.0).collect();
 
     // map + filter + sum fused into one predicated reduction.
@@ -34,7 +36,10 @@ fn main() {
     // Dot product via zip; several aggregates in one pass.
     let dot: f32 = xs.compute().zip(&ys).map(|(a, b)| a * b).sum();
     let s = ys.compute().stats();
-    println!("dot = {dot}; stats(ys): count={} min={:?} max={:?} mean={:?}", s.count, s.min, s.max, s.mean);
+    println!(
+        "dot = {dot}; stats(ys): count={} min={:?} max={:?} mean={:?}",
+        s.count, s.min, s.max, s.mean
+    );
 
     // Order-preserving filter + collect, scans, positions.
     let kept: Vec<f32> = ys.compute().filter(|y| y.gt(4.0)).take(5).collect();
@@ -43,12 +48,25 @@ fn main() {
     println!("first kept {kept:?}; prefix sums {prefix:?}; argmax(ys) = {first_max:?}");
 
     // The plan, without running it.
-    println!("\n{}", xs.compute().map(|x| (x * x).sqrt()).filter(|x| x.lt(0.25)).explain().count());
+    println!(
+        "\n{}",
+        xs.compute()
+            .map(|x| (x * x).sqrt())
+            .filter(|x| x.lt(0.25))
+            .explain()
+            .count()
+    );
 
     // Every run is in the engine's bounded log.
     let log = engine().run_log().snapshot();
     println!("the engine logged {} runs; backends used:", log.len());
     for r in &log {
-        println!("  #{:<3} {:<13} {:>9} elements  {:>10?}", r.run_id, r.backend.name(), r.elements_in, r.phases.total);
+        println!(
+            "  #{:<3} {:<13} {:>9} elements  {:>10?}",
+            r.run_id,
+            r.backend.name(),
+            r.elements_in,
+            r.phases.total
+        );
     }
 }

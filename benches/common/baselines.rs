@@ -47,7 +47,12 @@ pub fn p2_wide(xs: &[f32]) -> f32 {
         }
     }
     let s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    s.reduce_add() + tail.iter().filter(|&&x| x > 0.5).map(|x| x * x).sum::<f32>()
+    s.reduce_add()
+        + tail
+            .iter()
+            .filter(|&&x| x > 0.5)
+            .map(|x| x * x)
+            .sum::<f32>()
 }
 
 /// P3 inclusive prefix sum into a new `Vec`.
@@ -136,7 +141,12 @@ pub fn p5_wide(xs: &[f32], ys: &[f32]) -> f32 {
         }
     }
     let s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    s.reduce_add() + xs[n32..].iter().zip(&ys[n32..]).map(|(a, b)| a * b).sum::<f32>()
+    s.reduce_add()
+        + xs[n32..]
+            .iter()
+            .zip(&ys[n32..])
+            .map(|(a, b)| a * b)
+            .sum::<f32>()
 }
 
 /// Deterministic test data in [0, 1).

@@ -208,13 +208,28 @@ pub fn run_stage(
     let mut state = match &stage.terminal {
         Terminal::Reduce(aggs) => State::Reduce(
             aggs.iter()
-                .map(|a| agg_identity(&a.kind, a.column.map(|c| prog.ty(c)).unwrap_or(DType::U64), params))
+                .map(|a| {
+                    agg_identity(
+                        &a.kind,
+                        a.column.map(|c| prog.ty(c)).unwrap_or(DType::U64),
+                        params,
+                    )
+                })
                 .collect(),
             aggs.iter().map(|_| None).collect(),
         ),
         Terminal::Collect(cols) => State::Collect(
             cols.iter()
-                .map(|&c| Column::with_capacity(prog.ty(c), if stage.predicate.is_some() { 0 } else { range.len }))
+                .map(|&c| {
+                    Column::with_capacity(
+                        prog.ty(c),
+                        if stage.predicate.is_some() {
+                            0
+                        } else {
+                            range.len
+                        },
+                    )
+                })
                 .collect(),
         ),
         Terminal::Scan { column, op, .. } => {
@@ -269,7 +284,14 @@ pub fn run_stage(
                     o.push(regs[c.index()]);
                 }
             }
-            (State::Scan(out, acc), Terminal::Scan { column, op, exclusive }) => {
+            (
+                State::Scan(out, acc),
+                Terminal::Scan {
+                    column,
+                    op,
+                    exclusive,
+                },
+            ) => {
                 let x = regs[column.index()];
                 let next = match op {
                     ScanOp::Sum => eval::binary(BinaryOp::Add, *acc, x),

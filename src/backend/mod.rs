@@ -8,10 +8,10 @@ pub mod cpu_parallel;
 pub mod cpu_scalar;
 pub mod cpu_simd;
 
+use crate::expr::{DType, Scalar};
 use crate::plan::{PhysicalPlan, PlanOutput};
 use crate::runtime::column::{Column, ColumnRef};
 use crate::runtime::compiled::CompiledPlan;
-use crate::expr::{DType, Scalar};
 use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
@@ -306,7 +306,11 @@ pub trait Backend: Send + Sync + 'static {
         column: ColumnRef<'_>,
     ) -> Result<std::sync::Arc<dyn DeviceColumn>, BackendError> {
         let _ = column;
-        Err(BackendError::new(self.kind(), Phase::Upload, "not a device backend"))
+        Err(BackendError::new(
+            self.kind(),
+            Phase::Upload,
+            "not a device backend",
+        ))
     }
 
     /// Runs a plan ending in `collect` and keeps the output columns on the
@@ -317,6 +321,10 @@ pub trait Backend: Send + Sync + 'static {
         stats: &mut RunStats,
     ) -> Result<Vec<std::sync::Arc<dyn DeviceColumn>>, BackendError> {
         let _ = (job, stats);
-        Err(BackendError::new(self.kind(), Phase::Execute, "not a device backend"))
+        Err(BackendError::new(
+            self.kind(),
+            Phase::Execute,
+            "not a device backend",
+        ))
     }
 }

@@ -150,7 +150,10 @@ impl ExprArena {
 
     /// All nodes with their handles, in evaluation order.
     pub fn iter(&self) -> impl Iterator<Item = (Value, &NodeData)> + '_ {
-        self.nodes.iter().enumerate().map(|(i, n)| (Value::new(i), n))
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (Value::new(i), n))
     }
 
     /// Appends a node whose type is inferred from its operands, after
@@ -310,7 +313,9 @@ mod tests {
         assert!(a.push(Node::Binary(BinaryOp::Add, x, i)).is_err());
         assert!(a.push(Node::Unary(UnaryOp::Sqrt, i)).is_err());
         assert!(a.push(Node::Unary(UnaryOp::Not, x)).is_err());
-        assert!(a.push(Node::Binary(BinaryOp::Add, x, Value::new(9))).is_err());
+        assert!(a
+            .push(Node::Binary(BinaryOp::Add, x, Value::new(9)))
+            .is_err());
     }
 
     #[test]

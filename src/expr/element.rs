@@ -10,7 +10,9 @@ mod sealed {
 }
 
 /// A type whose values can flow through a query: `bool` and the six numbers.
-pub trait Element: Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static + sealed::Sealed {
+pub trait Element:
+    Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static + sealed::Sealed
+{
     /// The matching [`DType`].
     const DTYPE: DType;
     /// This value as a [`Scalar`].

@@ -206,7 +206,12 @@ pub fn powi(x: Scalar, n: i32) -> Scalar {
         Bool(_) => unreachable!("powi on bool survived type checking"),
         int => {
             let one = Scalar::I64(1).cast(int.dtype());
-            let p = pow_unsigned(int, n.unsigned_abs(), |a, b| binary(BinaryOp::Mul, a, b), one);
+            let p = pow_unsigned(
+                int,
+                n.unsigned_abs(),
+                |a, b| binary(BinaryOp::Mul, a, b),
+                one,
+            );
             if n < 0 {
                 binary(BinaryOp::Div, one, p)
             } else {

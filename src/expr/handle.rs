@@ -83,7 +83,10 @@ impl<T: Element> Expr<T> {
 
     fn binary<R: Element>(self, op: BinaryOp, rhs: impl IntoExpr<T>) -> Expr<R> {
         let rhs = rhs.into_expr();
-        Expr::node(Node::Binary(op, self.value, rhs.value), &[self.arena_id, rhs.arena_id])
+        Expr::node(
+            Node::Binary(op, self.value, rhs.value),
+            &[self.arena_id, rhs.arena_id],
+        )
     }
 
     /// `self == rhs`.
@@ -365,6 +368,9 @@ impl<A: Shape, B: Shape> Shape for (A, B) {
         a.into_iter().zip(b).collect()
     }
     fn host_from_scalars(s: &[Scalar]) -> Self::Host {
-        (A::host_from_scalars(&s[..A::WIDTH]), B::host_from_scalars(&s[A::WIDTH..]))
+        (
+            A::host_from_scalars(&s[..A::WIDTH]),
+            B::host_from_scalars(&s[A::WIDTH..]),
+        )
     }
 }

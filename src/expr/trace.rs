@@ -45,11 +45,7 @@ pub(crate) fn with_target<R>(
             CURRENT.with(|c| c.set(self.0));
         }
     }
-    let target = TraceTarget {
-        arena,
-        params,
-        id,
-    };
+    let target = TraceTarget { arena, params, id };
     let _restore = Restore(CURRENT.with(|c| c.replace(&target)));
     f()
 }

@@ -63,10 +63,12 @@ impl OpGraph {
     /// Nodes from source to terminal (the graph is a chain).
     pub fn chain(&self) -> Vec<NodeIndex> {
         let mut order = Vec::with_capacity(self.graph.node_count());
-        let mut cur = self
-            .graph
-            .node_indices()
-            .find(|&n| self.graph.neighbors_directed(n, Direction::Incoming).next().is_none());
+        let mut cur = self.graph.node_indices().find(|&n| {
+            self.graph
+                .neighbors_directed(n, Direction::Incoming)
+                .next()
+                .is_none()
+        });
         while let Some(n) = cur {
             order.push(n);
             cur = self.graph.neighbors_directed(n, Direction::Outgoing).next();
@@ -148,7 +150,10 @@ fn visit_node(n: &mut OpNode, f: &mut impl FnMut(&mut Value)) {
             }
         },
         OpNode::Terminal(t) => match t {
-            LogicalTerminal::Reduce(aggs) => aggs.iter_mut().filter_map(|a| a.column.as_mut()).for_each(f),
+            LogicalTerminal::Reduce(aggs) => aggs
+                .iter_mut()
+                .filter_map(|a| a.column.as_mut())
+                .for_each(f),
             LogicalTerminal::Collect(cols) => cols.iter_mut().for_each(f),
         },
         OpNode::Fused(s) => {
@@ -159,9 +164,10 @@ fn visit_node(n: &mut OpNode, f: &mut impl FnMut(&mut Value)) {
                 f(p);
             }
             match &mut s.terminal {
-                FusedTerminal::Reduce(aggs) => {
-                    aggs.iter_mut().filter_map(|a| a.column.as_mut()).for_each(f)
-                }
+                FusedTerminal::Reduce(aggs) => aggs
+                    .iter_mut()
+                    .filter_map(|a| a.column.as_mut())
+                    .for_each(f),
                 FusedTerminal::Collect(cols) => cols.iter_mut().for_each(f),
                 FusedTerminal::Scan { column, .. } => f(column),
             }
@@ -243,10 +249,18 @@ impl fmt::Display for OpNode {
                         Ok(())
                     }
                     FusedTerminal::Collect(c) => {
-                        let what = if s.predicate.is_some() { "compact" } else { "store" };
+                        let what = if s.predicate.is_some() {
+                            "compact"
+                        } else {
+                            "store"
+                        };
                         write!(f, " -> {what} [{}]", list(c))
                     }
-                    FusedTerminal::Scan { column, exclusive, combine } => write!(
+                    FusedTerminal::Scan {
+                        column,
+                        exclusive,
+                        combine,
+                    } => write!(
                         f,
                         " -> scan {} {} {column}",
                         if *exclusive { "exclusive" } else { "inclusive" },

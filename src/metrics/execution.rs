@@ -45,7 +45,10 @@ impl fmt::Display for SelectionReason {
             SelectionReason::Forced => write!(f, "forced by the query"),
             SelectionReason::Environment => write!(f, "forced by COMPUTEQ_BACKEND"),
             SelectionReason::OnlyCandidate => write!(f, "only available candidate"),
-            SelectionReason::Model { estimate, runner_up } => {
+            SelectionReason::Model {
+                estimate,
+                runner_up,
+            } => {
                 write!(f, "cheapest estimate ({})", fmt_duration(secs(*estimate)))?;
                 if let Some((b, e)) = runner_up {
                     write!(f, ", next {b} at {}", fmt_duration(secs(*e)))?;

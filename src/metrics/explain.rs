@@ -44,7 +44,11 @@ impl fmt::Display for Explain {
         writeln!(
             f,
             "== computeq {} (plan {:016x}) ==",
-            if analyzed { "explain analyze" } else { "explain" },
+            if analyzed {
+                "explain analyze"
+            } else {
+                "explain"
+            },
             self.fingerprint
         )?;
         writeln!(f, "operation graph:")?;
@@ -99,7 +103,11 @@ impl fmt::Display for Explain {
         let mut cands = self.candidates.clone();
         cands.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
         for c in &cands {
-            let mark = if c.backend == self.choice { "  <- chosen" } else { "" };
+            let mark = if c.backend == self.choice {
+                "  <- chosen"
+            } else {
+                ""
+            };
             writeln!(
                 f,
                 "  {:<13} estimated {:>9}{mark}",
@@ -108,7 +116,12 @@ impl fmt::Display for Explain {
             )?;
         }
         for d in &self.declined {
-            writeln!(f, "  {:<13} not considered: {}", d.backend.name(), d.message)?;
+            writeln!(
+                f,
+                "  {:<13} not considered: {}",
+                d.backend.name(),
+                d.message
+            )?;
         }
         writeln!(f, "choice: {} ({})", self.choice, self.reason)?;
         if !self.settings.is_empty() {

@@ -57,21 +57,27 @@ mod tests {
     #[test]
     fn merges_repeated_work_but_not_parameters() {
         let xs = [1.0f32];
-        let q = xs.compute().map(|x| x.sqrt() * x.sqrt() + (x * 2.0) + (x * 2.0));
+        let q = xs
+            .compute()
+            .map(|x| x.sqrt() * x.sqrt() + (x * 2.0) + (x * 2.0));
         let mut g = graph_of(q);
         assert_eq!(CommonSubexpr.rewrite(&mut g), Transformed::Yes);
         let live = live_values(&g);
         let sqrt_live = g
             .arena
             .iter()
-            .filter(|(v, d)| live[v.index()] && matches!(d.node, Node::Unary(crate::expr::UnaryOp::Sqrt, _)))
+            .filter(|(v, d)| {
+                live[v.index()] && matches!(d.node, Node::Unary(crate::expr::UnaryOp::Sqrt, _))
+            })
             .count();
         assert_eq!(sqrt_live, 1);
         // `x * 2.0` twice uses two parameter slots: both products stay.
         let muls = g
             .arena
             .iter()
-            .filter(|(v, d)| live[v.index()] && matches!(d.node, Node::Binary(crate::expr::BinaryOp::Mul, _, _)))
+            .filter(|(v, d)| {
+                live[v.index()] && matches!(d.node, Node::Binary(crate::expr::BinaryOp::Mul, _, _))
+            })
             .count();
         assert_eq!(muls, 3);
         assert_eq!(CommonSubexpr.rewrite(&mut g), Transformed::No);

@@ -69,11 +69,11 @@ impl Pass for ConstantFold {
                 },
                 Node::Cast(a) if arena.ty(a) == data.ty => Some(a),
                 Node::Select(_, a, b) if a == b => Some(a),
-                Node::Binary(BinaryOp::Min | BinaryOp::Max | BinaryOp::And | BinaryOp::Or, a, b)
-                    if a == b =>
-                {
-                    Some(a)
-                }
+                Node::Binary(
+                    BinaryOp::Min | BinaryOp::Max | BinaryOp::And | BinaryOp::Or,
+                    a,
+                    b,
+                ) if a == b => Some(a),
                 Node::Binary(BinaryOp::And, a, b) => match (konst(a), konst(b)) {
                     (Some(Scalar::Bool(true)), _) => Some(b),
                     (_, Some(Scalar::Bool(true))) => Some(a),
@@ -115,7 +115,10 @@ mod tests {
         assert_eq!(ConstantFold.rewrite(&mut g), Transformed::Yes);
         let text = g.arena.to_string();
         assert!(text.contains("v3 = const 5.0f32 : f32"), "{text}");
-        assert!(text.contains("param.0"), "captured values stay parameters: {text}");
+        assert!(
+            text.contains("param.0"),
+            "captured values stay parameters: {text}"
+        );
     }
 
     #[test]

@@ -76,7 +76,9 @@ impl Pass for DeadCode {
                 .range
                 .iter()
                 .filter_map(|r| match *r {
-                    crate::plan::RangeOp::Join(s) => renumber[s as usize].map(crate::plan::RangeOp::Join),
+                    crate::plan::RangeOp::Join(s) => {
+                        renumber[s as usize].map(crate::plan::RangeOp::Join)
+                    }
                     other => Some(other),
                 })
                 .collect();
@@ -86,10 +88,10 @@ impl Pass for DeadCode {
         if let [.., OpNode::Fused(prev), OpNode::Fused(last)] = nodes.as_slice() {
             let produces_columns = !matches!(prev.terminal, FusedTerminal::Reduce(_));
             let identity = matches!(&last.terminal, FusedTerminal::Collect(cols)
-                if cols.len() == last.slots.len()
-                    && last.slots.iter().enumerate().all(|(j, (src, v))| {
-                        *src == SlotSource::Previous(j as u16) && cols[j] == *v
-                    }))
+            if cols.len() == last.slots.len()
+                && last.slots.iter().enumerate().all(|(j, (src, v))| {
+                    *src == SlotSource::Previous(j as u16) && cols[j] == *v
+                }))
                 && last.predicate.is_none()
                 && last.enumerates.is_empty()
                 && !last.has_range_steps();

@@ -77,7 +77,10 @@ impl Pass for FuseElementwise {
 
     fn rewrite(&self, graph: &mut OpGraph) -> Transformed {
         let chain = graph.chain();
-        if chain.iter().all(|&n| matches!(graph.graph[n], OpNode::Fused(_))) {
+        if chain
+            .iter()
+            .all(|&n| matches!(graph.graph[n], OpNode::Fused(_)))
+        {
             return Transformed::No;
         }
         let mut b = Builder {
@@ -177,7 +180,12 @@ mod tests {
     #[test]
     fn element_wise_chain_becomes_one_node() {
         let (xs, ys) = ([1.0f32], [2.0f32]);
-        let q = xs.compute().map(|x| x * 2.0).zip(&ys).map(|(a, b)| a + b).filter(|v| v.gt(0.0));
+        let q = xs
+            .compute()
+            .map(|x| x * 2.0)
+            .zip(&ys)
+            .map(|(a, b)| a + b)
+            .filter(|v| v.gt(0.0));
         let mut g = graph_of(q);
         assert_eq!(FuseElementwise.rewrite(&mut g), Transformed::Yes);
         assert_eq!(g.graph.node_count(), 1);

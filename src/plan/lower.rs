@@ -46,7 +46,9 @@ fn lower_stage(graph: &OpGraph, f: &FusedStage, index: usize) -> Result<Stage, S
         map[v.index()] = Some(local);
     }
     for (e, v) in f.enumerates.iter().enumerate() {
-        let local = program.push(Node::Index(e as u16)).map_err(|e| e.to_string())?;
+        let local = program
+            .push(Node::Index(e as u16))
+            .map_err(|e| e.to_string())?;
         map[v.index()] = Some(local);
     }
     // Reachable set from the roots, stopping at boundary values.
@@ -72,7 +74,9 @@ fn lower_stage(graph: &OpGraph, f: &FusedStage, index: usize) -> Result<Stage, S
                 data.node
             ));
         }
-        let node = data.node.map_operands(|o| map[o.index()].expect("operand lowered first"));
+        let node = data
+            .node
+            .map_operands(|o| map[o.index()].expect("operand lowered first"));
         map[i] = Some(program.push_unchecked(NodeData { node, ty: data.ty }));
     }
     let local = |v: Value| map[v.index()].expect("root lowered");

@@ -53,7 +53,14 @@ impl WorkloadCharacteristics {
         let last = plan.last();
         let bytes_out = match &last.terminal {
             Terminal::Reduce(_) => 8 * last.output_dtypes().len() as u64,
-            _ => elements * last.output_dtypes().iter().map(|d| d.size() as u64).sum::<u64>(),
+            _ => {
+                elements
+                    * last
+                        .output_dtypes()
+                        .iter()
+                        .map(|d| d.size() as u64)
+                        .sum::<u64>()
+            }
         };
         let mut ops = 0u32;
         let mut trans = 0u32;

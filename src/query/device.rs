@@ -65,10 +65,9 @@ impl<T: Element> DeviceArray<T> {
     pub fn to_vec(&self) -> Result<Vec<T>, Error> {
         match &self.storage {
             Storage::Host(v) => Ok(v.clone()),
-            Storage::Device(c, _) => c
-                .download()
-                .map(T::from_column)
-                .map_err(|e| Error::new(ErrorKind::BackendFailed, "download failed").with_attempts(vec![e])),
+            Storage::Device(c, _) => c.download().map(T::from_column).map_err(|e| {
+                Error::new(ErrorKind::BackendFailed, "download failed").with_attempts(vec![e])
+            }),
         }
     }
 
@@ -113,7 +112,9 @@ impl<T: Element> ToDevice<T> for [T] {
     fn to_device_on(&self, engine: &Engine) -> Result<DeviceArray<T>, Error> {
         let mut errors = Vec::new();
         for kind in [BackendKind::Cuda, BackendKind::Wgpu] {
-            let Some(b) = engine.backend(kind) else { continue };
+            let Some(b) = engine.backend(kind) else {
+                continue;
+            };
             if !engine.config().enabled(kind) {
                 continue;
             }
@@ -129,7 +130,11 @@ impl<T: Element> ToDevice<T> for [T] {
                 Err(e) => errors.push(e),
             }
         }
-        Err(Error::new(ErrorKind::NoBackend, "no device backend could hold the data").with_attempts(errors))
+        Err(Error::new(
+            ErrorKind::NoBackend,
+            "no device backend could hold the data",
+        )
+        .with_attempts(errors))
     }
 }
 

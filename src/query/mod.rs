@@ -75,7 +75,10 @@ pub struct Query<'a, S, M = Run> {
 impl<S, M> fmt::Debug for Query<'_, S, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Query")
-            .field("ops", &self.trace.ops.iter().map(|o| o.name()).collect::<Vec<_>>())
+            .field(
+                "ops",
+                &self.trace.ops.iter().map(|o| o.name()).collect::<Vec<_>>(),
+            )
             .field("inputs", &self.inputs.len())
             .field("options", &self.options)
             .finish_non_exhaustive()
@@ -126,9 +129,17 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     }
 
     /// Runs `f` over the current columns and returns its result's columns.
-    pub(crate) fn trace_closure<R: Shape>(&mut self, f: impl FnOnce(S) -> R) -> SmallVec<[Value; 4]> {
+    pub(crate) fn trace_closure<R: Shape>(
+        &mut self,
+        f: impl FnOnce(S) -> R,
+    ) -> SmallVec<[Value; 4]> {
         let arg = S::from_values(&self.columns, self.arena_id);
-        let out = trace::with_target(&mut self.trace.arena, &mut self.params, self.arena_id, || f(arg));
+        let out = trace::with_target(
+            &mut self.trace.arena,
+            &mut self.params,
+            self.arena_id,
+            || f(arg),
+        );
         let mut vals = SmallVec::new();
         out.values(&mut vals);
         vals

@@ -3,7 +3,7 @@
 //! measured metrics (`Analyze`). One terminal definition serves every mode.
 
 use crate::error::Error;
-use crate::metrics::{Explain, ExecutionMetrics};
+use crate::metrics::{ExecutionMetrics, Explain};
 use crate::plan::PlanOutput;
 use crate::runtime::executor::{self, Prepared};
 

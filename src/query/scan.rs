@@ -16,8 +16,12 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     ) -> TracedCombine {
         let identity = self.add_param(identity.to_scalar());
         let mut program = ExprArena::new();
-        let acc = program.push_typed(Node::Input(0), T::DTYPE).expect("typed input");
-        let x = program.push_typed(Node::Input(1), T::DTYPE).expect("typed input");
+        let acc = program
+            .push_typed(Node::Input(0), T::DTYPE)
+            .expect("typed input");
+        let x = program
+            .push_typed(Node::Input(1), T::DTYPE)
+            .expect("typed input");
         let id = trace::fresh_id();
         let out = trace::with_target(&mut program, &mut self.params, id, || {
             f(Expr::from_parts(acc, id), Expr::from_parts(x, id))

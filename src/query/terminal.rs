@@ -62,9 +62,10 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// assert_eq!([1.0f32, 2.0, 3.0].compute().filter(|x| x.ge(2.0)).count(), 2);
     /// ```
     pub fn count(self) -> M::Out<usize> {
-        self.finish(LogicalTerminal::Reduce(smallvec![agg(AggKind::Count, None)]), |o| {
-            aggs(o)[0].to_bits() as usize
-        })
+        self.finish(
+            LogicalTerminal::Reduce(smallvec![agg(AggKind::Count, None)]),
+            |o| aggs(o)[0].to_bits() as usize,
+        )
     }
 
     /// Whether `f` holds for any element (`false` when empty).
@@ -75,9 +76,10 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// ```
     pub fn any(mut self, f: impl FnOnce(S) -> Expr<bool>) -> M::Out<bool> {
         let p = self.trace_closure(f)[0];
-        self.finish(LogicalTerminal::Reduce(smallvec![agg(AggKind::Any, Some(p))]), |o| {
-            aggs(o)[0].as_bool()
-        })
+        self.finish(
+            LogicalTerminal::Reduce(smallvec![agg(AggKind::Any, Some(p))]),
+            |o| aggs(o)[0].as_bool(),
+        )
     }
 
     /// Whether `f` holds for every element (`true` when empty).
@@ -88,9 +90,10 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// ```
     pub fn all(mut self, f: impl FnOnce(S) -> Expr<bool>) -> M::Out<bool> {
         let p = self.trace_closure(f)[0];
-        self.finish(LogicalTerminal::Reduce(smallvec![agg(AggKind::All, Some(p))]), |o| {
-            aggs(o)[0].as_bool()
-        })
+        self.finish(
+            LogicalTerminal::Reduce(smallvec![agg(AggKind::All, Some(p))]),
+            |o| aggs(o)[0].as_bool(),
+        )
     }
 
     /// Materializes the elements in order: `Vec<T>`, or `Vec<(A, B)>` for
@@ -123,9 +126,10 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// ```
     pub fn sum(self) -> M::Out<T> {
         let c = self.column();
-        self.finish(LogicalTerminal::Reduce(smallvec![agg(AggKind::Sum, Some(c))]), |o| {
-            T::from_scalar(aggs(o)[0])
-        })
+        self.finish(
+            LogicalTerminal::Reduce(smallvec![agg(AggKind::Sum, Some(c))]),
+            |o| T::from_scalar(aggs(o)[0]),
+        )
     }
 
     fn extremum(self, kind: AggKind) -> M::Out<Option<T>> {
@@ -192,7 +196,10 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     pub fn mean(mut self) -> M::Out<Option<f64>> {
         let c = self.cast_f64_column();
         self.finish(
-            LogicalTerminal::Reduce(smallvec![agg(AggKind::Sum, Some(c)), agg(AggKind::Count, None)]),
+            LogicalTerminal::Reduce(smallvec![
+                agg(AggKind::Sum, Some(c)),
+                agg(AggKind::Count, None)
+            ]),
             |o| {
                 let a = aggs(o);
                 let n = a[1].to_bits();
@@ -228,9 +235,10 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
             output: t.output,
             identity: t.identity,
         });
-        self.finish(LogicalTerminal::Reduce(smallvec![agg(kind, Some(c))]), |o| {
-            T::from_scalar(aggs(o)[0])
-        })
+        self.finish(
+            LogicalTerminal::Reduce(smallvec![agg(kind, Some(c))]),
+            |o| T::from_scalar(aggs(o)[0]),
+        )
     }
 
     /// Count, sum, min, max and mean in one pass over memory (the fused

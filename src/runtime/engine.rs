@@ -46,7 +46,10 @@ impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
             .field("config", &self.config)
-            .field("backends", &self.backends.iter().map(|b| b.kind()).collect::<Vec<_>>())
+            .field(
+                "backends",
+                &self.backends.iter().map(|b| b.kind()).collect::<Vec<_>>(),
+            )
             .field("plans", &self.plans)
             .field("selector", &self.selector)
             .finish_non_exhaustive()
@@ -86,9 +89,13 @@ impl Engine {
             config,
             runs: AtomicU64::new(0),
         };
-        e.backends.push(Arc::new(crate::backend::cpu_scalar::CpuScalar));
-        e.backends.push(Arc::new(crate::backend::cpu_simd::CpuSimd::default()));
-        e.backends.push(Arc::new(crate::backend::cpu_parallel::CpuParallel::default()));
+        e.backends
+            .push(Arc::new(crate::backend::cpu_scalar::CpuScalar));
+        e.backends
+            .push(Arc::new(crate::backend::cpu_simd::CpuSimd::default()));
+        e.backends.push(Arc::new(
+            crate::backend::cpu_parallel::CpuParallel::default(),
+        ));
         e
     }
 

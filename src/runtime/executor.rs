@@ -117,7 +117,8 @@ fn check(engine: &Engine, kind: BackendKind, plan: &CompiledPlan) -> Result<(), 
     if let Availability::Unavailable(why) = b.availability() {
         return Err(declined(Phase::Init, why));
     }
-    b.supports(&plan.plan).map_err(|why| declined(Phase::Support, why))
+    b.supports(&plan.plan)
+        .map_err(|why| declined(Phase::Support, why))
 }
 
 fn attempt_of(e: BackendError) -> Attempt {
@@ -178,7 +179,9 @@ pub fn run_to_device(mut p: Prepared<'_>) -> Result<(Collected, ExecutionMetrics
         |c| match c {
             Collected::Device(cols) => (
                 cols.first().map_or(0, |c| c.len() as u64),
-                cols.iter().map(|c| (c.len() * c.dtype().size()) as u64).sum(),
+                cols.iter()
+                    .map(|c| (c.len() * c.dtype().size()) as u64)
+                    .sum(),
             ),
             Collected::Host(cols) => output_size(&PlanOutput::Columns(cols.clone())),
         },
@@ -256,7 +259,17 @@ fn run_with<O>(
                     Some(f) if f != kind => SelectionReason::Fallback { from: f },
                     _ => planned.decision.reason.clone(),
                 };
-                let m = metrics(engine, &planned, kind, reason, attempts, &stats, wall, size(&out), p.started);
+                let m = metrics(
+                    engine,
+                    &planned,
+                    kind,
+                    reason,
+                    attempts,
+                    &stats,
+                    wall,
+                    size(&out),
+                    p.started,
+                );
                 span.record("backend", kind.name());
                 tracing::debug!(
                     backend = %kind,
@@ -384,7 +397,12 @@ fn explain_of(engine: &Engine, planned: &Planned, metrics: Option<ExecutionMetri
         workload: planned.workload.clone(),
         candidates: planned.decision.estimates.to_vec(),
         declined: planned.declined.to_vec(),
-        choice: planned.decision.order.first().copied().unwrap_or(BackendKind::CpuScalar),
+        choice: planned
+            .decision
+            .order
+            .first()
+            .copied()
+            .unwrap_or(BackendKind::CpuScalar),
         reason: metrics
             .as_ref()
             .map(|m| m.reason.clone())

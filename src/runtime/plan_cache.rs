@@ -111,7 +111,9 @@ pub fn build(
     let mut graph = OpGraph::from_trace(trace);
     let graph_text = graph.to_string();
     if verify {
-        graph.verify().map_err(|e| format!("the traced graph is invalid: {e}"))?;
+        graph
+            .verify()
+            .map_err(|e| format!("the traced graph is invalid: {e}"))?;
     }
     let t1 = Instant::now();
     let passes = crate::optimize::optimize(&mut graph, verify)?;
