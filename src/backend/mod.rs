@@ -7,6 +7,8 @@
 pub mod cpu_parallel;
 pub mod cpu_scalar;
 pub mod cpu_simd;
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
 
 use crate::expr::{DType, Scalar};
 use crate::plan::{PhysicalPlan, PlanOutput};

@@ -82,6 +82,7 @@
 mod kernel;
 pub mod lower;
 mod plan;
+pub mod ptx;
 pub mod wgsl;
 
 pub use kernel::{

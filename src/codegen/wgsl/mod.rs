@@ -11,7 +11,7 @@ mod namer;
 mod writer;
 
 pub use namer::Namer;
-pub use writer::{literal, type_name, write_kernel, WgslWriter, WriteError};
+pub use writer::{literal, type_name, write_kernel, write_kernel_entry, WgslWriter, WriteError};
 
 #[cfg(all(test, feature = "wgpu"))]
 mod tests {

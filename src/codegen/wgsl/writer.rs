@@ -76,9 +76,14 @@ pub struct WgslWriter<W: Write> {
 
 /// The WGSL text of `kernel`.
 pub fn write_kernel(kernel: &Kernel) -> Result<String, WriteError> {
+    Ok(write_kernel_entry(kernel)?.0)
+}
+
+/// The WGSL text of `kernel` and the name of its entry point.
+pub fn write_kernel_entry(kernel: &Kernel) -> Result<(String, String), WriteError> {
     let mut s = String::new();
-    WgslWriter::new(&mut s).write(kernel)?;
-    Ok(s)
+    let entry = WgslWriter::new(&mut s).write(kernel)?;
+    Ok((s, entry))
 }
 
 /// The WGSL spelling of a type.
@@ -157,10 +162,15 @@ impl<W: Write> WgslWriter<W> {
         self.out
     }
 
-    /// Writes one kernel as a complete WGSL module.
-    pub fn write(&mut self, k: &Kernel) -> Result<(), WriteError> {
+    /// Writes one kernel as a complete WGSL module; returns the name of its
+    /// entry point.
+    pub fn write(&mut self, k: &Kernel) -> Result<String, WriteError> {
         k.verify().map_err(|e| WriteError::Invalid(e.0))?;
         self.namer = Namer::new();
+        self.bindings.clear();
+        self.shared.clear();
+        self.fields.clear();
+        self.locals.clear();
         for n in [
             "lid", "wid", "nwg", "gid", "sg_size", "sg_lane", "sg_id", "num_sg",
         ] {
@@ -238,7 +248,7 @@ impl<W: Write> WgslWriter<W> {
         }
         self.write_block(k, &k.body, 1)?;
         writeln!(self.out, "}}")?;
-        Ok(())
+        Ok(entry)
     }
 
     fn operand(&self, o: Operand) -> String {
@@ -363,6 +373,9 @@ impl<W: Write> WgslWriter<W> {
                     BinaryOp::Min => format!("min({x}, {y})"),
                     BinaryOp::Max => format!("max({x}, {y})"),
                     BinaryOp::Eq => infix("=="),
+                    // Drivers compile `!=` as an ordered comparison (false
+                    // with NaN); IEEE and Rust say true.
+                    BinaryOp::Ne if ty.is_float() => format!("!({x} == {y})"),
                     BinaryOp::Ne => infix("!="),
                     BinaryOp::Lt => infix("<"),
                     BinaryOp::Le => infix("<="),
@@ -524,7 +537,7 @@ fn cast(from: DType, to: DType, a: &str) -> String {
         return a.to_string();
     }
     if to == DType::Bool {
-        return format!("({a} != {})", literal(Scalar::zero(from)));
+        return format!("!({a} == {})", literal(Scalar::zero(from)));
     }
     if from == DType::Bool {
         return format!(

@@ -1,0 +1,176 @@
+//! A pool of device buffers by usage and power-of-two size class.
+//!
+//! Buffers are handed out as [`PooledBuffer`] guards that go back to the
+//! pool when dropped, on success and on every error path alike; the number
+//! checked out is observable ([`Pool::live`]) so tests can prove nothing
+//! leaks. Device-resident columns take buffers that are destroyed on drop
+//! instead of pooled, so dropping a `DeviceArray` really frees its memory.
+
+use super::device::Gpu;
+use super::fault::FaultPlan;
+use crate::backend::{BackendError, BackendKind, Phase};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Most bytes kept in free lists; beyond it returned buffers are destroyed.
+const MAX_POOLED_BYTES: u64 = 256 << 20;
+/// Smallest buffer handed out (binding sizes must be non-zero).
+const MIN_SIZE: u64 = 256;
+
+#[derive(Default)]
+pub(crate) struct PoolInner {
+    free: Mutex<HashMap<(u64, u32), Vec<wgpu::Buffer>>>,
+    pooled_bytes: Mutex<u64>,
+    live: AtomicUsize,
+}
+
+/// The pool of one device.
+#[derive(Clone, Default)]
+pub(crate) struct Pool {
+    inner: Arc<PoolInner>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool").field("live", &self.live()).finish()
+    }
+}
+
+/// A buffer checked out of the pool.
+pub(crate) struct PooledBuffer {
+    buffer: Option<wgpu::Buffer>,
+    key: (u64, u32),
+    pool: Arc<PoolInner>,
+    /// Destroy on drop instead of returning to the pool.
+    owned: bool,
+}
+
+impl std::fmt::Debug for PooledBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PooledBuffer({} bytes)", self.key.0)
+    }
+}
+
+impl PooledBuffer {
+    pub fn buffer(&self) -> &wgpu::Buffer {
+        self.buffer.as_ref().expect("buffer present until drop")
+    }
+
+    /// Allocated size in bytes.
+    pub fn size(&self) -> u64 {
+        self.key.0
+    }
+}
+
+impl Drop for PooledBuffer {
+    fn drop(&mut self) {
+        let Some(buffer) = self.buffer.take() else {
+            return;
+        };
+        self.pool.live.fetch_sub(1, Ordering::Relaxed);
+        let mut pooled = self.pool.pooled_bytes.lock();
+        if self.owned || *pooled + self.key.0 > MAX_POOLED_BYTES {
+            buffer.destroy();
+            return;
+        }
+        *pooled += self.key.0;
+        self.pool
+            .free
+            .lock()
+            .entry(self.key)
+            .or_default()
+            .push(buffer);
+    }
+}
+
+impl Pool {
+    /// Buffers currently checked out (including device-resident columns).
+    pub fn live(&self) -> usize {
+        self.inner.live.load(Ordering::Relaxed)
+    }
+
+    /// A buffer of at least `size` bytes with `usage`. `owned` buffers are
+    /// sized exactly and destroyed on drop. Allocation runs in an
+    /// out-of-memory error scope so a full device is an error value.
+    pub fn get(
+        &self,
+        gpu: &Gpu,
+        faults: &FaultPlan,
+        phase: Phase,
+        size: u64,
+        usage: wgpu::BufferUsages,
+        owned: bool,
+    ) -> Result<PooledBuffer, BackendError> {
+        faults.check_alloc(phase)?;
+        let size = size.max(MIN_SIZE);
+        let class = if owned {
+            size.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
+        } else {
+            size.next_power_of_two()
+        };
+        let key = (class, usage.bits());
+        let reused = if owned {
+            None
+        } else {
+            self.inner.free.lock().get_mut(&key).and_then(Vec::pop)
+        };
+        let buffer = match reused {
+            Some(b) => {
+                *self.inner.pooled_bytes.lock() -= class;
+                b
+            }
+            None => {
+                if class > gpu.limits.max_buffer_size {
+                    let mut e = BackendError::new(
+                        BackendKind::Wgpu,
+                        phase,
+                        format!(
+                            "buffer of {class} bytes exceeds the device's limit of {}",
+                            gpu.limits.max_buffer_size
+                        ),
+                    );
+                    e.out_of_memory = true;
+                    return Err(e);
+                }
+                let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+                let b = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("computeq"),
+                    size: class,
+                    usage,
+                    mapped_at_creation: false,
+                });
+                if let Some(err) = pollster::block_on(scope.pop()) {
+                    b.destroy();
+                    let mut e = BackendError::new(
+                        BackendKind::Wgpu,
+                        phase,
+                        format!("allocating {class} bytes: {err}"),
+                    );
+                    e.out_of_memory = true;
+                    return Err(e);
+                }
+                b
+            }
+        };
+        self.inner.live.fetch_add(1, Ordering::Relaxed);
+        Ok(PooledBuffer {
+            buffer: Some(buffer),
+            key,
+            pool: self.inner.clone(),
+            owned,
+        })
+    }
+}
+
+/// Usage of buffers kernels read and write.
+pub(crate) const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+/// Usage of uniform blocks.
+pub(crate) const UNIFORM: wgpu::BufferUsages =
+    wgpu::BufferUsages::UNIFORM.union(wgpu::BufferUsages::COPY_DST);
+/// Usage of readback staging buffers.
+pub(crate) const READBACK: wgpu::BufferUsages =
+    wgpu::BufferUsages::MAP_READ.union(wgpu::BufferUsages::COPY_DST);

@@ -1,0 +1,121 @@
+//! The wgpu instance, adapter and device of one backend object, created
+//! lazily on first use, with the features and limits the kernels may use.
+
+use crate::codegen::Caps;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+static NEXT_DEVICE: AtomicU64 = AtomicU64::new(1);
+
+/// An opened device and what it offers.
+pub(crate) struct Gpu {
+    /// Distinguishes devices (artifacts hold pipelines of one device).
+    pub id: u64,
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    pub features: wgpu::Features,
+    pub limits: wgpu::Limits,
+    /// What the lowering may use.
+    pub caps: Caps,
+    /// Errors no scope captured (device loss, late validation errors); the
+    /// executor turns them into error values after each submission.
+    pub uncaptured: Arc<Mutex<Vec<String>>>,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu")
+            .field("adapter", &self.info.name)
+            .field("backend", &self.info.backend)
+            .field("caps", &self.caps)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gpu {
+    /// Opens the first adapter of the backends allowed by `WGPU_BACKEND`
+    /// (all by default). `Err` carries the reason when there is none.
+    pub fn open() -> Result<Gpu, String> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all());
+        let instance = wgpu::Instance::new(desc);
+        let adapter =
+            pollster::block_on(
+                instance.request_adapter(&wgpu::RequestAdapterOptions {
+                    power_preference: wgpu::PowerPreference::from_env()
+                        .unwrap_or(wgpu::PowerPreference::HighPerformance),
+                    force_fallback_adapter: false,
+                    compatible_surface: None,
+                    apply_limit_buckets: false,
+                }),
+            )
+            .map_err(|e| format!("no wgpu adapter: {e}"))?;
+        let wanted =
+            wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64 | wgpu::Features::SUBGROUP;
+        let features = adapter.features() & wanted;
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("computeq"),
+            required_features: features,
+            required_limits: limits.clone(),
+            ..Default::default()
+        }))
+        .map_err(|e| format!("wgpu device request failed: {e}"))?;
+        let uncaptured = Arc::new(Mutex::new(Vec::new()));
+        let sink = uncaptured.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            sink.lock().push(e.to_string());
+        }));
+        let lost = uncaptured.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            lost.lock().push(format!("device lost ({reason:?}): {msg}"));
+        });
+        let workgroup_size = [256u32, 128, 64]
+            .into_iter()
+            .find(|&w| {
+                w <= limits.max_compute_invocations_per_workgroup
+                    && w <= limits.max_compute_workgroup_size_x
+            })
+            .unwrap_or(64);
+        let caps = Caps {
+            workgroup_size,
+            items_per_thread: 4,
+            max_groups: 1024.min(limits.max_compute_workgroups_per_dimension),
+            subgroups: features.contains(wgpu::Features::SUBGROUP)
+                && std::env::var("COMPUTEQ_WGPU_SUBGROUPS").map_or(true, |v| v != "0"),
+            int64: features.contains(wgpu::Features::SHADER_INT64),
+            // The NaN test of an f64 reads its bits as a u64.
+            f64: features.contains(wgpu::Features::SHADER_F64)
+                && features.contains(wgpu::Features::SHADER_INT64),
+        };
+        Ok(Gpu {
+            id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
+            device,
+            queue,
+            info: adapter.get_info(),
+            features,
+            limits,
+            caps,
+            uncaptured,
+        })
+    }
+
+    /// Largest byte size of one storage binding.
+    pub fn max_binding(&self) -> u64 {
+        self.limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size)
+    }
+
+    /// Takes the errors reported outside any scope since the last call.
+    pub fn take_uncaptured(&self) -> Option<String> {
+        let mut v = self.uncaptured.lock();
+        if v.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut *v).join("; "))
+        }
+    }
+}

@@ -1,0 +1,655 @@
+//! Runs a plan: per stage and per chunk, upload → dispatch → readback, with
+//! CPU timers around each phase (the waits are fences, so the times are the
+//! device's).
+//!
+//! Chunks: a stage whose inputs or outputs do not fit one storage binding
+//! runs over consecutive chunks of positions. Reductions merge the chunks'
+//! states on the host in order; scans carry their running value from chunk
+//! to chunk in a device buffer; collected columns are appended in order.
+
+use super::array::WgpuColumn;
+use super::buffers::{Pool, PooledBuffer, STORAGE, UNIFORM};
+use super::device::Gpu;
+use super::fault::FaultPlan;
+use super::pipeline::{Pipeline, PipelineCache};
+use super::transfer::{device_size, download_many, from_device_bytes, slice, upload};
+use crate::backend::cpu_scalar::arg_better;
+use crate::backend::{BackendError, BackendKind, Input, Phase, RunStats};
+use crate::codegen::{
+    lower_plan, BufferRef, Groups, KernelPlan, Readback, ScratchInit, ScratchLen, UniformSource,
+    UniformValues,
+};
+use crate::expr::{eval, BinaryOp, DType, Scalar};
+use crate::plan::{AggKind, PhysicalPlan, PlanOutput, Stage, StageInput};
+use crate::runtime::column::{Column, ColumnRef};
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The compiled form of a plan for one device: kernel plans and pipelines.
+pub(crate) struct Artifact {
+    pub device: u64,
+    pub plans: Vec<KernelPlan>,
+    pub pipelines: Vec<Vec<Arc<Pipeline>>>,
+    /// Whether every pipeline came from the device's cache.
+    pub all_cached: bool,
+}
+
+fn error(phase: Phase, m: impl Into<std::borrow::Cow<'static, str>>) -> BackendError {
+    BackendError::new(BackendKind::Wgpu, phase, m)
+}
+
+/// Lowers `plan` for the device and builds (or finds) its pipelines.
+pub(crate) fn build_artifact(
+    gpu: &Gpu,
+    cache: &PipelineCache,
+    faults: &FaultPlan,
+    plan: &PhysicalPlan,
+) -> Result<Artifact, BackendError> {
+    let plans = lower_plan(plan, &gpu.caps).map_err(|e| error(Phase::Support, e.to_string()))?;
+    let mut all_cached = true;
+    let pipelines = plans
+        .iter()
+        .map(|kp| {
+            kp.kernels
+                .iter()
+                .map(|k| {
+                    let (p, cached) = cache.get(gpu, faults, k)?;
+                    all_cached &= cached;
+                    Ok(p)
+                })
+                .collect::<Result<Vec<_>, BackendError>>()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Artifact {
+        device: gpu.id,
+        plans,
+        pipelines,
+        all_cached,
+    })
+}
+
+/// Where the result of a run goes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Want {
+    Host,
+    Device,
+}
+
+/// What a run produced.
+pub(crate) enum RunOutput {
+    Plan(PlanOutput),
+    Device(Vec<WgpuColumn>),
+}
+
+/// A stage input as the executor sees it.
+#[derive(Clone, Copy)]
+enum Src<'a> {
+    Host(ColumnRef<'a>),
+    Dev(&'a WgpuColumn),
+}
+
+impl Src<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Src::Host(c) => c.len(),
+            Src::Dev(d) => d.len,
+        }
+    }
+
+    fn dtype(&self) -> DType {
+        match self {
+            Src::Host(c) => c.dtype(),
+            Src::Dev(d) => d.dtype,
+        }
+    }
+}
+
+/// An output of an earlier stage.
+enum Held {
+    Host(Column),
+    Dev(WgpuColumn),
+}
+
+/// The state of one aggregate on the host, merged chunk by chunk.
+#[derive(Clone, Copy, Debug)]
+struct HostAgg {
+    value: Scalar,
+    /// Arg-min/max: position of the winner, if any.
+    index: Option<u64>,
+}
+
+/// One execution.
+pub(crate) struct Exec<'a> {
+    pub gpu: &'a Arc<Gpu>,
+    pub pool: &'a Pool,
+    pub faults: FaultPlan,
+    pub fault_cell: &'a Arc<Mutex<FaultPlan>>,
+    /// Most positions per chunk (tests lower it to exercise chunking).
+    pub max_chunk: usize,
+    pub stats: &'a mut RunStats,
+}
+
+impl Exec<'_> {
+    /// Runs every stage; the last one's output is the result.
+    pub fn run(
+        &mut self,
+        art: &Artifact,
+        plan: &PhysicalPlan,
+        inputs: &[Input<'_>],
+        params: &[Scalar],
+        want: Want,
+    ) -> Result<RunOutput, BackendError> {
+        let mut host_inputs = Vec::new();
+        for i in inputs {
+            host_inputs.push(match i {
+                Input::Host(_) => None,
+                Input::Device(d) => match d.as_any().downcast_ref::<WgpuColumn>() {
+                    Some(w) if w.device_id() == self.gpu.id => None,
+                    _ => Some(i.host(self.stats)?),
+                },
+            });
+        }
+        let mut held: Vec<Vec<Held>> = Vec::new();
+        for (i, stage) in plan.stages.iter().enumerate() {
+            let last = i + 1 == plan.stages.len();
+            let srcs: Vec<Src<'_>> = stage
+                .inputs
+                .iter()
+                .map(|inp| match *inp {
+                    StageInput::Source(n) => {
+                        let n = n as usize;
+                        match (&host_inputs[n], &inputs[n]) {
+                            (Some(h), _) => Src::Host(h.as_ref()),
+                            (None, Input::Host(c)) => Src::Host(*c),
+                            (None, Input::Device(d)) => Src::Dev(
+                                d.as_any()
+                                    .downcast_ref::<WgpuColumn>()
+                                    .expect("checked above"),
+                            ),
+                        }
+                    }
+                    StageInput::Stage { stage, column } => {
+                        match &held[stage as usize][column as usize] {
+                            Held::Host(c) => Src::Host(c.as_ref()),
+                            Held::Dev(d) => Src::Dev(d),
+                        }
+                    }
+                })
+                .collect();
+            let stage_want = if last { want } else { Want::Device };
+            let out = self.run_stage(
+                &art.plans[i],
+                &art.pipelines[i],
+                stage,
+                &srcs,
+                params,
+                stage_want,
+            )?;
+            drop(srcs);
+            if last {
+                return Ok(out);
+            }
+            held.push(match out {
+                RunOutput::Device(cols) => cols.into_iter().map(Held::Dev).collect(),
+                RunOutput::Plan(PlanOutput::Columns(cols)) => {
+                    cols.into_iter().map(Held::Host).collect()
+                }
+                RunOutput::Plan(PlanOutput::Aggregates(_)) => {
+                    return Err(error(
+                        Phase::Support,
+                        format!("stage {i} reduces but is not the last stage"),
+                    ))
+                }
+            });
+        }
+        Err(error(Phase::Support, "the plan has no stage"))
+    }
+
+    fn alloc(
+        &mut self,
+        bytes: u64,
+        usage: wgpu::BufferUsages,
+        owned: bool,
+    ) -> Result<PooledBuffer, BackendError> {
+        let b = self
+            .pool
+            .get(self.gpu, &self.faults, Phase::Execute, bytes, usage, owned)?;
+        self.stats.bytes_allocated += b.size();
+        Ok(b)
+    }
+
+    /// Positions per chunk so that every binding of the stage fits.
+    fn chunk_len(&self, kp: &KernelPlan, srcs: &[Src<'_>]) -> usize {
+        let widest = srcs
+            .iter()
+            .map(|s| device_size(s.dtype()))
+            .chain(kp.outputs.iter().map(|&t| device_size(t)))
+            .max()
+            .unwrap_or(4) as u64;
+        let align = self.gpu.limits.min_storage_buffer_offset_alignment as u64;
+        let fit = (self.gpu.max_binding().saturating_sub(align) / widest).max(1) as usize;
+        fit.min(self.max_chunk).min(1 << 30)
+    }
+
+    fn run_stage(
+        &mut self,
+        kp: &KernelPlan,
+        pipes: &[Arc<Pipeline>],
+        stage: &Stage,
+        srcs: &[Src<'_>],
+        params: &[Scalar],
+        want: Want,
+    ) -> Result<RunOutput, BackendError> {
+        let lens: SmallVec<[usize; 4]> = srcs.iter().map(Src::len).collect();
+        let range = stage.resolve_range(&lens, params);
+        let chunk = self.chunk_len(kp, srcs);
+        let chunks = range.len.div_ceil(chunk).max(1);
+
+        // Scratch that lives across chunks (scan carries), set up once.
+        let mut persistent: Vec<Option<PooledBuffer>> = Vec::new();
+        for s in &kp.scratch {
+            persistent.push(match s.init {
+                ScratchInit::Undefined => None,
+                init => {
+                    let value = match init {
+                        ScratchInit::Param(p) => params[p as usize],
+                        _ => Scalar::zero(s.elem),
+                    };
+                    let size = device_size(s.elem);
+                    let b = self.alloc(size as u64, STORAGE, false)?;
+                    let bits = value.cast(s.elem).to_bits().to_le_bytes();
+                    self.gpu.queue.write_buffer(b.buffer(), 0, &bits[..size]);
+                    Some(b)
+                }
+            });
+        }
+
+        let mut aggs: Option<Vec<HostAgg>> = None;
+        let mut host_cols: Vec<Column> = kp
+            .outputs
+            .iter()
+            .map(|&t| Column::with_capacity(t, 0))
+            .collect();
+        let mut dev_cols: Option<Vec<WgpuColumn>> = None;
+
+        for c in 0..chunks {
+            let c0 = c * chunk;
+            let n = chunk.min(range.len - c0.min(range.len));
+            let launch = kp.launch(n);
+
+            // Upload.
+            self.faults.check(Phase::Upload)?;
+            let t_in = Instant::now();
+            let mut input_bufs: Vec<(PooledBuffer, u64, Option<u64>)> = Vec::new();
+            let mut resident: Vec<(&WgpuColumn, u64, u64)> = Vec::new();
+            let mut input_offsets: Vec<u32> = Vec::new();
+            let mut is_resident: Vec<bool> = Vec::new();
+            for (s, src) in srcs.iter().enumerate() {
+                let first = range.offsets[s] + c0;
+                match *src {
+                    Src::Host(col) => {
+                        let part = slice(col, first.min(col.len()), (first + n).min(col.len()));
+                        let (buf, bytes) = upload(self.gpu, self.pool, &self.faults, part, false)?;
+                        self.stats.bytes_uploaded += bytes;
+                        input_bufs.push((buf, 0, None));
+                        input_offsets.push(0);
+                        is_resident.push(false);
+                    }
+                    Src::Dev(d) => {
+                        let elem = device_size(d.dtype) as u64;
+                        let total = d.buffer.size();
+                        let byte = first as u64 * elem;
+                        let (offset, size) = if total <= self.gpu.max_binding() {
+                            (0, None)
+                        } else {
+                            let align = self.gpu.limits.min_storage_buffer_offset_alignment as u64;
+                            let aligned = byte / align * align;
+                            let size = (total - aligned).min(self.gpu.max_binding() / 4 * 4);
+                            (aligned, Some(size))
+                        };
+                        input_offsets.push(((byte - offset) / elem) as u32);
+                        self.stats.bytes_resident += n as u64 * elem;
+                        resident.push((d, offset, size.unwrap_or(0)));
+                        is_resident.push(true);
+                    }
+                }
+            }
+            let index_bases: Vec<u64> =
+                range.index_offsets.iter().map(|&o| o + c0 as u64).collect();
+            for (e, &base) in index_bases.iter().enumerate() {
+                let slot = kp.uniforms.field(UniformSource::IndexBase(e as u16));
+                if let Some(f) = slot {
+                    if kp.uniforms.slots[f].ty == DType::U32 && base + n as u64 > u32::MAX as u64 {
+                        return Err(error(
+                            Phase::Support,
+                            "an enumerate index beyond 2^32 needs 64-bit integers (SHADER_INT64)",
+                        ));
+                    }
+                }
+            }
+            let uniform_bytes = kp.uniforms.write(&UniformValues {
+                len: n as u32,
+                span: launch.span,
+                groups: launch.groups,
+                input_offsets: &input_offsets,
+                index_bases: &index_bases,
+                params,
+            });
+            self.stats.transfer_in += t_in.elapsed();
+
+            // Outputs and scratch.
+            let keep = want == Want::Device && chunks == 1;
+            let mut outputs = Vec::new();
+            for &t in &kp.outputs {
+                outputs.push(self.alloc((n * device_size(t)) as u64, STORAGE, keep)?);
+            }
+            let mut scratch = Vec::new();
+            for (j, s) in kp.scratch.iter().enumerate() {
+                scratch.push(match persistent[j] {
+                    Some(_) => None,
+                    None => {
+                        let elems = match s.len {
+                            ScratchLen::Groups => launch.groups as usize,
+                            ScratchLen::One => 1,
+                        };
+                        Some(self.alloc((elems * device_size(s.elem)) as u64, STORAGE, false)?)
+                    }
+                });
+            }
+            let uniform = self.alloc(uniform_bytes.len() as u64, UNIFORM, false)?;
+            self.gpu
+                .queue
+                .write_buffer(uniform.buffer(), 0, &uniform_bytes);
+
+            // Dispatch.
+            self.faults.check(Phase::Execute)?;
+            let t_ex = Instant::now();
+            let device = &self.gpu.device;
+            let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+            let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("computeq"),
+            });
+            {
+                let mut input_iter_host = 0;
+                let _ = &mut input_iter_host;
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("computeq"),
+                    timestamp_writes: None,
+                });
+                for d in &kp.dispatches {
+                    let pipe = &pipes[d.kernel];
+                    let mut entries = Vec::new();
+                    for (b, r) in d.buffers.iter().enumerate() {
+                        let resource = match *r {
+                            BufferRef::Input(s) => {
+                                let s = s as usize;
+                                if is_resident[s] {
+                                    let k = is_resident[..s].iter().filter(|&&x| x).count();
+                                    let (col, offset, size) = resident[k];
+                                    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                                        buffer: col.buffer.buffer(),
+                                        offset,
+                                        size: std::num::NonZeroU64::new(size),
+                                    })
+                                } else {
+                                    let k = is_resident[..s].iter().filter(|&&x| !x).count();
+                                    input_bufs[k].0.buffer().as_entire_binding()
+                                }
+                            }
+                            BufferRef::Output(o) => {
+                                outputs[o as usize].buffer().as_entire_binding()
+                            }
+                            BufferRef::Scratch(j) => {
+                                let j = j as usize;
+                                persistent[j]
+                                    .as_ref()
+                                    .or(scratch[j].as_ref())
+                                    .expect("scratch allocated")
+                                    .buffer()
+                                    .as_entire_binding()
+                            }
+                        };
+                        entries.push(wgpu::BindGroupEntry {
+                            binding: b as u32,
+                            resource,
+                        });
+                    }
+                    entries.push(wgpu::BindGroupEntry {
+                        binding: d.buffers.len() as u32,
+                        resource: uniform.buffer().as_entire_binding(),
+                    });
+                    let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                        label: None,
+                        layout: &pipe.layout,
+                        entries: &entries,
+                    });
+                    pass.set_pipeline(&pipe.pipeline);
+                    pass.set_bind_group(0, &group, &[]);
+                    let groups = match d.groups {
+                        Groups::Spans => launch.groups,
+                        Groups::One => 1,
+                    };
+                    pass.dispatch_workgroups(groups, 1, 1);
+                    self.stats.launches += 1;
+                }
+            }
+            self.gpu.queue.submit([enc.finish()]);
+            if let Some(e) = pollster::block_on(scope.pop()) {
+                return Err(error(Phase::Execute, format!("dispatch rejected: {e}")));
+            }
+            self.gpu
+                .device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| error(Phase::Execute, format!("waiting for the kernels: {e}")))?;
+            if let Some(e) = self.gpu.take_uncaptured() {
+                return Err(error(Phase::Execute, e));
+            }
+            self.stats.execute += t_ex.elapsed();
+            self.stats.parallelism = self
+                .stats
+                .parallelism
+                .max(launch.groups * kp.kernels[0].workgroup_size);
+
+            // Readback.
+            let t_out = Instant::now();
+            let scratch_buf = |j: u16| -> &wgpu::Buffer {
+                persistent[j as usize]
+                    .as_ref()
+                    .or(scratch[j as usize].as_ref())
+                    .expect("scratch allocated")
+                    .buffer()
+            };
+            match &kp.readback {
+                Readback::Aggregates(list) => {
+                    let ranges: Vec<(&wgpu::Buffer, u64, u64)> = list
+                        .iter()
+                        .flat_map(|a| a.fields.iter())
+                        .map(|&f| {
+                            let ty = kp.scratch[f as usize].elem;
+                            (scratch_buf(f), 0, device_size(ty) as u64)
+                        })
+                        .collect();
+                    let bytes = download_many(self.gpu, self.pool, &self.faults, &ranges)?;
+                    self.stats.bytes_downloaded +=
+                        bytes.iter().map(|b| b.len() as u64).sum::<u64>();
+                    let mut at = 0;
+                    let states: Vec<HostAgg> = list
+                        .iter()
+                        .map(|a| {
+                            let fields = &bytes[at..at + a.fields.len()];
+                            at += a.fields.len();
+                            decode_agg(&a.kind, a.column, fields, c0 as u64)
+                        })
+                        .collect();
+                    aggs = Some(match aggs.take() {
+                        None => states,
+                        Some(prev) => prev
+                            .into_iter()
+                            .zip(states)
+                            .zip(list)
+                            .map(|((p, s), a)| merge_agg(&a.kind, p, s, params))
+                            .collect(),
+                    });
+                }
+                Readback::Columns { count } => {
+                    let kept = match count {
+                        None => n,
+                        Some(j) => {
+                            let b = download_many(
+                                self.gpu,
+                                self.pool,
+                                &self.faults,
+                                &[(scratch_buf(*j), 0, 4)],
+                            )?;
+                            self.stats.bytes_downloaded += 4;
+                            u32::from_le_bytes(b[0][..4].try_into().expect("4 bytes")) as usize
+                        }
+                    };
+                    if keep {
+                        dev_cols = Some(
+                            outputs
+                                .into_iter()
+                                .zip(&kp.outputs)
+                                .map(|(buffer, &dtype)| WgpuColumn {
+                                    buffer,
+                                    dtype,
+                                    len: kept,
+                                    gpu: self.gpu.clone(),
+                                    pool: self.pool.clone(),
+                                    faults: self.fault_cell.clone(),
+                                })
+                                .collect(),
+                        );
+                    } else {
+                        let ranges: Vec<(&wgpu::Buffer, u64, u64)> = outputs
+                            .iter()
+                            .zip(&kp.outputs)
+                            .map(|(b, &t)| (b.buffer(), 0, (kept * device_size(t)) as u64))
+                            .collect();
+                        let bytes = download_many(self.gpu, self.pool, &self.faults, &ranges)?;
+                        for ((col, b), &t) in host_cols.iter_mut().zip(&bytes).zip(&kp.outputs) {
+                            self.stats.bytes_downloaded += b.len() as u64;
+                            append(col, from_device_bytes(t, b));
+                        }
+                    }
+                }
+            }
+            self.stats.transfer_out += t_out.elapsed();
+        }
+
+        Ok(match &kp.readback {
+            Readback::Aggregates(list) => {
+                let states = aggs.expect("at least one chunk ran");
+                RunOutput::Plan(PlanOutput::Aggregates(
+                    states
+                        .iter()
+                        .zip(list)
+                        .map(|(s, a)| match a.kind {
+                            AggKind::ArgMin | AggKind::ArgMax => Scalar::U64(s.index.unwrap_or(0)),
+                            _ => s.value,
+                        })
+                        .collect(),
+                ))
+            }
+            Readback::Columns { .. } => match (want, dev_cols) {
+                (Want::Device, Some(cols)) => RunOutput::Device(cols),
+                (Want::Device, None) => {
+                    // Several chunks: gathered on the host, now one column each.
+                    let mut cols = Vec::new();
+                    for col in host_cols {
+                        let (buffer, bytes) =
+                            upload(self.gpu, self.pool, &self.faults, col.as_ref(), true)?;
+                        self.stats.bytes_uploaded += bytes;
+                        cols.push(WgpuColumn {
+                            buffer,
+                            dtype: col.dtype(),
+                            len: col.len(),
+                            gpu: self.gpu.clone(),
+                            pool: self.pool.clone(),
+                            faults: self.fault_cell.clone(),
+                        });
+                    }
+                    RunOutput::Device(cols)
+                }
+                (Want::Host, _) => RunOutput::Plan(PlanOutput::Columns(host_cols)),
+            },
+        })
+    }
+}
+
+fn append(to: &mut Column, from: Column) {
+    match (to, from) {
+        (Column::Bool(a), Column::Bool(b)) => a.extend(b),
+        (Column::I32(a), Column::I32(b)) => a.extend(b),
+        (Column::U32(a), Column::U32(b)) => a.extend(b),
+        (Column::I64(a), Column::I64(b)) => a.extend(b),
+        (Column::U64(a), Column::U64(b)) => a.extend(b),
+        (Column::F32(a), Column::F32(b)) => a.extend(b),
+        (Column::F64(a), Column::F64(b)) => a.extend(b),
+        (a, b) => unreachable!("appending {} to {}", b.dtype(), a.dtype()),
+    }
+}
+
+fn scalar(t: DType, bytes: &[u8]) -> Scalar {
+    let mut w = [0u8; 8];
+    w[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
+    let bits = u64::from_le_bytes(w);
+    match t {
+        DType::Bool => Scalar::Bool(bits as u32 != 0),
+        t => Scalar::from_bits(t, bits),
+    }
+}
+
+/// A chunk's aggregate state from its readback fields.
+fn decode_agg(kind: &AggKind, column: Option<DType>, fields: &[Vec<u8>], start: u64) -> HostAgg {
+    let col = column.unwrap_or(DType::U32);
+    match kind {
+        AggKind::Count => HostAgg {
+            value: Scalar::U64(scalar(DType::U32, &fields[0]).to_bits()),
+            index: None,
+        },
+        AggKind::Any | AggKind::All => HostAgg {
+            value: scalar(DType::Bool, &fields[0]),
+            index: None,
+        },
+        AggKind::ArgMin | AggKind::ArgMax => {
+            let i = scalar(DType::U32, &fields[1]).to_bits() as u32;
+            HostAgg {
+                value: scalar(col, &fields[0]),
+                index: (i != u32::MAX).then_some(start + i as u64),
+            }
+        }
+        _ => HostAgg {
+            value: scalar(col, &fields[0]),
+            index: None,
+        },
+    }
+}
+
+/// Merges an earlier chunk's state `a` with a later one's `b`, with the
+/// reference semantics.
+fn merge_agg(kind: &AggKind, a: HostAgg, b: HostAgg, params: &[Scalar]) -> HostAgg {
+    let value = |v| HostAgg {
+        value: v,
+        index: None,
+    };
+    match kind {
+        AggKind::Sum => value(eval::binary(BinaryOp::Add, a.value, b.value)),
+        AggKind::Min => value(eval::binary(BinaryOp::Min, a.value, b.value)),
+        AggKind::Max => value(eval::binary(BinaryOp::Max, a.value, b.value)),
+        AggKind::Count => value(Scalar::U64(a.value.to_bits() + b.value.to_bits())),
+        AggKind::Any => value(Scalar::Bool(a.value.as_bool() | b.value.as_bool())),
+        AggKind::All => value(Scalar::Bool(a.value.as_bool() & b.value.as_bool())),
+        AggKind::Custom(c) => value(c.eval(a.value, b.value, params)),
+        AggKind::ArgMin | AggKind::ArgMax => {
+            let best = a.index.map(|_| a.value);
+            if b.index.is_some() && arg_better(kind, b.value, best) {
+                b
+            } else {
+                a
+            }
+        }
+    }
+}

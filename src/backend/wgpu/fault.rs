@@ -1,0 +1,123 @@
+//! Fault injection: make one phase of the wgpu backend fail on purpose, to
+//! prove that every failure is an error value the runtime can recover from.
+//!
+//! Set by the environment (`COMPUTEQ_FAULT=wgpu:compile,wgpu:oom`, read
+//! when a backend is constructed) or programmatically with
+//! [`WgpuBackend::set_faults`](super::WgpuBackend::set_faults), which tests
+//! use to avoid racing on the process environment.
+
+use crate::backend::{BackendError, BackendKind, Phase};
+
+/// Which phases fail. Every flag fails every run until cleared.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct FaultPlan {
+    /// Shader or pipeline creation fails (`wgpu:compile`).
+    pub compile: bool,
+    /// Host → device copies fail (`wgpu:upload`).
+    pub upload: bool,
+    /// Kernel dispatch fails (`wgpu:dispatch`).
+    pub dispatch: bool,
+    /// Device → host copies fail (`wgpu:readback`).
+    pub readback: bool,
+    /// Buffer allocation reports out of memory (`wgpu:oom`).
+    pub oom: bool,
+}
+
+impl FaultPlan {
+    /// No fault.
+    pub const NONE: FaultPlan = FaultPlan {
+        compile: false,
+        upload: false,
+        dispatch: false,
+        readback: false,
+        oom: false,
+    };
+
+    /// Parses a comma list such as `wgpu:compile,cuda:launch,wgpu:oom`;
+    /// entries for other backends and unknown names are ignored.
+    pub fn parse(list: &str) -> FaultPlan {
+        let mut f = FaultPlan::NONE;
+        for item in list.split(',').map(str::trim) {
+            match item.strip_prefix("wgpu:") {
+                Some("compile") => f.compile = true,
+                Some("upload") => f.upload = true,
+                Some("dispatch") => f.dispatch = true,
+                Some("readback") => f.readback = true,
+                Some("oom") => f.oom = true,
+                _ => {}
+            }
+        }
+        f
+    }
+
+    /// From `COMPUTEQ_FAULT`, or none.
+    pub fn from_env() -> FaultPlan {
+        std::env::var("COMPUTEQ_FAULT")
+            .map(|v| FaultPlan::parse(&v))
+            .unwrap_or_default()
+    }
+
+    /// The injected error for `phase`, when that phase is set to fail.
+    pub(crate) fn check(&self, phase: Phase) -> Result<(), BackendError> {
+        let on = match phase {
+            Phase::Compile => self.compile,
+            Phase::Upload => self.upload,
+            Phase::Execute => self.dispatch,
+            Phase::Download => self.readback,
+            _ => false,
+        };
+        if on {
+            return Err(BackendError::new(
+                BackendKind::Wgpu,
+                phase,
+                format!("injected fault (wgpu:{})", phase_fault_name(phase)),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The injected out-of-memory error of an allocation.
+    pub(crate) fn check_alloc(&self, phase: Phase) -> Result<(), BackendError> {
+        if self.oom {
+            let mut e = BackendError::new(
+                BackendKind::Wgpu,
+                phase,
+                "injected fault (wgpu:oom): out of device memory",
+            );
+            e.out_of_memory = true;
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
+fn phase_fault_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Compile => "compile",
+        Phase::Upload => "upload",
+        Phase::Execute => "dispatch",
+        Phase::Download => "readback",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_comma_list() {
+        let f = FaultPlan::parse("wgpu:compile, cuda:launch,wgpu:oom,wgpu:nonsense");
+        assert_eq!(
+            f,
+            FaultPlan {
+                compile: true,
+                oom: true,
+                ..FaultPlan::NONE
+            }
+        );
+        assert!(f.check(Phase::Compile).is_err());
+        assert!(f.check(Phase::Upload).is_ok());
+        assert!(f.check_alloc(Phase::Upload).unwrap_err().out_of_memory);
+    }
+}

@@ -1,0 +1,161 @@
+//! Compute pipelines, one per distinct kernel, cached by the kernel's
+//! structural hash. WGSL is validated by naga first, then every shader and
+//! pipeline creation runs inside error scopes, so an invalid kernel is an
+//! error value, never a panic.
+
+use super::device::Gpu;
+use super::fault::FaultPlan;
+use crate::backend::{BackendError, BackendKind, Phase};
+use crate::codegen::wgsl::write_kernel_entry;
+use crate::codegen::{Access, Kernel};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// A ready pipeline and the layout of its bind group.
+pub(crate) struct Pipeline {
+    pub pipeline: wgpu::ComputePipeline,
+    pub layout: wgpu::BindGroupLayout,
+}
+
+/// The pipelines of one device.
+#[derive(Default)]
+pub(crate) struct PipelineCache {
+    map: Mutex<HashMap<u64, Arc<Pipeline>>>,
+}
+
+/// The structural hash of a kernel (stable within a process).
+pub(crate) fn kernel_hash(k: &Kernel) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    k.hash(&mut h);
+    h.finish()
+}
+
+fn compile_error(m: impl Into<std::borrow::Cow<'static, str>>) -> BackendError {
+    BackendError::new(BackendKind::Wgpu, Phase::Compile, m)
+}
+
+impl PipelineCache {
+    /// Number of cached pipelines.
+    pub fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+
+    /// The pipeline of `k`, built on first use; `true` when cached.
+    pub fn get(
+        &self,
+        gpu: &Gpu,
+        faults: &FaultPlan,
+        k: &Kernel,
+    ) -> Result<(Arc<Pipeline>, bool), BackendError> {
+        let key = kernel_hash(k);
+        if let Some(p) = self.map.lock().get(&key) {
+            return Ok((p.clone(), true));
+        }
+        let p = Arc::new(build(gpu, faults, k)?);
+        self.map.lock().insert(key, p.clone());
+        Ok((p, false))
+    }
+}
+
+/// naga's capabilities matching the device's features.
+fn capabilities(gpu: &Gpu) -> naga::valid::Capabilities {
+    use naga::valid::Capabilities as C;
+    let mut c = C::empty();
+    if gpu.features.contains(wgpu::Features::SHADER_F64) {
+        c |= C::FLOAT64;
+    }
+    if gpu.features.contains(wgpu::Features::SHADER_INT64) {
+        c |= C::SHADER_INT64;
+    }
+    if gpu.features.contains(wgpu::Features::SUBGROUP) {
+        c |= C::SUBGROUP;
+    }
+    c
+}
+
+fn build(gpu: &Gpu, faults: &FaultPlan, k: &Kernel) -> Result<Pipeline, BackendError> {
+    faults.check(Phase::Compile)?;
+    let (src, entry) =
+        write_kernel_entry(k).map_err(|e| compile_error(format!("writing WGSL: {e}")))?;
+    let module = naga::front::wgsl::parse_str(&src)
+        .map_err(|e| compile_error(format!("WGSL does not parse: {}", e.emit_to_string(&src))))?;
+    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities(gpu))
+        .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
+        .subgroup_operations(naga::valid::SubgroupOperationSet::all())
+        .validate(&module)
+        .map_err(|e| {
+            compile_error(format!(
+                "WGSL does not validate: {}",
+                e.emit_to_string(&src)
+            ))
+        })?;
+    let device = &gpu.device;
+    let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
+    let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let shader = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(&k.name),
+        source: wgpu::ShaderSource::Wgsl(src.into()),
+    });
+    let mut entries: Vec<wgpu::BindGroupLayoutEntry> = k
+        .bindings
+        .iter()
+        .enumerate()
+        .map(|(i, b)| wgpu::BindGroupLayoutEntry {
+            binding: i as u32,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage {
+                    read_only: b.access == Access::Read,
+                },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        })
+        .collect();
+    if let Some(u) = k.uniform_binding() {
+        entries.push(wgpu::BindGroupLayoutEntry {
+            binding: u,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        });
+    }
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(&k.name),
+        entries: &entries,
+    });
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(&k.name),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(&k.name),
+        layout: Some(&pipeline_layout),
+        module: &shader,
+        entry_point: Some(&entry),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let errors: Vec<String> = [validation, internal, oom]
+        .into_iter()
+        .filter_map(|scope| pollster::block_on(scope.pop()))
+        .map(|e| e.to_string())
+        .collect();
+    if !errors.is_empty() {
+        return Err(compile_error(format!(
+            "creating the pipeline of `{}`: {}",
+            k.name,
+            errors.join("; ")
+        )));
+    }
+    Ok(Pipeline { pipeline, layout })
+}

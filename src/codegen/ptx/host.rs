@@ -1,0 +1,645 @@
+//! The host side of PTX kernel plans: which buffers to allocate, what to
+//! upload, which kernels to launch in which order, what to read back and
+//! how chunk results combine, written once over the [`PtxDevice`] trait.
+//!
+//! The CUDA backend implements the trait with the driver API; the tests
+//! implement it with a PTX interpreter. Both therefore run exactly this
+//! code, so the protocol between the host and the kernels (parameter
+//! order, the uniform block, scratch initialisation, chunk carries) is
+//! tested without a GPU. Nothing here knows about CUDA.
+//!
+//! # Conventions of the kernels
+//!
+//! - A kernel's parameters are its bindings in order (each a `.u64` global
+//!   address of the first element), then the uniform block as one
+//!   `.param .align 16 .b8 cq_uniforms[size]` laid out by
+//!   [`UniformLayout`](crate::codegen::UniformLayout): captured values are
+//!   parameters, a new value never recompiles the module.
+//! - `bool` elements are 32-bit words (0 or 1) on the device; conversion
+//!   happens on upload and download.
+//! - A binding may point into the middle of a buffer ([`BufferArg::offset`]):
+//!   inputs are bound at their first position, outputs at the chunk's
+//!   first position, so the kernels' `InputOffset` uniforms are always 0.
+//!
+//! # Chunks
+//!
+//! A stage of `len` positions runs in chunks of at most
+//! [`RunLimits::max_chunk`] positions, each chunk a complete run of the
+//! kernel plan (its own grid). Host inputs are uploaded chunk by chunk into
+//! two alternating buffers, so a device with a copy engine overlaps the
+//! upload of chunk `i + 1` with the kernels of chunk `i`. Scratch buffers
+//! initialised from the plan (`ScratchInit::Zero`, `Param`) are set once
+//! per stage: the scan carry flows from chunk to chunk on the device.
+//! Aggregates are read back per chunk and combined on the host in chunk
+//! order; compaction reads the survivor count per chunk to place the next
+//! chunk's output.
+
+use super::writer::{element_size, write_module, PtxModule, PtxOptions};
+use crate::backend::{BackendError, BackendKind, Phase, RunStats};
+use crate::codegen::{
+    lower_stage, BufferRef, Caps, Groups, KernelPlan, Readback, ScratchInit, ScratchLen,
+    UniformValues,
+};
+use crate::expr::{eval, BinaryOp, DType, Scalar};
+use crate::plan::{AggKind, PhysicalPlan, PlanOutput, StageInput};
+use crate::runtime::column::{Column, ColumnRef};
+use smallvec::SmallVec;
+
+/// One stage lowered and written as PTX.
+#[derive(Clone, Debug)]
+pub struct PtxStage {
+    /// The kernels and their dispatch sequence.
+    pub plan: KernelPlan,
+    /// One module with an entry per kernel of `plan`, in order.
+    pub module: PtxModule,
+}
+
+/// Every stage of a physical plan as PTX: the backend's compiled artifact
+/// before it is loaded on a device.
+#[derive(Clone, Debug)]
+pub struct PtxPlan {
+    /// One per stage, in order.
+    pub stages: Vec<PtxStage>,
+}
+
+/// The launch shape and capabilities used for CUDA: 256 threads per block,
+/// warp operations, 64-bit types.
+pub fn cuda_caps() -> Caps {
+    Caps {
+        workgroup_size: 256,
+        items_per_thread: 4,
+        max_groups: 1024,
+        subgroups: true,
+        int64: true,
+        f64: true,
+    }
+}
+
+/// Lowers every stage of `plan` and writes its PTX module.
+pub fn compile(plan: &PhysicalPlan, caps: &Caps, options: &PtxOptions) -> Result<PtxPlan, String> {
+    let mut stages = Vec::with_capacity(plan.stages.len());
+    for (i, s) in plan.stages.iter().enumerate() {
+        let kp = lower_stage(s, caps).map_err(|e| format!("stage {i}: {e}"))?;
+        let module = write_module(&kp.kernels, options).map_err(|e| format!("stage {i}: {e}"))?;
+        stages.push(PtxStage { plan: kp, module });
+    }
+    Ok(PtxPlan { stages })
+}
+
+/// A buffer bound to a kernel parameter, `offset` bytes into it.
+#[derive(Debug)]
+pub struct BufferArg<'a, B> {
+    /// The buffer.
+    pub buffer: &'a B,
+    /// Byte offset of the first element.
+    pub offset: usize,
+}
+
+impl<B> Clone for BufferArg<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B> Copy for BufferArg<'_, B> {}
+
+/// What the host protocol needs from a device. Operations are ordered:
+/// each sees the effects of the previous ones (a device with several
+/// streams orders them itself).
+pub trait PtxDevice {
+    /// A device allocation.
+    type Buffer;
+    /// A loaded module.
+    type Module;
+
+    /// Allocates `bytes` bytes (at least 16).
+    fn alloc(&mut self, bytes: usize) -> Result<Self::Buffer, BackendError>;
+    /// Copies `data` to `dst` at byte `offset`.
+    fn upload(
+        &mut self,
+        dst: &Self::Buffer,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), BackendError>;
+    /// Copies `out.len()` bytes from `src` at byte `offset`.
+    fn download(
+        &mut self,
+        src: &Self::Buffer,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), BackendError>;
+    /// Launches entry `entry` of `module` on `grid` blocks of `block`
+    /// threads with the buffer parameters and the uniform block.
+    fn launch(
+        &mut self,
+        module: &Self::Module,
+        entry: usize,
+        grid: u32,
+        block: u32,
+        buffers: &[BufferArg<'_, Self::Buffer>],
+        uniforms: &[u8],
+    ) -> Result<(), BackendError>;
+}
+
+/// An input column of a run.
+#[derive(Debug)]
+pub enum RunInput<'a, B> {
+    /// In host memory.
+    Host(ColumnRef<'a>),
+    /// On the device: `len` elements of `dtype` (bool as words).
+    Device {
+        /// The buffer.
+        buffer: &'a B,
+        /// Element type.
+        dtype: DType,
+        /// Number of elements.
+        len: usize,
+    },
+}
+
+impl<B> RunInput<'_, B> {
+    fn len(&self) -> usize {
+        match self {
+            RunInput::Host(c) => c.len(),
+            RunInput::Device { len, .. } => *len,
+        }
+    }
+}
+
+/// A column left on the device by a run.
+#[derive(Debug)]
+pub struct DeviceData<B> {
+    /// The buffer (it may be larger than the data).
+    pub buffer: B,
+    /// Element type.
+    pub dtype: DType,
+    /// Number of elements.
+    pub len: usize,
+}
+
+/// What a run returns.
+#[derive(Debug)]
+pub enum RunOutput<B> {
+    /// One scalar per aggregate, as `cpu_scalar` returns them.
+    Aggregates(SmallVec<[Scalar; 4]>),
+    /// The output columns, still on the device.
+    Columns(Vec<DeviceData<B>>),
+}
+
+/// Sizes of one run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RunLimits {
+    /// Most positions per chunk (at least 1). Keeps every buffer of a chunk
+    /// within the device's allocation limit and the kernels' `u32`
+    /// positions.
+    pub max_chunk: usize,
+}
+
+impl Default for RunLimits {
+    fn default() -> RunLimits {
+        RunLimits { max_chunk: 1 << 24 }
+    }
+}
+
+fn err(phase: Phase, m: impl Into<String>) -> BackendError {
+    BackendError::new(BackendKind::Cuda, phase, m.into())
+}
+
+/// Device bytes of a host column (`bool` widened to words).
+pub fn device_bytes(c: ColumnRef<'_>) -> Vec<u8> {
+    match c {
+        ColumnRef::Bool(v) => v.iter().flat_map(|&b| (b as u32).to_le_bytes()).collect(),
+        other => other.as_bytes().to_vec(),
+    }
+}
+
+/// A host column from device bytes (`bool` from words).
+pub fn column_from_device(dtype: DType, bytes: &[u8]) -> Column {
+    let size = element_size(dtype);
+    let mut c = Column::with_capacity(dtype, bytes.len() / size);
+    for chunk in bytes.chunks_exact(size) {
+        let mut b = [0u8; 8];
+        b[..size].copy_from_slice(chunk);
+        c.push(Scalar::from_bits(dtype, u64::from_le_bytes(b)));
+    }
+    c
+}
+
+/// Downloads a device column.
+pub fn download_column<D: PtxDevice>(
+    dev: &mut D,
+    data: &DeviceData<D::Buffer>,
+    stats: &mut RunStats,
+) -> Result<Column, BackendError> {
+    let mut bytes = vec![0u8; data.len * element_size(data.dtype)];
+    if !bytes.is_empty() {
+        dev.download(&data.buffer, 0, &mut bytes)?;
+    }
+    stats.bytes_downloaded += bytes.len() as u64;
+    Ok(column_from_device(data.dtype, &bytes))
+}
+
+fn read_scalar<D: PtxDevice>(
+    dev: &mut D,
+    buf: &D::Buffer,
+    ty: DType,
+    stats: &mut RunStats,
+) -> Result<Scalar, BackendError> {
+    let mut b = [0u8; 8];
+    let size = element_size(ty);
+    dev.download(buf, 0, &mut b[..size])?;
+    stats.bytes_downloaded += size as u64;
+    Ok(Scalar::from_bits(ty, u64::from_le_bytes(b)))
+}
+
+fn alloc<D: PtxDevice>(
+    dev: &mut D,
+    bytes: usize,
+    stats: &mut RunStats,
+) -> Result<D::Buffer, BackendError> {
+    let bytes = bytes.next_multiple_of(16).max(16);
+    stats.bytes_allocated += bytes as u64;
+    dev.alloc(bytes)
+}
+
+/// Runs every stage of `plan`; `modules[i]` is `ptx.stages[i].module`
+/// loaded on `dev`. Intermediate columns stay on the device.
+#[allow(clippy::too_many_arguments)]
+pub fn run_plan<D: PtxDevice>(
+    dev: &mut D,
+    plan: &PhysicalPlan,
+    ptx: &PtxPlan,
+    modules: &[&D::Module],
+    inputs: &[RunInput<'_, D::Buffer>],
+    params: &[Scalar],
+    limits: &RunLimits,
+    stats: &mut RunStats,
+) -> Result<RunOutput<D::Buffer>, BackendError> {
+    let mut produced: Vec<Vec<DeviceData<D::Buffer>>> = Vec::new();
+    for (i, stage) in plan.stages.iter().enumerate() {
+        let stage_inputs: Vec<RunInput<'_, D::Buffer>> = stage
+            .inputs
+            .iter()
+            .map(|inp| match *inp {
+                StageInput::Source(n) => match &inputs[n as usize] {
+                    RunInput::Host(c) => RunInput::Host(*c),
+                    RunInput::Device { buffer, dtype, len } => RunInput::Device {
+                        buffer: *buffer,
+                        dtype: *dtype,
+                        len: *len,
+                    },
+                },
+                StageInput::Stage { stage, column } => {
+                    let d = &produced[stage as usize][column as usize];
+                    RunInput::Device {
+                        buffer: &d.buffer,
+                        dtype: d.dtype,
+                        len: d.len,
+                    }
+                }
+            })
+            .collect();
+        let out = run_stage(
+            dev,
+            plan,
+            i,
+            &ptx.stages[i],
+            modules[i],
+            &stage_inputs,
+            params,
+            limits,
+            stats,
+        )?;
+        drop(stage_inputs);
+        if i + 1 == plan.stages.len() {
+            return Ok(out);
+        }
+        match out {
+            RunOutput::Columns(c) => produced.push(c),
+            RunOutput::Aggregates(_) => {
+                return Err(err(
+                    Phase::Execute,
+                    format!("stage {i} reduces but is not the last stage"),
+                ))
+            }
+        }
+    }
+    Err(err(Phase::Execute, "the plan has no stage"))
+}
+
+/// The host state of one aggregate across chunks.
+#[derive(Clone, Debug)]
+struct AggState {
+    value: Option<Scalar>,
+    /// Arg-min/max: the global position of `value`.
+    pos: Option<u64>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_stage<D: PtxDevice>(
+    dev: &mut D,
+    plan: &PhysicalPlan,
+    index: usize,
+    ptx: &PtxStage,
+    module: &D::Module,
+    inputs: &[RunInput<'_, D::Buffer>],
+    params: &[Scalar],
+    limits: &RunLimits,
+    stats: &mut RunStats,
+) -> Result<RunOutput<D::Buffer>, BackendError> {
+    let stage = &plan.stages[index];
+    let kp = &ptx.plan;
+    let lens: SmallVec<[usize; 4]> = inputs.iter().map(|i| i.len()).collect();
+    let range = stage.resolve_range(&lens, params);
+    let len = range.len;
+    let max_chunk = limits.max_chunk.clamp(1, u32::MAX as usize / 2);
+    let chunks: Vec<(usize, usize)> = if len == 0 {
+        vec![(0, 0)]
+    } else {
+        (0..len)
+            .step_by(max_chunk)
+            .map(|c0| (c0, (c0 + max_chunk).min(len)))
+            .collect()
+    };
+    let max_groups = chunks
+        .iter()
+        .map(|&(a, b)| kp.launch(b - a).groups)
+        .max()
+        .unwrap_or(1) as usize;
+
+    // Scratch, initialised once per stage.
+    let mut scratch = Vec::with_capacity(kp.scratch.len());
+    for s in &kp.scratch {
+        let n = match s.len {
+            ScratchLen::Groups => max_groups,
+            ScratchLen::One => 1,
+        };
+        let size = element_size(s.elem);
+        let buf = alloc(dev, n * size, stats)?;
+        let init = match s.init {
+            ScratchInit::Undefined => None,
+            ScratchInit::Zero => Some(Scalar::zero(s.elem)),
+            ScratchInit::Param(p) => Some(params[p as usize].cast(s.elem)),
+        };
+        if let Some(v) = init {
+            let bytes: Vec<u8> = (0..n)
+                .flat_map(|_| v.to_bits().to_le_bytes()[..size].to_vec())
+                .collect();
+            dev.upload(&buf, 0, &bytes)?;
+            stats.bytes_uploaded += bytes.len() as u64;
+        }
+        scratch.push(buf);
+    }
+
+    // Outputs: `len` elements (compaction writes fewer).
+    let mut outputs = Vec::with_capacity(kp.outputs.len());
+    for &t in &kp.outputs {
+        outputs.push(alloc(dev, len * element_size(t), stats)?);
+    }
+
+    // Host inputs go through two alternating chunk buffers.
+    let chunk_cap = chunks.iter().map(|&(a, b)| b - a).max().unwrap_or(0);
+    let mut staging: Vec<Option<[D::Buffer; 2]>> = Vec::with_capacity(inputs.len());
+    for inp in inputs {
+        staging.push(match inp {
+            RunInput::Host(c) => {
+                let bytes = chunk_cap * element_size(c.dtype());
+                Some([alloc(dev, bytes, stats)?, alloc(dev, bytes, stats)?])
+            }
+            RunInput::Device { .. } => None,
+        });
+    }
+
+    let mut aggs: Vec<AggState> = match &kp.readback {
+        Readback::Aggregates(list) => list
+            .iter()
+            .map(|_| AggState {
+                value: None,
+                pos: None,
+            })
+            .collect(),
+        Readback::Columns { .. } => Vec::new(),
+    };
+    let mut written = 0usize;
+    let zero_offsets = vec![0u32; inputs.len()];
+
+    for (ci, &(c0, c1)) in chunks.iter().enumerate() {
+        let n = c1 - c0;
+        let launch = kp.launch(n);
+        // Inputs of this chunk.
+        let mut input_args: Vec<BufferArg<'_, D::Buffer>> = Vec::with_capacity(inputs.len());
+        for (s, inp) in inputs.iter().enumerate() {
+            let first = range.offsets[s] + c0;
+            match inp {
+                RunInput::Host(c) => {
+                    let bufs = staging[s]
+                        .as_ref()
+                        .expect("staging buffers of a host input");
+                    let buf = &bufs[ci % 2];
+                    if n > 0 {
+                        let bytes = device_bytes(slice(*c, first, n));
+                        dev.upload(buf, 0, &bytes)?;
+                        stats.bytes_uploaded += bytes.len() as u64;
+                    }
+                    input_args.push(BufferArg {
+                        buffer: buf,
+                        offset: 0,
+                    });
+                }
+                RunInput::Device { buffer, dtype, .. } => {
+                    stats.bytes_resident += (n * dtype.size()) as u64;
+                    input_args.push(BufferArg {
+                        buffer,
+                        offset: first * element_size(*dtype),
+                    })
+                }
+            }
+        }
+        let index_bases: SmallVec<[u64; 2]> =
+            range.index_offsets.iter().map(|&o| o + c0 as u64).collect();
+        let uniforms = kp.uniforms.write(&UniformValues {
+            len: n as u32,
+            span: launch.span,
+            groups: launch.groups,
+            input_offsets: &zero_offsets,
+            index_bases: &index_bases,
+            params,
+        });
+        let out_base = match kp.readback {
+            Readback::Columns { count: Some(_) } => written,
+            _ => c0,
+        };
+        for d in &kp.dispatches {
+            let args: Vec<BufferArg<'_, D::Buffer>> = d
+                .buffers
+                .iter()
+                .map(|b| match *b {
+                    BufferRef::Input(s) => input_args[s as usize],
+                    BufferRef::Output(c) => BufferArg {
+                        buffer: &outputs[c as usize],
+                        offset: out_base * element_size(kp.outputs[c as usize]),
+                    },
+                    BufferRef::Scratch(s) => BufferArg {
+                        buffer: &scratch[s as usize],
+                        offset: 0,
+                    },
+                })
+                .collect();
+            let grid = match d.groups {
+                Groups::Spans => launch.groups,
+                Groups::One => 1,
+            };
+            let k = &kp.kernels[d.kernel];
+            dev.launch(module, d.kernel, grid, k.workgroup_size, &args, &uniforms)?;
+            stats.launches += 1;
+        }
+        match &kp.readback {
+            Readback::Aggregates(list) => {
+                for (a, st) in list.iter().zip(aggs.iter_mut()) {
+                    let ty = |f: usize| kp.scratch[a.fields[f] as usize].elem;
+                    let mut v = read_scalar(dev, &scratch[a.fields[0] as usize], ty(0), stats)?;
+                    if a.kind == AggKind::Count {
+                        // Per-chunk counts are u32; the total is a u64.
+                        v = Scalar::U64(v.to_bits() as u32 as u64);
+                    }
+                    let pos = if a.fields.len() > 1 {
+                        let p = read_scalar(dev, &scratch[a.fields[1] as usize], ty(1), stats)?;
+                        let p = p.to_bits() as u32;
+                        (p != u32::MAX).then_some(c0 as u64 + p as u64)
+                    } else {
+                        None
+                    };
+                    merge_chunk(&a.kind, st, v, pos, params);
+                }
+            }
+            Readback::Columns { count: Some(c) } => {
+                let k = read_scalar(dev, &scratch[*c as usize], DType::U32, stats)?;
+                written += k.to_bits() as usize;
+            }
+            Readback::Columns { count: None } => {}
+        }
+    }
+
+    Ok(match &kp.readback {
+        Readback::Aggregates(list) => RunOutput::Aggregates(
+            list.iter()
+                .zip(aggs)
+                .map(|(a, st)| finish_agg(&a.kind, a.column, st, params))
+                .collect(),
+        ),
+        Readback::Columns { count } => {
+            let n = if count.is_some() { written } else { len };
+            RunOutput::Columns(
+                outputs
+                    .into_iter()
+                    .zip(&kp.outputs)
+                    .map(|(buffer, &dtype)| DeviceData {
+                        buffer,
+                        dtype,
+                        len: n,
+                    })
+                    .collect(),
+            )
+        }
+    })
+}
+
+fn slice(c: ColumnRef<'_>, first: usize, n: usize) -> ColumnRef<'_> {
+    let r = first..first + n;
+    match c {
+        ColumnRef::Bool(v) => ColumnRef::Bool(&v[r]),
+        ColumnRef::I32(v) => ColumnRef::I32(&v[r]),
+        ColumnRef::U32(v) => ColumnRef::U32(&v[r]),
+        ColumnRef::I64(v) => ColumnRef::I64(&v[r]),
+        ColumnRef::U64(v) => ColumnRef::U64(&v[r]),
+        ColumnRef::F32(v) => ColumnRef::F32(&v[r]),
+        ColumnRef::F64(v) => ColumnRef::F64(&v[r]),
+    }
+}
+
+/// Folds one chunk's state into the running state, chunks in order.
+fn merge_chunk(kind: &AggKind, st: &mut AggState, v: Scalar, pos: Option<u64>, params: &[Scalar]) {
+    use crate::backend::cpu_scalar::arg_better;
+    let Some(acc) = st.value else {
+        st.value = Some(v);
+        st.pos = pos;
+        return;
+    };
+    st.value = Some(match kind {
+        AggKind::Sum => eval::binary(BinaryOp::Add, acc, v),
+        AggKind::Count => Scalar::U64(acc.to_bits() + v.to_bits()),
+        AggKind::Min => eval::binary(BinaryOp::Min, acc, v),
+        AggKind::Max => eval::binary(BinaryOp::Max, acc, v),
+        AggKind::Any => Scalar::Bool(acc.as_bool() | v.as_bool()),
+        AggKind::All => Scalar::Bool(acc.as_bool() & v.as_bool()),
+        AggKind::ArgMin | AggKind::ArgMax => {
+            let best = st.pos.map(|_| acc);
+            if pos.is_some() && arg_better(kind, v, best) {
+                st.pos = pos;
+                v
+            } else {
+                acc
+            }
+        }
+        AggKind::Custom(c) => c.eval(acc, v, params),
+    });
+}
+
+fn finish_agg(kind: &AggKind, column: Option<DType>, st: AggState, params: &[Scalar]) -> Scalar {
+    let ty = column.unwrap_or(DType::U64);
+    match kind {
+        AggKind::Count => Scalar::U64(st.value.map(|v| v.to_bits()).unwrap_or(0)),
+        AggKind::ArgMin | AggKind::ArgMax => Scalar::U64(st.pos.unwrap_or(0)),
+        _ => st
+            .value
+            .unwrap_or_else(|| crate::backend::cpu_scalar::agg_identity(kind, ty, params)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bools_travel_as_words() {
+        let b = device_bytes(ColumnRef::Bool(&[true, false, true]));
+        assert_eq!(b, vec![1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(
+            column_from_device(DType::Bool, &b),
+            Column::Bool(vec![true, false, true])
+        );
+        let f = device_bytes(ColumnRef::F64(&[1.5]));
+        assert_eq!(column_from_device(DType::F64, &f), Column::F64(vec![1.5]));
+    }
+
+    #[test]
+    fn chunk_states_combine_in_order() {
+        let mut st = AggState {
+            value: None,
+            pos: None,
+        };
+        merge_chunk(&AggKind::ArgMin, &mut st, Scalar::F32(2.0), Some(3), &[]);
+        merge_chunk(&AggKind::ArgMin, &mut st, Scalar::F32(2.0), Some(9), &[]);
+        merge_chunk(&AggKind::ArgMin, &mut st, Scalar::F32(f32::NAN), None, &[]);
+        assert_eq!(
+            finish_agg(&AggKind::ArgMin, Some(DType::F32), st, &[]),
+            Scalar::U64(3)
+        );
+        let mut c = AggState {
+            value: None,
+            pos: None,
+        };
+        merge_chunk(&AggKind::Count, &mut c, Scalar::U64(5), None, &[]);
+        merge_chunk(
+            &AggKind::Count,
+            &mut c,
+            Scalar::U64(u32::MAX as u64),
+            None,
+            &[],
+        );
+        assert_eq!(
+            finish_agg(&AggKind::Count, None, c, &[]),
+            Scalar::U64(u32::MAX as u64 + 5)
+        );
+    }
+}

@@ -1,0 +1,1009 @@
+//! The wgpu backend against the reference interpreter, on hand-built plans.
+//!
+//! Runs on whatever adapter wgpu finds (`WGPU_BACKEND=vulkan` for lavapipe,
+//! `WGPU_BACKEND=gl` for llvmpipe). Without an adapter every test prints why
+//! it skips, unless `COMPUTEQ_REQUIRE` lists `wgpu`, in which case it fails.
+#![cfg(feature = "wgpu")]
+
+use computeq::backend::cpu_scalar::run_plan;
+use computeq::backend::wgpu::{FaultPlan, WgpuBackend};
+use computeq::backend::{Availability, Backend, Input, Job, Phase, RunStats};
+use computeq::codegen::{lower_stage, wgsl, Caps};
+use computeq::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
+use computeq::plan::{
+    AggKind, Aggregate, Combine, PhysicalPlan, PlanOutput, RangeOp, ScanOp, Stage, StageInput,
+    Terminal,
+};
+use computeq::runtime::column::{Column, ColumnRef};
+use computeq::runtime::compiled::CompiledPlan;
+use smallvec::{smallvec, SmallVec};
+use std::sync::OnceLock;
+
+// ---------------------------------------------------------------- helpers
+
+fn required() -> bool {
+    std::env::var("COMPUTEQ_REQUIRE").is_ok_and(|v| v.split(',').any(|s| s.trim() == "wgpu"))
+}
+
+fn open(faults: FaultPlan) -> Option<WgpuBackend> {
+    let b = WgpuBackend::new(faults);
+    match b.availability() {
+        Availability::Available => Some(b),
+        Availability::Unavailable(why) => {
+            assert!(!required(), "COMPUTEQ_REQUIRE=wgpu but no adapter: {why}");
+            eprintln!("skipping: wgpu unavailable: {why}");
+            None
+        }
+    }
+}
+
+/// The backend shared by the tests that inject no fault.
+fn shared() -> Option<&'static WgpuBackend> {
+    static B: OnceLock<Option<WgpuBackend>> = OnceLock::new();
+    B.get_or_init(|| {
+        let b = open(FaultPlan::NONE);
+        if let Some(b) = &b {
+            eprintln!("wgpu adapter: {:?}, caps {:?}", b.adapter(), b.caps());
+        }
+        b
+    })
+    .as_ref()
+}
+
+macro_rules! backend {
+    () => {
+        match shared() {
+            Some(b) => b,
+            None => return,
+        }
+    };
+}
+
+const LENS: [usize; 9] = [0, 1, 7, 255, 256, 257, 1024, 1025, 65537];
+
+/// Deterministic pseudo-random numbers.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn f32s(&mut self, n: usize, specials: bool) -> Vec<f32> {
+        (0..n)
+            .map(|i| {
+                let r = self.next();
+                if specials && r % 97 == 0 {
+                    [f32::NAN, f32::INFINITY, -0.0, 1e30, -1e30][i % 5]
+                } else {
+                    ((r >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0) as f32
+                }
+            })
+            .collect()
+    }
+
+    fn i32s(&mut self, n: usize) -> Vec<i32> {
+        (0..n)
+            .map(|i| match self.next() % 50 {
+                0 => [i32::MIN, i32::MAX, 0, -1][i % 4],
+                r => (self.next() as i32) >> (r % 28),
+            })
+            .collect()
+    }
+}
+
+/// Builds a one-stage plan over `inputs` (joined in order) with optional
+/// enumerate and skip/take parameters.
+struct StageBuilder {
+    p: ExprArena,
+    inputs: Vec<Value>,
+    dtypes: Vec<DType>,
+    range: SmallVec<[RangeOp; 4]>,
+    enumerates: u16,
+    params: usize,
+}
+
+impl StageBuilder {
+    fn new(dtypes: &[DType]) -> StageBuilder {
+        let mut p = ExprArena::new();
+        let inputs = dtypes
+            .iter()
+            .enumerate()
+            .map(|(s, &t)| p.push_typed(Node::Input(s as u16), t).unwrap())
+            .collect();
+        StageBuilder {
+            p,
+            inputs,
+            dtypes: dtypes.to_vec(),
+            range: (0..dtypes.len()).map(|s| RangeOp::Join(s as u16)).collect(),
+            enumerates: 0,
+            params: 0,
+        }
+    }
+
+    fn x(&self, s: usize) -> Value {
+        self.inputs[s]
+    }
+
+    fn c(&mut self, s: Scalar) -> Value {
+        self.p.push(Node::Const(s)).unwrap()
+    }
+
+    fn bin(&mut self, op: BinaryOp, a: Value, b: Value) -> Value {
+        self.p.push(Node::Binary(op, a, b)).unwrap()
+    }
+
+    fn un(&mut self, op: UnaryOp, a: Value) -> Value {
+        self.p.push(Node::Unary(op, a)).unwrap()
+    }
+
+    fn cast(&mut self, a: Value, to: DType) -> Value {
+        self.p.push_typed(Node::Cast(a), to).unwrap()
+    }
+
+    fn param(&mut self, ty: DType) -> (Value, u16) {
+        let slot = self.params as u16;
+        self.params += 1;
+        (self.p.push_typed(Node::Param(slot), ty).unwrap(), slot)
+    }
+
+    fn enumerate(&mut self) -> Value {
+        self.range.push(RangeOp::Enumerate(self.enumerates));
+        self.enumerates += 1;
+        self.p
+            .push_typed(Node::Index(self.enumerates - 1), DType::U64)
+            .unwrap()
+    }
+
+    fn skip_take(&mut self) -> (u16, u16) {
+        let (s, t) = (self.params as u16, self.params as u16 + 1);
+        self.params += 2;
+        self.range.push(RangeOp::Skip(s));
+        self.range.push(RangeOp::Take(t));
+        (s, t)
+    }
+
+    fn finish(self, predicate: Option<Value>, terminal: Terminal) -> CompiledPlan {
+        let stage = Stage {
+            inputs: (0..self.dtypes.len() as u16)
+                .map(StageInput::Source)
+                .collect(),
+            enumerates: self.enumerates,
+            range: self.range,
+            program: self.p,
+            predicate,
+            terminal,
+        };
+        plan_of(
+            self.dtypes.iter().copied().collect(),
+            self.params,
+            vec![stage],
+        )
+    }
+}
+
+fn plan_of(input_dtypes: SmallVec<[DType; 2]>, params: usize, stages: Vec<Stage>) -> CompiledPlan {
+    CompiledPlan::new(
+        PhysicalPlan {
+            input_dtypes,
+            param_count: params,
+            stages: stages.into_iter().collect(),
+        },
+        0,
+        Default::default(),
+    )
+}
+
+fn combine(
+    ty: DType,
+    identity: u16,
+    f: impl FnOnce(&mut ExprArena, Value, Value) -> Value,
+) -> Combine {
+    let mut p = ExprArena::new();
+    let a = p.push_typed(Node::Input(0), ty).unwrap();
+    let b = p.push_typed(Node::Input(1), ty).unwrap();
+    let output = f(&mut p, a, b);
+    Combine {
+        program: p,
+        output,
+        identity,
+    }
+}
+
+fn run(
+    b: &WgpuBackend,
+    plan: &CompiledPlan,
+    cols: &[ColumnRef<'_>],
+    params: &[Scalar],
+) -> (
+    Result<PlanOutput, computeq::backend::BackendError>,
+    RunStats,
+) {
+    let inputs: Vec<Input<'_>> = cols.iter().map(|&c| Input::Host(c)).collect();
+    let mut stats = RunStats::default();
+    let job = Job {
+        plan,
+        inputs: &inputs,
+        params,
+        keep_on_device: false,
+    };
+    (b.execute(&job, &mut stats), stats)
+}
+
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= tol * (1.0 + a.abs().max(b.abs()))
+}
+
+fn same_scalar(a: Scalar, b: Scalar, tol: f64) -> bool {
+    match (a, b) {
+        (Scalar::F32(x), Scalar::F32(y)) => close(x as f64, y as f64, tol),
+        (Scalar::F64(x), Scalar::F64(y)) => close(x, y, tol),
+        _ => a == b,
+    }
+}
+
+fn same_column(a: &Column, b: &Column, tol: f64) -> Result<(), String> {
+    if a.len() != b.len() || a.dtype() != b.dtype() {
+        return Err(format!(
+            "{}[{}] vs {}[{}]",
+            a.dtype(),
+            a.len(),
+            b.dtype(),
+            b.len()
+        ));
+    }
+    for i in 0..a.len() {
+        let (x, y) = (a.as_ref().get(i), b.as_ref().get(i));
+        if !same_scalar(x, y, tol) {
+            return Err(format!("at {i}: {x} vs {y}"));
+        }
+    }
+    Ok(())
+}
+
+/// Runs on wgpu and on cpu-scalar and compares; `tol` is the relative
+/// tolerance for floats (0 for exact).
+fn check(
+    b: &WgpuBackend,
+    plan: &CompiledPlan,
+    cols: &[ColumnRef<'_>],
+    params: &[Scalar],
+    tol: f64,
+) -> RunStats {
+    let want = run_plan(&plan.plan, cols, params).expect("reference");
+    let (got, stats) = run(b, plan, cols, params);
+    let got = got.unwrap_or_else(|e| panic!("wgpu failed: {e}\nplan:\n{}", plan.plan));
+    let len = cols.first().map_or(0, |c| c.len());
+    match (&want, &got) {
+        (PlanOutput::Aggregates(w), PlanOutput::Aggregates(g)) => {
+            assert_eq!(w.len(), g.len());
+            for (i, (x, y)) in w.iter().zip(g).enumerate() {
+                assert!(
+                    same_scalar(*x, *y, tol),
+                    "len {len}: aggregate {i}: want {x}, got {y}\n{}",
+                    plan.plan
+                );
+            }
+        }
+        (PlanOutput::Columns(w), PlanOutput::Columns(g)) => {
+            assert_eq!(w.len(), g.len());
+            for (i, (x, y)) in w.iter().zip(g).enumerate() {
+                same_column(x, y, tol)
+                    .unwrap_or_else(|e| panic!("len {len}: column {i}: {e}\n{}", plan.plan));
+            }
+        }
+        _ => panic!("output kinds differ: {want:?} vs {got:?}"),
+    }
+    stats
+}
+
+// ---------------------------------------------------------------- plans
+
+/// `collect(x * 2 + 1, sqrt(|x|), x > 0.5)` over f32.
+fn map_plan() -> CompiledPlan {
+    let mut s = StageBuilder::new(&[DType::F32]);
+    let x = s.x(0);
+    let two = s.c(Scalar::F32(2.0));
+    let one = s.c(Scalar::F32(1.0));
+    let m = s.bin(BinaryOp::Mul, x, two);
+    let m = s.bin(BinaryOp::Add, m, one);
+    let a = s.un(UnaryOp::Abs, x);
+    let r = s.un(UnaryOp::Sqrt, a);
+    let half = s.c(Scalar::F32(0.5));
+    let g = s.bin(BinaryOp::Gt, x, half);
+    s.finish(None, Terminal::Collect(smallvec![m, r, g]))
+}
+
+/// Every built-in aggregate of `x * k` (k a parameter), over `x > 0.5` or
+/// everything.
+fn multi_agg_plan(ty: DType, predicated: bool) -> CompiledPlan {
+    let mut s = StageBuilder::new(&[ty]);
+    let x = s.x(0);
+    let (k, _) = s.param(ty);
+    let m = s.bin(BinaryOp::Mul, x, k);
+    let z = s.c(Scalar::zero(ty));
+    let pos = s.bin(BinaryOp::Gt, x, z);
+    let agg = |kind, column| Aggregate { kind, column };
+    let aggs = smallvec![
+        agg(AggKind::Sum, Some(m)),
+        agg(AggKind::Min, Some(m)),
+        agg(AggKind::Max, Some(m)),
+        agg(AggKind::Count, None),
+        agg(AggKind::ArgMin, Some(m)),
+        agg(AggKind::ArgMax, Some(x)),
+        agg(AggKind::Any, Some(pos)),
+        agg(AggKind::All, Some(pos)),
+    ];
+    let pred = if predicated {
+        let t = s.c(Scalar::F64(0.25).cast(ty));
+        Some(s.bin(BinaryOp::Ne, x, t))
+    } else {
+        None
+    };
+    s.finish(pred, Terminal::Reduce(aggs))
+}
+
+fn scan_plan(
+    ty: DType,
+    op: Option<fn(&mut ExprArena, Value, Value) -> Value>,
+    exclusive: bool,
+) -> (CompiledPlan, usize) {
+    let mut s = StageBuilder::new(&[ty]);
+    let x = s.x(0);
+    let (op, params) = match op {
+        None => (ScanOp::Sum, 0),
+        Some(f) => {
+            s.param(ty);
+            (ScanOp::Custom(combine(ty, 0, f)), 1)
+        }
+    };
+    (
+        s.finish(
+            None,
+            Terminal::Scan {
+                column: x,
+                op,
+                exclusive,
+            },
+        ),
+        params,
+    )
+}
+
+/// `zip(x, y).enumerate().filter(x > 0).collect((i as f32, y, x))`.
+fn compact_plan() -> CompiledPlan {
+    let mut s = StageBuilder::new(&[DType::F32, DType::I32]);
+    let i = s.enumerate();
+    let fi = s.cast(i, DType::F32);
+    let (x, y) = (s.x(0), s.x(1));
+    let z = s.c(Scalar::F32(0.0));
+    let keep = s.bin(BinaryOp::Gt, x, z);
+    s.finish(Some(keep), Terminal::Collect(smallvec![fi, y, x]))
+}
+
+fn lengths() -> impl Iterator<Item = usize> {
+    LENS.into_iter()
+}
+
+// ---------------------------------------------------------------- tests
+
+#[test]
+fn element_wise_store_matches_the_reference() {
+    let b = backend!();
+    let plan = map_plan();
+    let mut rng = Rng(1);
+    for n in lengths() {
+        let xs = rng.f32s(n, true);
+        check(b, &plan, &[ColumnRef::F32(&xs)], &[], 1e-6);
+    }
+}
+
+#[test]
+fn multi_aggregate_reductions_follow_the_nan_rules() {
+    let b = backend!();
+    let mut rng = Rng(2);
+    for predicated in [false, true] {
+        let plan = multi_agg_plan(DType::F32, predicated);
+        for n in lengths() {
+            let xs = rng.f32s(n, true);
+            check(b, &plan, &[ColumnRef::F32(&xs)], &[Scalar::F32(1.5)], 1e-4);
+        }
+        // All NaN: min/max NaN, arg* 0.
+        let xs = vec![f32::NAN; 300];
+        check(b, &plan, &[ColumnRef::F32(&xs)], &[Scalar::F32(1.0)], 0.0);
+        // Ties: the first position wins.
+        let xs: Vec<f32> = (0..3000).map(|i| (i % 7) as f32).collect();
+        check(b, &plan, &[ColumnRef::F32(&xs)], &[Scalar::F32(-1.0)], 0.0);
+    }
+}
+
+#[test]
+fn integer_reductions_are_exact() {
+    let b = backend!();
+    let mut rng = Rng(3);
+    for ty in [DType::I32, DType::U32] {
+        for predicated in [false, true] {
+            let plan = multi_agg_plan(ty, predicated);
+            for n in lengths() {
+                let xs = rng.i32s(n);
+                let us: Vec<u32> = xs.iter().map(|&v| v as u32).collect();
+                let (col, k) = match ty {
+                    DType::I32 => (ColumnRef::I32(&xs), Scalar::I32(-3)),
+                    _ => (ColumnRef::U32(&us), Scalar::U32(7)),
+                };
+                check(b, &plan, &[col], &[k], 0.0);
+            }
+        }
+    }
+}
+
+#[test]
+fn integer_and_cast_semantics_match_the_reference() {
+    let b = backend!();
+    // div/rem by zero and MIN / -1, wrapping, float→int saturation, bool.
+    let mut s = StageBuilder::new(&[DType::I32, DType::I32, DType::F32]);
+    let (x, y, f) = (s.x(0), s.x(1), s.x(2));
+    let d = s.bin(BinaryOp::Div, x, y);
+    let r = s.bin(BinaryOp::Rem, x, y);
+    let m = s.bin(BinaryOp::Mul, x, y);
+    let n = s.un(UnaryOp::Neg, x);
+    let a = s.un(UnaryOp::Abs, x);
+    let fi = s.cast(f, DType::I32);
+    let fu = s.cast(f, DType::U32);
+    let fb = s.cast(f, DType::Bool);
+    let xf = s.cast(x, DType::F32);
+    let xu = s.cast(x, DType::U32);
+    let rd = s.un(UnaryOp::Round, f);
+    let mn = s.bin(BinaryOp::Min, f, xf);
+    let fr = s.bin(BinaryOp::Rem, f, xf);
+    let bb = s.bin(BinaryOp::Lt, fb, fb);
+    let plan = s.finish(
+        None,
+        Terminal::Collect(smallvec![d, r, m, n, a, fi, fu, fb, xf, xu, rd, mn, fr, bb]),
+    );
+    let xs = vec![7, i32::MIN, i32::MIN, 5, -5, 0, i32::MAX, 3, -9, 100];
+    let ys = vec![0, -1, 1, 2, 2, 0, 2, -1, 4, 7];
+    let fs = vec![
+        f32::NAN,
+        3e9,
+        -3e9,
+        2.5,
+        -2.5,
+        0.5,
+        -0.5,
+        1.4999999,
+        f32::INFINITY,
+        -7.9,
+    ];
+    check(
+        b,
+        &plan,
+        &[
+            ColumnRef::I32(&xs),
+            ColumnRef::I32(&ys),
+            ColumnRef::F32(&fs),
+        ],
+        &[],
+        1e-6,
+    );
+}
+
+#[test]
+fn scans_are_reduce_then_scan_in_order() {
+    let b = backend!();
+    let mut rng = Rng(4);
+    let last_nonzero: fn(&mut ExprArena, Value, Value) -> Value = |p, a, b| {
+        let z = p.push(Node::Const(Scalar::I32(0))).unwrap();
+        let nz = p.push(Node::Binary(BinaryOp::Ne, b, z)).unwrap();
+        p.push(Node::Select(nz, b, a)).unwrap()
+    };
+    let max: fn(&mut ExprArena, Value, Value) -> Value =
+        |p, a, b| p.push(Node::Binary(BinaryOp::Max, a, b)).unwrap();
+    for exclusive in [false, true] {
+        let (sum_i, _) = scan_plan(DType::I32, None, exclusive);
+        let (sum_f, _) = scan_plan(DType::F32, None, exclusive);
+        let (last, _) = scan_plan(DType::I32, Some(last_nonzero), exclusive);
+        let (mx, _) = scan_plan(DType::I32, Some(max), exclusive);
+        for n in lengths() {
+            let xs = rng.i32s(n);
+            let sparse: Vec<i32> = xs.iter().map(|&v| if v % 5 == 0 { v } else { 0 }).collect();
+            check(b, &sum_i, &[ColumnRef::I32(&xs)], &[], 0.0);
+            check(b, &last, &[ColumnRef::I32(&sparse)], &[Scalar::I32(0)], 0.0);
+            check(
+                b,
+                &mx,
+                &[ColumnRef::I32(&xs)],
+                &[Scalar::I32(i32::MIN)],
+                0.0,
+            );
+            let fs: Vec<f32> = rng.f32s(n, false);
+            check(b, &sum_f, &[ColumnRef::F32(&fs)], &[], 1e-3);
+        }
+    }
+}
+
+#[test]
+fn filter_collect_keeps_order() {
+    let b = backend!();
+    let plan = compact_plan();
+    let mut rng = Rng(5);
+    for n in lengths() {
+        let xs = rng.f32s(n, true);
+        let ys = rng.i32s(n + 3);
+        check(
+            b,
+            &plan,
+            &[ColumnRef::F32(&xs), ColumnRef::I32(&ys)],
+            &[],
+            0.0,
+        );
+    }
+    // Nothing survives / everything survives.
+    let xs = vec![-1.0f32; 3000];
+    let ys = vec![1i32; 3000];
+    check(
+        b,
+        &plan,
+        &[ColumnRef::F32(&xs), ColumnRef::I32(&ys)],
+        &[],
+        0.0,
+    );
+    let xs = vec![1.0f32; 3000];
+    check(
+        b,
+        &plan,
+        &[ColumnRef::F32(&xs), ColumnRef::I32(&ys)],
+        &[],
+        0.0,
+    );
+}
+
+#[test]
+fn bool_columns_travel_as_words() {
+    let b = backend!();
+    let mut s = StageBuilder::new(&[DType::Bool, DType::Bool]);
+    let (x, y) = (s.x(0), s.x(1));
+    let a = s.bin(BinaryOp::And, x, y);
+    let o = s.un(UnaryOp::Not, x);
+    let c = s.cast(y, DType::U32);
+    let plan = s.finish(Some(o), Terminal::Collect(smallvec![a, c, y]));
+    let mut rng = Rng(6);
+    for n in lengths() {
+        let xs: Vec<bool> = (0..n).map(|_| rng.next() % 3 == 0).collect();
+        let ys: Vec<bool> = (0..n).map(|_| rng.next() % 2 == 0).collect();
+        check(
+            b,
+            &plan,
+            &[ColumnRef::Bool(&xs), ColumnRef::Bool(&ys)],
+            &[],
+            0.0,
+        );
+    }
+}
+
+#[test]
+fn skip_take_and_enumerate() {
+    let b = backend!();
+    let mut s = StageBuilder::new(&[DType::U32]);
+    let (sk, tk) = s.skip_take();
+    let i = s.enumerate();
+    let iu = s.cast(i, DType::U32);
+    let x = s.x(0);
+    let sum = s.bin(BinaryOp::Add, x, iu);
+    let plan = s.finish(None, Terminal::Collect(smallvec![sum, iu]));
+    let _ = (sk, tk);
+    let xs: Vec<u32> = (0..5000).map(|v| v * 3).collect();
+    for (skip, take) in [
+        (0u64, u64::MAX),
+        (1, 10),
+        (255, 1000),
+        (4999, 5),
+        (6000, 1),
+        (17, 0),
+    ] {
+        check(
+            b,
+            &plan,
+            &[ColumnRef::U32(&xs)],
+            &[Scalar::U64(skip), Scalar::U64(take)],
+            0.0,
+        );
+    }
+}
+
+#[test]
+fn multi_stage_plans_keep_intermediates_on_the_device() {
+    let b = backend!();
+    // stage 0: y = x * 3 (collect); stage 1: sum of y where y > 1, argmax y.
+    let mut p0 = ExprArena::new();
+    let x = p0.push_typed(Node::Input(0), DType::F32).unwrap();
+    let k = p0.push(Node::Const(Scalar::F32(3.0))).unwrap();
+    let y = p0.push(Node::Binary(BinaryOp::Mul, x, k)).unwrap();
+    let s0 = Stage {
+        inputs: smallvec![StageInput::Source(0)],
+        enumerates: 0,
+        range: smallvec![RangeOp::Join(0)],
+        program: p0,
+        predicate: None,
+        terminal: Terminal::Collect(smallvec![y]),
+    };
+    let mut p1 = ExprArena::new();
+    let y = p1.push_typed(Node::Input(0), DType::F32).unwrap();
+    let one = p1.push(Node::Const(Scalar::F32(1.0))).unwrap();
+    let gt = p1.push(Node::Binary(BinaryOp::Gt, y, one)).unwrap();
+    let s1 = Stage {
+        inputs: smallvec![StageInput::Stage {
+            stage: 0,
+            column: 0
+        }],
+        enumerates: 0,
+        range: smallvec![RangeOp::Join(0)],
+        program: p1,
+        predicate: Some(gt),
+        terminal: Terminal::Reduce(smallvec![
+            Aggregate {
+                kind: AggKind::Sum,
+                column: Some(y)
+            },
+            Aggregate {
+                kind: AggKind::ArgMax,
+                column: Some(y)
+            },
+        ]),
+    };
+    let plan = plan_of(smallvec![DType::F32], 0, vec![s0, s1]);
+    let mut rng = Rng(7);
+    for n in lengths() {
+        let xs = rng.f32s(n, false);
+        let stats = check(b, &plan, &[ColumnRef::F32(&xs)], &[], 1e-4);
+        assert!(stats.bytes_downloaded < 64, "only the aggregates come back");
+    }
+}
+
+#[test]
+fn wide_types_on_adapters_that_have_them() {
+    let b = backend!();
+    let caps = b.caps().unwrap();
+    let plan = multi_agg_plan(DType::I64, true);
+    let fplan = multi_agg_plan(DType::F64, false);
+    let (scan, _) = scan_plan(DType::U64, None, false);
+    if !caps.int64 {
+        assert!(b.supports(&plan.plan).unwrap_err().contains("SHADER_INT64"));
+        assert!(b.supports(&fplan.plan).is_err());
+        eprintln!("skipping the 64-bit runs: the adapter has no SHADER_INT64");
+        return;
+    }
+    let mut rng = Rng(8);
+    for n in lengths() {
+        let xs: Vec<i64> = (0..n)
+            .map(|_| rng.next() as i64 >> (rng.next() % 40))
+            .collect();
+        check(b, &plan, &[ColumnRef::I64(&xs)], &[Scalar::I64(-3)], 0.0);
+        let us: Vec<u64> = xs.iter().map(|&v| v as u64).collect();
+        check(b, &scan, &[ColumnRef::U64(&us)], &[], 0.0);
+        if caps.f64 {
+            let fs: Vec<f64> = rng.f32s(n, true).into_iter().map(f64::from).collect();
+            check(
+                b,
+                &fplan,
+                &[ColumnRef::F64(&fs)],
+                &[Scalar::F64(0.5)],
+                1e-10,
+            );
+        }
+    }
+}
+
+#[test]
+fn chunked_inputs_give_the_same_results() {
+    let Some(b) = open(FaultPlan::NONE) else {
+        return;
+    };
+    b.set_max_chunk(Some(1000));
+    let mut rng = Rng(9);
+    let n = 4321;
+    let xs = rng.f32s(n, true);
+    let is = rng.i32s(n + 5);
+    check(
+        &b,
+        &multi_agg_plan(DType::F32, true),
+        &[ColumnRef::F32(&xs)],
+        &[Scalar::F32(2.0)],
+        1e-4,
+    );
+    check(
+        &b,
+        &multi_agg_plan(DType::I32, false),
+        &[ColumnRef::I32(&is)],
+        &[Scalar::I32(5)],
+        0.0,
+    );
+    check(
+        &b,
+        &scan_plan(DType::I32, None, true).0,
+        &[ColumnRef::I32(&is)],
+        &[],
+        0.0,
+    );
+    check(
+        &b,
+        &compact_plan(),
+        &[ColumnRef::F32(&xs), ColumnRef::I32(&is)],
+        &[],
+        0.0,
+    );
+    check(&b, &map_plan(), &[ColumnRef::F32(&xs)], &[], 1e-6);
+}
+
+#[test]
+fn a_new_parameter_value_reuses_the_pipeline() {
+    let Some(b) = open(FaultPlan::NONE) else {
+        return;
+    };
+    let plan = multi_agg_plan(DType::F32, false);
+    let xs = Rng(10).f32s(5000, false);
+    let first = check(&b, &plan, &[ColumnRef::F32(&xs)], &[Scalar::F32(2.0)], 1e-4);
+    assert!(!first.compile_cached);
+    let pipelines = b.cached_pipelines();
+    let second = check(
+        &b,
+        &plan,
+        &[ColumnRef::F32(&xs)],
+        &[Scalar::F32(-7.0)],
+        1e-4,
+    );
+    assert!(second.compile_cached);
+    assert_eq!(b.cached_pipelines(), pipelines);
+    // The same plan built again finds the pipelines by structural hash.
+    let third = check(
+        &b,
+        &multi_agg_plan(DType::F32, false),
+        &[ColumnRef::F32(&xs)],
+        &[Scalar::F32(1.0)],
+        1e-4,
+    );
+    assert!(third.compile_cached);
+    assert_eq!(b.cached_pipelines(), pipelines);
+}
+
+#[test]
+fn injected_faults_are_errors_with_their_phase_and_leak_nothing() {
+    let Some(b) = open(FaultPlan::NONE) else {
+        return;
+    };
+    let mut rng = Rng(11);
+    let xs = rng.f32s(3000, true);
+    let is = rng.i32s(3000);
+    let plans = [
+        (map_plan(), 1),
+        (multi_agg_plan(DType::F32, true), 1),
+        (compact_plan(), 2),
+        (scan_plan(DType::F32, None, false).0, 1),
+    ];
+    let cases = [
+        (
+            FaultPlan {
+                compile: true,
+                ..FaultPlan::NONE
+            },
+            Phase::Compile,
+        ),
+        (
+            FaultPlan {
+                upload: true,
+                ..FaultPlan::NONE
+            },
+            Phase::Upload,
+        ),
+        (
+            FaultPlan {
+                dispatch: true,
+                ..FaultPlan::NONE
+            },
+            Phase::Execute,
+        ),
+        (
+            FaultPlan {
+                readback: true,
+                ..FaultPlan::NONE
+            },
+            Phase::Download,
+        ),
+        (
+            FaultPlan {
+                oom: true,
+                ..FaultPlan::NONE
+            },
+            Phase::Upload,
+        ),
+    ];
+    let baseline = b.live_buffers();
+    for (faults, phase) in cases {
+        for (plan, arity) in &plans {
+            let cols = [ColumnRef::F32(&xs), ColumnRef::I32(&is)];
+            let params = [Scalar::F32(2.0)];
+            b.set_faults(faults);
+            let (r, _) = run(&b, plan, &cols[..*arity], &params);
+            let e = r.expect_err("the fault must surface");
+            if faults.oom {
+                // The first allocation fails, whichever phase makes it.
+                assert!(matches!(e.phase, Phase::Upload | Phase::Execute), "{e}");
+            } else {
+                assert_eq!(e.phase, phase, "{faults:?}: {e}");
+            }
+            assert_eq!(e.out_of_memory, faults.oom);
+            assert_eq!(b.live_buffers(), baseline, "{faults:?} leaked buffers");
+            b.set_faults(FaultPlan::NONE);
+            check(&b, plan, &cols[..*arity], &params, 1e-3);
+            assert_eq!(b.live_buffers(), baseline);
+        }
+    }
+}
+
+#[test]
+fn device_resident_columns_skip_transfers() {
+    let Some(b) = open(FaultPlan::NONE) else {
+        return;
+    };
+    let baseline = b.live_buffers();
+    let xs = Rng(12).f32s(10_000, false);
+    let dev = b.upload(ColumnRef::F32(&xs)).unwrap();
+    assert_eq!(b.live_buffers(), baseline + 1);
+    assert_eq!(dev.download().unwrap(), Column::F32(xs.clone()));
+
+    let plan = multi_agg_plan(DType::F32, true);
+    let params = [Scalar::F32(2.0)];
+    let inputs = [Input::Device(&*dev)];
+    let mut stats = RunStats::default();
+    let job = Job {
+        plan: &plan,
+        inputs: &inputs,
+        params: &params,
+        keep_on_device: false,
+    };
+    let got = b.execute(&job, &mut stats).unwrap();
+    let want = run_plan(&plan.plan, &[ColumnRef::F32(&xs)], &params).unwrap();
+    match (got, want) {
+        (PlanOutput::Aggregates(g), PlanOutput::Aggregates(w)) => {
+            for (x, y) in g.iter().zip(&w) {
+                assert!(same_scalar(*x, *y, 1e-4), "{x} vs {y}");
+            }
+        }
+        _ => unreachable!(),
+    }
+    assert_eq!(stats.bytes_uploaded, 0);
+    assert_eq!(stats.bytes_resident, 40_000);
+
+    // Collect on the device, then use the result as an input.
+    let compact = compact_plan();
+    let ys = vec![1i32; 10_000];
+    let ydev = b.upload(ColumnRef::I32(&ys)).unwrap();
+    let inputs = [Input::Device(&*dev), Input::Device(&*ydev)];
+    let job = Job {
+        plan: &compact,
+        inputs: &inputs,
+        params: &[],
+        keep_on_device: true,
+    };
+    let mut stats = RunStats::default();
+    let cols = b.execute_to_device(&job, &mut stats).unwrap();
+    assert_eq!(stats.bytes_uploaded, 0);
+    assert!(
+        stats.bytes_downloaded <= 4,
+        "only the survivor count comes back"
+    );
+    let want = run_plan(
+        &compact.plan,
+        &[ColumnRef::F32(&xs), ColumnRef::I32(&ys)],
+        &[],
+    )
+    .unwrap();
+    let PlanOutput::Columns(want) = want else {
+        unreachable!()
+    };
+    for (c, w) in cols.iter().zip(&want) {
+        same_column(&c.download().unwrap(), w, 0.0).unwrap();
+    }
+    let before = b.live_buffers();
+    drop(cols);
+    assert_eq!(
+        b.live_buffers(),
+        before - 3,
+        "dropping device columns frees them"
+    );
+    drop((dev, ydev));
+    assert_eq!(b.live_buffers(), baseline);
+}
+
+#[test]
+fn unsupported_plans_are_declined_with_a_reason() {
+    let b = backend!();
+    if b.caps().unwrap().int64 {
+        return;
+    }
+    let mut s = StageBuilder::new(&[DType::F32]);
+    let i = s.enumerate();
+    let plan = s.finish(None, Terminal::Collect(smallvec![i]));
+    let why = b.supports(&plan.plan).unwrap_err();
+    assert!(why.contains("SHADER_INT64"), "{why}");
+}
+
+// ---------------------------------------------------------------- golden WGSL
+
+fn golden_plans() -> Vec<(&'static str, CompiledPlan)> {
+    let last_nonzero: fn(&mut ExprArena, Value, Value) -> Value = |p, a, b| {
+        let z = p.push(Node::Const(Scalar::I32(0))).unwrap();
+        let nz = p.push(Node::Binary(BinaryOp::Ne, b, z)).unwrap();
+        p.push(Node::Select(nz, b, a)).unwrap()
+    };
+    vec![
+        ("map", map_plan()),
+        ("reduce_multi_f32", multi_agg_plan(DType::F32, true)),
+        ("reduce_multi_i64", multi_agg_plan(DType::I64, false)),
+        ("scan_sum_i32", scan_plan(DType::I32, None, false).0),
+        (
+            "scan_custom_i32",
+            scan_plan(DType::I32, Some(last_nonzero), true).0,
+        ),
+        ("compact", compact_plan()),
+    ]
+}
+
+fn validate(src: &str) -> Result<(), String> {
+    let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .subgroup_stages(naga::valid::ShaderStages::all())
+    .subgroup_operations(naga::valid::SubgroupOperationSet::all())
+    .validate(&module)
+    .map(|_| ())
+    .map_err(|e| e.emit_to_string(src))
+}
+
+#[test]
+fn golden_wgsl() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/wgsl");
+    let bless = std::env::var("BLESS").is_ok_and(|v| v == "1");
+    let mut failures = Vec::new();
+    for subgroups in [false, true] {
+        let caps = Caps {
+            subgroups,
+            ..Caps::default()
+        };
+        for (name, plan) in golden_plans() {
+            let kp = lower_stage(plan.plan.last(), &caps).unwrap();
+            for k in &kp.kernels {
+                let text = wgsl::write_kernel(k).unwrap();
+                validate(&text).unwrap_or_else(|e| panic!("{name}/{}: {e}", k.name));
+                let file = dir.join(format!(
+                    "{name}.{}{}.wgsl",
+                    k.name,
+                    if subgroups { ".subgroups" } else { "" }
+                ));
+                if subgroups && !k.needs().subgroups {
+                    continue;
+                }
+                if bless {
+                    std::fs::create_dir_all(&dir).unwrap();
+                    std::fs::write(&file, &text).unwrap();
+                } else {
+                    match std::fs::read_to_string(&file) {
+                        Ok(want) if want == text => {}
+                        Ok(_) => {
+                            failures.push(format!("{} differs (BLESS=1 rewrites)", file.display()))
+                        }
+                        Err(_) => {
+                            failures.push(format!("{} is missing (BLESS=1 writes)", file.display()))
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
