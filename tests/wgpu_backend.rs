@@ -97,6 +97,7 @@ impl Rng {
 
 /// Builds a one-stage plan over `inputs` (joined in order) with optional
 /// enumerate and skip/take parameters.
+#[derive(Clone)]
 struct StageBuilder {
     p: ExprArena,
     inputs: Vec<Value>,
@@ -460,9 +461,12 @@ fn integer_and_cast_semantics_match_the_reference() {
     let mn = s.bin(BinaryOp::Min, f, xf);
     let fr = s.bin(BinaryOp::Rem, f, xf);
     let bb = s.bin(BinaryOp::Lt, fb, fb);
-    let plan = s.finish(
+    // Two plans: GL allows 16 storage buffers per kernel.
+    let s2 = s.clone();
+    let plan = s.finish(None, Terminal::Collect(smallvec![d, r, m, n, a, fi, fu]));
+    let plan2 = s2.finish(
         None,
-        Terminal::Collect(smallvec![d, r, m, n, a, fi, fu, fb, xf, xu, rd, mn, fr, bb]),
+        Terminal::Collect(smallvec![fb, xf, xu, rd, mn, fr, bb]),
     );
     let xs = vec![7, i32::MIN, i32::MIN, 5, -5, 0, i32::MAX, 3, -9, 100];
     let ys = vec![0, -1, 1, 2, 2, 0, 2, -1, 4, 7];
@@ -481,6 +485,17 @@ fn integer_and_cast_semantics_match_the_reference() {
     check(
         b,
         &plan,
+        &[
+            ColumnRef::I32(&xs),
+            ColumnRef::I32(&ys),
+            ColumnRef::F32(&fs),
+        ],
+        &[],
+        1e-6,
+    );
+    check(
+        b,
+        &plan2,
         &[
             ColumnRef::I32(&xs),
             ColumnRef::I32(&ys),

@@ -792,17 +792,17 @@ impl<'a> Lower<'a> {
     }
 
     /// Pass 2 of a reduction: one workgroup folds the `groups` partial
-    /// states in order into `[0]` of the result buffers.
+    /// states in order and writes the result over partial `[0]` (every
+    /// load happens before the reduction's first barrier, the store after
+    /// its last), which keeps the binding count within small limits.
     fn final_kernel(
         &self,
         aggs: &[Agg],
         parts: &[u16],
-        results: &[u16],
     ) -> R<(super::kernel::Kernel, Vec<BufferRef>)> {
         let mut b = self.kernel("reduce_final");
         let mut bufs = Vec::new();
         let mut ins = Vec::new();
-        let mut outs = Vec::new();
         for (j, a) in aggs.iter().enumerate() {
             let fields = a.fields();
             ins.push(
@@ -811,23 +811,12 @@ impl<'a> Lower<'a> {
                     .enumerate()
                     .map(|(f, &ty)| {
                         bufs.push(BufferRef::Scratch(parts[j] + f as u16));
-                        b.binding(format!("part{j}_{f}"), ty, Access::Read)
+                        b.binding(format!("part{j}_{f}"), ty, Access::ReadWrite)
                     })
                     .collect::<Vec<_>>(),
             );
         }
-        for (j, a) in aggs.iter().enumerate() {
-            outs.push(
-                a.fields()
-                    .iter()
-                    .enumerate()
-                    .map(|(f, &ty)| {
-                        bufs.push(BufferRef::Scratch(results[j] + f as u16));
-                        b.binding(format!("result{j}_{f}"), ty, Access::ReadWrite)
-                    })
-                    .collect::<Vec<_>>(),
-            );
-        }
+        let outs = ins.clone();
         let pre = self.preload(&mut b);
         let states: Vec<Vec<Local>> = aggs
             .iter()
@@ -1032,7 +1021,6 @@ impl<'a> Lower<'a> {
                     .collect();
                 let columns: Vec<_> = list.iter().map(|a| a.column).collect();
                 let mut parts = Vec::new();
-                let mut results = Vec::new();
                 let mut readback = Vec::new();
                 for (j, a) in aggs.iter().enumerate() {
                     let fields = a.fields();
@@ -1045,15 +1033,6 @@ impl<'a> Lower<'a> {
                         )
                     });
                     parts.push(first);
-                    let first = scratch_len(&fields, |f, ty| {
-                        new_scratch(
-                            format!("result{j}_{f}"),
-                            ty,
-                            ScratchLen::One,
-                            ScratchInit::Undefined,
-                        )
-                    });
-                    results.push(first);
                     readback.push(AggReadback {
                         kind: a.kind.clone(),
                         column: list[j].column.map(|c| stage.program.ty(c)),
@@ -1064,7 +1043,7 @@ impl<'a> Lower<'a> {
                     self.partial_kernel("reduce_partial", &aggs, &columns, &parts)?,
                     Groups::Spans,
                 );
-                add(self.final_kernel(&aggs, &parts, &results)?, Groups::One);
+                add(self.final_kernel(&aggs, &parts)?, Groups::One);
                 Readback::Aggregates(readback)
             }
             Terminal::Collect(cols) if stage.predicate.is_none() => {

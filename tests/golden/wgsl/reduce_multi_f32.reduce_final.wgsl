@@ -6,27 +6,17 @@ struct Uniforms {
     off0: u32,
     p0: f32,
 }
-@group(0) @binding(20) var<uniform> u: Uniforms;
-@group(0) @binding(0) var<storage, read> part0_0: array<f32>;
-@group(0) @binding(1) var<storage, read> part1_0: array<f32>;
-@group(0) @binding(2) var<storage, read> part2_0: array<f32>;
-@group(0) @binding(3) var<storage, read> part3_0: array<u32>;
-@group(0) @binding(4) var<storage, read> part4_0: array<f32>;
-@group(0) @binding(5) var<storage, read> part4_1: array<u32>;
-@group(0) @binding(6) var<storage, read> part5_0: array<f32>;
-@group(0) @binding(7) var<storage, read> part5_1: array<u32>;
-@group(0) @binding(8) var<storage, read> part6_0: array<u32>;
-@group(0) @binding(9) var<storage, read> part7_0: array<u32>;
-@group(0) @binding(10) var<storage, read_write> result0_0: array<f32>;
-@group(0) @binding(11) var<storage, read_write> result1_0: array<f32>;
-@group(0) @binding(12) var<storage, read_write> result2_0: array<f32>;
-@group(0) @binding(13) var<storage, read_write> result3_0: array<u32>;
-@group(0) @binding(14) var<storage, read_write> result4_0: array<f32>;
-@group(0) @binding(15) var<storage, read_write> result4_1: array<u32>;
-@group(0) @binding(16) var<storage, read_write> result5_0: array<f32>;
-@group(0) @binding(17) var<storage, read_write> result5_1: array<u32>;
-@group(0) @binding(18) var<storage, read_write> result6_0: array<u32>;
-@group(0) @binding(19) var<storage, read_write> result7_0: array<u32>;
+@group(0) @binding(10) var<uniform> u: Uniforms;
+@group(0) @binding(0) var<storage, read_write> part0_0: array<f32>;
+@group(0) @binding(1) var<storage, read_write> part1_0: array<f32>;
+@group(0) @binding(2) var<storage, read_write> part2_0: array<f32>;
+@group(0) @binding(3) var<storage, read_write> part3_0: array<u32>;
+@group(0) @binding(4) var<storage, read_write> part4_0: array<f32>;
+@group(0) @binding(5) var<storage, read_write> part4_1: array<u32>;
+@group(0) @binding(6) var<storage, read_write> part5_0: array<f32>;
+@group(0) @binding(7) var<storage, read_write> part5_1: array<u32>;
+@group(0) @binding(8) var<storage, read_write> part6_0: array<u32>;
+@group(0) @binding(9) var<storage, read_write> part7_0: array<u32>;
 var<workgroup> red0_0: array<f32, 256>;
 var<workgroup> red1_0: array<f32, 256>;
 var<workgroup> red2_0: array<f32, 256>;
@@ -405,15 +395,15 @@ fn reduce_final(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup
         r152 = r142;
         r153 = r143;
         r154 = r144;
-        result0_0[0u] = r145;
-        result1_0[0u] = r146;
-        result2_0[0u] = r147;
-        result3_0[0u] = r148;
-        result4_0[0u] = r149;
-        result4_1[0u] = r150;
-        result5_0[0u] = r151;
-        result5_1[0u] = r152;
-        result6_0[0u] = select(0u, 1u, r153);
-        result7_0[0u] = select(0u, 1u, r154);
+        part0_0[0u] = r145;
+        part1_0[0u] = r146;
+        part2_0[0u] = r147;
+        part3_0[0u] = r148;
+        part4_0[0u] = r149;
+        part4_1[0u] = r150;
+        part5_0[0u] = r151;
+        part5_1[0u] = r152;
+        part6_0[0u] = select(0u, 1u, r153);
+        part7_0[0u] = select(0u, 1u, r154);
     }
 }

@@ -6,27 +6,17 @@ struct Uniforms {
     off0: u32,
     p0: i64,
 }
-@group(0) @binding(20) var<uniform> u: Uniforms;
-@group(0) @binding(0) var<storage, read> part0_0: array<i64>;
-@group(0) @binding(1) var<storage, read> part1_0: array<i64>;
-@group(0) @binding(2) var<storage, read> part2_0: array<i64>;
-@group(0) @binding(3) var<storage, read> part3_0: array<u32>;
-@group(0) @binding(4) var<storage, read> part4_0: array<i64>;
-@group(0) @binding(5) var<storage, read> part4_1: array<u32>;
-@group(0) @binding(6) var<storage, read> part5_0: array<i64>;
-@group(0) @binding(7) var<storage, read> part5_1: array<u32>;
-@group(0) @binding(8) var<storage, read> part6_0: array<u32>;
-@group(0) @binding(9) var<storage, read> part7_0: array<u32>;
-@group(0) @binding(10) var<storage, read_write> result0_0: array<i64>;
-@group(0) @binding(11) var<storage, read_write> result1_0: array<i64>;
-@group(0) @binding(12) var<storage, read_write> result2_0: array<i64>;
-@group(0) @binding(13) var<storage, read_write> result3_0: array<u32>;
-@group(0) @binding(14) var<storage, read_write> result4_0: array<i64>;
-@group(0) @binding(15) var<storage, read_write> result4_1: array<u32>;
-@group(0) @binding(16) var<storage, read_write> result5_0: array<i64>;
-@group(0) @binding(17) var<storage, read_write> result5_1: array<u32>;
-@group(0) @binding(18) var<storage, read_write> result6_0: array<u32>;
-@group(0) @binding(19) var<storage, read_write> result7_0: array<u32>;
+@group(0) @binding(10) var<uniform> u: Uniforms;
+@group(0) @binding(0) var<storage, read_write> part0_0: array<i64>;
+@group(0) @binding(1) var<storage, read_write> part1_0: array<i64>;
+@group(0) @binding(2) var<storage, read_write> part2_0: array<i64>;
+@group(0) @binding(3) var<storage, read_write> part3_0: array<u32>;
+@group(0) @binding(4) var<storage, read_write> part4_0: array<i64>;
+@group(0) @binding(5) var<storage, read_write> part4_1: array<u32>;
+@group(0) @binding(6) var<storage, read_write> part5_0: array<i64>;
+@group(0) @binding(7) var<storage, read_write> part5_1: array<u32>;
+@group(0) @binding(8) var<storage, read_write> part6_0: array<u32>;
+@group(0) @binding(9) var<storage, read_write> part7_0: array<u32>;
 var<workgroup> red0_0: array<i64, 256>;
 var<workgroup> red1_0: array<i64, 256>;
 var<workgroup> red2_0: array<i64, 256>;
@@ -368,15 +358,15 @@ fn reduce_final(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup
         r140 = r130;
         r141 = r131;
         r142 = r132;
-        result0_0[0u] = r133;
-        result1_0[0u] = r134;
-        result2_0[0u] = r135;
-        result3_0[0u] = r136;
-        result4_0[0u] = r137;
-        result4_1[0u] = r138;
-        result5_0[0u] = r139;
-        result5_1[0u] = r140;
-        result6_0[0u] = select(0u, 1u, r141);
-        result7_0[0u] = select(0u, 1u, r142);
+        part0_0[0u] = r133;
+        part1_0[0u] = r134;
+        part2_0[0u] = r135;
+        part3_0[0u] = r136;
+        part4_0[0u] = r137;
+        part4_1[0u] = r138;
+        part5_0[0u] = r139;
+        part5_1[0u] = r140;
+        part6_0[0u] = select(0u, 1u, r141);
+        part7_0[0u] = select(0u, 1u, r142);
     }
 }
