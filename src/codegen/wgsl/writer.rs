@@ -490,17 +490,32 @@ impl<W: Write> WgslWriter<W> {
                 let zero = literal(Scalar::zero(t));
                 let is_div = matches!(h, Helper::Div(_));
                 let name = if is_div { "div" } else { "rem" };
+                let op = if is_div { "/" } else { "%" };
                 write!(w, "fn cq_{name}_{t}(a: {t}, b: {t}) -> {t} {{\n    if (b == {zero}) {{ return {zero}; }}\n")?;
                 if t.is_signed() {
+                    // Divide the magnitudes as unsigned (GLSL leaves `/` and
+                    // `%` of negative operands undefined), then apply the
+                    // sign of truncating division.
+                    let u = if t == DType::I32 { "u32" } else { "u64" };
                     let minus_one = literal(Scalar::I64(-1).cast(t));
                     if is_div {
-                        writeln!(w, "    if (b == {minus_one}) {{ return {zero} - a; }}")?;
+                        writeln!(
+                            w,
+                            "    if (b == {minus_one}) {{ return {zero} - a; }}\n    \
+                             let q = bitcast<{t}>(bitcast<{u}>(abs(a)) / bitcast<{u}>(abs(b)));\n    \
+                             return select(q, {zero} - q, (a < {zero}) != (b < {zero}));\n}}"
+                        )?;
                     } else {
-                        writeln!(w, "    if (b == {minus_one}) {{ return {zero}; }}")?;
+                        writeln!(
+                            w,
+                            "    if (b == {minus_one}) {{ return {zero}; }}\n    \
+                             let r = bitcast<{t}>(bitcast<{u}>(abs(a)) % bitcast<{u}>(abs(b)));\n    \
+                             return select(r, {zero} - r, a < {zero});\n}}"
+                        )?;
                     }
+                } else {
+                    writeln!(w, "    return a {op} b;\n}}")?;
                 }
-                let op = if is_div { "/" } else { "%" };
-                writeln!(w, "    return a {op} b;\n}}")?;
             }
             Helper::Cast(from, to) => {
                 let bits = to.size() as i32 * 8;
