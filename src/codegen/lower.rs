@@ -762,7 +762,7 @@ impl<'a> Lower<'a> {
         let contiguous = !aggs.iter().all(Agg::commutative);
         self.thread_loop(&mut b, &pre, ws, we, contiguous, |b, i| {
             let vals = self.element(b, &pre, &inputs, i)?;
-            let mut fold = |b: &mut KernelBuilder| -> R<()> {
+            let fold = |b: &mut KernelBuilder| -> R<()> {
                 for ((a, st), col) in aggs.iter().zip(&states).zip(columns) {
                     let x = col.map(|c| Self::value(&vals, c)).transpose()?;
                     let x = self.lift(b, a, x, i);
@@ -896,15 +896,8 @@ impl<'a> Lower<'a> {
         a: &Agg,
         totals: u16,
         outputs: &[DType],
-        lifted: &dyn Fn(&mut KernelBuilder, &[Option<Operand>]) -> R<Option<Operand>>,
-        emit: &dyn Fn(
-            &mut KernelBuilder,
-            &[Option<Operand>],
-            &[BindingId],
-            Local,
-            Operand,
-            Operand,
-        ) -> R<()>,
+        lifted: &LiftFn<'_>,
+        emit: &EmitFn<'_>,
     ) -> R<(super::kernel::Kernel, Vec<BufferRef>)> {
         let mut b = self.kernel(name);
         let mut bufs = Vec::new();
@@ -1193,6 +1186,14 @@ fn scratch_len(fields: &[DType], mut f: impl FnMut(usize, DType) -> u16) -> u16 
     let ids: Vec<u16> = fields.iter().enumerate().map(|(i, &t)| f(i, t)).collect();
     ids[0]
 }
+
+/// Yields the value a position contributes to a scan (`None`: identity).
+type LiftFn<'a> = dyn Fn(&mut KernelBuilder, &[Option<Operand>]) -> R<Option<Operand>> + 'a;
+
+/// Writes the outputs of one scanned position: `(vals, outputs, i, prefix
+/// before, prefix after)`.
+type EmitFn<'a> = dyn Fn(&mut KernelBuilder, &[Option<Operand>], &[BindingId], Local, Operand, Operand) -> R<()>
+    + 'a;
 
 /// Moves an error out of a result set inside a builder closure.
 fn take(r: &mut R<()>) -> R<()> {

@@ -252,7 +252,7 @@ impl Namer {
             clean.remove(0);
         }
         if clean.is_empty() || clean.starts_with(|c: char| c.is_ascii_digit()) {
-            clean.insert_str(0, "v");
+            clean.insert(0, 'v');
         }
         if Self::is_reserved(&clean) {
             clean.push('_');

@@ -100,18 +100,6 @@ fn storage_type(t: DType) -> &'static str {
     }
 }
 
-fn suffix(t: DType) -> &'static str {
-    match t {
-        DType::I32 => "i",
-        DType::U32 => "u",
-        DType::I64 => "li",
-        DType::U64 => "lu",
-        DType::F32 => "f",
-        DType::F64 => "lf",
-        DType::Bool => "",
-    }
-}
-
 /// A WGSL literal for `s`, exact for every value.
 pub fn literal(s: Scalar) -> String {
     match s {
