@@ -294,6 +294,12 @@ pub trait Backend: Send + Sync + 'static {
     /// Whether it can run at all here. Must be cheap after the first call.
     fn availability(&self) -> Availability;
 
+    /// Whether the backend has already paid its start-up cost (device
+    /// created). CPU backends always have.
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
     /// Whether it can run this plan (dtype support, limits). A backend that
     /// declines is skipped before any work, with the reason recorded.
     fn supports(&self, plan: &PhysicalPlan) -> Result<(), Cow<'static, str>>;

@@ -5,6 +5,7 @@
 use crate::backend::BackendKind;
 use crate::plan::PhysicalPlan;
 use std::any::Any;
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -30,6 +31,7 @@ pub struct CompiledPlan {
     /// How it was made.
     pub report: PlanReport,
     artifacts: [OnceLock<Arc<dyn Any + Send + Sync>>; BackendKind::COUNT],
+    support: [OnceLock<Result<(), Cow<'static, str>>>; BackendKind::COUNT],
 }
 
 impl std::fmt::Debug for CompiledPlan {
@@ -49,6 +51,7 @@ impl CompiledPlan {
             fingerprint,
             report,
             artifacts: Default::default(),
+            support: Default::default(),
         }
     }
 
@@ -78,6 +81,17 @@ impl CompiledPlan {
                 .unwrap_or_else(|_| panic!("two artifact types for backend {backend}")),
             false,
         ))
+    }
+
+    /// Whether `backend` accepts this plan, asked once per plan: device
+    /// backends lower the plan to answer, which must not happen per run.
+    pub fn supported_by(
+        &self,
+        backend: &dyn crate::backend::Backend,
+    ) -> Result<(), Cow<'static, str>> {
+        self.support[backend.kind().index()]
+            .get_or_init(|| backend.supports(&self.plan))
+            .clone()
     }
 
     /// Whether `backend` has built its artifact.

@@ -73,8 +73,26 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
         .or(engine.config.forced_backend.map(Forced::Environment));
     let mut candidates = SmallVec::new();
     let mut declined = SmallVec::new();
+    let forced_kind = forced.map(|f| match f {
+        Forced::Query(k) | Forced::Environment(k) => k,
+    });
     for b in engine.all_backends() {
         let kind = b.kind();
+        // Probing a device creates it (tens of milliseconds, once): not for
+        // inputs far too small to repay a launch, unless asked for.
+        if kind.is_device()
+            && workload.elements < DEVICE_PROBE_MIN_ELEMENTS
+            && forced_kind != Some(kind)
+            && !matches!(workload.residency, crate::plan::Residency::Device(_))
+            && !b.is_initialized()
+        {
+            declined.push(Attempt {
+                backend: kind,
+                phase: Phase::Init,
+                message: "not probed: input below the device probe threshold".into(),
+            });
+            continue;
+        }
         match check(engine, kind, &plan) {
             Ok(()) => candidates.push(kind),
             Err(a) => declined.push(a),
@@ -117,9 +135,14 @@ fn check(engine: &Engine, kind: BackendKind, plan: &CompiledPlan) -> Result<(), 
     if let Availability::Unavailable(why) = b.availability() {
         return Err(declined(Phase::Init, why));
     }
-    b.supports(&plan.plan)
+    plan.supported_by(&**b)
         .map_err(|why| declined(Phase::Support, why))
 }
+
+/// Inputs smaller than this never trigger the creation of a device (a
+/// launch alone costs more than a CPU pass over them); a device already
+/// created is still considered.
+pub const DEVICE_PROBE_MIN_ELEMENTS: u64 = 1 << 15;
 
 fn attempt_of(e: BackendError) -> Attempt {
     Attempt {
