@@ -73,5 +73,7 @@ pub mod query;
 pub mod recommend;
 pub mod runtime;
 pub mod select;
+#[cfg(feature = "otel")]
+pub mod telemetry;
 
 pub use error::{Error, ErrorKind, Result};

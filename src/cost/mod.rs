@@ -1,10 +1,18 @@
 //! The cost model: estimated seconds for running a workload on a backend,
 //! from device profiles. The built-in profiles are priors (the measured
 //! facts of DESIGN.md and common PCIe/launch figures) until calibration
-//! replaces them.
+//! replaces them with measurements of this machine ([`calibrate`]).
+//!
+//! Owns profiles, their calibration and persistence, and pricing; it never
+//! chooses a backend (that is `select`) and never runs a query.
 
+pub mod cache_file;
+pub mod calibrate;
 mod model;
 mod profile;
+mod shape;
 
-pub use model::{CostModel, Estimate};
+pub use calibrate::{calibrate_cpu, calibrate_device, calibrate_full, device_profile, Calibrate};
+pub use model::{CostModel, Estimate, EstimateInput, PRIOR_SELECTIVITY};
 pub use profile::{CpuProfile, DeviceProfile};
+pub use shape::{PlanShape, StageEnd, StageShape};

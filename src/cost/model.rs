@@ -1,7 +1,11 @@
-//! Estimates in seconds per backend: compile (zero when cached) + upload
-//! (zero when resident) + launches + max(memory, compute) + download.
+//! Estimates in seconds per stage and backend: compile (zero when cached) +
+//! upload (zero when resident) + launches or pool wake-ups + max(memory,
+//! compute) + extra passes (tree reductions, scans, compaction) + download
+//! (zero when the result stays on the device). Output sizes of filters use
+//! the plan's learned selectivity.
 
 use super::profile::{CpuProfile, DeviceProfile};
+use super::shape::{PlanShape, StageEnd};
 use crate::backend::BackendKind;
 use crate::plan::{Residency, WorkloadCharacteristics};
 
@@ -14,7 +18,8 @@ pub struct Estimate {
     pub transfer: f64,
     /// Fixed per-run costs (launches, pool wake-up).
     pub fixed: f64,
-    /// The pass(es) over memory: max of memory time and compute time.
+    /// The pass(es) over memory: max of memory time and compute time,
+    /// summed over stages and extra passes.
     pub compute: f64,
 }
 
@@ -25,6 +30,25 @@ impl Estimate {
     }
 }
 
+/// Selectivity assumed for a filter never measured.
+pub const PRIOR_SELECTIVITY: f64 = 0.5;
+
+/// What one estimate needs besides the profiles.
+#[derive(Clone, Copy, Debug)]
+pub struct EstimateInput<'a> {
+    /// The run's workload (real input sizes, residency).
+    pub workload: &'a WorkloadCharacteristics,
+    /// The plan's stages.
+    pub shape: &'a PlanShape,
+    /// Whether the backend's artifact for this plan is built already.
+    pub compiled: bool,
+    /// Share of elements that survive the plan's filters (learned per
+    /// plan; [`PRIOR_SELECTIVITY`] until measured).
+    pub selectivity: f64,
+    /// The result stays on the device (no download).
+    pub keep_on_device: bool,
+}
+
 /// Prices workloads with the current profiles.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CostModel {
@@ -32,6 +56,47 @@ pub struct CostModel {
     pub cpu: CpuProfile,
     /// Per device backend (`wgpu`, `cuda`), when known.
     pub devices: [Option<DeviceProfile>; 2],
+}
+
+/// Work of one stage run, as counts.
+struct StageWork {
+    /// Positions evaluated.
+    n: f64,
+    /// Bytes read.
+    read: f64,
+    /// Bytes written.
+    write: f64,
+    /// Element operations (simple, transcendental) over all positions.
+    ops: f64,
+    trans: f64,
+    end: StageEnd,
+}
+
+fn stage_work(e: &EstimateInput<'_>) -> smallvec::SmallVec<[StageWork; 2]> {
+    let mut out: smallvec::SmallVec<[StageWork; 2]> = smallvec::SmallVec::new();
+    let elements = e.workload.elements as f64;
+    let sel = e.selectivity.clamp(0.0, 1.0);
+    for s in &e.shape.stages {
+        let n = match s.reads_stage.and_then(|j| out.get(j)) {
+            Some(prev) if prev.end == StageEnd::Compact => prev.n * sel,
+            Some(prev) => prev.n,
+            None => elements,
+        };
+        let outputs = match s.end {
+            StageEnd::Reduce => 0.0,
+            StageEnd::Compact => n * sel,
+            StageEnd::Store | StageEnd::Scan => n,
+        };
+        out.push(StageWork {
+            n,
+            read: n * (s.source_bytes + s.stage_bytes),
+            write: outputs * s.out_bytes,
+            ops: n * s.ops,
+            trans: n * s.transcendental,
+            end: s.end,
+        });
+    }
+    out
 }
 
 impl CostModel {
@@ -50,6 +115,10 @@ impl CostModel {
             .unwrap_or_default()
     }
 
+    fn device_ref(&self, kind: BackendKind) -> Option<&DeviceProfile> {
+        Self::device_index(kind).and_then(|i| self.devices[i].as_ref())
+    }
+
     /// Sets the profile of a device backend.
     pub fn set_device(&mut self, kind: BackendKind, p: DeviceProfile) {
         if let Some(i) = Self::device_index(kind) {
@@ -57,54 +126,165 @@ impl CostModel {
         }
     }
 
-    /// Estimated cost of running `w` on `kind`; `compiled` says whether the
+    /// Estimated cost of running `w` on `kind` from the workload alone
+    /// (one stage, prior selectivity); `compiled` says whether the
     /// backend's artifact for this plan is already built.
-    pub fn estimate(&self, kind: BackendKind, w: &WorkloadCharacteristics, compiled: bool) -> Estimate {
-        let n = w.elements as f64;
-        let ops = w.ops_per_element as f64;
-        let trans = w.transcendental_per_element as f64;
-        let bytes = (w.bytes_in + w.bytes_out) as f64;
-        let passes = w.stages.max(1) as f64;
+    pub fn estimate(
+        &self,
+        kind: BackendKind,
+        w: &WorkloadCharacteristics,
+        compiled: bool,
+    ) -> Estimate {
+        let shape = PlanShape::from_workload(w);
+        self.estimate_with(
+            kind,
+            &EstimateInput {
+                workload: w,
+                shape: &shape,
+                compiled,
+                selectivity: PRIOR_SELECTIVITY,
+                keep_on_device: false,
+            },
+        )
+    }
+
+    /// Estimated cost of running the plan described by `e` on `kind`.
+    pub fn estimate_with(&self, kind: BackendKind, e: &EstimateInput<'_>) -> Estimate {
+        let work = stage_work(e);
         let c = &self.cpu;
+        let bw = |bytes: f64, all: bool| match (bytes <= c.cache_bytes, all) {
+            (true, false) => c.cache_bandwidth_one,
+            (true, true) => c.cache_bandwidth_all,
+            (false, false) => c.bandwidth_one,
+            (false, true) => c.bandwidth_all,
+        };
+        // Fresh output pages are faulted in on first write.
+        let fault = |bytes: f64| {
+            if bytes > 128.0 * 1024.0 {
+                bytes / c.fresh_write_bandwidth
+            } else {
+                0.0
+            }
+        };
+        let cpu_compile = if e.compiled { 0.0 } else { c.simd_compile };
         match kind {
-            BackendKind::CpuScalar => Estimate {
-                fixed: 1e-6,
-                compute: n * (c.scalar_element + ops * c.scalar_op + trans * c.simd_transcendental),
-                ..Estimate::default()
-            },
-            BackendKind::CpuSimd => Estimate {
-                fixed: c.simd_fixed * passes,
-                compile: if compiled { 0.0 } else { 5e-6 },
-                compute: (bytes / c.bandwidth_one)
-                    .max(n * (ops * c.simd_op + trans * c.simd_transcendental)),
-                ..Estimate::default()
-            },
+            BackendKind::CpuScalar => {
+                let compute = work
+                    .iter()
+                    .map(|s| {
+                        s.n * c.scalar_element
+                            + s.ops * c.scalar_op
+                            + s.trans * c.scalar_transcendental
+                            + fault(s.write)
+                    })
+                    .sum();
+                Estimate {
+                    fixed: c.scalar_fixed,
+                    compute,
+                    ..Estimate::default()
+                }
+            }
+            BackendKind::CpuSimd => {
+                let mut compute = 0.0;
+                for s in &work {
+                    let bytes = s.read + s.write;
+                    let extra = match s.end {
+                        StageEnd::Compact => s.n * c.simd_op,
+                        StageEnd::Scan => s.n * c.scan_element,
+                        _ => 0.0,
+                    };
+                    let cpu = s.ops * c.simd_op + s.trans * c.simd_transcendental + extra;
+                    compute += (bytes / bw(bytes, false)).max(cpu) + fault(s.write);
+                }
+                Estimate {
+                    compile: cpu_compile,
+                    fixed: c.simd_fixed * work.len() as f64,
+                    compute,
+                    ..Estimate::default()
+                }
+            }
             BackendKind::CpuParallel => {
                 let t = c.threads.max(1) as f64;
+                let mut compute = 0.0;
+                let mut wakeups = 0.0;
+                for s in &work {
+                    let bytes = s.read + s.write;
+                    // Compaction counts survivors first and scans compute
+                    // leaf totals first: one more read and one more join.
+                    let (passes, reread): (f64, f64) = match s.end {
+                        StageEnd::Compact | StageEnd::Scan => (2.0, s.read),
+                        _ => (1.0, 0.0),
+                    };
+                    let extra = match s.end {
+                        StageEnd::Compact => 2.0 * s.n * c.simd_op,
+                        StageEnd::Scan => s.n * c.scan_element,
+                        _ => 0.0,
+                    };
+                    let cpu = (s.ops * passes.min(1.5) * c.simd_op
+                        + s.trans * c.simd_transcendental
+                        + extra)
+                        / t;
+                    let moved = bytes + reread;
+                    compute += (moved / bw(bytes, true)).max(cpu) + fault(s.write) / t.sqrt();
+                    wakeups += passes;
+                }
                 Estimate {
-                    fixed: c.pool_wakeup * passes + c.simd_fixed,
-                    compile: if compiled { 0.0 } else { 5e-6 },
-                    compute: (bytes / c.bandwidth_all)
-                        .max(n * (ops * c.simd_op + trans * c.simd_transcendental) / t),
+                    compile: cpu_compile,
+                    fixed: c.pool_wakeup * wakeups + c.simd_fixed,
+                    compute,
                     ..Estimate::default()
                 }
             }
             BackendKind::Wgpu | BackendKind::Cuda => {
-                let d = self.device(kind);
+                let prior;
+                let d = match self.device_ref(kind) {
+                    Some(d) => d,
+                    None => {
+                        prior = DeviceProfile::default();
+                        &prior
+                    }
+                };
+                let w = e.workload;
                 let resident = matches!(w.residency, Residency::Device(k) if k == kind);
-                let upload = if resident {
+                let source_bytes = work
+                    .first()
+                    .map_or(0.0, |s| e.shape.stages[0].source_bytes * s.n);
+                let upload = if resident || source_bytes == 0.0 {
                     0.0
                 } else {
-                    d.transfer_latency + w.bytes_in as f64 / d.upload_bandwidth
+                    d.transfer_latency + source_bytes / d.upload_bandwidth
                 };
-                let download = d.transfer_latency + w.bytes_out as f64 / d.download_bandwidth;
-                // Reductions and scans take a second pass; compaction two more.
-                let launches = passes * if w.terminal == "collect" { 1.0 } else { 2.0 };
+                let last = work.last();
+                let result_bytes = match last {
+                    Some(s) if s.end == StageEnd::Reduce => 8.0,
+                    Some(s) => s.write,
+                    None => 0.0,
+                };
+                let kept = e.keep_on_device && last.is_some_and(|s| s.end != StageEnd::Reduce);
+                let download = if kept {
+                    0.0
+                } else {
+                    d.transfer_latency + result_bytes / d.download_bandwidth
+                };
+                let mut launches = 0.0;
+                let mut compute = 0.0;
+                for s in &work {
+                    // A tree reduction takes one launch per 256x shrink; a
+                    // scan or compaction three launches and a second read.
+                    let (l, reread) = match s.end {
+                        StageEnd::Reduce => (1.0 + (s.n.max(1.0).ln() / 256f64.ln()).floor(), 0.0),
+                        StageEnd::Store => (1.0, 0.0),
+                        StageEnd::Compact | StageEnd::Scan => (3.0, s.read),
+                    };
+                    launches += l;
+                    let bytes = s.read + s.write + reread;
+                    compute += (bytes / d.bandwidth).max(s.ops * d.op + s.trans * d.transcendental);
+                }
                 Estimate {
-                    compile: if compiled { 0.0 } else { d.compile },
+                    compile: if e.compiled { 0.0 } else { d.compile },
                     transfer: upload + download,
                     fixed: launches * d.launch,
-                    compute: (bytes / d.bandwidth).max(n * (ops * d.op + trans * d.transcendental)),
+                    compute,
                 }
             }
         }
@@ -114,6 +294,7 @@ impl CostModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cost::shape::StageShape;
 
     fn sum_of(n: u64) -> WorkloadCharacteristics {
         WorkloadCharacteristics {
@@ -126,18 +307,23 @@ mod tests {
             stages: 1,
             terminal: "reduce",
             residency: Residency::Host,
+            output_on_device: false,
         }
     }
 
-    #[test]
-    fn single_thread_wins_small_parallel_wins_large() {
-        let m = CostModel {
+    fn model() -> CostModel {
+        CostModel {
             cpu: CpuProfile {
                 threads: 2,
                 ..CpuProfile::default()
             },
             ..CostModel::default()
-        };
+        }
+    }
+
+    #[test]
+    fn single_thread_wins_small_parallel_wins_large() {
+        let m = model();
         let small = sum_of(10_000);
         let large = sum_of(10_000_000);
         let t = |k, w| m.estimate(k, w, true).total();
@@ -155,5 +341,106 @@ mod tests {
         let dev = m.estimate(BackendKind::Wgpu, &w, true);
         assert!(dev.transfer < host.transfer);
         assert!(host.transfer - dev.transfer > (4 << 24) as f64 / 12e9 * 0.9);
+    }
+
+    #[test]
+    fn compile_counts_only_when_not_cached() {
+        let m = CostModel::default();
+        let w = sum_of(1000);
+        for k in [BackendKind::CpuSimd, BackendKind::Wgpu] {
+            assert!(m.estimate(k, &w, false).compile > 0.0);
+            assert_eq!(m.estimate(k, &w, true).compile, 0.0);
+        }
+    }
+
+    fn compaction(n: u64) -> (WorkloadCharacteristics, PlanShape) {
+        let mut w = sum_of(n);
+        w.terminal = "collect";
+        w.bytes_out = 4 * n;
+        let shape = PlanShape {
+            stages: smallvec::smallvec![StageShape {
+                ops: 2.0,
+                transcendental: 0.0,
+                source_bytes: 4.0,
+                stage_bytes: 0.0,
+                reads_stage: None,
+                out_bytes: 4.0,
+                end: StageEnd::Compact,
+            }],
+        };
+        (w, shape)
+    }
+
+    #[test]
+    fn selectivity_scales_the_output_and_download() {
+        let m = model();
+        let (w, shape) = compaction(1 << 22);
+        let at = |sel: f64, k| {
+            m.estimate_with(
+                k,
+                &EstimateInput {
+                    workload: &w,
+                    shape: &shape,
+                    compiled: true,
+                    selectivity: sel,
+                    keep_on_device: false,
+                },
+            )
+        };
+        assert!(at(0.01, BackendKind::CpuSimd).total() < at(1.0, BackendKind::CpuSimd).total());
+        assert!(at(0.01, BackendKind::Wgpu).transfer < at(1.0, BackendKind::Wgpu).transfer);
+    }
+
+    #[test]
+    fn a_result_kept_on_the_device_is_not_downloaded() {
+        let m = model();
+        let (w, shape) = compaction(1 << 22);
+        let est = |keep| {
+            m.estimate_with(
+                BackendKind::Wgpu,
+                &EstimateInput {
+                    workload: &w,
+                    shape: &shape,
+                    compiled: true,
+                    selectivity: 1.0,
+                    keep_on_device: keep,
+                },
+            )
+        };
+        let d = m.device(BackendKind::Wgpu);
+        let saved = est(false).transfer - est(true).transfer;
+        assert!(
+            (saved - (d.transfer_latency + (4u64 << 22) as f64 / d.download_bandwidth)).abs()
+                < 1e-9
+        );
+    }
+
+    #[test]
+    fn a_second_stage_reads_the_survivors_only() {
+        let m = model();
+        let (w, mut shape) = compaction(1 << 22);
+        shape.stages.push(StageShape {
+            ops: 1.0,
+            transcendental: 0.0,
+            source_bytes: 0.0,
+            stage_bytes: 4.0,
+            reads_stage: Some(0),
+            out_bytes: 0.0,
+            end: StageEnd::Reduce,
+        });
+        let at = |sel: f64| {
+            m.estimate_with(
+                BackendKind::CpuSimd,
+                &EstimateInput {
+                    workload: &w,
+                    shape: &shape,
+                    compiled: true,
+                    selectivity: sel,
+                    keep_on_device: false,
+                },
+            )
+            .total()
+        };
+        assert!(at(0.1) < at(0.9));
     }
 }

@@ -1,14 +1,27 @@
 //! Device profiles: the measured (or prior) speeds the cost model prices
 //! with. Every figure is a documented field with its default and origin.
+//! The defaults are priors only: [`super::calibrate`] replaces them with
+//! measurements of this machine and persists them.
+
+use serde::{Deserialize, Serialize};
 
 /// Speeds of the host CPU.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CpuProfile {
-    /// Read bandwidth of one thread, bytes/s. Prior: 25 GB/s (DESIGN.md:
-    /// 23–33 GB/s with 8 SIMD accumulators).
+    /// Read bandwidth of one thread from DRAM, bytes/s. Prior: 25 GB/s
+    /// (DESIGN.md: 23–33 GB/s with 8 SIMD accumulators).
     pub bandwidth_one: f64,
-    /// Read bandwidth of all threads, bytes/s. Prior: 45 GB/s (44–57 GB/s).
+    /// Read bandwidth of all threads from DRAM, bytes/s. Prior: 45 GB/s
+    /// (44–57 GB/s).
     pub bandwidth_all: f64,
+    /// Working sets up to this many bytes are read at the cache bandwidths
+    /// below. Prior: 2 MiB (measured: the last-level cache size).
+    pub cache_bytes: f64,
+    /// Read bandwidth of one thread from cache, bytes/s. Prior: 60 GB/s.
+    pub cache_bandwidth_one: f64,
+    /// Read bandwidth of all threads from cache, bytes/s. Prior: 100 GB/s.
+    pub cache_bandwidth_all: f64,
     /// Threads in the pool.
     pub threads: u32,
     /// Seconds per element per simple operation in the block program
@@ -28,6 +41,21 @@ pub struct CpuProfile {
     pub scalar_op: f64,
     /// Seconds per element of interpreter overhead. Prior: 15 ns.
     pub scalar_element: f64,
+    /// Seconds per element per transcendental operation of the
+    /// interpreter. Prior: 8 ns.
+    pub scalar_transcendental: f64,
+    /// Fixed cost of one `cpu-scalar` run, seconds. Prior: 300 ns.
+    pub scalar_fixed: f64,
+    /// Seconds per element of the dependent carry of a scan (one thread).
+    /// Prior: 0.5 ns.
+    pub scan_element: f64,
+    /// Bytes/s at which freshly allocated output pages are first written
+    /// (page faults and zeroing; large outputs pay it). Prior: 8 GB/s.
+    pub fresh_write_bandwidth: f64,
+    /// Building the block program of a plan, seconds. Prior: 5 µs.
+    pub simd_compile: f64,
+    /// Whether these figures were measured on this machine (false: priors).
+    pub measured: bool,
 }
 
 impl Default for CpuProfile {
@@ -35,6 +63,9 @@ impl Default for CpuProfile {
         CpuProfile {
             bandwidth_one: 25e9,
             bandwidth_all: 45e9,
+            cache_bytes: 2.0 * 1024.0 * 1024.0,
+            cache_bandwidth_one: 60e9,
+            cache_bandwidth_all: 100e9,
             threads: rayon::current_num_threads() as u32,
             simd_op: 0.15e-9,
             simd_transcendental: 2e-9,
@@ -42,12 +73,19 @@ impl Default for CpuProfile {
             pool_wakeup: 30e-6,
             scalar_op: 6e-9,
             scalar_element: 15e-9,
+            scalar_transcendental: 8e-9,
+            scalar_fixed: 300e-9,
+            scan_element: 0.5e-9,
+            fresh_write_bandwidth: 8e9,
+            simd_compile: 5e-6,
+            measured: false,
         }
     }
 }
 
 /// Speeds of an accelerator and the path to it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct DeviceProfile {
     /// Host → device bytes/s. Prior: 12 GB/s (PCIe 3 x16 in practice).
     pub upload_bandwidth: f64,
@@ -67,6 +105,8 @@ pub struct DeviceProfile {
     pub compile: f64,
     /// A software rasterizer or emulator rather than real hardware.
     pub software: bool,
+    /// Whether these figures were measured (false: priors).
+    pub measured: bool,
 }
 
 impl Default for DeviceProfile {
@@ -81,6 +121,7 @@ impl Default for DeviceProfile {
             transcendental: 0.02e-9,
             compile: 20e-3,
             software: false,
+            measured: false,
         }
     }
 }
@@ -100,6 +141,7 @@ impl DeviceProfile {
             transcendental: 2e-9,
             compile: 50e-3,
             software: true,
+            measured: false,
         }
     }
 }

@@ -8,12 +8,17 @@ use crate::expr::Node;
 pub struct BakedConstantRule;
 
 impl Rule for BakedConstantRule {
-    fn check(&self, cx: &Context<'_>) -> Option<Recommendation> {
+    fn check(&self, cx: &Context<'_>, _ev: &super::Evidence<'_>) -> Option<Recommendation> {
         let n: usize = cx
             .plan
             .stages
             .iter()
-            .map(|s| s.program.iter().filter(|(_, d)| matches!(d.node, Node::Const(_))).count())
+            .map(|s| {
+                s.program
+                    .iter()
+                    .filter(|(_, d)| matches!(d.node, Node::Const(_)))
+                    .count()
+            })
             .sum();
         (n > 0).then(|| Recommendation {
             kind: RecommendationKind::BakedConstant,
@@ -22,7 +27,10 @@ impl Rule for BakedConstantRule {
                 "{n} constant(s) are baked into the plan (Expr::constant); use a captured \
                  Rust value instead so a new value reuses the compiled plan"
             ),
-            saving: cx.metrics.filter(|m| !m.plan_cache_hit).map(|m| m.phases.optimize + m.phases.compile),
+            saving: cx
+                .metrics
+                .filter(|m| !m.plan_cache_hit)
+                .map(|m| m.phases.optimize + m.phases.compile),
         })
     }
 }
@@ -37,7 +45,11 @@ mod tests {
     #[test]
     fn fires_on_constants_only() {
         let xs = vec![1.0f32; 100];
-        let e = xs.compute().map(|x| x * Expr::constant(3.0)).explain_analyze().sum();
+        let e = xs
+            .compute()
+            .map(|x| x * Expr::constant(3.0))
+            .explain_analyze()
+            .sum();
         assert!(kinds(&analyzed(&e)).contains(&BakedConstant));
         let e = xs.compute().map(|x| x * 3.0).explain_analyze().sum();
         assert!(!kinds(&analyzed(&e)).contains(&BakedConstant));

@@ -9,7 +9,7 @@ use crate::plan::{StageInput, Terminal};
 pub struct FusionBreakRule;
 
 impl Rule for FusionBreakRule {
-    fn check(&self, cx: &Context<'_>) -> Option<Recommendation> {
+    fn check(&self, cx: &Context<'_>, _ev: &super::Evidence<'_>) -> Option<Recommendation> {
         let breaks = cx
             .plan
             .stages
@@ -17,11 +17,16 @@ impl Rule for FusionBreakRule {
             .filter(|w| {
                 matches!(w[0].terminal, Terminal::Collect(_))
                     && w[0].predicate.is_some()
-                    && w[1].inputs.iter().any(|i| matches!(i, StageInput::Stage { .. }))
+                    && w[1]
+                        .inputs
+                        .iter()
+                        .any(|i| matches!(i, StageInput::Stage { .. }))
             })
             .count();
         (breaks > 0).then(|| {
-            let extra = cx.metrics.map(|m| m.phases.execute / (cx.plan.stages.len() as u32).max(1));
+            let extra = cx
+                .metrics
+                .map(|m| m.phases.execute / (cx.plan.stages.len() as u32).max(1));
             Recommendation {
                 kind: RecommendationKind::FusionBreak,
                 severity: Severity::Info,
@@ -45,9 +50,19 @@ mod tests {
     #[test]
     fn fires_on_compaction_before_position() {
         let xs = vec![1.0f32; 100];
-        let e = xs.compute().filter(|x| x.gt(0.0)).enumerate().explain_analyze().count();
+        let e = xs
+            .compute()
+            .filter(|x| x.gt(0.0))
+            .enumerate()
+            .explain_analyze()
+            .count();
         assert!(kinds(&analyzed(&e)).contains(&FusionBreak));
-        let e = xs.compute().enumerate().filter(|(_, x)| x.gt(0.0)).explain_analyze().count();
+        let e = xs
+            .compute()
+            .enumerate()
+            .filter(|(_, x)| x.gt(0.0))
+            .explain_analyze()
+            .count();
         assert!(!kinds(&analyzed(&e)).contains(&FusionBreak));
     }
 }

@@ -4,12 +4,18 @@
 //! stays silent.
 
 mod baked_constant;
+mod collect_then_aggregate;
+pub mod flow;
 mod fusion_break;
+mod intermediate_collect;
 mod parallel_lost;
 mod small_device_input;
 mod transfers_dominate;
+mod unsupported_type;
 
-use crate::metrics::{CandidateEstimate, ExecutionMetrics};
+pub use flow::{OutputTracker, Produced};
+
+use crate::metrics::{Attempt, CandidateEstimate, ExecutionMetrics};
 use crate::plan::{PhysicalPlan, WorkloadCharacteristics};
 use std::fmt;
 use std::time::Duration;
@@ -29,6 +35,14 @@ pub enum RecommendationKind {
     SmallDeviceInput,
     /// Moving data to and from the device cost more than computing.
     TransfersDominate,
+    /// The query reads a buffer that an earlier query collected: chaining
+    /// the two fuses them into one pass without the intermediate.
+    IntermediateCollect,
+    /// A filtered result was collected and then only aggregated: the
+    /// aggregate over the filter runs in one pass without materializing.
+    CollectThenAggregate,
+    /// A device declined the plan for a type it lacks (64-bit on many GPUs).
+    UnsupportedType,
 }
 
 /// How much it matters.
@@ -82,28 +96,50 @@ pub struct Context<'a> {
     pub metrics: Option<&'a ExecutionMetrics>,
 }
 
+/// What is known about a query beyond its own plan and run: the backends
+/// that declined it and the earlier query that produced its input.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Evidence<'a> {
+    /// Backends not considered, with why (`Explain::declined`).
+    pub declined: &'a [Attempt],
+    /// The recent collect whose output this query reads
+    /// ([`OutputTracker::producer_of`] of the query's inputs).
+    pub producer: Option<Produced>,
+}
+
 /// A recommendation rule.
 pub trait Rule {
     /// Checks the context.
-    fn check(&self, cx: &Context<'_>) -> Option<Recommendation>;
+    fn check(&self, cx: &Context<'_>, ev: &Evidence<'_>) -> Option<Recommendation>;
+}
+
+/// Runs every rule with no evidence beyond the context.
+pub fn recommend(cx: &Context<'_>) -> Vec<Recommendation> {
+    recommend_with(cx, &Evidence::default())
 }
 
 /// Runs every rule.
-pub fn recommend(cx: &Context<'_>) -> Vec<Recommendation> {
-    let rules: [&dyn Rule; 5] = [
+pub fn recommend_with(cx: &Context<'_>, ev: &Evidence<'_>) -> Vec<Recommendation> {
+    let rules: [&dyn Rule; 8] = [
         &baked_constant::BakedConstantRule,
+        &collect_then_aggregate::CollectThenAggregateRule,
         &fusion_break::FusionBreakRule,
+        &intermediate_collect::IntermediateCollectRule,
         &parallel_lost::ParallelLostRule,
         &small_device_input::SmallDeviceInputRule,
         &transfers_dominate::TransfersDominateRule,
+        &unsupported_type::UnsupportedTypeRule,
     ];
-    let mut out: Vec<Recommendation> = rules.iter().filter_map(|r| r.check(cx)).collect();
+    let mut out: Vec<Recommendation> = rules.iter().filter_map(|r| r.check(cx, ev)).collect();
     out.sort_by(|a, b| b.severity.cmp(&a.severity));
     out
 }
 
 fn estimate_of(cx: &Context<'_>, k: crate::backend::BackendKind) -> Option<f64> {
-    cx.estimates.iter().find(|e| e.backend == k).map(|e| e.seconds)
+    cx.estimates
+        .iter()
+        .find(|e| e.backend == k)
+        .map(|e| e.seconds)
 }
 
 #[cfg(test)]
@@ -113,13 +149,65 @@ pub(crate) mod testing {
 
     /// The context of an explain-analyze of a real query.
     pub fn analyzed(e: &crate::metrics::Explain) -> Vec<Recommendation> {
-        recommend(&Context {
-            plan: &e.plan,
-            workload: &e.workload,
-            estimates: &e.candidates,
-            backend: e.metrics.as_ref().map_or(e.choice, |m| m.backend),
-            metrics: e.metrics.as_ref(),
-        })
+        analyzed_with(e, None)
+    }
+
+    /// The same with the declined backends of the explain and a producer.
+    pub fn analyzed_with(e: &crate::metrics::Explain, producer: Option<Produced>) -> Vec<Recommendation> {
+        recommend_with(
+            &Context {
+                plan: &e.plan,
+                workload: &e.workload,
+                estimates: &e.candidates,
+                backend: e.metrics.as_ref().map_or(e.choice, |m| m.backend),
+                metrics: e.metrics.as_ref(),
+            },
+            &Evidence {
+                declined: &e.declined,
+                producer,
+            },
+        )
+    }
+
+    /// A device backend for tests: runs on `cpu-scalar` but reports itself
+    /// as `wgpu`, with `transfer` as its upload time, and declines plans
+    /// with 64-bit types when `no_wide`.
+    #[derive(Debug)]
+    pub struct FakeDevice {
+        pub transfer: std::time::Duration,
+        pub no_wide: bool,
+    }
+
+    impl crate::backend::Backend for FakeDevice {
+        fn kind(&self) -> BackendKind {
+            BackendKind::Wgpu
+        }
+        fn availability(&self) -> crate::backend::Availability {
+            crate::backend::Availability::Available
+        }
+        fn supports(&self, plan: &crate::plan::PhysicalPlan) -> Result<(), std::borrow::Cow<'static, str>> {
+            if self.no_wide && plan.stages.iter().any(|s| s.uses_wide_types()) {
+                return Err("the adapter lacks SHADER_F64/SHADER_INT64".into());
+            }
+            Ok(())
+        }
+        fn execute(
+            &self,
+            job: &crate::backend::Job<'_>,
+            stats: &mut crate::backend::RunStats,
+        ) -> Result<crate::plan::PlanOutput, crate::backend::BackendError> {
+            let t = std::time::Instant::now();
+            let out = crate::backend::cpu_scalar::CpuScalar.execute(job, stats)?;
+            stats.execute = t.elapsed();
+            stats.transfer_in = self.transfer;
+            stats.bytes_uploaded = job.inputs.iter().map(|i| (i.len() * i.dtype().size()) as u64).sum();
+            Ok(out)
+        }
+    }
+
+    /// An engine with the fake device.
+    pub fn engine_with(dev: FakeDevice) -> Engine {
+        Engine::default().with_backend(std::sync::Arc::new(dev))
     }
 
     pub fn kinds(r: &[Recommendation]) -> Vec<RecommendationKind> {

@@ -9,7 +9,7 @@ use crate::metrics::fmt_duration;
 pub struct ParallelLostRule;
 
 impl Rule for ParallelLostRule {
-    fn check(&self, cx: &Context<'_>) -> Option<Recommendation> {
+    fn check(&self, cx: &Context<'_>, _ev: &super::Evidence<'_>) -> Option<Recommendation> {
         if cx.backend != BackendKind::CpuParallel {
             return None;
         }
@@ -41,12 +41,24 @@ mod tests {
     #[test]
     fn fires_when_parallel_is_forced_on_a_tiny_input() {
         let xs = vec![1.0f32; 64];
-        let e = xs.compute().on(BackendKind::CpuParallel).explain_analyze().sum();
+        let e = xs
+            .compute()
+            .on(BackendKind::CpuParallel)
+            .explain_analyze()
+            .sum();
         assert!(kinds(&analyzed(&e)).contains(&ParallelLost));
         let big = vec![1.0f32; 4 << 20];
-        let e = big.compute().on(BackendKind::CpuParallel).explain_analyze().sum();
+        let e = big
+            .compute()
+            .on(BackendKind::CpuParallel)
+            .explain_analyze()
+            .sum();
         assert!(!kinds(&analyzed(&e)).contains(&ParallelLost));
-        let e = xs.compute().on(BackendKind::CpuSimd).explain_analyze().sum();
+        let e = xs
+            .compute()
+            .on(BackendKind::CpuSimd)
+            .explain_analyze()
+            .sum();
         assert!(!kinds(&analyzed(&e)).contains(&ParallelLost));
     }
 }

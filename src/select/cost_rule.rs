@@ -90,9 +90,18 @@ impl Selector for CostRule {
         let m = self.model.read();
         vec![
             ("selector", "cost-rule".into()),
-            ("cpu.bandwidth_one", format!("{:.1}GB/s", m.cpu.bandwidth_one / 1e9)),
-            ("cpu.bandwidth_all", format!("{:.1}GB/s", m.cpu.bandwidth_all / 1e9)),
-            ("cpu.pool_wakeup", format!("{:.1}µs", m.cpu.pool_wakeup * 1e6)),
+            (
+                "cpu.bandwidth_one",
+                format!("{:.1}GB/s", m.cpu.bandwidth_one / 1e9),
+            ),
+            (
+                "cpu.bandwidth_all",
+                format!("{:.1}GB/s", m.cpu.bandwidth_all / 1e9),
+            ),
+            (
+                "cpu.pool_wakeup",
+                format!("{:.1}µs", m.cpu.pool_wakeup * 1e6),
+            ),
             ("cpu.threads", m.cpu.threads.to_string()),
             ("parallel_crossover_f32_sum", {
                 drop(m);

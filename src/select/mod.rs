@@ -1,11 +1,20 @@
 //! Backend selection: given the plan, the run's real workload and the
 //! candidate backends, choose one (and the order of fallbacks) with a
-//! reason. Behind a trait so that the learning selector can replace the
-//! cost rule without touching the runtime.
+//! reason. Behind a trait so that selectors can be swapped without touching
+//! the runtime: [`LearningSelector`] (the default: calibrated cost model ×
+//! measured history × bounded exploration) and [`CostRule`] (the model
+//! alone, no state).
+//!
+//! Owns history and its persistence; prices through `cost`, never runs
+//! anything itself.
 
 mod cost_rule;
+pub mod history;
+mod learning;
+mod persist;
 
 pub use cost_rule::CostRule;
+pub use learning::{LearningSelector, LearningSettings};
 
 use crate::backend::BackendKind;
 use crate::metrics::{CandidateEstimate, ExecutionMetrics, SelectionReason};
@@ -14,9 +23,11 @@ use crate::runtime::compiled::CompiledPlan;
 use smallvec::SmallVec;
 use std::fmt;
 
-/// The selector a new engine uses.
-pub fn default_selector(_config: &crate::runtime::Config) -> Box<dyn Selector> {
-    Box::new(CostRule::default())
+/// The selector a new engine uses: the [`LearningSelector`] with the
+/// config's settings (learning, cache directory, calibration budget,
+/// exploration bound).
+pub fn default_selector(config: &crate::runtime::Config) -> Box<dyn Selector> {
+    Box::new(LearningSelector::from_config(config))
 }
 
 /// Who forced a backend.
@@ -65,4 +76,14 @@ pub trait Selector: Send + Sync + fmt::Debug {
     fn settings(&self) -> Vec<(&'static str, String)> {
         Vec::new()
     }
+
+    /// Forgets everything learned (in memory and persisted).
+    fn reset(&self) {}
+
+    /// Persists what was learned now rather than in the background.
+    fn flush(&self) {}
+
+    /// Uses a measured profile for a device backend from now on (see
+    /// [`crate::cost::device_profile`]).
+    fn set_device_profile(&self, _kind: BackendKind, _profile: crate::cost::DeviceProfile) {}
 }

@@ -1,0 +1,659 @@
+//! Calibration: measuring this machine so that the cost model's figures are
+//! facts rather than priors.
+//!
+//! * The CPU: read bandwidth from DRAM and from cache with one thread and
+//!   with the whole pool, the pool's wake-up cost, the cost of one block
+//!   operation and of a transcendental, page-fault cost of fresh outputs.
+//!   [`calibrate_cpu`] runs within a time budget (the first query waits for
+//!   at most [`Config::calibration_budget`](crate::runtime::Config), 200 ms
+//!   by default; the quick run needs ~50 ms); [`calibrate_full`] is the
+//!   long, explicit run.
+//! * Devices: a device backend implements [`Calibrate`] (timed uploads,
+//!   downloads, an empty dispatch, a read kernel, a compile) and
+//!   [`calibrate_device`] fits a [`DeviceProfile`] from those timings
+//!   (latency + bytes/bandwidth by least squares over several sizes).
+//!
+//! Results persist per machine, device and library version in the cache
+//! directory ([`super::cache_file`]); the process keeps one CPU profile that
+//! every engine shares, published with a generation number so selectors
+//! pick up a later full calibration without a lock on the query path.
+
+use super::cache_file;
+use super::profile::{CpuProfile, DeviceProfile};
+use crate::backend::BackendKind;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The file kind of persisted calibrations.
+const KIND: &str = "calibration";
+
+/// What is persisted.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+struct CalibrationFile {
+    /// The host, when measured.
+    cpu: Option<CpuProfile>,
+    /// Whether `cpu` came from the full run.
+    cpu_full: bool,
+    /// Device profiles by [`Calibrate::device_id`].
+    devices: BTreeMap<String, DeviceProfile>,
+}
+
+struct Host {
+    profile: Option<CpuProfile>,
+    full: bool,
+}
+
+static HOST: Mutex<Host> = Mutex::new(Host {
+    profile: None,
+    full: false,
+});
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Incremented whenever the process-wide CPU profile changes; selectors
+/// compare it (one relaxed load) to know when to re-read the profile.
+pub fn generation() -> u64 {
+    GENERATION.load(Ordering::Relaxed)
+}
+
+/// The process-wide CPU profile: from memory, else from the cache file in
+/// `cache_dir`, else measured within `budget` (and persisted). With a zero
+/// budget and nothing persisted, the priors.
+pub fn host_profile(cache_dir: Option<&Path>, budget: Duration) -> CpuProfile {
+    let mut host = HOST.lock();
+    if let Some(p) = &host.profile {
+        return p.clone();
+    }
+    if let Some(dir) = cache_dir {
+        if let Some(f) = cache_file::read::<CalibrationFile>(&cache_file::path(dir, KIND), KIND) {
+            if let Some(cpu) = f.cpu {
+                host.profile = Some(cpu.clone());
+                host.full = f.cpu_full;
+                GENERATION.fetch_add(1, Ordering::Relaxed);
+                return cpu;
+            }
+        }
+    }
+    if budget.is_zero() {
+        return CpuProfile::default();
+    }
+    let _span =
+        tracing::debug_span!("computeq.calibrate", budget_ms = budget.as_millis() as u64).entered();
+    let cpu = calibrate_cpu(budget);
+    tracing::debug!(?cpu, "computeq.calibrated");
+    host.profile = Some(cpu.clone());
+    host.full = false;
+    GENERATION.fetch_add(1, Ordering::Relaxed);
+    drop(host);
+    if let Some(dir) = cache_dir {
+        persist(dir, |f| {
+            f.cpu = Some(cpu.clone());
+            f.cpu_full = false;
+        });
+    }
+    cpu
+}
+
+/// The cache directory of the environment (`COMPUTEQ_CACHE_DIR`,
+/// `XDG_CACHE_HOME`, `HOME`), if any.
+fn env_cache_dir() -> Option<PathBuf> {
+    crate::runtime::Config::from_env()
+        .ok()
+        .and_then(|c| c.cache_dir)
+}
+
+/// Runs the full CPU calibration (about two seconds: larger buffers, more
+/// repetitions, the pool's wake-up both back to back and after idling),
+/// makes it the process-wide profile that every engine's selector uses
+/// from its next query on, and persists it in the environment's cache
+/// directory.
+///
+/// # Examples
+///
+/// ```no_run
+/// let cpu = computeq::cost::calibrate_full();
+/// println!("{:.1} GB/s on one thread", cpu.bandwidth_one / 1e9);
+/// ```
+pub fn calibrate_full() -> CpuProfile {
+    let cpu = measure_cpu(&Plan::full(), Instant::now() + Duration::from_secs(10));
+    {
+        let mut host = HOST.lock();
+        host.profile = Some(cpu.clone());
+        host.full = true;
+        GENERATION.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(dir) = env_cache_dir() {
+        persist(&dir, |f| {
+            f.cpu = Some(cpu.clone());
+            f.cpu_full = true;
+        });
+    }
+    cpu
+}
+
+/// Read-modify-write of the calibration file: merges with what another
+/// process may have written meanwhile, then replaces it atomically.
+fn persist(dir: &Path, update: impl FnOnce(&mut CalibrationFile)) {
+    let path = cache_file::path(dir, KIND);
+    let mut f = cache_file::read::<CalibrationFile>(&path, KIND).unwrap_or_default();
+    update(&mut f);
+    if let Err(e) = cache_file::write(&path, KIND, &f) {
+        tracing::warn!(path = %path.display(), error = %e, "computeq: cannot persist calibration");
+    }
+}
+
+/// Measures the CPU within `budget` (wall time). Figures not measured
+/// before the budget runs out keep their priors.
+pub fn calibrate_cpu(budget: Duration) -> CpuProfile {
+    measure_cpu(&Plan::quick(), Instant::now() + budget)
+}
+
+/// Sizes and repetitions of one calibration run.
+struct Plan {
+    dram_bytes: usize,
+    dram_reps: usize,
+    cache_reps: usize,
+    wake_reps: usize,
+    idle_wake_reps: usize,
+    op_reps: usize,
+}
+
+impl Plan {
+    fn quick() -> Plan {
+        Plan {
+            dram_bytes: 64 << 20,
+            dram_reps: 3,
+            cache_reps: 10,
+            wake_reps: 41,
+            idle_wake_reps: 0,
+            op_reps: 200,
+        }
+    }
+
+    fn full() -> Plan {
+        Plan {
+            dram_bytes: 256 << 20,
+            dram_reps: 9,
+            cache_reps: 60,
+            wake_reps: 401,
+            idle_wake_reps: 21,
+            op_reps: 3000,
+        }
+    }
+}
+
+/// Last-level cache size from sysfs (largest index), bytes.
+fn llc_bytes() -> Option<f64> {
+    let mut best = None;
+    for i in 0..8 {
+        let p = format!("/sys/devices/system/cpu/cpu0/cache/index{i}/size");
+        let Ok(s) = std::fs::read_to_string(p) else {
+            continue;
+        };
+        let s = s.trim();
+        let (num, mul) = match s.strip_suffix('K') {
+            Some(n) => (n, 1024.0),
+            None => match s.strip_suffix('M') {
+                Some(n) => (n, 1024.0 * 1024.0),
+                None => (s, 1.0),
+            },
+        };
+        if let Ok(v) = num.parse::<f64>() {
+            best = Some(best.map_or(v * mul, |b: f64| b.max(v * mul)));
+        }
+    }
+    best
+}
+
+/// Sum with 8 SIMD accumulators: the bandwidth-bound loop of DESIGN.md.
+fn sum_wide(xs: &[f32]) -> f32 {
+    use wide::f32x8;
+    let mut acc = [f32x8::ZERO; 8];
+    let mut chunks = xs.chunks_exact(64);
+    for c in &mut chunks {
+        for (k, a) in acc.iter_mut().enumerate() {
+            let v: [f32; 8] = c[k * 8..k * 8 + 8].try_into().expect("8 lanes");
+            *a += f32x8::from(v);
+        }
+    }
+    let mut s: f32 = chunks.remainder().iter().sum();
+    for a in acc {
+        s += a.reduce_add();
+    }
+    s
+}
+
+fn par_sum(xs: &[f32], tasks: usize) -> f32 {
+    fn rec(xs: &[f32], tasks: usize) -> f32 {
+        if tasks <= 1 || xs.len() < 4096 {
+            return sum_wide(xs);
+        }
+        let mid = xs.len() / 2;
+        let (a, b) = rayon::join(
+            || rec(&xs[..mid], tasks / 2),
+            || rec(&xs[mid..], tasks - tasks / 2),
+        );
+        a + b
+    }
+    rec(xs, tasks)
+}
+
+fn best_of(reps: usize, deadline: Instant, mut f: impl FnMut()) -> Option<f64> {
+    let mut best = f64::INFINITY;
+    for i in 0..reps {
+        if i > 0 && Instant::now() > deadline {
+            break;
+        }
+        let t = Instant::now();
+        f();
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    best.is_finite().then_some(best)
+}
+
+fn median_of(reps: usize, deadline: Instant, mut f: impl FnMut() -> f64) -> Option<f64> {
+    let mut v = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        if Instant::now() > deadline && v.len() >= 3 {
+            break;
+        }
+        v.push(f());
+    }
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}
+
+fn measure_cpu(plan: &Plan, deadline: Instant) -> CpuProfile {
+    let mut p = CpuProfile {
+        measured: true,
+        ..CpuProfile::default()
+    };
+    let threads = rayon::current_num_threads().max(1);
+    p.threads = threads as u32;
+    let tasks = threads * 4;
+    // The pool exists before anything is timed.
+    rayon::join(|| (), || ());
+
+    // Pool wake-up: the join tree of the parallel backend over empty
+    // leaves, from this (non-pool) thread, back to back.
+    fn empty_tree(tasks: usize) {
+        if tasks > 1 {
+            rayon::join(|| empty_tree(tasks / 2), || empty_tree(tasks - tasks / 2));
+        } else {
+            black_box(());
+        }
+    }
+    if let Some(w) = median_of(plan.wake_reps, deadline, || {
+        let t = Instant::now();
+        empty_tree(tasks);
+        t.elapsed().as_secs_f64()
+    }) {
+        p.pool_wakeup = w;
+    }
+    if plan.idle_wake_reps > 0 {
+        // After idling, workers sleep: a query that arrives now pays more.
+        if let Some(idle) = median_of(plan.idle_wake_reps, deadline, || {
+            std::thread::sleep(Duration::from_millis(2));
+            let t = Instant::now();
+            empty_tree(tasks);
+            t.elapsed().as_secs_f64()
+        }) {
+            // Queries come both back to back and after pauses.
+            p.pool_wakeup = (p.pool_wakeup + idle) / 2.0;
+        }
+    }
+
+    // Block operations in L1: out = a * b over 1024-element blocks, the
+    // shape of one instruction of the block program.
+    {
+        use wide::f32x8;
+        let a = vec![1.0001f32; 1024];
+        let b = vec![0.9999f32; 1024];
+        let mut out = vec![0f32; 1024];
+        if let Some(t) = best_of(plan.op_reps.div_ceil(50), deadline, || {
+            for _ in 0..50 {
+                for ((o, x), y) in out
+                    .chunks_exact_mut(8)
+                    .zip(a.chunks_exact(8))
+                    .zip(b.chunks_exact(8))
+                {
+                    let x = f32x8::from(<[f32; 8]>::try_from(x).expect("8"));
+                    let y = f32x8::from(<[f32; 8]>::try_from(y).expect("8"));
+                    o.copy_from_slice(&(x * y).to_array());
+                }
+                black_box(&mut out);
+            }
+        }) {
+            p.simd_op = t / (50.0 * 1024.0);
+        }
+        let xs: Vec<f32> = (0..1024).map(|i| i as f32 * 0.001).collect();
+        if let Some(t) = best_of(plan.op_reps.div_ceil(50).max(3), deadline, || {
+            for _ in 0..10 {
+                for (o, x) in out.chunks_exact_mut(8).zip(xs.chunks_exact(8)) {
+                    let x = f32x8::from(<[f32; 8]>::try_from(x).expect("8"));
+                    o.copy_from_slice(&(x.exp() + x.sin()).to_array());
+                }
+                black_box(&mut out);
+            }
+        }) {
+            p.simd_transcendental = t / (10.0 * 1024.0 * 2.0);
+        }
+    }
+    if Instant::now() > deadline {
+        return p;
+    }
+
+    // Cache bandwidth: a buffer a quarter of the last-level cache.
+    let llc = llc_bytes().unwrap_or(p.cache_bytes);
+    p.cache_bytes = llc;
+    {
+        let n = ((llc / 4.0) as usize / 4).clamp(64 << 10, 4 << 20);
+        let xs = vec![1.0f32; n];
+        let bytes = (n * 4) as f64;
+        black_box(sum_wide(&xs));
+        if let Some(t) = best_of(plan.cache_reps, deadline, || {
+            black_box(sum_wide(black_box(&xs)));
+        }) {
+            p.cache_bandwidth_one = bytes / t;
+        }
+        if let Some(t) = best_of(plan.cache_reps, deadline, || {
+            black_box(par_sum(black_box(&xs), tasks));
+        }) {
+            // The timed call includes one wake-up; take it out.
+            p.cache_bandwidth_all = bytes / (t - p.pool_wakeup).max(t * 0.2);
+        }
+    }
+    if Instant::now() > deadline {
+        return p;
+    }
+
+    // DRAM bandwidth and the first-touch cost of fresh pages: only when
+    // the remaining budget covers the buffer's first touch and passes
+    // (priced with what was just measured, pessimistically).
+    {
+        let n = (plan.dram_bytes / 4).max((llc as usize) / 4 * 4);
+        let bytes = (n * 4) as f64;
+        let needed = bytes / 2e9 + bytes * (2 * plan.dram_reps) as f64 / p.cache_bandwidth_one.min(p.bandwidth_one);
+        let left = deadline.saturating_duration_since(Instant::now()).as_secs_f64();
+        if needed > left {
+            return p;
+        }
+        let t = Instant::now();
+        let mut xs: Vec<f32> = Vec::with_capacity(n);
+        // Writing every page once: page faults and zeroing.
+        xs.resize(n, 1.0);
+        let first_touch = t.elapsed().as_secs_f64();
+        if let Some(t) = best_of(plan.dram_reps, deadline, || {
+            black_box(sum_wide(black_box(&xs)));
+        }) {
+            p.bandwidth_one = bytes / t;
+            // First touch = faults + the write itself at about read speed.
+            p.fresh_write_bandwidth = bytes / (first_touch - t * 0.5).max(t * 0.5);
+        }
+        if let Some(t) = best_of(plan.dram_reps, deadline, || {
+            black_box(par_sum(black_box(&xs), tasks));
+        }) {
+            p.bandwidth_all = bytes / t;
+        }
+    }
+    p
+}
+
+/// Timing primitives a device backend offers for calibration.
+///
+/// A device backend (wgpu, CUDA) implements this on its device handle; the
+/// runtime calls [`device_profile`] with it once, lazily, the first time
+/// the device is used (the fit itself is shared in [`calibrate_device`]).
+/// Every method times one operation end to end (until the device has
+/// finished, e.g. after a fence or `device.poll(wait)`), and returns `None`
+/// when the operation is not possible; calibration then keeps the prior
+/// for the figures that depend on it.
+pub trait Calibrate {
+    /// Which backend this device serves.
+    fn kind(&self) -> BackendKind;
+    /// A stable identity of the device for the cache key: backend, adapter
+    /// name, driver and its version (e.g. `wgpu/llvmpipe/Mesa 24.2`).
+    fn device_id(&self) -> String;
+    /// Whether the device is a software implementation (lavapipe, llvmpipe).
+    fn software(&self) -> bool {
+        false
+    }
+    /// Copies `bytes` from host memory into a device buffer.
+    fn time_upload(&self, bytes: usize) -> Option<Duration>;
+    /// Copies `bytes` from a device buffer into host memory.
+    fn time_download(&self, bytes: usize) -> Option<Duration>;
+    /// Submits one dispatch of an empty kernel and waits for it.
+    fn time_empty_dispatch(&self) -> Option<Duration>;
+    /// Reads a resident buffer of `bytes` once with a simple kernel (e.g. a
+    /// one-pass sum of `f32`), including its one dispatch.
+    fn time_read(&self, bytes: usize) -> Option<Duration>;
+    /// `ops` simple arithmetic operations per element over `elements`
+    /// elements of a resident buffer (compute-bound kernel).
+    fn time_ops(&self, _elements: usize, _ops: u32) -> Option<Duration> {
+        None
+    }
+    /// Builds one new pipeline or module from source (not cached).
+    fn time_compile(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// Fits `seconds = latency + bytes / bandwidth` by least squares over
+/// `(bytes, seconds)` samples; `None` with fewer than two distinct sizes or
+/// a non-positive slope.
+pub fn fit_transfer(samples: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = samples.len() as f64;
+    if samples.len() < 2 {
+        return None;
+    }
+    let mx = samples.iter().map(|s| s.0).sum::<f64>() / n;
+    let my = samples.iter().map(|s| s.1).sum::<f64>() / n;
+    let sxx: f64 = samples.iter().map(|s| (s.0 - mx).powi(2)).sum();
+    let sxy: f64 = samples.iter().map(|s| (s.0 - mx) * (s.1 - my)).sum();
+    if sxx <= 0.0 || sxy <= 0.0 {
+        return None;
+    }
+    let slope = sxy / sxx;
+    let latency = (my - slope * mx).max(0.0);
+    Some((latency, 1.0 / slope))
+}
+
+/// Measures a device within `budget` and fits its profile. Figures that
+/// could not be measured keep the prior (the software prior for software
+/// devices). `None` when not even a transfer could be timed.
+pub fn calibrate_device(dev: &dyn Calibrate, budget: Duration) -> Option<DeviceProfile> {
+    let deadline = Instant::now() + budget;
+    let mut p = if dev.software() {
+        DeviceProfile::software_prior()
+    } else {
+        DeviceProfile::default()
+    };
+    let sizes = [4usize << 10, 256 << 10, 4 << 20, 32 << 20];
+    let timed = |f: &dyn Fn(usize) -> Option<Duration>| -> Vec<(f64, f64)> {
+        let mut out = Vec::new();
+        for &b in &sizes {
+            if Instant::now() > deadline && out.len() >= 2 {
+                break;
+            }
+            // Best of three: the first includes allocation.
+            let best = (0..3)
+                .filter_map(|_| f(b))
+                .map(|d| d.as_secs_f64())
+                .fold(f64::INFINITY, f64::min);
+            if best.is_finite() {
+                out.push((b as f64, best));
+            }
+        }
+        out
+    };
+    let up = timed(&|b| dev.time_upload(b));
+    let (lat_up, bw_up) = fit_transfer(&up)?;
+    p.upload_bandwidth = bw_up;
+    if let Some((lat_down, bw_down)) = fit_transfer(&timed(&|b| dev.time_download(b))) {
+        p.download_bandwidth = bw_down;
+        p.transfer_latency = (lat_up + lat_down) / 2.0;
+    } else {
+        p.transfer_latency = lat_up;
+    }
+    let launches: Vec<f64> = (0..7)
+        .filter_map(|_| dev.time_empty_dispatch())
+        .map(|d| d.as_secs_f64())
+        .collect();
+    if !launches.is_empty() {
+        let mut l = launches;
+        l.sort_by(f64::total_cmp);
+        p.launch = l[l.len() / 2];
+    }
+    if let Some((_, bw)) = fit_transfer(&timed(&|b| dev.time_read(b))) {
+        p.bandwidth = bw;
+    }
+    if Instant::now() < deadline {
+        let n = 1 << 20;
+        if let (Some(a), Some(b)) = (dev.time_ops(n, 4), dev.time_ops(n, 68)) {
+            let per = (b.as_secs_f64() - a.as_secs_f64()) / (64.0 * n as f64);
+            if per > 0.0 {
+                p.op = per;
+                p.transcendental = per * 4.0;
+            }
+        }
+    }
+    if Instant::now() < deadline {
+        if let Some(c) = dev.time_compile() {
+            p.compile = c.as_secs_f64();
+        }
+    }
+    p.measured = true;
+    Some(p)
+}
+
+/// The profile of a device: from the cache file in `cache_dir` when this
+/// device (by [`Calibrate::device_id`]) was measured before, else measured
+/// within `budget` and persisted. The call the runtime makes once per
+/// device, then hands the result to
+/// [`Selector::set_device_profile`](crate::select::Selector::set_device_profile).
+pub fn device_profile(
+    dev: &dyn Calibrate,
+    cache_dir: Option<&Path>,
+    budget: Duration,
+) -> Option<DeviceProfile> {
+    let id = dev.device_id();
+    if let Some(dir) = cache_dir {
+        if let Some(f) = cache_file::read::<CalibrationFile>(&cache_file::path(dir, KIND), KIND) {
+            if let Some(p) = f.devices.get(&id) {
+                return Some(p.clone());
+            }
+        }
+    }
+    let _span = tracing::debug_span!("computeq.calibrate_device", device = %id).entered();
+    let p = calibrate_device(dev, budget)?;
+    if let Some(dir) = cache_dir {
+        persist(dir, |f| {
+            f.devices.insert(id, p.clone());
+        });
+    }
+    Some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quick_calibration_measures_within_its_budget() {
+        let t = Instant::now();
+        let p = calibrate_cpu(Duration::from_millis(300));
+        let took = t.elapsed();
+        // Unoptimized test builds run the loops slower than the budget
+        // assumes; the margin is for them.
+        assert!(took < Duration::from_millis(1000), "took {took:?}");
+        assert!(p.measured);
+        assert!(p.bandwidth_one > 1e9 && p.bandwidth_one < 1e12, "{p:?}");
+        assert!(p.bandwidth_all > 1e9, "{p:?}");
+        assert!(p.pool_wakeup > 0.0 && p.pool_wakeup < 1e-2, "{p:?}");
+        assert!(p.simd_op > 0.0 && p.simd_op < 1e-8, "{p:?}");
+    }
+
+    #[test]
+    fn a_zero_budget_keeps_the_priors_measurable_later() {
+        let p = calibrate_cpu(Duration::ZERO);
+        // Only the fast figures (wake-up, ops) fit in no time at all.
+        assert!(p.measured);
+        assert_eq!(p.bandwidth_one, CpuProfile::default().bandwidth_one);
+    }
+
+    /// A device with exact, known speeds.
+    struct FakeDevice;
+    impl Calibrate for FakeDevice {
+        fn kind(&self) -> BackendKind {
+            BackendKind::Wgpu
+        }
+        fn device_id(&self) -> String {
+            "fake/exact".into()
+        }
+        fn time_upload(&self, b: usize) -> Option<Duration> {
+            Some(Duration::from_secs_f64(20e-6 + b as f64 / 8e9))
+        }
+        fn time_download(&self, b: usize) -> Option<Duration> {
+            Some(Duration::from_secs_f64(20e-6 + b as f64 / 4e9))
+        }
+        fn time_empty_dispatch(&self) -> Option<Duration> {
+            Some(Duration::from_micros(70))
+        }
+        fn time_read(&self, b: usize) -> Option<Duration> {
+            Some(Duration::from_secs_f64(70e-6 + b as f64 / 100e9))
+        }
+        fn time_ops(&self, n: usize, ops: u32) -> Option<Duration> {
+            Some(Duration::from_secs_f64(
+                70e-6 + n as f64 * ops as f64 * 1e-11,
+            ))
+        }
+        fn time_compile(&self) -> Option<Duration> {
+            Some(Duration::from_millis(30))
+        }
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 0.02 * b.abs()
+    }
+
+    #[test]
+    fn device_fit_recovers_latency_and_bandwidths() {
+        let p = calibrate_device(&FakeDevice, Duration::from_secs(1)).unwrap();
+        assert!(close(p.upload_bandwidth, 8e9), "{p:?}");
+        assert!(close(p.download_bandwidth, 4e9), "{p:?}");
+        assert!(close(p.transfer_latency, 20e-6), "{p:?}");
+        assert!(close(p.launch, 70e-6), "{p:?}");
+        assert!(close(p.bandwidth, 100e9), "{p:?}");
+        assert!(close(p.op, 1e-11), "{p:?}");
+        assert!(close(p.compile, 30e-3), "{p:?}");
+        assert!(p.measured);
+    }
+
+    #[test]
+    fn device_profiles_persist_per_device() {
+        let dir = cache_file::temp_dir("device");
+        let p = device_profile(&FakeDevice, Some(&dir), Duration::from_secs(1)).unwrap();
+        let f: CalibrationFile = cache_file::read(&cache_file::path(&dir, KIND), KIND).unwrap();
+        assert_eq!(f.devices.get("fake/exact"), Some(&p));
+        assert_eq!(
+            device_profile(&FakeDevice, Some(&dir), Duration::ZERO),
+            Some(p)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn fit_needs_two_sizes() {
+        assert_eq!(fit_transfer(&[(1.0, 1.0)]), None);
+        let (l, bw) = fit_transfer(&[(0.0, 1.0), (10.0, 2.0)]).unwrap();
+        assert!((l - 1.0).abs() < 1e-12 && (bw - 10.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,141 @@
+//! The per-stage summary of a plan that the cost model prices: work and
+//! bytes per element of each stage and how it ends. Computed once per plan
+//! (the selector keeps it beside the plan's history), so pricing a run
+//! never walks an expression program.
+
+use crate::expr::Node;
+use crate::plan::{PhysicalPlan, StageInput, Terminal, WorkloadCharacteristics};
+use smallvec::SmallVec;
+
+/// How a stage ends, for pricing.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum StageEnd {
+    /// One or more aggregates (a tree reduction on devices).
+    Reduce,
+    /// Every position written.
+    Store,
+    /// Survivors of a predicate written in order (compaction: a count or
+    /// flag pass before the write).
+    Compact,
+    /// An inclusive or exclusive scan (a second pass over the data).
+    Scan,
+}
+
+/// One stage as the cost model sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StageShape {
+    /// Element operations per position.
+    pub ops: f64,
+    /// Transcendental operations per position.
+    pub transcendental: f64,
+    /// Bytes read per position from the query's inputs.
+    pub source_bytes: f64,
+    /// Bytes read per position from earlier stages' outputs.
+    pub stage_bytes: f64,
+    /// Index of the earlier stage whose output this stage reads, if any
+    /// (its element count is that stage's output count).
+    pub reads_stage: Option<usize>,
+    /// Bytes written per output element (0 for reductions).
+    pub out_bytes: f64,
+    /// How it ends.
+    pub end: StageEnd,
+}
+
+/// Every stage of a plan.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PlanShape {
+    /// In execution order.
+    pub stages: SmallVec<[StageShape; 2]>,
+}
+
+impl PlanShape {
+    /// Summarizes `plan`.
+    pub fn of(plan: &PhysicalPlan) -> PlanShape {
+        let mut stages: SmallVec<[StageShape; 2]> = SmallVec::new();
+        for s in &plan.stages {
+            let mut source_bytes = 0.0;
+            let mut stage_bytes = 0.0;
+            let mut reads_stage = None;
+            for (slot, i) in s.inputs.iter().enumerate() {
+                let size = s
+                    .program
+                    .iter()
+                    .find(|(_, d)| matches!(d.node, Node::Input(k) if k as usize == slot))
+                    .map_or(4.0, |(_, d)| d.ty.size() as f64);
+                match i {
+                    StageInput::Source(_) => source_bytes += size,
+                    StageInput::Stage { stage, .. } => {
+                        stage_bytes += size;
+                        reads_stage = Some(*stage as usize);
+                    }
+                }
+            }
+            let trans = s
+                .program
+                .iter()
+                .filter(|(_, n)| matches!(n.node, Node::Unary(op, _) if op.is_transcendental()))
+                .count() as f64;
+            let (end, out_bytes) = match &s.terminal {
+                Terminal::Reduce(_) => (StageEnd::Reduce, 0.0),
+                Terminal::Collect(_) => {
+                    let w = s.output_dtypes().iter().map(|d| d.size() as f64).sum();
+                    let end = if s.predicate.is_some() {
+                        StageEnd::Compact
+                    } else {
+                        StageEnd::Store
+                    };
+                    (end, w)
+                }
+                Terminal::Scan { .. } => (
+                    StageEnd::Scan,
+                    s.output_dtypes().iter().map(|d| d.size() as f64).sum(),
+                ),
+            };
+            stages.push(StageShape {
+                ops: s.ops_per_element() as f64,
+                transcendental: trans,
+                source_bytes,
+                stage_bytes,
+                reads_stage,
+                out_bytes,
+                end,
+            });
+        }
+        PlanShape { stages }
+    }
+
+    /// A one-stage approximation from the workload alone (when the plan is
+    /// not at hand).
+    pub fn from_workload(w: &WorkloadCharacteristics) -> PlanShape {
+        let n = (w.elements as f64).max(1.0);
+        let end = match w.terminal {
+            "collect" => StageEnd::Store,
+            "scan" => StageEnd::Scan,
+            _ => StageEnd::Reduce,
+        };
+        let out_bytes = if end == StageEnd::Reduce {
+            0.0
+        } else {
+            w.bytes_out as f64 / n
+        };
+        PlanShape {
+            stages: smallvec::smallvec![StageShape {
+                ops: w.ops_per_element as f64,
+                transcendental: w.transcendental_per_element as f64,
+                source_bytes: w.bytes_in as f64 / n,
+                stage_bytes: 0.0,
+                reads_stage: None,
+                out_bytes,
+                end,
+            }],
+        }
+    }
+
+    /// Whether the plan ends in a compaction (filter + collect): the plans
+    /// whose selectivity is learned.
+    pub fn ends_in_compaction(&self) -> bool {
+        self.stages
+            .last()
+            .is_some_and(|s| s.end == StageEnd::Compact)
+    }
+}

@@ -1,0 +1,288 @@
+//! Measured history, keyed by (plan fingerprint, size bucket, backend).
+//!
+//! What is kept is the ratio of measured time to the cost model's estimate
+//! (in logs), not raw seconds: the ratio carries over between sizes inside
+//! a bucket (a bucket spans 2x in size) and corrects the model exactly
+//! where it is wrong. Per key: the last [`RECENT`] log-ratios (their median
+//! is the estimate, so one outlier cannot swing it, and old samples age
+//! out), their spread, the sample count, and consecutive failures with the
+//! run count before which the backend is not retried.
+
+use crate::backend::BackendKind;
+use crate::cost::PlanShape;
+use crate::plan::{Residency, WorkloadCharacteristics};
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+/// Samples kept per key (the median of these is the estimate).
+pub const RECENT: usize = 5;
+/// A sample further than this factor from the current estimate is clamped
+/// to it before it is recorded (once the key has a few samples).
+const OUTLIER_FACTOR: f64 = 4.0;
+/// Runs of a key a failed backend sits out after its first failure; doubles
+/// with each consecutive failure up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: u64 = 8;
+const MAX_BACKOFF: u64 = 4096;
+
+/// The size bucket of a run: `ceil(log2(elements + 1))`, with the top bit
+/// set when the inputs are resident on a device (a different cost regime).
+pub fn size_bucket(w: &WorkloadCharacteristics) -> u8 {
+    let log = (64 - w.elements.leading_zeros()) as u8;
+    match w.residency {
+        Residency::Host => log,
+        _ => log | 0x80,
+    }
+}
+
+/// What history knows about one (plan, bucket, backend).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Stat {
+    /// Successful measurements recorded (ever).
+    pub samples: u32,
+    /// The most recent log(measured / estimated), oldest overwritten first.
+    pub recent: [f32; RECENT],
+    /// Recency-weighted mean of the measured seconds (for display).
+    pub mean_seconds: f64,
+    /// Consecutive failures (reset by a success).
+    pub failures: u32,
+    /// The bucket's run count before which a failed backend is skipped.
+    #[serde(skip)]
+    pub retry_at: u64,
+}
+
+impl Stat {
+    fn filled(&self) -> &[f32] {
+        &self.recent[..(self.samples as usize).min(RECENT)]
+    }
+
+    /// The current estimate of log(measured / estimated): the median of
+    /// the recent samples (0 = the model is right).
+    pub fn log_ratio(&self) -> f64 {
+        let f = self.filled();
+        let mut v: SmallVec<[f32; RECENT]> = f.iter().copied().collect();
+        v.sort_by(f32::total_cmp);
+        match v.len() {
+            0 => 0.0,
+            n if n % 2 == 1 => v[n / 2] as f64,
+            n => (v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0,
+        }
+    }
+
+    /// Spread of the recent samples: their standard deviation in log space
+    /// (0.1 ≈ ±10%).
+    pub fn spread(&self) -> f64 {
+        let f = self.filled();
+        if f.len() < 2 {
+            return 0.0;
+        }
+        let m = f.iter().map(|&x| x as f64).sum::<f64>() / f.len() as f64;
+        (f.iter().map(|&x| (x as f64 - m).powi(2)).sum::<f64>() / (f.len() - 1) as f64).sqrt()
+    }
+
+    /// Records a successful run that took `measured` seconds where the
+    /// model (without compile) estimated `estimated`.
+    pub fn record(&mut self, measured: f64, estimated: f64) {
+        let mut x = (measured.max(1e-9) / estimated.max(1e-9)).ln();
+        if self.samples as usize >= 3 {
+            let c = self.log_ratio();
+            let lim = OUTLIER_FACTOR.ln();
+            x = x.clamp(c - lim, c + lim);
+        }
+        self.recent[self.samples as usize % RECENT] = x as f32;
+        let alpha = (1.0 / (self.samples as f64 + 1.0)).max(0.25);
+        let clamped = measured.min(self.mean_seconds * OUTLIER_FACTOR).max(0.0);
+        let m = if self.samples == 0 { measured } else { clamped };
+        self.mean_seconds += alpha * (m - self.mean_seconds);
+        self.samples = self.samples.saturating_add(1);
+        self.failures = 0;
+        self.retry_at = 0;
+    }
+
+    /// Records a failure at the bucket's run `now`: the backend sits out
+    /// a doubling number of runs, then is retried.
+    pub fn fail(&mut self, now: u64) {
+        self.failures = self.failures.saturating_add(1);
+        let backoff = (FIRST_BACKOFF << (self.failures - 1).min(12)).min(MAX_BACKOFF);
+        self.retry_at = now + backoff;
+    }
+
+    /// Whether the backend is sitting out a failure at run `now`.
+    pub fn backed_off(&self, now: u64) -> bool {
+        self.failures > 0 && now < self.retry_at
+    }
+}
+
+/// One size bucket of one plan.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Bucket {
+    /// See [`size_bucket`].
+    pub key: u8,
+    /// Selections made for this bucket (the clock of back-off and of
+    /// periodic re-checks).
+    pub runs: u64,
+    /// Per backend, by [`BackendKind::index`].
+    pub stats: [Stat; BackendKind::COUNT],
+}
+
+/// Everything known about one plan.
+#[derive(Clone, Debug, Default)]
+pub struct PlanHistory {
+    /// The plan's shape, computed on its first selection in this process.
+    pub shape: Option<Arc<PlanShape>>,
+    /// Learned share of elements surviving the plan's filter, if measured.
+    pub selectivity: Option<f64>,
+    /// Measurements behind `selectivity`.
+    pub selectivity_samples: u32,
+    /// Size buckets seen.
+    pub buckets: SmallVec<[Bucket; 4]>,
+}
+
+impl PlanHistory {
+    /// The bucket `key`, created when new.
+    pub fn bucket_mut(&mut self, key: u8) -> &mut Bucket {
+        match self.buckets.iter().position(|b| b.key == key) {
+            Some(i) => &mut self.buckets[i],
+            None => {
+                self.buckets.push(Bucket {
+                    key,
+                    ..Bucket::default()
+                });
+                self.buckets.last_mut().expect("just pushed")
+            }
+        }
+    }
+
+    /// The bucket `key`, if seen.
+    pub fn bucket(&self, key: u8) -> Option<&Bucket> {
+        self.buckets.iter().find(|b| b.key == key)
+    }
+
+    /// Records one selectivity measurement (recency-weighted).
+    pub fn record_selectivity(&mut self, s: f64) {
+        let s = s.clamp(0.0, 1.0);
+        let alpha = (1.0 / (self.selectivity_samples as f64 + 1.0)).max(0.2);
+        let cur = self.selectivity.unwrap_or(s);
+        self.selectivity = Some(cur + alpha * (s - cur));
+        self.selectivity_samples = self.selectivity_samples.saturating_add(1);
+    }
+}
+
+/// All plans.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    /// By plan fingerprint.
+    pub plans: FxHashMap<u64, PlanHistory>,
+}
+
+impl History {
+    /// Number of (plan, bucket, backend) keys with at least one sample or
+    /// failure.
+    pub fn keys(&self) -> usize {
+        self.plans
+            .values()
+            .flat_map(|p| p.buckets.iter())
+            .map(|b| {
+                b.stats
+                    .iter()
+                    .filter(|s| s.samples > 0 || s.failures > 0)
+                    .count()
+            })
+            .sum()
+    }
+
+    /// The stat of one key, if any.
+    pub fn stat(&self, fingerprint: u64, bucket: u8, backend: BackendKind) -> Option<&Stat> {
+        self.plans
+            .get(&fingerprint)?
+            .bucket(bucket)
+            .map(|b| &b.stats[backend.index()])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_ignores_one_outlier() {
+        let mut s = Stat::default();
+        for _ in 0..4 {
+            s.record(2e-3, 1e-3);
+        }
+        let before = s.log_ratio();
+        s.record(1.0, 1e-3); // a 500x spike (preemption)
+        assert!((s.log_ratio() - before).abs() < 1e-6);
+        assert!((s.log_ratio() - 2f64.ln()).abs() < 1e-3);
+    }
+
+    #[test]
+    fn a_lasting_change_takes_over_within_a_few_runs() {
+        let mut s = Stat::default();
+        for _ in 0..5 {
+            s.record(1e-3, 1e-3);
+        }
+        for _ in 0..3 {
+            s.record(3e-3, 1e-3);
+        }
+        assert!(
+            (s.log_ratio() - 3f64.ln()).abs() < 1e-3,
+            "{}",
+            s.log_ratio()
+        );
+        assert!(s.spread() > 0.1);
+    }
+
+    #[test]
+    fn failures_back_off_and_are_retried() {
+        let mut s = Stat::default();
+        s.fail(10);
+        assert!(s.backed_off(11));
+        assert!(!s.backed_off(10 + FIRST_BACKOFF));
+        s.fail(20);
+        assert!(s.backed_off(20 + FIRST_BACKOFF));
+        assert!(!s.backed_off(20 + 2 * FIRST_BACKOFF));
+        for i in 0..40 {
+            s.fail(100 + i);
+        }
+        assert!(!s.backed_off(200 + MAX_BACKOFF), "never forever");
+        s.record(1e-3, 1e-3);
+        assert!(!s.backed_off(0) && s.failures == 0);
+    }
+
+    #[test]
+    fn buckets_split_by_log_size_and_residency() {
+        let mut w = WorkloadCharacteristics {
+            elements: 1000,
+            bytes_in: 4000,
+            bytes_out: 8,
+            ops_per_element: 1,
+            transcendental_per_element: 0,
+            wide_types: false,
+            stages: 1,
+            terminal: "reduce",
+            residency: Residency::Host,
+            output_on_device: false,
+        };
+        let a = size_bucket(&w);
+        w.elements = 1023;
+        assert_eq!(size_bucket(&w), a);
+        w.elements = 1024;
+        assert_eq!(size_bucket(&w), a + 1);
+        w.residency = Residency::Device(BackendKind::Wgpu);
+        assert_ne!(size_bucket(&w), a + 1);
+    }
+
+    #[test]
+    fn selectivity_is_a_recency_weighted_mean() {
+        let mut p = PlanHistory::default();
+        p.record_selectivity(0.1);
+        assert_eq!(p.selectivity, Some(0.1));
+        for _ in 0..30 {
+            p.record_selectivity(0.9);
+        }
+        assert!((p.selectivity.unwrap() - 0.9).abs() < 0.01);
+    }
+}

@@ -1,0 +1,676 @@
+//! The learning selector: the calibrated cost model prices every candidate,
+//! measured history corrects it, and bounded exploration fills the history
+//! where a candidate could plausibly win.
+//!
+//! The decision reads as a chain (BurntSushi's `meta/strategy.rs` habit):
+//! 1. forced by the query or `COMPUTEQ_BACKEND` → that backend;
+//! 2. one candidate → it;
+//! 3. per candidate, prediction = model estimate × the key's measured
+//!    ratio, blended: weight `samples / min_samples` (capped at 1), so the
+//!    model decides while samples are few and measurements take over;
+//!    backends sitting out a failure are skipped;
+//! 4. the cheapest prediction wins; the reason is `History` when history
+//!    decided (the winner is measured, or measurements overturned the
+//!    model's pick), else `Model`;
+//! 5. exploration: every other run of a (plan, size) key, a candidate with
+//!    fewer than `min_samples` measurements whose steady-state prediction
+//!    is within `explore_ratio` of the choice runs instead (and the
+//!    runner-up once every 256 runs, so history cannot go stale). A
+//!    candidate predicted many times slower is never tried.
+//!
+//! Cheap on the query path: one uncontended mutex around a hash lookup and
+//! a few multiplications; no allocation, I/O or clock reads. Persistence
+//! happens in a background thread ([`super::persist`]).
+
+use super::history::{size_bucket, History, PlanHistory};
+use super::persist::Persister;
+use super::{Decision, Forced, SelectionInput, Selector};
+use crate::backend::{BackendKind, Phase};
+use crate::cost::{
+    calibrate, CostModel, DeviceProfile, EstimateInput, PlanShape, PRIOR_SELECTIVITY,
+};
+use crate::metrics::{CandidateEstimate, ExecutionMetrics, SelectionReason};
+use crate::plan::WorkloadCharacteristics;
+use crate::runtime::Config;
+use parking_lot::{Mutex, RwLock};
+use smallvec::SmallVec;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Runs of a key between re-checks of the runner-up.
+const RECHECK_EVERY: u64 = 256;
+
+/// The learning selector's settings (from [`Config`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LearningSettings {
+    /// Learn from runs at all.
+    pub learn: bool,
+    /// Samples after which history alone decides.
+    pub min_samples: u32,
+    /// Exploration bound (0 = off).
+    pub explore_ratio: f64,
+    /// Where history and calibration persist.
+    pub cache_dir: Option<PathBuf>,
+    /// Longest wait for calibration on the first query.
+    pub calibration_budget: Duration,
+}
+
+impl LearningSettings {
+    /// The settings of `config`.
+    pub fn from_config(c: &Config) -> LearningSettings {
+        LearningSettings {
+            learn: c.learn,
+            min_samples: c.history_min_samples.max(1),
+            explore_ratio: c.explore_ratio,
+            cache_dir: c.cache_dir.clone(),
+            calibration_budget: c.calibration_budget,
+        }
+    }
+}
+
+/// State shared with the background persister.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    pub(crate) history: Mutex<History>,
+    pub(crate) dirty: AtomicBool,
+}
+
+/// Cost model × history × bounded exploration. See the module doc.
+#[derive(Debug)]
+pub struct LearningSelector {
+    settings: LearningSettings,
+    model: RwLock<CostModel>,
+    /// Calibration generation the model's CPU profile is from
+    /// (`u64::MAX`: not yet calibrated).
+    model_generation: AtomicU64,
+    shared: Arc<Shared>,
+    persister: Option<Persister>,
+}
+
+impl LearningSelector {
+    /// A selector with `settings`; loads persisted history when a cache
+    /// directory is set and learning is on, and starts the background
+    /// persister.
+    pub fn new(settings: LearningSettings) -> LearningSelector {
+        let shared = Arc::new(Shared::default());
+        let persister = match (&settings.cache_dir, settings.learn) {
+            (Some(dir), true) => {
+                *shared.history.lock() = super::persist::load(dir);
+                Some(Persister::start(dir.clone(), &shared))
+            }
+            _ => None,
+        };
+        LearningSelector {
+            settings,
+            model: RwLock::new(CostModel::default()),
+            model_generation: AtomicU64::new(u64::MAX),
+            shared,
+            persister,
+        }
+    }
+
+    /// A selector for `config`.
+    pub fn from_config(config: &Config) -> LearningSelector {
+        LearningSelector::new(LearningSettings::from_config(config))
+    }
+
+    /// The settings.
+    pub fn learning_settings(&self) -> &LearningSettings {
+        &self.settings
+    }
+
+    /// The current cost model (calibrating first if needed).
+    pub fn model(&self) -> CostModel {
+        self.refresh_model();
+        self.model.read().clone()
+    }
+
+    /// Replaces the CPU profile (e.g. measured by the caller); later
+    /// calibrations of the process replace it again.
+    pub fn set_cpu_profile(&self, cpu: crate::cost::CpuProfile) {
+        self.model.write().cpu = cpu;
+        self.model_generation
+            .store(calibrate::generation(), Ordering::Relaxed);
+    }
+
+    /// A copy of the history (for inspection and tests).
+    pub fn history(&self) -> History {
+        self.shared.history.lock().clone()
+    }
+
+    /// Keeps the model's CPU profile at the process's calibration: on the
+    /// first query this calibrates (bounded by the budget) or loads the
+    /// persisted calibration; afterwards it is one relaxed atomic load.
+    fn refresh_model(&self) {
+        let g = calibrate::generation();
+        let have = self.model_generation.load(Ordering::Relaxed);
+        if have == g {
+            return;
+        }
+        let cpu = calibrate::host_profile(
+            self.settings.cache_dir.as_deref(),
+            self.settings.calibration_budget,
+        );
+        self.model.write().cpu = cpu;
+        self.model_generation
+            .store(calibrate::generation(), Ordering::Relaxed);
+    }
+
+    /// Writes the history to the cache directory now (it is also written
+    /// in the background every few seconds and when the selector drops).
+    pub fn flush_history(&self) {
+        if let Some(p) = &self.persister {
+            p.save_now(&self.shared);
+        }
+    }
+}
+
+fn plan_entry<'h>(h: &'h mut History, input: &SelectionInput<'_>) -> &'h mut PlanHistory {
+    let e = h.plans.entry(input.plan.fingerprint).or_default();
+    if e.shape.is_none() {
+        e.shape = Some(Arc::new(PlanShape::of(&input.plan.plan)));
+    }
+    e
+}
+
+impl Selector for LearningSelector {
+    fn select(&self, input: &SelectionInput<'_>) -> Decision {
+        self.refresh_model();
+        let s = &self.settings;
+        let key = size_bucket(input.workload);
+        let mut h = self.shared.history.lock();
+        let plan = plan_entry(&mut h, input);
+        let shape = plan.shape.clone().expect("set by plan_entry");
+        let selectivity = plan.selectivity.unwrap_or(PRIOR_SELECTIVITY);
+        let bucket = plan.bucket_mut(key);
+        bucket.runs += 1;
+        let now = bucket.runs;
+
+        // Model estimates and blended predictions.
+        struct Cand {
+            kind: BackendKind,
+            model: f64,
+            /// Steady state (compile excluded), history-corrected.
+            steady: f64,
+            /// `steady` + compile when not built yet.
+            predicted: f64,
+            samples: u32,
+            backed_off: bool,
+        }
+        let model = self.model.read();
+        let mut cands: SmallVec<[Cand; 5]> = SmallVec::new();
+        for &k in input.candidates {
+            let est = model.estimate_with(
+                k,
+                &EstimateInput {
+                    workload: input.workload,
+                    shape: &shape,
+                    compiled: input.plan.has_artifact(k),
+                    selectivity,
+                    keep_on_device: false,
+                },
+            );
+            let stat = &bucket.stats[k.index()];
+            let weight = if s.learn {
+                (stat.samples as f64 / s.min_samples as f64).min(1.0)
+            } else {
+                0.0
+            };
+            let steady = (est.total() - est.compile) * (weight * stat.log_ratio()).exp();
+            cands.push(Cand {
+                kind: k,
+                model: est.total(),
+                steady,
+                predicted: steady + est.compile,
+                samples: stat.samples,
+                backed_off: s.learn && stat.backed_off(now),
+            });
+        }
+        drop(model);
+
+        let mut by_prediction: SmallVec<[usize; 5]> = (0..cands.len()).collect();
+        by_prediction.sort_by(|&a, &b| {
+            let (a, b) = (&cands[a], &cands[b]);
+            a.backed_off
+                .cmp(&b.backed_off)
+                .then(a.predicted.total_cmp(&b.predicted))
+        });
+        let mut order: SmallVec<[BackendKind; 5]> =
+            by_prediction.iter().map(|&i| cands[i].kind).collect();
+        let estimates: SmallVec<[CandidateEstimate; 5]> = {
+            let mut e: SmallVec<[CandidateEstimate; 5]> = cands
+                .iter()
+                .map(|c| CandidateEstimate {
+                    backend: c.kind,
+                    seconds: c.predicted,
+                })
+                .collect();
+            e.sort_by_key(|e| e.backend);
+            e
+        };
+
+        // 1. Forced.
+        if let Some(f) = input.forced {
+            let (k, reason) = match f {
+                Forced::Query(k) => (k, SelectionReason::Forced),
+                Forced::Environment(k) => (k, SelectionReason::Environment),
+            };
+            order.retain(|b| *b != k);
+            order.insert(0, k);
+            return Decision {
+                order,
+                reason,
+                estimates,
+            };
+        }
+        // 2. Only one.
+        if cands.len() <= 1 {
+            return Decision {
+                order,
+                reason: SelectionReason::OnlyCandidate,
+                estimates,
+            };
+        }
+        // 3–4. Cheapest prediction.
+        let best = &cands[by_prediction[0]];
+        let model_pick = cands
+            .iter()
+            .filter(|c| !c.backed_off)
+            .min_by(|a, b| a.model.total_cmp(&b.model))
+            .map(|c| c.kind);
+        let runner_up = by_prediction.get(1).map(|&i| &cands[i]);
+        let history_decided =
+            s.learn && (best.samples >= s.min_samples || model_pick != Some(best.kind));
+        let reason = if history_decided {
+            SelectionReason::History {
+                samples: best.samples,
+                mean: best.predicted,
+            }
+        } else {
+            SelectionReason::Model {
+                estimate: best.predicted,
+                runner_up: runner_up.map(|c| (c.kind, c.predicted)),
+            }
+        };
+        // 5. Bounded exploration.
+        if s.learn && s.explore_ratio > 0.0 {
+            let limit = best.steady * s.explore_ratio;
+            let plausible = |c: &&Cand| c.kind != best.kind && !c.backed_off && c.steady <= limit;
+            let pick = if now % 2 == 0 {
+                cands
+                    .iter()
+                    .filter(plausible)
+                    .filter(|c| c.samples < s.min_samples)
+                    .min_by(|a, b| {
+                        a.samples
+                            .cmp(&b.samples)
+                            .then(a.steady.total_cmp(&b.steady))
+                    })
+            } else if now % RECHECK_EVERY == RECHECK_EVERY / 2 {
+                runner_up.filter(|c| plausible(c))
+            } else {
+                None
+            };
+            if let Some(c) = pick {
+                let k = c.kind;
+                order.retain(|b| *b != k);
+                order.insert(0, k);
+                return Decision {
+                    order,
+                    reason: SelectionReason::Exploration,
+                    estimates,
+                };
+            }
+        }
+        Decision {
+            order,
+            reason,
+            estimates,
+        }
+    }
+
+    fn observe(&self, workload: &WorkloadCharacteristics, m: &ExecutionMetrics) {
+        if !self.settings.learn {
+            return;
+        }
+        let key = size_bucket(workload);
+        let mut h = self.shared.history.lock();
+        let Some(plan) = h.plans.get_mut(&m.fingerprint) else {
+            return;
+        };
+        let shape = plan
+            .shape
+            .clone()
+            .unwrap_or_else(|| Arc::new(PlanShape::from_workload(workload)));
+        if shape.ends_in_compaction() && m.elements_in > 0 && m.attempts.is_empty() {
+            plan.record_selectivity(m.elements_out as f64 / m.elements_in as f64);
+        }
+        let selectivity = plan.selectivity.unwrap_or(PRIOR_SELECTIVITY);
+        let est = self.model.read().estimate_with(
+            m.backend,
+            &EstimateInput {
+                workload,
+                shape: &shape,
+                compiled: true,
+                selectivity,
+                keep_on_device: false,
+            },
+        );
+        let bucket = plan.bucket_mut(key);
+        let p = &m.phases;
+        let measured = (p.transfer_in + p.execute + p.transfer_out).as_secs_f64();
+        bucket.stats[m.backend.index()].record(measured, est.total());
+        for a in &m.attempts {
+            if !matches!(a.phase, Phase::Init | Phase::Support) {
+                bucket.stats[a.backend.index()].fail(bucket.runs);
+            }
+        }
+        drop(h);
+        self.shared.dirty.store(true, Ordering::Relaxed);
+    }
+
+    fn settings(&self) -> Vec<(&'static str, String)> {
+        self.refresh_model();
+        let m = self.model.read();
+        let s = &self.settings;
+        let mut v = vec![
+            ("selector", "learning".into()),
+            ("learn", s.learn.to_string()),
+            ("history_min_samples", s.min_samples.to_string()),
+            ("explore_ratio", format!("{}", s.explore_ratio)),
+            (
+                "history_keys",
+                self.shared.history.lock().keys().to_string(),
+            ),
+            ("calibrated", m.cpu.measured.to_string()),
+            (
+                "cpu.bandwidth_one",
+                format!("{:.1}GB/s", m.cpu.bandwidth_one / 1e9),
+            ),
+            (
+                "cpu.bandwidth_all",
+                format!("{:.1}GB/s", m.cpu.bandwidth_all / 1e9),
+            ),
+            (
+                "cpu.pool_wakeup",
+                format!("{:.1}µs", m.cpu.pool_wakeup * 1e6),
+            ),
+            ("cpu.threads", m.cpu.threads.to_string()),
+        ];
+        for k in [BackendKind::Wgpu, BackendKind::Cuda] {
+            if let Some(d) = m.devices[if k == BackendKind::Wgpu { 0 } else { 1 }].as_ref() {
+                v.push((
+                    if k == BackendKind::Wgpu {
+                        "wgpu.profile"
+                    } else {
+                        "cuda.profile"
+                    },
+                    format!(
+                        "measured={} up={:.1}GB/s down={:.1}GB/s launch={:.1}µs",
+                        d.measured,
+                        d.upload_bandwidth / 1e9,
+                        d.download_bandwidth / 1e9,
+                        d.launch * 1e6
+                    ),
+                ));
+            }
+        }
+        if let Some(dir) = &s.cache_dir {
+            v.push(("cache_dir", dir.display().to_string()));
+        }
+        v
+    }
+
+    fn reset(&self) {
+        self.shared.history.lock().plans.clear();
+        self.shared.dirty.store(false, Ordering::Relaxed);
+        if let Some(p) = &self.persister {
+            p.remove_file();
+        }
+    }
+
+    fn flush(&self) {
+        self.flush_history();
+    }
+
+    fn set_device_profile(&self, kind: BackendKind, profile: DeviceProfile) {
+        self.model.write().set_device(kind, profile);
+    }
+}
+
+impl Drop for LearningSelector {
+    fn drop(&mut self) {
+        if let Some(p) = &self.persister {
+            if self.shared.dirty.load(Ordering::Relaxed) {
+                p.save_now(&self.shared);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Attempt, PhaseTimes};
+    use crate::prelude::*;
+    use crate::runtime::compiled::{CompiledPlan, PlanReport};
+
+    fn settings() -> LearningSettings {
+        LearningSettings {
+            learn: true,
+            min_samples: 3,
+            explore_ratio: 1.5,
+            cache_dir: None,
+            calibration_budget: Duration::ZERO,
+        }
+    }
+
+    /// A plan of `sum(x * 2 + 1)` over `n` f32, and its workload.
+    fn plan(n: usize) -> (CompiledPlan, WorkloadCharacteristics) {
+        let xs = vec![1.0f32; n];
+        let e = xs.compute().map(|x| x * 2.0 + 1.0).explain().sum();
+        (CompiledPlan::new(e.plan.clone(), e.fingerprint, PlanReport::default()), e.workload)
+    }
+
+    const CPU: [BackendKind; 3] = [BackendKind::CpuScalar, BackendKind::CpuSimd, BackendKind::CpuParallel];
+
+    fn select(s: &LearningSelector, p: &CompiledPlan, w: &WorkloadCharacteristics) -> Decision {
+        s.select(&SelectionInput {
+            plan: p,
+            workload: w,
+            candidates: &CPU,
+            forced: None,
+        })
+    }
+
+    fn metrics(p: &CompiledPlan, w: &WorkloadCharacteristics, k: BackendKind, secs: f64) -> ExecutionMetrics {
+        ExecutionMetrics {
+            run_id: 0,
+            fingerprint: p.fingerprint,
+            backend: k,
+            reason: SelectionReason::Forced,
+            attempts: SmallVec::new(),
+            elements_in: w.elements,
+            bytes_in: w.bytes_in,
+            elements_out: 1,
+            bytes_out: 8,
+            phases: PhaseTimes {
+                execute: Duration::from_secs_f64(secs),
+                total: Duration::from_secs_f64(secs),
+                ..PhaseTimes::default()
+            },
+            plan_cache_hit: true,
+            compile_cache_hit: true,
+            bytes_allocated: 0,
+            bytes_uploaded: 0,
+            bytes_downloaded: 0,
+            bytes_resident: 0,
+            estimates: SmallVec::new(),
+            parallelism: 1,
+            launches: 1,
+            stages: 1,
+            terminal: "reduce",
+        }
+    }
+
+    #[test]
+    fn the_model_decides_first_then_measurements_take_over() {
+        let s = LearningSelector::new(settings());
+        let (p, w) = plan(1 << 24);
+        let d = select(&s, &p, &w);
+        assert_eq!(d.order[0], BackendKind::CpuParallel, "{d:?}");
+        assert!(matches!(d.reason, SelectionReason::Model { .. }));
+        // Measured: parallel is 3x slower than one thread here.
+        for _ in 0..3 {
+            s.observe(&w, &metrics(&p, &w, BackendKind::CpuSimd, 1e-3));
+            s.observe(&w, &metrics(&p, &w, BackendKind::CpuParallel, 3e-3));
+        }
+        let d = select(&s, &p, &w);
+        let d = if d.reason == SelectionReason::Exploration { select(&s, &p, &w) } else { d };
+        assert_eq!(d.order[0], BackendKind::CpuSimd, "{d:?}");
+        match d.reason {
+            SelectionReason::History { samples, mean } => {
+                assert_eq!(samples, 3);
+                assert!((mean - 1e-3).abs() < 1e-4, "{mean}");
+            }
+            r => panic!("{r:?}"),
+        }
+        // The estimates carry every candidate, history-corrected.
+        assert_eq!(d.estimates.len(), 3);
+        let par = d.estimates.iter().find(|e| e.backend == BackendKind::CpuParallel).unwrap();
+        assert!((par.seconds - 3e-3).abs() < 3e-4, "{par:?}");
+    }
+
+    #[test]
+    fn one_outlier_does_not_swing_the_choice() {
+        let s = LearningSelector::new(settings());
+        let (p, w) = plan(1 << 24);
+        for _ in 0..4 {
+            s.observe(&w, &metrics(&p, &w, BackendKind::CpuSimd, 3e-3));
+            s.observe(&w, &metrics(&p, &w, BackendKind::CpuParallel, 1e-3));
+        }
+        s.observe(&w, &metrics(&p, &w, BackendKind::CpuParallel, 0.5));
+        for _ in 0..4 {
+            let d = select(&s, &p, &w);
+            if d.reason != SelectionReason::Exploration {
+                assert_eq!(d.order[0], BackendKind::CpuParallel);
+            }
+        }
+    }
+
+    #[test]
+    fn exploration_is_bounded_to_plausible_candidates() {
+        let s = LearningSelector::new(settings());
+        let (p, w) = plan(1 << 22);
+        let mut explored = Vec::new();
+        for _ in 0..40 {
+            let d = select(&s, &p, &w);
+            if d.reason == SelectionReason::Exploration {
+                explored.push(d.order[0]);
+            }
+            // Whatever ran is measured at what the model says, so the
+            // choice stays.
+            let est = d.estimates.iter().find(|e| e.backend == d.order[0]).unwrap().seconds;
+            s.observe(&w, &metrics(&p, &w, d.order[0], est));
+        }
+        assert!(!explored.contains(&BackendKind::CpuScalar), "scalar is predicted many times slower");
+        // Each plausible alternative is tried only until it has min_samples.
+        assert!(explored.len() <= 3, "{explored:?}");
+    }
+
+    #[test]
+    fn failures_count_against_a_backend_and_are_retried_later() {
+        let s = LearningSelector::new(settings());
+        let (p, w) = plan(1 << 24);
+        let first = select(&s, &p, &w).order[0];
+        let mut m = metrics(&p, &w, BackendKind::CpuSimd, 1e-3);
+        m.attempts.push(Attempt {
+            backend: first,
+            phase: crate::backend::Phase::Execute,
+            message: "device lost".into(),
+        });
+        s.observe(&w, &m);
+        let d = select(&s, &p, &w);
+        assert_ne!(d.order[0], first);
+        assert_eq!(*d.order.last().unwrap(), first, "kept as the last fallback");
+        let retried = (0..40).any(|_| select(&s, &p, &w).order[0] == first);
+        assert!(retried, "not excluded forever");
+    }
+
+    #[test]
+    fn without_learning_history_is_ignored() {
+        let s = LearningSelector::new(LearningSettings {
+            learn: false,
+            ..settings()
+        });
+        let (p, w) = plan(1 << 24);
+        for _ in 0..5 {
+            s.observe(&w, &metrics(&p, &w, BackendKind::CpuParallel, 1.0));
+        }
+        let d = select(&s, &p, &w);
+        assert_eq!(d.order[0], BackendKind::CpuParallel);
+        assert!(matches!(d.reason, SelectionReason::Model { .. }));
+        assert_eq!(s.history().keys(), 0);
+    }
+
+    #[test]
+    fn forced_wins_and_reset_forgets() {
+        let s = LearningSelector::new(settings());
+        let (p, w) = plan(1000);
+        let d = s.select(&SelectionInput {
+            plan: &p,
+            workload: &w,
+            candidates: &CPU,
+            forced: Some(Forced::Environment(BackendKind::CpuScalar)),
+        });
+        assert_eq!(d.order[0], BackendKind::CpuScalar);
+        assert_eq!(d.reason, SelectionReason::Environment);
+        s.observe(&w, &metrics(&p, &w, BackendKind::CpuScalar, 1e-3));
+        assert_eq!(s.history().keys(), 1);
+        s.reset();
+        assert_eq!(s.history().keys(), 0);
+    }
+
+    #[test]
+    fn history_persists_across_selectors() {
+        let dir = crate::cost::cache_file::temp_dir("learning");
+        let with_dir = || {
+            LearningSelector::new(LearningSettings {
+                cache_dir: Some(dir.clone()),
+                ..settings()
+            })
+        };
+        let (p, w) = plan(1 << 20);
+        {
+            let s = with_dir();
+            select(&s, &p, &w);
+            for _ in 0..3 {
+                s.observe(&w, &metrics(&p, &w, BackendKind::CpuSimd, 2e-4));
+            }
+        } // dropped: written
+        let s = with_dir();
+        let st = s.history().stat(p.fingerprint, size_bucket(&w), BackendKind::CpuSimd).copied();
+        assert_eq!(st.map(|s| s.samples), Some(3));
+        s.reset();
+        drop(s);
+        assert_eq!(with_dir().history().keys(), 0, "reset removes the file");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn filter_selectivity_is_learned_per_plan() {
+        let s = LearningSelector::new(settings());
+        let xs = vec![1.0f32; 1 << 16];
+        let e = xs.compute().filter(|x| x.gt(0.5)).explain().collect::<Vec<f32>>();
+        let p = CompiledPlan::new(e.plan.clone(), e.fingerprint, PlanReport::default());
+        let w = e.workload.clone();
+        select(&s, &p, &w);
+        let mut m = metrics(&p, &w, BackendKind::CpuSimd, 1e-4);
+        m.elements_out = w.elements / 10;
+        s.observe(&w, &m);
+        let sel = s.history().plans[&p.fingerprint].selectivity.unwrap();
+        assert!((sel - 0.1).abs() < 1e-3, "{sel}");
+    }
+}
