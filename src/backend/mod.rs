@@ -7,8 +7,12 @@
 pub mod cpu_parallel;
 pub mod cpu_scalar;
 pub mod cpu_simd;
+mod registry;
+
+pub use registry::default_backends;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
+#[cfg(feature = "cuda")] pub mod cuda;
 
 use crate::expr::{DType, Scalar};
 use crate::plan::{PhysicalPlan, PlanOutput};

@@ -99,7 +99,7 @@ pub struct NodeData {
 /// An append-only arena of typed nodes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ExprArena {
-    nodes: SmallVec<[NodeData; 16]>,
+    nodes: Vec<NodeData>,
 }
 
 /// Why a node or arena is ill-formed.

@@ -80,23 +80,15 @@ impl Engine {
 
     /// An engine with explicit settings and every backend compiled in.
     pub fn with_config(config: Config) -> Engine {
-        let mut e = Engine {
+        Engine {
             selector: crate::select::default_selector(&config),
             log: RunLog::new(config.run_log_capacity),
             plans: PlanCache::new(config.plan_cache_capacity),
             config_error: None,
-            backends: Vec::new(),
+            backends: crate::backend::default_backends(),
             config,
             runs: AtomicU64::new(0),
-        };
-        e.backends
-            .push(Arc::new(crate::backend::cpu_scalar::CpuScalar));
-        e.backends
-            .push(Arc::new(crate::backend::cpu_simd::CpuSimd::default()));
-        e.backends.push(Arc::new(
-            crate::backend::cpu_parallel::CpuParallel::default(),
-        ));
-        e
+        }
     }
 
     /// Adds or replaces the backend of its kind (for custom or

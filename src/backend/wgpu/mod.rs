@@ -270,4 +270,20 @@ impl Backend for WgpuBackend {
             RunOutput::Device(_) => unreachable!("asked for host output"),
         }
     }
+
+    fn is_initialized(&self) -> bool {
+        self.gpu.get().is_some()
+    }
+
+    fn upload(&self, column: ColumnRef<'_>) -> Result<Arc<dyn DeviceColumn>, BackendError> {
+        WgpuBackend::upload(self, column)
+    }
+
+    fn execute_to_device(
+        &self,
+        job: &Job<'_>,
+        stats: &mut RunStats,
+    ) -> Result<Vec<Arc<dyn DeviceColumn>>, BackendError> {
+        WgpuBackend::execute_to_device(self, job, stats)
+    }
 }
