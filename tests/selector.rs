@@ -1,0 +1,129 @@
+//! The learning selector through the engine: reasons reach the metrics,
+//! history takes over from the model, exploration is bounded, learning can
+//! be switched off, history persists across engines and can be reset.
+
+use computeq::metrics::SelectionReason;
+use computeq::prelude::*;
+use computeq::runtime::Config;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn config() -> Config {
+    Config {
+        calibration_budget: Duration::ZERO,
+        ..Config::default()
+    }
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("computeq-selector-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn reasons(engine: &Engine, xs: &[f32], runs: usize) -> Vec<SelectionReason> {
+    (0..runs)
+        .map(|_| engine.query(xs).map(|x| x * 2.0 + 1.0).with_metrics().sum().1.reason)
+        .collect()
+}
+
+#[test]
+fn the_model_decides_first_and_history_takes_over() {
+    let engine = Engine::with_config(config());
+    let xs = vec![0.5f32; 200_000];
+    let r = reasons(&engine, &xs, 20);
+    assert!(matches!(r[0], SelectionReason::Model { .. }), "{:?}", r[0]);
+    assert!(r[10..].iter().any(|r| matches!(r, SelectionReason::History { .. })), "{r:?}");
+    let explored = r.iter().filter(|r| **r == SelectionReason::Exploration).count();
+    assert!(explored <= 6, "exploration is bounded: {r:?}");
+    assert!(r[14..].iter().all(|r| *r != SelectionReason::Exploration), "{r:?}");
+}
+
+#[test]
+fn every_decision_carries_all_candidates_estimates() {
+    let engine = Engine::with_config(config());
+    let xs = vec![1.0f32; 1000];
+    let (_, m) = engine.query(&xs).sum_metrics();
+    assert!(m.estimates.len() >= 3, "{:?}", m.estimates);
+    assert!(m.estimates.iter().all(|e| e.seconds.is_finite() && e.seconds > 0.0));
+    let explain = engine.query(&xs).explain().sum().to_string();
+    assert!(explain.contains("selector=learning"), "{explain}");
+    assert!(explain.contains("cpu-simd"), "{explain}");
+}
+
+/// `sum` with metrics, as a helper trait to keep the tests short.
+trait SumMetrics {
+    fn sum_metrics(self) -> (f32, computeq::metrics::ExecutionMetrics);
+}
+
+impl SumMetrics for computeq::query::Query<'_, Expr<f32>> {
+    fn sum_metrics(self) -> (f32, computeq::metrics::ExecutionMetrics) {
+        self.with_metrics().sum()
+    }
+}
+
+#[test]
+fn learning_can_be_switched_off() {
+    let c = Config::from_vars(|k| (k == "COMPUTEQ_LEARN").then(|| "0".to_string())).unwrap();
+    assert!(!c.learn);
+    let engine = Engine::with_config(Config {
+        calibration_budget: Duration::ZERO,
+        ..c
+    });
+    let xs = vec![0.5f32; 100_000];
+    for r in reasons(&engine, &xs, 12) {
+        assert!(matches!(r, SelectionReason::Model { .. }), "{r:?}");
+    }
+}
+
+#[test]
+fn history_persists_across_engines_and_resets() {
+    let dir = temp_dir("persist");
+    let with_dir = || {
+        Engine::with_config(Config {
+            cache_dir: Some(dir.clone()),
+            ..config()
+        })
+    };
+    let xs = vec![0.5f32; 50_000];
+    {
+        let a = with_dir();
+        reasons(&a, &xs, 12);
+    } // dropped: history written
+    let b = with_dir();
+    let r = reasons(&b, &xs, 1);
+    assert!(matches!(r[0], SelectionReason::History { .. }), "{r:?}");
+    b.selector().reset();
+    let r = reasons(&b, &xs, 1);
+    assert!(matches!(r[0], SelectionReason::Model { .. }), "{r:?}");
+    drop(b);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_corrupt_history_file_is_ignored_and_rebuilt() {
+    let dir = temp_dir("corrupt");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = computeq::cost::cache_file::path(&dir, "history");
+    std::fs::write(&path, "{\"format\": 42").unwrap();
+    {
+        let e = Engine::with_config(Config {
+            cache_dir: Some(dir.clone()),
+            ..config()
+        });
+        let r = reasons(&e, &[1.0f32; 5000], 4);
+        assert!(matches!(r[0], SelectionReason::Model { .. }));
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("computeq-cache"), "rebuilt: {text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn forced_backends_keep_their_reason() {
+    let engine = Engine::with_config(config());
+    let xs = vec![1.0f32; 1000];
+    let (_, m) = engine.query(&xs).on(BackendKind::CpuScalar).with_metrics().sum();
+    assert_eq!(m.backend, BackendKind::CpuScalar);
+    assert_eq!(m.reason, SelectionReason::Forced);
+}
