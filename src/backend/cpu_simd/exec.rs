@@ -1,0 +1,1292 @@
+//! Running a compiled stage: positions are cut into fixed leaves of `LEAF`
+//! positions, each leaf into blocks of `BLOCK`; every block runs the
+//! instruction list, then feeds the terminal. Leaf results combine by a fixed
+//! rule (a midpoint binary tree for reductions, carried offsets for scans).
+//!
+//! `cpu-simd` drives the leaves sequentially and `cpu-parallel` over rayon,
+//! through the same functions here, so their results are bit-identical and
+//! independent of the thread count. This file owns no policy about threads.
+
+use super::kernels::{self, ArgState, Op, LANES};
+use super::lanes::{with_float, with_lane, with_num, CastTo, FloatLane, Lane, Num, OutSlice, Regs};
+use super::program::{BlockProgram, Col, Fused, Instr, Operand, StageProgram, TermProgram};
+use super::{BLOCK, LEAF};
+use crate::backend::cpu_scalar::{agg_identity, arg_better};
+use crate::expr::{eval, BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
+use crate::plan::{AggKind, Combine, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput};
+use crate::runtime::column::{Column, ColumnRef};
+use smallvec::SmallVec;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// The instruction set the block loops are compiled for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Isa {
+    /// The build's baseline (SSE2 on x86-64): always available.
+    Portable,
+    /// AVX2 with FMA, chosen at run time when the CPU has both.
+    #[cfg(target_arch = "x86_64")]
+    Avx2Fma,
+}
+
+impl Isa {
+    /// The best instruction set of this CPU.
+    pub(crate) fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                return Isa::Avx2Fma;
+            }
+        }
+        Isa::Portable
+    }
+
+    /// The name shown in metrics.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Isa::Portable => "portable",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2Fma => "avx2+fma",
+        }
+    }
+}
+
+/// A leaf's (or a subtree's) result for one aggregate.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) struct Partial {
+    /// The value (best value for arg-extrema).
+    pub(crate) v: Scalar,
+    /// Position of the best value (arg-extrema only).
+    pub(crate) pos: u64,
+    /// Whether an arg-extremum saw a non-NaN value.
+    pub(crate) have: bool,
+}
+
+/// One partial per aggregate.
+pub(crate) type Partials = SmallVec<[Partial; 4]>;
+
+/// Accumulator lanes of one numeric type.
+#[derive(Copy, Clone, Debug)]
+enum Lanes {
+    I32([i32; LANES]),
+    U32([u32; LANES]),
+    I64([i64; LANES]),
+    U64([u64; LANES]),
+    F32([f32; LANES]),
+    F64([f64; LANES]),
+}
+
+trait LaneAcc: Num {
+    fn wrap(a: [Self; LANES]) -> Lanes;
+}
+
+macro_rules! lane_acc {
+    ($($t:ty => $v:ident),*) => {$(
+        impl LaneAcc for $t {
+            #[inline(always)]
+            fn wrap(a: [Self; LANES]) -> Lanes {
+                Lanes::$v(a)
+            }
+        }
+    )*};
+}
+lane_acc!(i32 => I32, u32 => U32, i64 => I64, u64 => U64, f32 => F32, f64 => F64);
+
+macro_rules! with_lanes {
+    ($l:expr, $a:ident, $T:ident => $body:expr) => {
+        match $l {
+            Lanes::I32($a) => {
+                type $T = i32;
+                $body
+            }
+            Lanes::U32($a) => {
+                type $T = u32;
+                $body
+            }
+            Lanes::I64($a) => {
+                type $T = i64;
+                $body
+            }
+            Lanes::U64($a) => {
+                type $T = u64;
+                $body
+            }
+            Lanes::F32($a) => {
+                type $T = f32;
+                $body
+            }
+            Lanes::F64($a) => {
+                type $T = f64;
+                $body
+            }
+        }
+    };
+}
+
+/// The running state of one aggregate within a leaf.
+#[derive(Clone, Debug)]
+enum Acc {
+    Sum(Lanes),
+    Min(Lanes),
+    Max(Lanes),
+    Count(u64),
+    Any(bool),
+    All(bool),
+    Arg {
+        max: bool,
+        have: bool,
+        best: Scalar,
+        pos: u64,
+    },
+    Custom(Scalar),
+    /// An aggregate a validated program cannot have (e.g. a `bool` sum).
+    Invalid,
+}
+
+type Accs = SmallVec<[Acc; 4]>;
+
+/// Per-thread scratch of a stage run: the block registers and the survivor
+/// index list of compaction.
+#[derive(Debug)]
+pub(crate) struct Exec {
+    regs: Regs,
+    idx: Vec<u32>,
+}
+
+/// What a run allocated and how many sequential tasks it ran; shared by
+/// the tasks of a parallel run.
+#[derive(Debug, Default)]
+pub(crate) struct Acct {
+    bytes: AtomicU64,
+    tasks: AtomicU32,
+}
+
+impl Acct {
+    /// Records `n` bytes of allocation.
+    pub(crate) fn alloc(&self, n: u64) {
+        self.bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Records one sequential task.
+    pub(crate) fn task(&self) {
+        self.tasks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Bytes allocated so far.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Tasks run so far.
+    pub(crate) fn tasks(&self) -> u32 {
+        self.tasks.load(Ordering::Relaxed)
+    }
+}
+
+/// How the leaves of one stage are scheduled: sequentially (`cpu-simd`) or
+/// over a thread pool (`cpu-parallel`). Every driver must use the leaf
+/// functions of [`StageRun`] and their fixed combine order.
+pub(crate) trait Driver: Sync {
+    /// The reduce partials of all leaves, combined by the midpoint tree.
+    fn reduce(&self, run: &StageRun<'_>, acct: &Acct) -> Partials;
+    /// Writes every position's columns into `outs` (each of length `len`).
+    fn store(&self, run: &StageRun<'_>, outs: Vec<OutSlice<'_>>, acct: &Acct);
+    /// The surviving positions' columns, in order.
+    fn compact(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column>;
+    /// Writes the scan into `out` (of length `len`).
+    fn scan(&self, run: &StageRun<'_>, out: OutSlice<'_>, acct: &Acct);
+}
+
+/// Midpoint of a leaf range: the one split rule of the reduction tree.
+#[inline]
+pub(crate) fn tree_mid(lo: usize, hi: usize) -> usize {
+    lo + (hi - lo) / 2
+}
+
+/// One stage ready to run: its program, inputs, resolved range and uniform
+/// values. Shared (`Sync`) by every task of a run.
+#[derive(Debug)]
+pub(crate) struct StageRun<'a> {
+    prog: &'a StageProgram,
+    stage: &'a Stage,
+    inputs: SmallVec<[ColumnRef<'a>; 4]>,
+    offsets: SmallVec<[usize; 4]>,
+    index_offsets: SmallVec<[u64; 2]>,
+    len: usize,
+    uniforms: Vec<Scalar>,
+    params: &'a [Scalar],
+    isa: Isa,
+}
+
+fn eval_uniforms(prog: &ExprArena, list: &[u32], params: &[Scalar]) -> Vec<Scalar> {
+    let mut vals = vec![Scalar::Bool(false); prog.len()];
+    for &i in list {
+        let i = i as usize;
+        let d = prog.get(Value::new(i));
+        let r = |v: Value| vals[v.index()];
+        vals[i] = match d.node {
+            Node::Param(p) => params[p as usize].cast(d.ty),
+            Node::Const(c) => c,
+            Node::Unary(op, a) => eval::unary(op, r(a)),
+            Node::Binary(op, a, b) => eval::binary(op, r(a), r(b)),
+            Node::Select(c, a, b) => {
+                if r(c).as_bool() {
+                    r(a)
+                } else {
+                    r(b)
+                }
+            }
+            Node::MulAdd(a, b, c) => eval::mul_add(r(a), r(b), r(c)),
+            Node::Cast(a) => r(a).cast(d.ty),
+            Node::Powi(a, k) => eval::powi(r(a), k),
+            Node::Input(_) | Node::Index(_) => continue,
+        };
+    }
+    vals
+}
+
+impl<'a> StageRun<'a> {
+    /// Checks the inputs and parameters against the program and resolves
+    /// the stage's range. After this, nothing in the run can fail or panic.
+    pub(crate) fn new(
+        prog: &'a StageProgram,
+        stage: &'a Stage,
+        inputs: SmallVec<[ColumnRef<'a>; 4]>,
+        params: &'a [Scalar],
+        isa: Isa,
+    ) -> Result<StageRun<'a>, String> {
+        if params.len() < prog.params_needed {
+            return Err(format!(
+                "the stage reads {} parameters, the run has {}",
+                prog.params_needed,
+                params.len()
+            ));
+        }
+        if inputs.len() != stage.inputs.len() {
+            return Err(format!(
+                "the stage has {} input slots, the run gives {}",
+                stage.inputs.len(),
+                inputs.len()
+            ));
+        }
+        for (s, (t, c)) in prog.input_types.iter().zip(&inputs).enumerate() {
+            if let Some(t) = *t {
+                if c.dtype() != t {
+                    return Err(format!(
+                        "input slot {s} is read as {t} but holds {}",
+                        c.dtype()
+                    ));
+                }
+            }
+        }
+        let lens: SmallVec<[usize; 4]> = inputs.iter().map(|c| c.len()).collect();
+        let range = stage.resolve_range(&lens, params);
+        for (s, t) in prog.input_types.iter().enumerate() {
+            if t.is_some() && range.len > 0 && range.offsets[s].saturating_add(range.len) > lens[s]
+            {
+                return Err(format!("input slot {s} is shorter than the stage's range"));
+            }
+        }
+        Ok(StageRun {
+            prog,
+            stage,
+            uniforms: eval_uniforms(&stage.program, &prog.uniforms, params),
+            inputs,
+            offsets: range.offsets,
+            index_offsets: range.index_offsets,
+            len: range.len,
+            params,
+            isa,
+        })
+    }
+
+    /// The count-only twin of a filter+collect stage (for the parallel
+    /// count pass).
+    pub(crate) fn count_run(&self) -> Option<StageRun<'a>> {
+        let prog = self.prog.count_pass.as_deref()?;
+        Some(StageRun {
+            prog,
+            stage: self.stage,
+            inputs: self.inputs.clone(),
+            offsets: self.offsets.clone(),
+            index_offsets: self.index_offsets.clone(),
+            len: self.len,
+            uniforms: eval_uniforms(&self.stage.program, &prog.uniforms, self.params),
+            params: self.params,
+            isa: self.isa,
+        })
+    }
+
+    /// Number of logical positions.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Number of leaves (the last one may be partial).
+    pub(crate) fn leaves(&self) -> usize {
+        self.len.div_ceil(LEAF)
+    }
+
+    /// Positions `start..end` of leaf `j`.
+    pub(crate) fn leaf_range(&self, j: usize) -> (usize, usize) {
+        let start = j.saturating_mul(LEAF).min(self.len);
+        (start, start.saturating_add(LEAF).min(self.len))
+    }
+
+    /// The compiled terminal.
+    pub(crate) fn terminal(&self) -> &TermProgram {
+        &self.prog.terminal
+    }
+
+    /// Whether the stage has a predicate.
+    pub(crate) fn has_predicate(&self) -> bool {
+        self.prog.predicate.is_some()
+    }
+
+    /// Bytes of one [`Exec`].
+    pub(crate) fn state_bytes(&self) -> u64 {
+        Regs::bytes(&self.prog.regs)
+            + if self.has_predicate() {
+                (BLOCK * 4) as u64
+            } else {
+                0
+            }
+    }
+
+    /// Fresh per-thread scratch, with uniform terminal columns splatted.
+    pub(crate) fn new_state(&self) -> Exec {
+        let mut regs = Regs::new(&self.prog.regs);
+        for s in &self.prog.splats {
+            let v = self.uniforms[s.node as usize];
+            with_lane!(s.ty, T => {
+                if let Some(r) = T::file_mut(&mut regs).get_mut(s.reg as usize) {
+                    kernels::splat(r, T::from_scalar(v));
+                }
+            })
+        }
+        let idx = if self.has_predicate() {
+            vec![0u32; BLOCK]
+        } else {
+            Vec::new()
+        };
+        Exec { regs, idx }
+    }
+
+    // ---- operands ------------------------------------------------------
+
+    /// Input slot `s` at positions `pos..pos + n`.
+    #[inline(always)]
+    fn input<T: Lane>(&self, s: u16, pos: usize, n: usize) -> &'a [T] {
+        let s = s as usize;
+        match (
+            self.inputs.get(s).and_then(|c| T::column(*c)),
+            self.offsets.get(s),
+        ) {
+            (Some(col), Some(&off)) => {
+                let start = off + pos;
+                col.get(start..start + n).unwrap_or(&[])
+            }
+            _ => &[],
+        }
+    }
+
+    #[inline(always)]
+    fn operand<'r, T: Lane>(
+        &'r self,
+        a: Operand,
+        regs: &'r Regs,
+        pos: usize,
+        n: usize,
+    ) -> Op<'r, T> {
+        match a {
+            Operand::Reg(r) => Op::Slice(
+                T::file(regs)
+                    .get(r as usize)
+                    .and_then(|v| v.get(..n))
+                    .unwrap_or(&[]),
+            ),
+            Operand::Input(s) => Op::Slice(self.input(s, pos, n)),
+            Operand::Uniform(u) => Op::Splat(T::from_scalar(
+                self.uniforms
+                    .get(u as usize)
+                    .copied()
+                    .unwrap_or(Scalar::Bool(false)),
+            )),
+        }
+    }
+
+    /// A terminal column at `pos..pos + n`.
+    #[inline(always)]
+    fn col<'r, T: Lane>(
+        &'r self,
+        c: Option<&Col>,
+        regs: &'r Regs,
+        pos: usize,
+        n: usize,
+    ) -> &'r [T] {
+        match c.map(|c| self.operand::<T>(c.src, regs, pos, n)) {
+            Some(Op::Slice(s)) => s,
+            _ => &[],
+        }
+    }
+
+    #[inline(always)]
+    fn mask<'r>(&'r self, regs: &'r Regs, pos: usize, n: usize) -> Option<&'r [bool]> {
+        self.prog
+            .predicate
+            .as_ref()
+            .map(|p| self.col::<bool>(Some(p), regs, pos, n))
+    }
+
+    // ---- instructions --------------------------------------------------
+
+    /// Asks for the inputs of the block after `pos..pos + n` to be brought
+    /// into cache while this block computes. A block program alternates
+    /// between reading memory and working in L1; without this the memory
+    /// stream idles during the L1 work and a reduction falls well short of
+    /// the bandwidth a fused loop reaches.
+    #[inline(always)]
+    fn prefetch_next(&self, pos: usize, n: usize) {
+        #[cfg(target_arch = "x86_64")]
+        for ((t, c), &off) in self.prog.input_types.iter().zip(&self.inputs).zip(&self.offsets) {
+            if t.is_none() {
+                continue;
+            }
+            let bytes = c.as_bytes();
+            let size = c.dtype().size();
+            let start = (off + pos + n).saturating_mul(size);
+            let end = start.saturating_add(BLOCK * size).min(bytes.len());
+            let mut at = start;
+            while at < end {
+                // SAFETY: `at` is inside `bytes`, and a prefetch is only a
+                // hint: it never faults and has no visible effect.
+                unsafe {
+                    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                    _mm_prefetch::<_MM_HINT_T0>(bytes.as_ptr().add(at) as *const i8);
+                }
+                at += 64;
+            }
+        }
+    }
+
+    /// Runs the instruction list over positions `pos..pos + n` (`n <= BLOCK`).
+    fn run_instrs(&self, regs: &mut Regs, pos: usize, n: usize) {
+        self.prefetch_next(pos, n);
+        #[cfg(target_arch = "x86_64")]
+        if self.isa == Isa::Avx2Fma {
+            // SAFETY: `Isa::Avx2Fma` is only chosen by `Isa::detect` when the
+            // CPU reports AVX2 and FMA.
+            unsafe { self.run_instrs_avx2(regs, pos, n) };
+            return;
+        }
+        self.run_instrs_impl(regs, pos, n)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn run_instrs_avx2(&self, regs: &mut Regs, pos: usize, n: usize) {
+        self.run_instrs_impl(regs, pos, n)
+    }
+
+    #[inline(always)]
+    fn run_instrs_impl(&self, regs: &mut Regs, pos: usize, n: usize) {
+        for ins in &self.prog.instrs {
+            self.exec(ins, regs, pos, n);
+        }
+    }
+
+    /// Takes output register `out` out of its file (no closure: everything
+    /// here must inline into the ISA-specific entry points).
+    #[inline(always)]
+    fn take_out<T: Lane>(regs: &mut Regs, out: u16) -> Option<Vec<T>> {
+        T::file_mut(regs).get_mut(out as usize).map(std::mem::take)
+    }
+
+    #[inline(always)]
+    fn put_out<T: Lane>(regs: &mut Regs, out: u16, v: Vec<T>) {
+        if let Some(slot) = T::file_mut(regs).get_mut(out as usize) {
+            *slot = v;
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn un<A: Lane, R: Lane>(
+        &self,
+        regs: &mut Regs,
+        a: Operand,
+        out: u16,
+        pos: usize,
+        n: usize,
+        f: impl Fn(A) -> R,
+    ) {
+        let Some(mut o) = Self::take_out::<R>(regs, out) else {
+            return;
+        };
+        let k = n.min(o.len());
+        match self.operand::<A>(a, regs, pos, n) {
+            Op::Slice(s) => kernels::unary(s, &mut o[..k], f),
+            Op::Splat(x) => kernels::splat(&mut o[..k], f(x)),
+        }
+        Self::put_out(regs, out, o);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn bin<A: Lane, R: Lane>(
+        &self,
+        regs: &mut Regs,
+        a: Operand,
+        b: Operand,
+        out: u16,
+        pos: usize,
+        n: usize,
+        f: impl Fn(A, A) -> R,
+    ) {
+        let Some(mut o) = Self::take_out::<R>(regs, out) else {
+            return;
+        };
+        let k = n.min(o.len());
+        let (a, b) = (
+            self.operand::<A>(a, regs, pos, n),
+            self.operand::<A>(b, regs, pos, n),
+        );
+        kernels::binary(a, b, &mut o[..k], f);
+        Self::put_out(regs, out, o);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn tern<A: Lane, B: Lane>(
+        &self,
+        regs: &mut Regs,
+        ops: [Operand; 3],
+        out: u16,
+        pos: usize,
+        n: usize,
+        f: impl Fn(A, B, B) -> B,
+    ) {
+        let Some(mut o) = Self::take_out::<B>(regs, out) else {
+            return;
+        };
+        let k = n.min(o.len());
+        let a = self.operand::<A>(ops[0], regs, pos, n);
+        let b = self.operand::<B>(ops[1], regs, pos, n);
+        let c = self.operand::<B>(ops[2], regs, pos, n);
+        kernels::ternary(a, b, c, &mut o[..k], f);
+        Self::put_out(regs, out, o);
+    }
+
+    #[inline(always)]
+    fn powi<T: Num>(&self, regs: &mut Regs, a: Operand, k: i32, out: u16, pos: usize, n: usize) {
+        let Some(mut o) = Self::take_out::<T>(regs, out) else {
+            return;
+        };
+        let m = n.min(o.len());
+        if let Op::Slice(s) = self.operand::<T>(a, regs, pos, n) {
+            kernels::powi(s, k, &mut o[..m]);
+        }
+        Self::put_out(regs, out, o);
+    }
+
+    #[inline(always)]
+    fn iota(regs: &mut Regs, base: u64, out: u16, n: usize) {
+        if let Some(o) = u64::file_mut(regs).get_mut(out as usize) {
+            let m = n.min(o.len());
+            kernels::iota(&mut o[..m], base);
+        }
+    }
+
+    #[inline(always)]
+    fn exec(&self, ins: &Instr, regs: &mut Regs, pos: usize, n: usize) {
+        match *ins {
+            Instr::Iota { slot, out } => {
+                let off = self.index_offsets.get(slot as usize).copied().unwrap_or(0);
+                let base = (pos as u64).wrapping_add(off);
+                Self::iota(regs, base, out, n);
+            }
+            Instr::Unary { op, ty, a, out } => {
+                macro_rules! float {
+                    ($f:ident) => {
+                        with_float!(ty, T => self.un::<T, T>(regs, a, out, pos, n, T::$f), else ())
+                    };
+                }
+                match op {
+                    UnaryOp::Not => self.un::<bool, bool>(regs, a, out, pos, n, |x| !x),
+                    UnaryOp::Neg => {
+                        with_num!(ty, T => self.un::<T, T>(regs, a, out, pos, n, T::n_neg), else ())
+                    }
+                    UnaryOp::Abs => {
+                        with_num!(ty, T => self.un::<T, T>(regs, a, out, pos, n, T::n_abs), else ())
+                    }
+                    UnaryOp::Sqrt => float!(f_sqrt),
+                    UnaryOp::Exp => float!(f_exp),
+                    UnaryOp::Ln => float!(f_ln),
+                    UnaryOp::Sin => float!(f_sin),
+                    UnaryOp::Cos => float!(f_cos),
+                    UnaryOp::Floor => float!(f_floor),
+                    UnaryOp::Ceil => float!(f_ceil),
+                    UnaryOp::Round => float!(f_round),
+                }
+            }
+            Instr::Binary { op, ty, a, b, out } => {
+                macro_rules! arith {
+                    ($f:ident) => {
+                        with_num!(ty, T => self.bin::<T, T>(regs, a, b, out, pos, n, T::$f), else ())
+                    };
+                }
+                macro_rules! cmp {
+                    ($o:tt) => {
+                        with_lane!(ty, T => self.bin::<T, bool>(regs, a, b, out, pos, n, |x: T, y: T| x $o y))
+                    };
+                }
+                match op {
+                    BinaryOp::Add => arith!(n_add),
+                    BinaryOp::Sub => arith!(n_sub),
+                    BinaryOp::Mul => arith!(n_mul),
+                    BinaryOp::Div => arith!(n_div),
+                    BinaryOp::Rem => arith!(n_rem),
+                    BinaryOp::Min => arith!(n_min),
+                    BinaryOp::Max => arith!(n_max),
+                    BinaryOp::Eq => cmp!(==),
+                    BinaryOp::Ne => cmp!(!=),
+                    BinaryOp::Lt => cmp!(<),
+                    BinaryOp::Le => cmp!(<=),
+                    BinaryOp::Gt => cmp!(>),
+                    BinaryOp::Ge => cmp!(>=),
+                    BinaryOp::And => self.bin::<bool, bool>(regs, a, b, out, pos, n, |x, y| x & y),
+                    BinaryOp::Or => self.bin::<bool, bool>(regs, a, b, out, pos, n, |x, y| x | y),
+                }
+            }
+            Instr::Select { ty, c, a, b, out } => with_lane!(ty, T => self.tern::<bool, T>(
+                regs,
+                [c, a, b],
+                out,
+                pos,
+                n,
+                |c, x, y| if c { x } else { y },
+            )),
+            Instr::MulAdd { ty, a, b, c, out } => with_num!(ty, T => self.tern::<T, T>(
+                regs,
+                [a, b, c],
+                out,
+                pos,
+                n,
+                T::n_mul_add,
+            ), else ()),
+            Instr::Cast { from, to, a, out } => with_lane!(from, A => with_lane!(to, B => {
+                self.un::<A, B>(regs, a, out, pos, n, <A as CastTo<B>>::cast_to)
+            })),
+            Instr::Powi { ty, a, n: k, out } => {
+                with_num!(ty, T => self.powi::<T>(regs, a, k, out, pos, n), else ())
+            }
+        }
+    }
+
+    // ---- reduce --------------------------------------------------------
+
+    fn new_accs(&self) -> Accs {
+        let TermProgram::Reduce(aggs) = &self.prog.terminal else {
+            return Accs::new();
+        };
+        aggs.iter()
+            .map(|a| {
+                let ty = a.col.map_or(DType::U64, |c| c.ty);
+                let lanes = |min: bool, max: bool| {
+                    with_num!(ty, T => {
+                        let id = if min { T::MIN_ID } else if max { T::MAX_ID } else { T::ZERO };
+                        Some(T::wrap([id; LANES]))
+                    }, else None)
+                };
+                match &a.kind {
+                    AggKind::Sum => lanes(false, false).map_or(Acc::Invalid, Acc::Sum),
+                    AggKind::Min => lanes(true, false).map_or(Acc::Invalid, Acc::Min),
+                    AggKind::Max => lanes(false, true).map_or(Acc::Invalid, Acc::Max),
+                    AggKind::Count => Acc::Count(0),
+                    AggKind::Any => Acc::Any(false),
+                    AggKind::All => Acc::All(true),
+                    AggKind::ArgMin | AggKind::ArgMax => Acc::Arg {
+                        max: matches!(a.kind, AggKind::ArgMax),
+                        have: false,
+                        best: Scalar::zero(ty),
+                        pos: 0,
+                    },
+                    AggKind::Custom(c) => Acc::Custom(self.identity_of(c, ty)),
+                }
+            })
+            .collect()
+    }
+
+    fn identity_of(&self, c: &Combine, ty: DType) -> Scalar {
+        self.params
+            .get(c.identity as usize)
+            .map_or(Scalar::zero(ty), |s| s.cast(ty))
+    }
+
+    fn reduce_block(&self, accs: &mut [Acc], regs: &Regs, pos: usize, n: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if self.isa == Isa::Avx2Fma {
+            // SAFETY: see `run_instrs`.
+            unsafe { self.reduce_block_avx2(accs, regs, pos, n) };
+            return;
+        }
+        self.reduce_block_impl(accs, regs, pos, n)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn reduce_block_avx2(&self, accs: &mut [Acc], regs: &Regs, pos: usize, n: usize) {
+        self.reduce_block_impl(accs, regs, pos, n)
+    }
+
+    #[inline(always)]
+    fn reduce_block_impl(&self, accs: &mut [Acc], regs: &Regs, pos: usize, n: usize) {
+        let TermProgram::Reduce(aggs) = &self.prog.terminal else {
+            return;
+        };
+        let mask = self.mask(regs, pos, n);
+        for (acc, agg) in accs.iter_mut().zip(aggs) {
+            let col = agg.col.as_ref();
+            match acc {
+                Acc::Sum(l) => match agg.fused {
+                    Some(fu) => match l {
+                        Lanes::F32(acc) => self.fused_sum::<f32>(acc, fu, regs, pos, n, mask),
+                        Lanes::F64(acc) => self.fused_sum::<f64>(acc, fu, regs, pos, n, mask),
+                        _ => {}
+                    },
+                    None => with_lanes!(l, a, T => {
+                        kernels::fold_lanes(a, self.col::<T>(col, regs, pos, n), mask, T::ZERO, T::n_add)
+                    }),
+                },
+                Acc::Min(l) => with_lanes!(l, a, T => {
+                    kernels::fold_lanes(a, self.col::<T>(col, regs, pos, n), mask, T::MIN_ID, T::n_min)
+                }),
+                Acc::Max(l) => with_lanes!(l, a, T => {
+                    kernels::fold_lanes(a, self.col::<T>(col, regs, pos, n), mask, T::MAX_ID, T::n_max)
+                }),
+                Acc::Count(c) => *c = c.wrapping_add(kernels::count(n, mask)),
+                Acc::Any(b) => *b |= kernels::any(self.col::<bool>(col, regs, pos, n), mask),
+                Acc::All(b) => *b &= kernels::all(self.col::<bool>(col, regs, pos, n), mask),
+                Acc::Arg {
+                    max,
+                    have,
+                    best,
+                    pos: at,
+                } => {
+                    let ty = col.map_or(DType::U64, |c| c.ty);
+                    with_num!(ty, T => {
+                        let mut s = ArgState { have: *have, best: T::from_scalar(*best), pos: *at };
+                        let x = self.col::<T>(col, regs, pos, n);
+                        if *max {
+                            kernels::arg(&mut s, x, mask, pos as u64, |v, b| v > b);
+                        } else {
+                            kernels::arg(&mut s, x, mask, pos as u64, |v, b| v < b);
+                        }
+                        (*have, *best, *at) = (s.have, s.best.to_scalar(), s.pos);
+                    }, else ())
+                }
+                Acc::Custom(v) => {
+                    if let (AggKind::Custom(c), Some(col)) = (&agg.kind, col) {
+                        self.custom_fold(c, col, v, regs, pos, n, mask);
+                    }
+                }
+                Acc::Invalid => {}
+            }
+        }
+    }
+
+    /// A sum of `a op b` with the op fused into the fold.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn fused_sum<T: Num>(
+        &self,
+        acc: &mut [T; LANES],
+        fu: Fused,
+        regs: &Regs,
+        pos: usize,
+        n: usize,
+        mask: Option<&[bool]>,
+    ) {
+        let (a, b) = (self.operand::<T>(fu.a, regs, pos, n), self.operand::<T>(fu.b, regs, pos, n));
+        match fu.op {
+            BinaryOp::Add => kernels::fold_lanes_bin(acc, a, b, n, mask, T::ZERO, T::n_add, T::n_add),
+            BinaryOp::Sub => kernels::fold_lanes_bin(acc, a, b, n, mask, T::ZERO, T::n_sub, T::n_add),
+            _ => kernels::fold_lanes_bin(acc, a, b, n, mask, T::ZERO, T::n_mul, T::n_add),
+        }
+    }
+
+    /// The slow path: a user combine, one element at a time, left to right.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn custom_fold(
+        &self,
+        c: &Combine,
+        col: &Col,
+        acc: &mut Scalar,
+        regs: &Regs,
+        pos: usize,
+        n: usize,
+        mask: Option<&[bool]>,
+    ) {
+        with_lane!(col.ty, T => {
+            let xs = self.col::<T>(Some(col), regs, pos, n);
+            let mut a = *acc;
+            for (i, &v) in xs.iter().enumerate() {
+                if mask.map_or(true, |m| m.get(i).copied().unwrap_or(false)) {
+                    a = c.eval(a, v.to_scalar(), self.params);
+                }
+            }
+            *acc = a;
+        })
+    }
+
+    fn leaf_partials(&self, accs: Accs) -> Partials {
+        accs.into_iter()
+            .map(|a| {
+                let v = match a {
+                    Acc::Sum(l) => {
+                        with_lanes!(l, a, T => kernels::reduce_lanes(a, T::n_add).to_scalar())
+                    }
+                    Acc::Min(l) => {
+                        with_lanes!(l, a, T => kernels::reduce_lanes(a, T::n_min).to_scalar())
+                    }
+                    Acc::Max(l) => {
+                        with_lanes!(l, a, T => kernels::reduce_lanes(a, T::n_max).to_scalar())
+                    }
+                    Acc::Count(c) => Scalar::U64(c),
+                    Acc::Any(b) | Acc::All(b) => Scalar::Bool(b),
+                    Acc::Arg {
+                        have, best, pos, ..
+                    } => return Partial { v: best, pos, have },
+                    Acc::Custom(v) => v,
+                    Acc::Invalid => Scalar::U64(0),
+                };
+                Partial {
+                    v,
+                    pos: 0,
+                    have: false,
+                }
+            })
+            .collect()
+    }
+
+    /// The partials of an empty range.
+    pub(crate) fn identity(&self) -> Partials {
+        let TermProgram::Reduce(aggs) = &self.prog.terminal else {
+            return Partials::new();
+        };
+        aggs.iter()
+            .map(|a| {
+                let ty = a.col.map_or(DType::U64, |c| c.ty);
+                let v = match &a.kind {
+                    AggKind::Custom(c) => self.identity_of(c, ty),
+                    k => agg_identity(k, ty, self.params),
+                };
+                Partial {
+                    v,
+                    pos: 0,
+                    have: false,
+                }
+            })
+            .collect()
+    }
+
+    /// The partials of leaf `j`.
+    pub(crate) fn reduce_leaf(&self, st: &mut Exec, j: usize) -> Partials {
+        let (start, end) = self.leaf_range(j);
+        let mut accs = self.new_accs();
+        let mut pos = start;
+        while pos < end {
+            let n = (end - pos).min(BLOCK);
+            self.run_instrs(&mut st.regs, pos, n);
+            self.reduce_block(&mut accs, &st.regs, pos, n);
+            pos += n;
+        }
+        self.leaf_partials(accs)
+    }
+
+    /// `a ⊕ b` where `a` covers the leaves just before `b`'s.
+    pub(crate) fn combine(&self, mut a: Partials, b: Partials) -> Partials {
+        let TermProgram::Reduce(aggs) = &self.prog.terminal else {
+            return a;
+        };
+        for ((l, r), agg) in a.iter_mut().zip(b).zip(aggs) {
+            let same = l.v.dtype() == r.v.dtype();
+            match &agg.kind {
+                AggKind::Sum if same => l.v = eval::binary(BinaryOp::Add, l.v, r.v),
+                AggKind::Min if same => l.v = eval::binary(BinaryOp::Min, l.v, r.v),
+                AggKind::Max if same => l.v = eval::binary(BinaryOp::Max, l.v, r.v),
+                AggKind::Count => l.v = Scalar::U64(l.v.to_bits().wrapping_add(r.v.to_bits())),
+                AggKind::Any => l.v = Scalar::Bool(l.v.as_bool() | r.v.as_bool()),
+                AggKind::All => l.v = Scalar::Bool(l.v.as_bool() & r.v.as_bool()),
+                AggKind::ArgMin | AggKind::ArgMax
+                    if same && r.have && arg_better(&agg.kind, r.v, l.have.then_some(l.v)) =>
+                {
+                    *l = r
+                }
+                AggKind::Custom(c) => l.v = c.eval(l.v, r.v, self.params),
+                _ => {}
+            }
+        }
+        a
+    }
+
+    /// The partials of leaves `lo..hi` by the midpoint tree, sequentially.
+    /// A parallel driver splits at the same midpoints (`tree_mid`) and calls
+    /// this below its grain, so the result never depends on the grain.
+    pub(crate) fn reduce_tree(&self, st: &mut Exec, lo: usize, hi: usize) -> Partials {
+        match hi.saturating_sub(lo) {
+            0 => self.identity(),
+            1 => self.reduce_leaf(st, lo),
+            _ => {
+                let mid = tree_mid(lo, hi);
+                let a = self.reduce_tree(st, lo, mid);
+                let b = self.reduce_tree(st, mid, hi);
+                self.combine(a, b)
+            }
+        }
+    }
+
+    /// The aggregate values.
+    pub(crate) fn finish(&self, p: Partials) -> SmallVec<[Scalar; 4]> {
+        let TermProgram::Reduce(aggs) = &self.prog.terminal else {
+            return SmallVec::new();
+        };
+        p.iter()
+            .zip(aggs)
+            .map(|(p, a)| match a.kind {
+                AggKind::ArgMin | AggKind::ArgMax => Scalar::U64(if p.have { p.pos } else { 0 }),
+                _ => p.v,
+            })
+            .collect()
+    }
+
+    // ---- collect -------------------------------------------------------
+
+    /// Stores positions `start..end` into `outs`, whose element 0 is
+    /// position `start`.
+    pub(crate) fn store_range(
+        &self,
+        st: &mut Exec,
+        start: usize,
+        end: usize,
+        outs: &mut [OutSlice<'_>],
+    ) {
+        let TermProgram::Collect(cols) = &self.prog.terminal else {
+            return;
+        };
+        let mut pos = start;
+        while pos < end {
+            let n = (end - pos).min(BLOCK);
+            self.run_instrs(&mut st.regs, pos, n);
+            let at = pos - start;
+            for (c, o) in cols.iter().zip(outs.iter_mut()) {
+                with_lane!(c.ty, T => {
+                    if let Some(w) = T::out(o).and_then(|w| w.get_mut(at..at + n)) {
+                        kernels::store(w, self.col::<T>(Some(c), &st.regs, pos, n));
+                    }
+                })
+            }
+            pos += n;
+        }
+    }
+
+    /// Appends the survivors of positions `start..end` to `outs`, in order.
+    pub(crate) fn compact_push(
+        &self,
+        st: &mut Exec,
+        start: usize,
+        end: usize,
+        outs: &mut [Column],
+    ) {
+        let TermProgram::Collect(cols) = &self.prog.terminal else {
+            return;
+        };
+        let mut pos = start;
+        while pos < end {
+            let n = (end - pos).min(BLOCK);
+            self.run_instrs(&mut st.regs, pos, n);
+            let Some(mask) = self.mask(&st.regs, pos, n) else {
+                return;
+            };
+            let cnt = kernels::survivors(mask, &mut st.idx);
+            let idx = &st.idx[..cnt];
+            for (c, o) in cols.iter().zip(outs.iter_mut()) {
+                with_lane!(c.ty, T => {
+                    if let Some(v) = T::column_mut(o) {
+                        kernels::gather_push(v, idx, self.col::<T>(Some(c), &st.regs, pos, n));
+                    }
+                })
+            }
+            pos += n;
+        }
+    }
+
+    /// Writes the survivors of positions `start..end` to the front of
+    /// `outs` (sized by the count pass), in order.
+    pub(crate) fn compact_into(
+        &self,
+        st: &mut Exec,
+        start: usize,
+        end: usize,
+        outs: &mut [OutSlice<'_>],
+    ) {
+        let TermProgram::Collect(cols) = &self.prog.terminal else {
+            return;
+        };
+        let mut pos = start;
+        let mut cursor = 0usize;
+        while pos < end {
+            let n = (end - pos).min(BLOCK);
+            self.run_instrs(&mut st.regs, pos, n);
+            let Some(mask) = self.mask(&st.regs, pos, n) else {
+                return;
+            };
+            let cnt = kernels::survivors(mask, &mut st.idx);
+            let idx = &st.idx[..cnt];
+            for (c, o) in cols.iter().zip(outs.iter_mut()) {
+                with_lane!(c.ty, T => {
+                    if let Some(w) = T::out(o).and_then(|w| w.get_mut(cursor..)) {
+                        kernels::gather_into(w, idx, self.col::<T>(Some(c), &st.regs, pos, n));
+                    }
+                })
+            }
+            cursor += cnt;
+            pos += n;
+        }
+    }
+
+    /// Output dtypes of a collect.
+    pub(crate) fn collect_types(&self) -> SmallVec<[DType; 4]> {
+        match &self.prog.terminal {
+            TermProgram::Collect(cols) => cols.iter().map(|c| c.ty).collect(),
+            TermProgram::Scan { col, .. } => smallvec::smallvec![col.ty],
+            TermProgram::Reduce(_) => SmallVec::new(),
+        }
+    }
+
+    // ---- scan ----------------------------------------------------------
+
+    /// Scans leaf `j`: the leaf-local scan (from the identity), moved by
+    /// `offset` (the combined totals of the leaves before; `None` for the
+    /// first leaf, which is then exactly the sequential scan). Writes into
+    /// `out` (the leaf's window) when given, and returns the leaf's total.
+    pub(crate) fn scan_leaf(
+        &self,
+        st: &mut Exec,
+        j: usize,
+        offset: Option<Scalar>,
+        mut out: Option<OutSlice<'_>>,
+    ) -> Scalar {
+        let TermProgram::Scan { col, op, exclusive } = &self.prog.terminal else {
+            return Scalar::Bool(false);
+        };
+        let excl = *exclusive;
+        let (start, end) = self.leaf_range(j);
+        match &**op {
+            ScanOp::Sum => with_num!(col.ty, T => {
+                let off = offset.map(T::from_scalar);
+                let mut carry = T::ZERO;
+                let mut pos = start;
+                while pos < end {
+                    let n = (end - pos).min(BLOCK);
+                    self.run_instrs(&mut st.regs, pos, n);
+                    let x = self.col::<T>(Some(col), &st.regs, pos, n);
+                    let at = pos - start;
+                    match out.as_mut().and_then(|o| T::out(o)).and_then(|w| w.get_mut(at..at + n)) {
+                        Some(w) => {
+                            kernels::scan_sum(x, w, &mut carry, excl);
+                            if let Some(off) = off {
+                                kernels::add_offset(w, off);
+                                if excl && at == 0 {
+                                    if let Some(f) = w.first_mut() {
+                                        *f = off;
+                                    }
+                                }
+                            }
+                        }
+                        None => carry = kernels::fold_sum(x, carry),
+                    }
+                    pos += n;
+                }
+                carry.to_scalar()
+            }, else Scalar::Bool(false)),
+            ScanOp::Custom(c) => with_lane!(col.ty, T => {
+                let mut carry = self.identity_of(c, col.ty);
+                let mut pos = start;
+                while pos < end {
+                    let n = (end - pos).min(BLOCK);
+                    self.run_instrs(&mut st.regs, pos, n);
+                    let x = self.col::<T>(Some(col), &st.regs, pos, n);
+                    let at = pos - start;
+                    match out.as_mut().and_then(|o| T::out(o)).and_then(|w| w.get_mut(at..at + n)) {
+                        Some(w) => {
+                            for (i, (o, &v)) in w.iter_mut().zip(x).enumerate() {
+                                let next = c.eval(carry, v.to_scalar(), self.params);
+                                let local = if excl { carry } else { next };
+                                let val = match offset {
+                                    None => local,
+                                    Some(off) if excl && at + i == 0 => off,
+                                    Some(off) => c.eval(off, local, self.params),
+                                };
+                                *o = T::from_scalar(val);
+                                carry = next;
+                            }
+                        }
+                        None => {
+                            for &v in x {
+                                carry = c.eval(carry, v.to_scalar(), self.params);
+                            }
+                        }
+                    }
+                    pos += n;
+                }
+                carry
+            }),
+        }
+    }
+
+    /// The offset of the leaf after one with `offset` and `total`.
+    pub(crate) fn scan_carry(&self, offset: Option<Scalar>, total: Scalar) -> Option<Scalar> {
+        let TermProgram::Scan { op, .. } = &self.prog.terminal else {
+            return None;
+        };
+        Some(match offset {
+            None => total,
+            Some(o) => match &**op {
+                ScanOp::Sum if o.dtype() == total.dtype() => eval::binary(BinaryOp::Add, o, total),
+                ScanOp::Sum => o,
+                ScanOp::Custom(c) => c.eval(o, total, self.params),
+            },
+        })
+    }
+}
+
+/// Bytes of the elements a column has room for.
+pub(crate) fn capacity_bytes(c: &mut Column) -> u64 {
+    let ty = c.dtype();
+    with_lane!(ty, T => T::column_mut(c).map_or(0, |v| (v.capacity() * ty.size()) as u64))
+}
+
+/// Runs every stage of a plan with `driver`.
+pub(crate) fn run_plan(
+    program: &BlockProgram,
+    plan: &PhysicalPlan,
+    sources: &[ColumnRef<'_>],
+    params: &[Scalar],
+    isa: Isa,
+    driver: &dyn Driver,
+    acct: &Acct,
+) -> Result<PlanOutput, String> {
+    if program.stages.len() != plan.stages.len() {
+        return Err("the block program does not match the plan".into());
+    }
+    for (n, (c, t)) in sources.iter().zip(&plan.input_dtypes).enumerate() {
+        if c.dtype() != *t {
+            return Err(format!(
+                "input {n} holds {} but the plan reads {t}",
+                c.dtype()
+            ));
+        }
+    }
+    let mut produced: Vec<Vec<Column>> = Vec::with_capacity(plan.stages.len());
+    for (i, (stage, prog)) in plan.stages.iter().zip(&program.stages).enumerate() {
+        let inputs = stage
+            .inputs
+            .iter()
+            .map(|inp| match *inp {
+                StageInput::Source(n) => sources
+                    .get(n as usize)
+                    .copied()
+                    .ok_or_else(|| format!("stage {i} reads missing input {n}")),
+                StageInput::Stage { stage: s, column } => produced
+                    .get(s as usize)
+                    .and_then(|c| c.get(column as usize))
+                    .map(|c| c.as_ref())
+                    .ok_or_else(|| format!("stage {i} reads missing stage output {s}.{column}")),
+            })
+            .collect::<Result<SmallVec<[ColumnRef<'_>; 4]>, String>>()?;
+        let run = StageRun::new(prog, stage, inputs, params, isa)
+            .map_err(|m| format!("stage {i}: {m}"))?;
+        let out = match run.terminal() {
+            TermProgram::Reduce(_) => PlanOutput::Aggregates(run.finish(driver.reduce(&run, acct))),
+            TermProgram::Collect(_) if run.has_predicate() => {
+                PlanOutput::Columns(driver.compact(&run, acct))
+            }
+            TermProgram::Collect(_) => {
+                let mut cols: Vec<Column> = run
+                    .collect_types()
+                    .iter()
+                    .map(|&t| Column::zeroed(t, run.len()))
+                    .collect();
+                acct.alloc(cols.iter().map(|c| c.byte_len() as u64).sum());
+                driver.store(&run, cols.iter_mut().map(OutSlice::of).collect(), acct);
+                PlanOutput::Columns(cols)
+            }
+            TermProgram::Scan { col, .. } => {
+                let mut c = Column::zeroed(col.ty, run.len());
+                acct.alloc(c.byte_len() as u64);
+                driver.scan(&run, OutSlice::of(&mut c), acct);
+                PlanOutput::Columns(vec![c])
+            }
+        };
+        drop(run);
+        if i + 1 == plan.stages.len() {
+            return Ok(out);
+        }
+        match out {
+            PlanOutput::Columns(c) => produced.push(c),
+            PlanOutput::Aggregates(_) => {
+                return Err(format!("stage {i} reduces but is not the last stage"))
+            }
+        }
+    }
+    Err("the plan has no stage".into())
+}
+
+/// `cpu-simd`'s driver: every leaf in order on the calling thread.
+#[derive(Debug, Default)]
+pub(crate) struct Sequential;
+
+impl Driver for Sequential {
+    fn reduce(&self, run: &StageRun<'_>, acct: &Acct) -> Partials {
+        acct.task();
+        acct.alloc(run.state_bytes());
+        let mut st = run.new_state();
+        run.reduce_tree(&mut st, 0, run.leaves())
+    }
+
+    fn store(&self, run: &StageRun<'_>, mut outs: Vec<OutSlice<'_>>, acct: &Acct) {
+        acct.task();
+        acct.alloc(run.state_bytes());
+        let mut st = run.new_state();
+        run.store_range(&mut st, 0, run.len(), &mut outs);
+    }
+
+    fn compact(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column> {
+        acct.task();
+        acct.alloc(run.state_bytes());
+        let mut st = run.new_state();
+        let mut cols: Vec<Column> = run
+            .collect_types()
+            .iter()
+            .map(|&t| Column::with_capacity(t, 0))
+            .collect();
+        run.compact_push(&mut st, 0, run.len(), &mut cols);
+        acct.alloc(cols.iter_mut().map(capacity_bytes).sum());
+        cols
+    }
+
+    fn scan(&self, run: &StageRun<'_>, mut out: OutSlice<'_>, acct: &Acct) {
+        acct.task();
+        acct.alloc(run.state_bytes());
+        let mut st = run.new_state();
+        let mut offset = None;
+        for j in 0..run.leaves() {
+            let (s, e) = run.leaf_range(j);
+            let (w, rest) = out.split_at(e - s);
+            out = rest;
+            let total = run.scan_leaf(&mut st, j, offset, Some(w));
+            offset = run.scan_carry(offset, total);
+        }
+    }
+}

@@ -1,0 +1,529 @@
+//! Typed block kernels: one tight loop per operation over a block of lanes.
+//!
+//! Every kernel is `#[inline(always)]` so that it is compiled inside the
+//! ISA-specific entry points of `exec.rs` (AVX2+FMA or the portable
+//! baseline) and vectorized there. Kernels never panic: operands shorter
+//! than the output (impossible for validated programs) leave lanes untouched.
+
+use super::lanes::{Lane, Num};
+
+/// Lanes of a reduction accumulator: independent partial results, so that
+/// float reductions vectorize without reassociating any lane's additions.
+pub(crate) const LANES: usize = 32;
+
+/// An operand of a block instruction: a block of lanes or one scalar.
+#[derive(Copy, Clone, Debug)]
+pub(crate) enum Op<'a, T> {
+    Slice(&'a [T]),
+    Splat(T),
+}
+
+/// Reads lane `i` of an operand; implemented by exact-length slices and
+/// scalars, so that the loops below monomorphize per operand kind.
+trait Src<T>: Copy {
+    fn at(self, i: usize) -> T;
+    /// Lanes `start..start + len` (in bounds by the caller's loop).
+    fn sub(self, start: usize, len: usize) -> Self;
+}
+
+#[derive(Copy, Clone)]
+struct S<'a, T>(&'a [T]);
+#[derive(Copy, Clone)]
+struct K<T>(T);
+
+impl<T: Copy> Src<T> for S<'_, T> {
+    #[inline(always)]
+    fn at(self, i: usize) -> T {
+        self.0[i]
+    }
+    #[inline(always)]
+    fn sub(self, start: usize, len: usize) -> Self {
+        S(&self.0[start..start + len])
+    }
+}
+
+impl<T: Copy> Src<T> for K<T> {
+    #[inline(always)]
+    fn at(self, _i: usize) -> T {
+        self.0
+    }
+    #[inline(always)]
+    fn sub(self, _start: usize, _len: usize) -> Self {
+        self
+    }
+}
+
+/// `out[i] = f(a[i])`.
+#[inline(always)]
+pub(crate) fn unary<A: Copy, R>(a: &[A], out: &mut [R], f: impl Fn(A) -> R) {
+    for (o, &x) in out.iter_mut().zip(a) {
+        *o = f(x);
+    }
+}
+
+#[inline(always)]
+fn bin_loop<A: Copy, R, X: Src<A>, Y: Src<A>>(x: X, y: Y, out: &mut [R], f: impl Fn(A, A) -> R) {
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = f(x.at(i), y.at(i));
+    }
+}
+
+/// The prefix of length `n` of a slice operand, or `None` when too short.
+#[inline(always)]
+fn prefix<T>(s: &[T], n: usize) -> Option<S<'_, T>> {
+    s.get(..n).map(S)
+}
+
+/// `out[i] = f(a[i], b[i])`.
+#[inline(always)]
+pub(crate) fn binary<A: Copy, R: Copy>(a: Op<A>, b: Op<A>, out: &mut [R], f: impl Fn(A, A) -> R) {
+    let n = out.len();
+    match (a, b) {
+        (Op::Slice(a), Op::Slice(b)) => {
+            if let (Some(a), Some(b)) = (prefix(a, n), prefix(b, n)) {
+                bin_loop(a, b, out, f)
+            }
+        }
+        (Op::Slice(a), Op::Splat(b)) => {
+            if let Some(a) = prefix(a, n) {
+                bin_loop(a, K(b), out, f)
+            }
+        }
+        (Op::Splat(a), Op::Slice(b)) => {
+            if let Some(b) = prefix(b, n) {
+                bin_loop(K(a), b, out, f)
+            }
+        }
+        (Op::Splat(a), Op::Splat(b)) => out.fill(f(a, b)),
+    }
+}
+
+#[inline(always)]
+fn tern_loop<A: Copy, B: Copy, R, X: Src<A>, Y: Src<B>, Z: Src<B>>(
+    x: X,
+    y: Y,
+    z: Z,
+    out: &mut [R],
+    f: impl Fn(A, B, B) -> R,
+) {
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = f(x.at(i), y.at(i), z.at(i));
+    }
+}
+
+/// `out[i] = f(a[i], b[i], c[i])` where `b` and `c` share a type (select's
+/// condition may differ from its values; mul_add uses one type).
+#[inline(always)]
+pub(crate) fn ternary<A: Copy, B: Copy, R: Copy>(
+    a: Op<A>,
+    b: Op<B>,
+    c: Op<B>,
+    out: &mut [R],
+    f: impl Fn(A, B, B) -> R,
+) {
+    let n = out.len();
+    macro_rules! src {
+        ($o:expr) => {
+            match $o {
+                Op::Slice(s) => match prefix(s, n) {
+                    Some(s) => Ok(s),
+                    None => return,
+                },
+                Op::Splat(v) => Err(K(v)),
+            }
+        };
+    }
+    match (src!(a), src!(b), src!(c)) {
+        (Ok(a), Ok(b), Ok(c)) => tern_loop(a, b, c, out, f),
+        (Ok(a), Ok(b), Err(c)) => tern_loop(a, b, c, out, f),
+        (Ok(a), Err(b), Ok(c)) => tern_loop(a, b, c, out, f),
+        (Ok(a), Err(b), Err(c)) => tern_loop(a, b, c, out, f),
+        (Err(a), Ok(b), Ok(c)) => tern_loop(a, b, c, out, f),
+        (Err(a), Ok(b), Err(c)) => tern_loop(a, b, c, out, f),
+        (Err(a), Err(b), Ok(c)) => tern_loop(a, b, c, out, f),
+        (Err(a), Err(b), Err(c)) => tern_loop(a, b, c, out, f),
+    }
+}
+
+/// `out[i] = base + i` (wrapping).
+#[inline(always)]
+pub(crate) fn iota(out: &mut [u64], base: u64) {
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = base.wrapping_add(i as u64);
+    }
+}
+
+/// `x^n` for one value, by exactly the multiply sequence of
+/// `eval::pow_unsigned` (then `1 / p` for a negative `n`).
+#[inline(always)]
+pub(crate) fn powi_one<T: Num>(x: T, n: i32) -> T {
+    let mut e = n.unsigned_abs();
+    let mut result = T::ONE;
+    let mut base = x;
+    let mut first = true;
+    while e > 0 {
+        if e & 1 == 1 {
+            result = if first { base } else { T::n_mul(result, base) };
+            first = false;
+        }
+        e >>= 1;
+        if e > 0 {
+            base = T::n_mul(base, base);
+        }
+    }
+    if n < 0 {
+        T::n_div(T::ONE, result)
+    } else {
+        result
+    }
+}
+
+/// `out[i] = a[i]^n`: the exponent's bit loop runs once per chunk of 16
+/// lanes, so each multiply step is a vector operation.
+#[inline(always)]
+pub(crate) fn powi<T: Num>(a: &[T], n: i32, out: &mut [T]) {
+    const C: usize = 16;
+    let mut oc = out.chunks_exact_mut(C);
+    let mut ac = a.chunks_exact(C);
+    for (o, x) in (&mut oc).zip(&mut ac) {
+        let mut base = [T::ZERO; C];
+        base.copy_from_slice(x);
+        let mut result = [T::ONE; C];
+        let mut e = n.unsigned_abs();
+        let mut first = true;
+        while e > 0 {
+            if e & 1 == 1 {
+                if first {
+                    result = base;
+                } else {
+                    for j in 0..C {
+                        result[j] = T::n_mul(result[j], base[j]);
+                    }
+                }
+                first = false;
+            }
+            e >>= 1;
+            if e > 0 {
+                for b in base.iter_mut() {
+                    *b = T::n_mul(*b, *b);
+                }
+            }
+        }
+        if n < 0 {
+            for r in result.iter_mut() {
+                *r = T::n_div(T::ONE, *r);
+            }
+        }
+        o.copy_from_slice(&result);
+    }
+    for (o, &x) in oc.into_remainder().iter_mut().zip(ac.remainder()) {
+        *o = powi_one(x, n);
+    }
+}
+
+/// Width of the lane groups of [`fold_lanes`]: one AVX2 vector of `f32`.
+const W: usize = 8;
+
+/// The accumulator lanes as groups of `W` (no `array::from_fn`: its
+/// closure is not reliably inlined).
+#[inline(always)]
+fn groups<T: Copy>(acc: &[T; LANES]) -> [[T; W]; LANES / W] {
+    let mut a = [[acc[0]; W]; LANES / W];
+    for (v, g) in a.iter_mut().enumerate() {
+        g.copy_from_slice(&acc[v * W..v * W + W]);
+    }
+    a
+}
+
+/// Folds a block into `LANES` accumulators: lane `j` takes positions
+/// `j, j + LANES, ...` of the leaf, in order. A masked-out position folds
+/// `id` (the identity of `f`: `0` for sums, NaN or the extreme for min/max),
+/// which leaves the lane exactly as skipping it would.
+///
+/// The lanes are held as groups of `W` and the mask is applied by bit
+/// selection, the shapes LLVM's SLP vectorizer turns into one vector
+/// operation per group.
+#[inline(always)]
+pub(crate) fn fold_lanes<T: Num>(
+    acc: &mut [T; LANES],
+    x: &[T],
+    mask: Option<&[bool]>,
+    id: T,
+    f: impl Fn(T, T) -> T + Copy,
+) {
+    let mut a = groups(acc);
+    let mut xc = x.chunks_exact(LANES);
+    match mask {
+        None => {
+            for c in &mut xc {
+                for (v, g) in a.iter_mut().enumerate() {
+                    for l in 0..W {
+                        g[l] = f(g[l], c[v * W + l]);
+                    }
+                }
+            }
+        }
+        Some(m) => {
+            let mut mc = m.chunks_exact(LANES);
+            for (c, k) in (&mut xc).zip(&mut mc) {
+                for (v, g) in a.iter_mut().enumerate() {
+                    for l in 0..W {
+                        g[l] = f(g[l], T::n_sel(k[v * W + l], c[v * W + l], id));
+                    }
+                }
+            }
+        }
+    }
+    for (v, g) in a.iter().enumerate() {
+        acc[v * W..v * W + W].copy_from_slice(g);
+    }
+    let start = x.len() - xc.remainder().len();
+    for (j, &v) in xc.remainder().iter().enumerate() {
+        let keep = mask.map_or(true, |m| m.get(start + j).copied().unwrap_or(false));
+        acc[j] = f(acc[j], T::n_sel(keep, v, id));
+    }
+}
+
+/// [`fold_lanes`] of `g(a[i], b[i])` without materializing it: the last
+/// operation of a column that only a sum reads, fused into the sum. Gives
+/// exactly the bits of computing the column first.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(crate) fn fold_lanes_bin<T: Num>(
+    acc: &mut [T; LANES],
+    a: Op<T>,
+    b: Op<T>,
+    n: usize,
+    mask: Option<&[bool]>,
+    id: T,
+    g: impl Fn(T, T) -> T + Copy,
+    f: impl Fn(T, T) -> T + Copy,
+) {
+    let mask = match mask {
+        Some(m) => match m.get(..n) {
+            Some(m) => Some(m),
+            None => return,
+        },
+        None => None,
+    };
+    match (a, b) {
+        (Op::Slice(a), Op::Slice(b)) => {
+            if let (Some(a), Some(b)) = (prefix(a, n), prefix(b, n)) {
+                fold_src(acc, a, b, n, mask, id, g, f)
+            }
+        }
+        (Op::Slice(a), Op::Splat(b)) => {
+            if let Some(a) = prefix(a, n) {
+                fold_src(acc, a, K(b), n, mask, id, g, f)
+            }
+        }
+        (Op::Splat(a), Op::Slice(b)) => {
+            if let Some(b) = prefix(b, n) {
+                fold_src(acc, K(a), b, n, mask, id, g, f)
+            }
+        }
+        (Op::Splat(a), Op::Splat(b)) => fold_src(acc, K(a), K(b), n, mask, id, g, f),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn fold_src<T: Num, X: Src<T>, Y: Src<T>>(
+    acc: &mut [T; LANES],
+    x: X,
+    y: Y,
+    n: usize,
+    mask: Option<&[bool]>,
+    id: T,
+    g: impl Fn(T, T) -> T + Copy,
+    f: impl Fn(T, T) -> T + Copy,
+) {
+    let mut a = groups(acc);
+    let full = n - n % LANES;
+    let mut base = 0;
+    while base < full {
+        let (xs, ys) = (x.sub(base, LANES), y.sub(base, LANES));
+        match mask {
+            None => {
+                for (v, gr) in a.iter_mut().enumerate() {
+                    for l in 0..W {
+                        gr[l] = f(gr[l], g(xs.at(v * W + l), ys.at(v * W + l)));
+                    }
+                }
+            }
+            Some(m) => {
+                let k = &m[base..base + LANES];
+                for (v, gr) in a.iter_mut().enumerate() {
+                    for l in 0..W {
+                        let e = g(xs.at(v * W + l), ys.at(v * W + l));
+                        gr[l] = f(gr[l], T::n_sel(k[v * W + l], e, id));
+                    }
+                }
+            }
+        }
+        base += LANES;
+    }
+    for (v, gr) in a.iter().enumerate() {
+        acc[v * W..v * W + W].copy_from_slice(gr);
+    }
+    for i in full..n {
+        let keep = mask.map_or(true, |m| m[i]);
+        acc[i - full] = f(acc[i - full], T::n_sel(keep, g(x.at(i), y.at(i)), id));
+    }
+}
+
+/// Reduces accumulator lanes by a fixed pairwise tree.
+#[inline(always)]
+pub(crate) fn reduce_lanes<T: Copy>(mut a: [T; LANES], f: impl Fn(T, T) -> T) -> T {
+    let mut w = LANES;
+    while w > 1 {
+        w /= 2;
+        for j in 0..w {
+            a[j] = f(a[j], a[j + w]);
+        }
+    }
+    a[0]
+}
+
+/// Surviving positions of a block.
+#[inline(always)]
+pub(crate) fn count(n: usize, mask: Option<&[bool]>) -> u64 {
+    match mask {
+        None => n as u64,
+        Some(m) => m.iter().map(|&b| b as u64).sum(),
+    }
+}
+
+/// Whether a surviving lane is true.
+#[inline(always)]
+pub(crate) fn any(x: &[bool], mask: Option<&[bool]>) -> bool {
+    match mask {
+        None => x.iter().fold(false, |a, &b| a | b),
+        Some(m) => x.iter().zip(m).fold(false, |a, (&b, &k)| a | (b & k)),
+    }
+}
+
+/// Whether every surviving lane is true.
+#[inline(always)]
+pub(crate) fn all(x: &[bool], mask: Option<&[bool]>) -> bool {
+    match mask {
+        None => x.iter().fold(true, |a, &b| a & b),
+        Some(m) => x.iter().zip(m).fold(true, |a, (&b, &k)| a & (b | !k)),
+    }
+}
+
+/// Running state of an arg-extremum: the best value so far and its position.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct ArgState<T> {
+    pub(crate) have: bool,
+    pub(crate) best: T,
+    pub(crate) pos: u64,
+}
+
+/// Updates an arg-extremum with a block starting at position `base`: a lane
+/// replaces the best only when strictly `better` and not NaN, so the first
+/// extremum wins.
+#[inline(always)]
+pub(crate) fn arg<T: Lane>(
+    st: &mut ArgState<T>,
+    x: &[T],
+    mask: Option<&[bool]>,
+    base: u64,
+    better: impl Fn(T, T) -> bool,
+) {
+    let mut s = *st;
+    for (i, &v) in x.iter().enumerate() {
+        let live = match mask {
+            Some(m) => m.get(i).copied().unwrap_or(false),
+            None => true,
+        };
+        if live && !v.is_nan() && (!s.have || better(v, s.best)) {
+            s = ArgState {
+                have: true,
+                best: v,
+                pos: base.wrapping_add(i as u64),
+            };
+        }
+    }
+    *st = s;
+}
+
+/// Copies a block into its place in the output.
+#[inline(always)]
+pub(crate) fn store<T: Copy>(out: &mut [T], x: &[T]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = v;
+    }
+}
+
+/// Fills `out` with one value.
+#[inline(always)]
+pub(crate) fn splat<T: Copy>(out: &mut [T], v: T) {
+    out.fill(v);
+}
+
+/// Writes the positions of the true lanes of `mask` to the front of `idx`,
+/// branch-free, and returns how many there are.
+#[inline(always)]
+pub(crate) fn survivors(mask: &[bool], idx: &mut [u32]) -> usize {
+    let m = &mask[..mask.len().min(idx.len())];
+    let mut c = 0usize;
+    for (i, &k) in m.iter().enumerate() {
+        // c <= i < idx.len(): always in bounds.
+        idx[c] = i as u32;
+        c += k as usize;
+    }
+    c
+}
+
+/// Appends the lanes of `x` at positions `idx` to `out`, in order.
+#[inline(always)]
+pub(crate) fn gather_push<T: Copy + Default>(out: &mut Vec<T>, idx: &[u32], x: &[T]) {
+    out.extend(
+        idx.iter()
+            .map(|&i| x.get(i as usize).copied().unwrap_or_default()),
+    );
+}
+
+/// Writes the lanes of `x` at positions `idx` to the front of `out`.
+#[inline(always)]
+pub(crate) fn gather_into<T: Copy + Default>(out: &mut [T], idx: &[u32], x: &[T]) {
+    for (o, &i) in out.iter_mut().zip(idx) {
+        *o = x.get(i as usize).copied().unwrap_or_default();
+    }
+}
+
+/// Inclusive or exclusive running sum of a block, continuing from `carry`,
+/// strictly left to right.
+#[inline(always)]
+pub(crate) fn scan_sum<T: Num>(x: &[T], out: &mut [T], carry: &mut T, exclusive: bool) {
+    let mut c = *carry;
+    if exclusive {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = c;
+            c = T::n_add(c, v);
+        }
+    } else {
+        for (o, &v) in out.iter_mut().zip(x) {
+            c = T::n_add(c, v);
+            *o = c;
+        }
+    }
+    *carry = c;
+}
+
+/// The final carry of [`scan_sum`] without writing anything: the same
+/// additions in the same order.
+#[inline(always)]
+pub(crate) fn fold_sum<T: Num>(x: &[T], carry: T) -> T {
+    x.iter().fold(carry, |c, &v| T::n_add(c, v))
+}
+
+/// `out[i] = offset + out[i]`: a leaf's local scan moved by the total of the
+/// leaves before it.
+#[inline(always)]
+pub(crate) fn add_offset<T: Num>(out: &mut [T], offset: T) {
+    for o in out.iter_mut() {
+        *o = T::n_add(offset, *o);
+    }
+}

@@ -1,0 +1,612 @@
+//! Lane types of block registers: the seven element types, with the
+//! reference semantics of `expr::eval` restated as plain functions that LLVM
+//! vectorizes, and the typed register file they live in.
+//!
+//! Every function here must agree with `expr::eval` bit for bit; the unit
+//! tests of `cpu_simd` compare against `cpu_scalar` to prove it.
+
+use super::BLOCK;
+use crate::expr::{DType, Scalar};
+use crate::runtime::column::{Column, ColumnRef};
+
+/// Position of `ty` in per-dtype tables (the order of [`DType::ALL`]).
+pub(crate) const fn dtype_index(ty: DType) -> usize {
+    match ty {
+        DType::Bool => 0,
+        DType::I32 => 1,
+        DType::U32 => 2,
+        DType::I64 => 3,
+        DType::U64 => 4,
+        DType::F32 => 5,
+        DType::F64 => 6,
+    }
+}
+
+/// Block registers, one file per lane type, each register `BLOCK` lanes.
+///
+/// Typed files keep the executor free of `unsafe`: an instruction takes its
+/// output register out of the file (`std::mem::take`), reads its operands
+/// from the file, and puts the output back. The compiler never gives an
+/// instruction an output register that is also one of its operands.
+#[derive(Debug, Default)]
+pub(crate) struct Regs {
+    pub(crate) b: Vec<Vec<bool>>,
+    pub(crate) i32: Vec<Vec<i32>>,
+    pub(crate) u32: Vec<Vec<u32>>,
+    pub(crate) i64: Vec<Vec<i64>>,
+    pub(crate) u64: Vec<Vec<u64>>,
+    pub(crate) f32: Vec<Vec<f32>>,
+    pub(crate) f64: Vec<Vec<f64>>,
+}
+
+impl Regs {
+    /// A register file with `counts[dtype_index(t)]` registers of type `t`.
+    pub(crate) fn new(counts: &[u16; 7]) -> Regs {
+        fn file<T: Clone + Default>(n: u16) -> Vec<Vec<T>> {
+            (0..n).map(|_| vec![T::default(); BLOCK]).collect()
+        }
+        Regs {
+            b: file(counts[0]),
+            i32: file(counts[1]),
+            u32: file(counts[2]),
+            i64: file(counts[3]),
+            u64: file(counts[4]),
+            f32: file(counts[5]),
+            f64: file(counts[6]),
+        }
+    }
+
+    /// Bytes held by registers of the given counts.
+    pub(crate) fn bytes(counts: &[u16; 7]) -> u64 {
+        DType::ALL
+            .iter()
+            .map(|&t| counts[dtype_index(t)] as u64 * (BLOCK * t.size()) as u64)
+            .sum()
+    }
+}
+
+/// A writable window of an output column.
+#[derive(Debug)]
+pub(crate) enum OutSlice<'o> {
+    Bool(&'o mut [bool]),
+    I32(&'o mut [i32]),
+    U32(&'o mut [u32]),
+    I64(&'o mut [i64]),
+    U64(&'o mut [u64]),
+    F32(&'o mut [f32]),
+    F64(&'o mut [f64]),
+}
+
+macro_rules! each_out {
+    ($self:expr, $v:ident => $e:expr) => {
+        match $self {
+            OutSlice::Bool($v) => $e,
+            OutSlice::I32($v) => $e,
+            OutSlice::U32($v) => $e,
+            OutSlice::I64($v) => $e,
+            OutSlice::U64($v) => $e,
+            OutSlice::F32($v) => $e,
+            OutSlice::F64($v) => $e,
+        }
+    };
+}
+
+impl<'o> OutSlice<'o> {
+    /// The whole of `c`.
+    pub(crate) fn of(c: &'o mut Column) -> OutSlice<'o> {
+        match c {
+            Column::Bool(v) => OutSlice::Bool(v),
+            Column::I32(v) => OutSlice::I32(v),
+            Column::U32(v) => OutSlice::U32(v),
+            Column::I64(v) => OutSlice::I64(v),
+            Column::U64(v) => OutSlice::U64(v),
+            Column::F32(v) => OutSlice::F32(v),
+            Column::F64(v) => OutSlice::F64(v),
+        }
+    }
+
+    /// Number of elements.
+    pub(crate) fn len(&self) -> usize {
+        each_out!(self, v => v.len())
+    }
+
+    /// Splits at `mid` (clamped to the length).
+    pub(crate) fn split_at(self, mid: usize) -> (OutSlice<'o>, OutSlice<'o>) {
+        let mid = mid.min(self.len());
+        match self {
+            OutSlice::Bool(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (OutSlice::Bool(a), OutSlice::Bool(b))
+            }
+            OutSlice::I32(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (OutSlice::I32(a), OutSlice::I32(b))
+            }
+            OutSlice::U32(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (OutSlice::U32(a), OutSlice::U32(b))
+            }
+            OutSlice::I64(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (OutSlice::I64(a), OutSlice::I64(b))
+            }
+            OutSlice::U64(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (OutSlice::U64(a), OutSlice::U64(b))
+            }
+            OutSlice::F32(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (OutSlice::F32(a), OutSlice::F32(b))
+            }
+            OutSlice::F64(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (OutSlice::F64(a), OutSlice::F64(b))
+            }
+        }
+    }
+}
+
+/// One lane type: where its registers live, how it is read from columns and
+/// scalars.
+pub(crate) trait Lane:
+    Copy + Default + PartialEq + PartialOrd + Send + Sync + 'static
+{
+    fn file(r: &Regs) -> &[Vec<Self>];
+    fn file_mut(r: &mut Regs) -> &mut Vec<Vec<Self>>;
+    fn column(c: ColumnRef<'_>) -> Option<&[Self]>;
+    fn column_mut(c: &mut Column) -> Option<&mut Vec<Self>>;
+    fn out<'o>(o: &'o mut OutSlice<'_>) -> Option<&'o mut [Self]>;
+    /// The value of a scalar, converted by `as` if its type differs (which
+    /// validated plans never do; converting keeps this panic-free).
+    fn from_scalar(s: Scalar) -> Self;
+    fn to_scalar(self) -> Scalar;
+    /// `true` only for float NaNs.
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        false
+    }
+}
+
+macro_rules! lane {
+    ($t:ty, $v:ident, $file:ident, $nan:expr) => {
+        impl Lane for $t {
+            #[inline(always)]
+            fn file(r: &Regs) -> &[Vec<Self>] {
+                &r.$file
+            }
+            #[inline(always)]
+            fn file_mut(r: &mut Regs) -> &mut Vec<Vec<Self>> {
+                &mut r.$file
+            }
+            #[inline(always)]
+            fn column(c: ColumnRef<'_>) -> Option<&[Self]> {
+                match c {
+                    ColumnRef::$v(v) => Some(v),
+                    _ => None,
+                }
+            }
+            #[inline(always)]
+            fn column_mut(c: &mut Column) -> Option<&mut Vec<Self>> {
+                match c {
+                    Column::$v(v) => Some(v),
+                    _ => None,
+                }
+            }
+            #[inline(always)]
+            fn out<'o>(o: &'o mut OutSlice<'_>) -> Option<&'o mut [Self]> {
+                match o {
+                    OutSlice::$v(v) => Some(&mut **v),
+                    _ => None,
+                }
+            }
+            #[inline(always)]
+            fn from_scalar(s: Scalar) -> Self {
+                match s.cast(DType::$v) {
+                    Scalar::$v(x) => x,
+                    _ => Self::default(),
+                }
+            }
+            #[inline(always)]
+            fn to_scalar(self) -> Scalar {
+                Scalar::$v(self)
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                let f: fn($t) -> bool = $nan;
+                f(self)
+            }
+        }
+    };
+}
+
+lane!(bool, Bool, b, |_| false);
+lane!(i32, I32, i32, |_| false);
+lane!(u32, U32, u32, |_| false);
+lane!(i64, I64, i64, |_| false);
+lane!(u64, U64, u64, |_| false);
+lane!(f32, F32, f32, |x| x.is_nan());
+lane!(f64, F64, f64, |x| x.is_nan());
+
+/// Numeric lanes: arithmetic with the semantics of `eval::binary`.
+pub(crate) trait Num: Lane {
+    const ZERO: Self;
+    const ONE: Self;
+    /// Identity of `min` (NaN for floats: all-NaN and empty give NaN).
+    const MIN_ID: Self;
+    /// Identity of `max`.
+    const MAX_ID: Self;
+    fn n_add(a: Self, b: Self) -> Self;
+    fn n_sub(a: Self, b: Self) -> Self;
+    fn n_mul(a: Self, b: Self) -> Self;
+    fn n_div(a: Self, b: Self) -> Self;
+    fn n_rem(a: Self, b: Self) -> Self;
+    fn n_min(a: Self, b: Self) -> Self;
+    fn n_max(a: Self, b: Self) -> Self;
+    fn n_neg(a: Self) -> Self;
+    fn n_abs(a: Self) -> Self;
+    /// Fused for floats (one rounding), wrapping `a * b + c` for integers.
+    fn n_mul_add(a: Self, b: Self, c: Self) -> Self;
+    /// `if k { x } else { id }` by bit masking, which vectorizes where a
+    /// branch on a `bool` lane does not.
+    fn n_sel(k: bool, x: Self, id: Self) -> Self;
+}
+
+macro_rules! int_num {
+    ($t:ty, $abs:expr) => {
+        impl Num for $t {
+            const ZERO: Self = 0;
+            const ONE: Self = 1;
+            const MIN_ID: Self = <$t>::MAX;
+            const MAX_ID: Self = <$t>::MIN;
+            #[inline(always)]
+            fn n_add(a: Self, b: Self) -> Self {
+                a.wrapping_add(b)
+            }
+            #[inline(always)]
+            fn n_sub(a: Self, b: Self) -> Self {
+                a.wrapping_sub(b)
+            }
+            #[inline(always)]
+            fn n_mul(a: Self, b: Self) -> Self {
+                a.wrapping_mul(b)
+            }
+            #[inline(always)]
+            fn n_div(a: Self, b: Self) -> Self {
+                if b == 0 {
+                    0
+                } else {
+                    a.wrapping_div(b)
+                }
+            }
+            #[inline(always)]
+            fn n_rem(a: Self, b: Self) -> Self {
+                if b == 0 {
+                    0
+                } else {
+                    a.wrapping_rem(b)
+                }
+            }
+            #[inline(always)]
+            fn n_min(a: Self, b: Self) -> Self {
+                Ord::min(a, b)
+            }
+            #[inline(always)]
+            fn n_max(a: Self, b: Self) -> Self {
+                Ord::max(a, b)
+            }
+            #[inline(always)]
+            fn n_neg(a: Self) -> Self {
+                a.wrapping_neg()
+            }
+            #[inline(always)]
+            fn n_abs(a: Self) -> Self {
+                let f: fn($t) -> $t = $abs;
+                f(a)
+            }
+            #[inline(always)]
+            fn n_mul_add(a: Self, b: Self, c: Self) -> Self {
+                a.wrapping_mul(b).wrapping_add(c)
+            }
+            #[inline(always)]
+            fn n_sel(k: bool, x: Self, id: Self) -> Self {
+                let m = <$t>::wrapping_sub(0, k as $t);
+                (x & m) | (id & !m)
+            }
+        }
+    };
+}
+
+int_num!(i32, |a| a.wrapping_abs());
+int_num!(i64, |a| a.wrapping_abs());
+int_num!(u32, |a| a);
+int_num!(u64, |a| a);
+
+/// Float lanes: the math functions of `eval::unary`.
+pub(crate) trait FloatLane: Num {
+    fn f_sqrt(a: Self) -> Self;
+    fn f_exp(a: Self) -> Self;
+    fn f_ln(a: Self) -> Self;
+    fn f_sin(a: Self) -> Self;
+    fn f_cos(a: Self) -> Self;
+    fn f_floor(a: Self) -> Self;
+    fn f_ceil(a: Self) -> Self;
+    fn f_round(a: Self) -> Self;
+}
+
+macro_rules! float_num {
+    ($t:ty, $bits:ty) => {
+        impl Num for $t {
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            const MIN_ID: Self = <$t>::NAN;
+            const MAX_ID: Self = <$t>::NAN;
+            #[inline(always)]
+            fn n_add(a: Self, b: Self) -> Self {
+                a + b
+            }
+            #[inline(always)]
+            fn n_sub(a: Self, b: Self) -> Self {
+                a - b
+            }
+            #[inline(always)]
+            fn n_mul(a: Self, b: Self) -> Self {
+                a * b
+            }
+            #[inline(always)]
+            fn n_div(a: Self, b: Self) -> Self {
+                a / b
+            }
+            #[inline(always)]
+            fn n_rem(a: Self, b: Self) -> Self {
+                a % b
+            }
+            #[inline(always)]
+            fn n_min(a: Self, b: Self) -> Self {
+                a.min(b)
+            }
+            #[inline(always)]
+            fn n_max(a: Self, b: Self) -> Self {
+                a.max(b)
+            }
+            #[inline(always)]
+            fn n_neg(a: Self) -> Self {
+                -a
+            }
+            #[inline(always)]
+            fn n_abs(a: Self) -> Self {
+                a.abs()
+            }
+            #[inline(always)]
+            fn n_mul_add(a: Self, b: Self, c: Self) -> Self {
+                // `llvm.fma`: a real FMA where the function enables it, a
+                // correctly rounded library call elsewhere. Never split.
+                a.mul_add(b, c)
+            }
+            #[inline(always)]
+            fn n_sel(k: bool, x: Self, id: Self) -> Self {
+                let m = <$bits>::wrapping_sub(0, k as $bits);
+                <$t>::from_bits((x.to_bits() & m) | (id.to_bits() & !m))
+            }
+        }
+
+        impl FloatLane for $t {
+            #[inline(always)]
+            fn f_sqrt(a: Self) -> Self {
+                a.sqrt()
+            }
+            #[inline(always)]
+            fn f_exp(a: Self) -> Self {
+                a.exp()
+            }
+            #[inline(always)]
+            fn f_ln(a: Self) -> Self {
+                a.ln()
+            }
+            #[inline(always)]
+            fn f_sin(a: Self) -> Self {
+                a.sin()
+            }
+            #[inline(always)]
+            fn f_cos(a: Self) -> Self {
+                a.cos()
+            }
+            #[inline(always)]
+            fn f_floor(a: Self) -> Self {
+                a.floor()
+            }
+            #[inline(always)]
+            fn f_ceil(a: Self) -> Self {
+                a.ceil()
+            }
+            #[inline(always)]
+            fn f_round(a: Self) -> Self {
+                a.round()
+            }
+        }
+    };
+}
+
+float_num!(f32, u32);
+float_num!(f64, u64);
+
+/// Rust `as` conversion between lane types, as `Scalar::cast` does it.
+pub(crate) trait CastTo<U> {
+    fn cast_to(self) -> U;
+}
+
+macro_rules! cast_from_num {
+    ($from:ty, $zero:expr; $($to:ty),*) => {
+        $(impl CastTo<$to> for $from {
+            #[inline(always)]
+            #[allow(clippy::unnecessary_cast)]
+            fn cast_to(self) -> $to {
+                self as $to
+            }
+        })*
+        impl CastTo<bool> for $from {
+            #[inline(always)]
+            fn cast_to(self) -> bool {
+                // NaN is non-zero, hence `true`, as in `Scalar::as_bool`.
+                self != $zero
+            }
+        }
+    };
+}
+
+cast_from_num!(i32, 0; i32, u32, i64, u64, f32, f64);
+cast_from_num!(u32, 0; i32, u32, i64, u64, f32, f64);
+cast_from_num!(i64, 0; i32, u32, i64, u64, f32, f64);
+cast_from_num!(u64, 0; i32, u32, i64, u64, f32, f64);
+cast_from_num!(f32, 0.0; i32, u32, i64, u64, f32, f64);
+cast_from_num!(f64, 0.0; i32, u32, i64, u64, f32, f64);
+
+macro_rules! cast_from_bool {
+    ($($to:ty),*) => {
+        $(impl CastTo<$to> for bool {
+            #[inline(always)]
+            fn cast_to(self) -> $to {
+                self as u8 as $to
+            }
+        })*
+    };
+}
+
+cast_from_bool!(i32, u32, i64, u64, f32, f64);
+
+impl CastTo<bool> for bool {
+    #[inline(always)]
+    fn cast_to(self) -> bool {
+        self
+    }
+}
+
+/// Runs `$body` with `$T` bound to the lane type of `$ty` (any dtype).
+macro_rules! with_lane {
+    ($ty:expr, $T:ident => $body:expr) => {
+        match $ty {
+            $crate::expr::DType::Bool => {
+                type $T = bool;
+                $body
+            }
+            $crate::expr::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::expr::DType::U32 => {
+                type $T = u32;
+                $body
+            }
+            $crate::expr::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::expr::DType::U64 => {
+                type $T = u64;
+                $body
+            }
+            $crate::expr::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::expr::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+        }
+    };
+}
+
+/// Runs `$body` with `$T` bound to the numeric lane type of `$ty`; `bool`
+/// runs `$other` (validated programs never get there).
+macro_rules! with_num {
+    ($ty:expr, $T:ident => $body:expr, else $other:expr) => {
+        match $ty {
+            $crate::expr::DType::Bool => $other,
+            $crate::expr::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::expr::DType::U32 => {
+                type $T = u32;
+                $body
+            }
+            $crate::expr::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::expr::DType::U64 => {
+                type $T = u64;
+                $body
+            }
+            $crate::expr::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::expr::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+        }
+    };
+}
+
+/// Runs `$body` with `$T` bound to the float lane type of `$ty`; other
+/// types run `$other`.
+macro_rules! with_float {
+    ($ty:expr, $T:ident => $body:expr, else $other:expr) => {
+        match $ty {
+            $crate::expr::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::expr::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            _ => $other,
+        }
+    };
+}
+
+pub(crate) use {with_float, with_lane, with_num};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::{eval, BinaryOp};
+
+    #[test]
+    fn integer_semantics_match_eval() {
+        let cases = [(7i32, 0i32), (i32::MIN, -1), (-7, 2), (5, -3)];
+        for (a, b) in cases {
+            for (op, f) in [
+                (BinaryOp::Div, <i32 as Num>::n_div as fn(i32, i32) -> i32),
+                (BinaryOp::Rem, <i32 as Num>::n_rem),
+                (BinaryOp::Add, <i32 as Num>::n_add),
+                (BinaryOp::Mul, <i32 as Num>::n_mul),
+            ] {
+                assert_eq!(
+                    Scalar::I32(f(a, b)),
+                    eval::binary(op, Scalar::I32(a), Scalar::I32(b))
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn casts_match_scalar_cast() {
+        for x in [f32::NAN, 1e20, -1e20, -1.5, 0.0, 2.7] {
+            assert_eq!(Scalar::I32(x.cast_to()), Scalar::F32(x).cast(DType::I32));
+            assert_eq!(Scalar::U64(x.cast_to()), Scalar::F32(x).cast(DType::U64));
+            assert_eq!(Scalar::Bool(x.cast_to()), Scalar::F32(x).cast(DType::Bool));
+        }
+        assert_eq!(
+            Scalar::F64(true.cast_to()),
+            Scalar::Bool(true).cast(DType::F64)
+        );
+        assert_eq!(
+            Scalar::U32((-1i64).cast_to()),
+            Scalar::I64(-1).cast(DType::U32)
+        );
+    }
+}

@@ -1,0 +1,153 @@
+//! `cpu-simd`: each stage compiled once into a block program, run one block
+//! of [`BLOCK`] positions at a time on the calling thread.
+//!
+//! Owns the block program (`program.rs`), its typed kernels (`kernels.rs`,
+//! `lanes.rs`) and the leaf machinery (`exec.rs`) that `cpu-parallel` drives
+//! over rayon. It reads plans and inputs; it never chooses or retries.
+//!
+//! # Design
+//!
+//! * **Block program.** A stage's element program becomes a flat list of
+//!   instructions over typed block registers (`r2:f32 = mul in0, u1`).
+//!   Each instruction is one tight loop over a whole block, so the match on
+//!   the opcode happens once per block per instruction, never per element.
+//!   Stage inputs are read in place (`in0`); parameters, constants and
+//!   everything computed only from them are evaluated once per run and used
+//!   as scalar operands (`u1`). Registers are reused by liveness, so the
+//!   block working set of a typical chain is a few KiB and stays in L1.
+//! * **Leaves.** Positions are cut into fixed leaves of [`LEAF`] positions
+//!   ([`LEAF_BLOCKS`] blocks). A reduction folds each leaf into [`LANES`]
+//!   independent accumulator lanes (lane `j` takes positions `j`, `j + 32`,
+//!   ...), reduces the lanes by a fixed pairwise tree, and combines leaf
+//!   results by a fixed midpoint binary tree over leaf indices. A scan runs
+//!   each leaf from the identity and moves it by the combined totals of the
+//!   leaves before it (left to right). None of this depends on the thread
+//!   count, so `cpu-simd` and `cpu-parallel` are bit-identical.
+//! * **ISA dispatch.** The instruction loop and the reduction loop are
+//!   compiled twice: for the build's baseline and with AVX2+FMA, chosen at
+//!   run time. Both give the same bits: lanes never reassociate, and
+//!   `mul_add` is `f32::mul_add` (a real FMA, or the correctly rounded
+//!   library call), never split into a multiply and an add.
+//! * **Memory.** A reduction allocates only registers (O(1)); a collect
+//!   allocates its output and writes it in place; a filter+collect grows its
+//!   output as survivors arrive.
+//! * **Slow paths.** User combines (`reduce`, custom `scan`) are evaluated
+//!   one element at a time with the reference semantics; transcendental
+//!   functions call `libm` per lane.
+
+mod exec;
+mod kernels;
+mod lanes;
+mod program;
+
+pub(crate) use exec::{tree_mid, Acct, Driver, Exec, Isa, Partials, StageRun};
+pub(crate) use lanes::OutSlice;
+pub use program::BlockProgram;
+
+use super::cpu_scalar::output_bytes;
+use super::{Availability, Backend, BackendError, BackendKind, HostColumn, Job, Phase, RunStats};
+use crate::plan::{PhysicalPlan, PlanOutput};
+use crate::runtime::column::ColumnRef;
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Positions per block: one instruction runs over this many lanes. 1024
+/// keeps a block register at 4 KiB (`f32`) or 8 KiB (`f64`), so the few
+/// registers of a chain stay in a 32 KiB L1 data cache.
+pub const BLOCK: usize = 1024;
+
+/// Blocks per leaf.
+pub const LEAF_BLOCKS: usize = 16;
+
+/// Positions per leaf: the unit of partial results and of parallel work.
+/// A constant, never derived from the thread count, so that results do not
+/// depend on it.
+pub const LEAF: usize = BLOCK * LEAF_BLOCKS;
+
+/// Accumulator lanes per reduction within a leaf.
+pub const LANES: usize = kernels::LANES;
+
+/// The name of the instruction set the block loops use on this CPU
+/// (`"avx2+fma"` or `"portable"`), for metrics and explain.
+pub fn isa_name() -> &'static str {
+    Isa::detect().name()
+}
+
+/// The compiled block program of `job`'s plan for `kind`, from the plan's
+/// artifact cache; records compile time and whether it was cached.
+pub(crate) fn compiled(
+    job: &Job<'_>,
+    kind: BackendKind,
+    stats: &mut RunStats,
+) -> Result<Arc<BlockProgram>, BackendError> {
+    let t = Instant::now();
+    let (prog, cached) = job
+        .plan
+        .artifact(kind, || BlockProgram::compile(&job.plan.plan))
+        .map_err(|m| BackendError::new(kind, Phase::Compile, m))?;
+    stats.compile_cached = cached;
+    if !cached {
+        stats.compile = t.elapsed();
+    }
+    Ok(prog)
+}
+
+/// Runs a job with `driver`, filling `stats` (except `parallelism`).
+pub(crate) fn execute_with(
+    job: &Job<'_>,
+    kind: BackendKind,
+    driver: &dyn Driver,
+    stats: &mut RunStats,
+) -> Result<PlanOutput, BackendError> {
+    let prog = compiled(job, kind, stats)?;
+    let hosts = job
+        .inputs
+        .iter()
+        .map(|i| i.host(stats))
+        .collect::<Result<Vec<HostColumn<'_>>, _>>()?;
+    let sources: Vec<ColumnRef<'_>> = hosts.iter().map(|h| h.as_ref()).collect();
+    let acct = Acct::default();
+    let start = Instant::now();
+    let out = exec::run_plan(
+        &prog,
+        &job.plan.plan,
+        &sources,
+        job.params,
+        Isa::detect(),
+        driver,
+        &acct,
+    )
+    .map_err(|m| BackendError::new(kind, Phase::Execute, m))?;
+    stats.execute = start.elapsed();
+    stats.bytes_allocated += acct.bytes().max(output_bytes(&out));
+    stats.launches = acct.tasks();
+    Ok(out)
+}
+
+/// The block-program backend on the calling thread.
+#[derive(Debug, Default)]
+pub struct CpuSimd;
+
+impl Backend for CpuSimd {
+    fn kind(&self) -> BackendKind {
+        BackendKind::CpuSimd
+    }
+
+    fn availability(&self) -> Availability {
+        Availability::Available
+    }
+
+    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
+        BlockProgram::compile(plan).map(|_| ()).map_err(Cow::Owned)
+    }
+
+    fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {
+        let out = execute_with(job, BackendKind::CpuSimd, &exec::Sequential, stats)?;
+        stats.parallelism = 1;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;

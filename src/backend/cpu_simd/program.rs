@@ -1,0 +1,693 @@
+//! Compiling a [`Stage`] into a block program: a flat list of instructions
+//! over typed block registers, run once per block of `BLOCK` positions.
+//!
+//! Compilation validates everything the executor relies on (types, slots),
+//! so running a compiled program cannot panic. It reads the plan only.
+
+use super::lanes::dtype_index;
+use crate::expr::{BinaryOp, DType, ExprArena, Node, UnaryOp, Value};
+use crate::plan::{AggKind, Aggregate, Combine, PhysicalPlan, RangeOp, ScanOp, Stage, Terminal};
+use smallvec::SmallVec;
+use std::fmt;
+
+/// Where an instruction operand comes from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Operand {
+    /// A block register of the operand's type.
+    Reg(u16),
+    /// Input slot `s`, read in place from the input column.
+    Input(u16),
+    /// A value computed once per run from parameters and constants (the
+    /// node with this index); used as a scalar operand, never splatted.
+    Uniform(u32),
+}
+
+/// One block instruction: `out[i] = f(operands[i])` for every lane `i`.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) enum Instr {
+    /// `out[i] = block start + i + index offset of enumerate slot` (`u64`).
+    Iota { slot: u16, out: u16 },
+    /// A unary operation on `ty`.
+    Unary {
+        op: UnaryOp,
+        ty: DType,
+        a: Operand,
+        out: u16,
+    },
+    /// A binary operation on operands of type `ty` (result `bool` for
+    /// comparisons).
+    Binary {
+        op: BinaryOp,
+        ty: DType,
+        a: Operand,
+        b: Operand,
+        out: u16,
+    },
+    /// `c ? a : b` on `ty`.
+    Select {
+        ty: DType,
+        c: Operand,
+        a: Operand,
+        b: Operand,
+        out: u16,
+    },
+    /// `a * b + c` on `ty`, fused for floats.
+    MulAdd {
+        ty: DType,
+        a: Operand,
+        b: Operand,
+        c: Operand,
+        out: u16,
+    },
+    /// `a as to`.
+    Cast {
+        from: DType,
+        to: DType,
+        a: Operand,
+        out: u16,
+    },
+    /// `a^n` by the reference multiply sequence.
+    Powi {
+        ty: DType,
+        a: Operand,
+        n: i32,
+        out: u16,
+    },
+}
+
+/// A column the terminal reads: a register or an input slot, never a
+/// uniform (uniform columns get a register filled once per run).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) struct Col {
+    pub(crate) ty: DType,
+    pub(crate) src: Operand,
+}
+
+/// The last operation of a summed column, folded by the sum itself.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) struct Fused {
+    pub(crate) op: BinaryOp,
+    pub(crate) a: Operand,
+    pub(crate) b: Operand,
+}
+
+/// One aggregate of a reduce terminal.
+#[derive(Clone, Debug)]
+pub(crate) struct AggProgram {
+    pub(crate) kind: AggKind,
+    /// The aggregated column (`None` for `Count`); when `fused` is set only
+    /// its type is meaningful.
+    pub(crate) col: Option<Col>,
+    /// The column is `a op b`, computed inside the fold (no register).
+    pub(crate) fused: Option<Fused>,
+}
+
+/// How a compiled stage ends.
+#[derive(Clone, Debug)]
+pub(crate) enum TermProgram {
+    Reduce(Vec<AggProgram>),
+    Collect(Vec<Col>),
+    Scan {
+        col: Col,
+        op: Box<ScanOp>,
+        exclusive: bool,
+    },
+}
+
+/// A register filled once per run with a uniform value.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) struct SplatReg {
+    pub(crate) node: u32,
+    pub(crate) ty: DType,
+    pub(crate) reg: u16,
+}
+
+/// One stage compiled into a block program.
+#[derive(Clone, Debug)]
+pub(crate) struct StageProgram {
+    /// Nodes evaluated once per run (parameters, constants and everything
+    /// computed only from them), in evaluation order.
+    pub(crate) uniforms: Vec<u32>,
+    /// The per-block instructions, in order.
+    pub(crate) instrs: Vec<Instr>,
+    /// Registers per dtype (indexed by `dtype_index`).
+    pub(crate) regs: [u16; 7],
+    /// Registers holding uniform terminal columns.
+    pub(crate) splats: Vec<SplatReg>,
+    /// The mask of surviving positions.
+    pub(crate) predicate: Option<Col>,
+    pub(crate) terminal: TermProgram,
+    /// The dtype each input slot is read as (`None`: not read).
+    pub(crate) input_types: SmallVec<[Option<DType>; 4]>,
+    /// Parameter slots the stage reads: `params.len()` must be at least this.
+    pub(crate) params_needed: usize,
+    /// For a filter+collect stage: the same stage reduced to `count`, which
+    /// the parallel executor runs first to place every leaf's survivors.
+    pub(crate) count_pass: Option<Box<StageProgram>>,
+}
+
+/// A compiled plan: one block program per stage. This is the artifact both
+/// `cpu-simd` and `cpu-parallel` cache on the `CompiledPlan`.
+#[derive(Clone, Debug)]
+pub struct BlockProgram {
+    pub(crate) stages: Vec<StageProgram>,
+}
+
+impl BlockProgram {
+    /// Compiles every stage of `plan`, validating what execution relies on.
+    pub fn compile(plan: &PhysicalPlan) -> Result<BlockProgram, String> {
+        if plan.stages.is_empty() {
+            return Err("the plan has no stage".into());
+        }
+        let stages = plan
+            .stages
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                if i + 1 < plan.stages.len() && matches!(s.terminal, Terminal::Reduce(_)) {
+                    return Err(format!("stage {i} reduces but is not the last stage"));
+                }
+                compile_stage(s).map_err(|m| format!("stage {i}: {m}"))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(BlockProgram { stages })
+    }
+
+    /// Block registers of the largest stage, in bytes (per executing thread).
+    pub fn register_bytes(&self) -> u64 {
+        self.stages
+            .iter()
+            .map(|s| super::lanes::Regs::bytes(&s.regs))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+struct Alloc {
+    counts: [u16; 7],
+    free: [Vec<u16>; 7],
+}
+
+impl Alloc {
+    fn fresh(&mut self, ty: DType) -> u16 {
+        let c = &mut self.counts[dtype_index(ty)];
+        *c += 1;
+        *c - 1
+    }
+
+    fn take(&mut self, ty: DType) -> u16 {
+        match self.free[dtype_index(ty)].pop() {
+            Some(r) => r,
+            None => self.fresh(ty),
+        }
+    }
+
+    fn release(&mut self, ty: DType, r: u16) {
+        // Keep the free list sorted high to low so low registers are reused
+        // first: the block working set stays as small as possible.
+        let f = &mut self.free[dtype_index(ty)];
+        f.push(r);
+        f.sort_unstable_by(|a, b| b.cmp(a));
+    }
+}
+
+fn check_combine(c: &Combine, ty: DType, params: &mut usize) -> Result<(), String> {
+    c.program
+        .verify()
+        .map_err(|e| format!("invalid combine program: {e}"))?;
+    if c.output.index() >= c.program.len() || c.program.ty(c.output) != ty {
+        return Err(format!("combine output is not a {ty}"));
+    }
+    for (_, n) in c.program.iter() {
+        match n.node {
+            Node::Input(s) if s > 1 || n.ty != ty => {
+                return Err(format!("combine reads input.{s} as {}", n.ty))
+            }
+            Node::Index(_) => return Err("combine reads an index".into()),
+            Node::Param(p) => *params = (*params).max(p as usize + 1),
+            _ => {}
+        }
+    }
+    *params = (*params).max(c.identity as usize + 1);
+    Ok(())
+}
+
+/// Compiles one stage.
+pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
+    let prog: &ExprArena = &stage.program;
+    prog.verify()
+        .map_err(|e| format!("invalid element program: {e}"))?;
+    let n = prog.len();
+    let in_range = |v: Value| -> Result<DType, String> {
+        if v.index() < n {
+            Ok(prog.ty(v))
+        } else {
+            Err(format!("{v} is not in the program"))
+        }
+    };
+
+    let mut params_needed = 0usize;
+    for op in &stage.range {
+        match *op {
+            RangeOp::Join(s) if s as usize >= stage.inputs.len() => {
+                return Err(format!("join of missing input slot {s}"))
+            }
+            RangeOp::Enumerate(e) if e >= stage.enumerates => {
+                return Err(format!("missing enumerate slot {e}"))
+            }
+            RangeOp::Skip(p) | RangeOp::Take(p) => {
+                params_needed = params_needed.max(p as usize + 1)
+            }
+            _ => {}
+        }
+    }
+
+    if stage.predicate.is_some() && matches!(stage.terminal, Terminal::Scan { .. }) {
+        // Stages never carry one (a filter before a scan ends its own stage).
+        return Err("a scan with a predicate".into());
+    }
+
+    // Roots: the values the terminal and the predicate read.
+    let mut roots: SmallVec<[Value; 8]> = SmallVec::new();
+    if let Some(p) = stage.predicate {
+        if in_range(p)? != DType::Bool {
+            return Err("the predicate is not a bool".into());
+        }
+        roots.push(p);
+    }
+    match &stage.terminal {
+        Terminal::Reduce(aggs) => {
+            for Aggregate { kind, column } in aggs {
+                if matches!(kind, AggKind::Count) {
+                    continue;
+                }
+                let c = column.ok_or_else(|| format!("{} without a column", kind.name()))?;
+                let ty = in_range(c)?;
+                let ok = match kind {
+                    AggKind::Any | AggKind::All => ty == DType::Bool,
+                    AggKind::Custom(comb) => {
+                        check_combine(comb, ty, &mut params_needed)?;
+                        true
+                    }
+                    _ => ty.is_numeric(),
+                };
+                if !ok {
+                    return Err(format!("{} of a {ty} column", kind.name()));
+                }
+                roots.push(c);
+            }
+        }
+        Terminal::Collect(cols) => {
+            for &c in cols {
+                in_range(c)?;
+                roots.push(c);
+            }
+        }
+        Terminal::Scan { column, op, .. } => {
+            let ty = in_range(*column)?;
+            match op {
+                ScanOp::Sum if !ty.is_numeric() => {
+                    return Err(format!("sum scan of a {ty} column"))
+                }
+                ScanOp::Sum => {}
+                ScanOp::Custom(c) => check_combine(c, ty, &mut params_needed)?,
+            }
+            roots.push(*column);
+        }
+    }
+
+    // Uniform nodes depend on no position: evaluated once per run.
+    let mut uniform = vec![false; n];
+    for (v, d) in prog.iter() {
+        uniform[v.index()] = match d.node {
+            Node::Param(_) | Node::Const(_) => true,
+            Node::Input(_) | Node::Index(_) => false,
+            ref node => node.operands().iter().all(|o| uniform[o.index()]),
+        };
+    }
+    // Terminal fusion: a float sum whose column is an add, sub or mul read by
+    // nothing else folds that operation itself, saving a pass over the block.
+    let mut fused: Vec<Option<(BinaryOp, Value, Value)>> = vec![None; n];
+    if let Terminal::Reduce(aggs) = &stage.terminal {
+        let mut uses = vec![0usize; n];
+        for r in &roots {
+            uses[r.index()] += 1;
+        }
+        for (_, d) in prog.iter() {
+            for o in d.node.operands() {
+                uses[o.index()] += 1;
+            }
+        }
+        for a in aggs {
+            if let (AggKind::Sum, Some(c)) = (&a.kind, a.column) {
+                let d = prog.get(c);
+                if let Node::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), x, y) = d.node {
+                    if d.ty.is_float() && !uniform[c.index()] && uses[c.index()] == 1 {
+                        fused[c.index()] = Some((op, x, y));
+                    }
+                }
+            }
+        }
+    }
+    let unfused_roots: SmallVec<[Value; 8]> =
+        roots.iter().copied().filter(|r| fused[r.index()].is_none()).collect();
+    // What must be computed and live at the end: the roots, with fused
+    // columns replaced by their operands.
+    let mut live_roots = unfused_roots.clone();
+    for (x, y) in roots.iter().filter_map(|r| fused[r.index()].map(|(_, x, y)| (x, y))) {
+        live_roots.extend([x, y]);
+    }
+    let roots = unfused_roots;
+
+    let mut needed = vec![false; n];
+    for r in &live_roots {
+        needed[r.index()] = true;
+    }
+    for i in (0..n).rev() {
+        if needed[i] {
+            for o in prog.get(Value::new(i)).node.operands() {
+                needed[o.index()] = true;
+            }
+        }
+    }
+    // The last instruction reading each value; roots live to the end.
+    let mut last_use = vec![0usize; n];
+    for (v, d) in prog.iter() {
+        if needed[v.index()] && !uniform[v.index()] {
+            for o in d.node.operands() {
+                last_use[o.index()] = last_use[o.index()].max(v.index());
+            }
+        }
+    }
+    for r in &live_roots {
+        last_use[r.index()] = usize::MAX;
+    }
+
+    let mut alloc = Alloc {
+        counts: [0; 7],
+        free: Default::default(),
+    };
+    let mut operand: Vec<Option<Operand>> = vec![None; n];
+    let mut uniforms = Vec::new();
+    let mut input_types: SmallVec<[Option<DType>; 4]> =
+        smallvec::smallvec![None; stage.inputs.len()];
+
+    // Uniform roots get registers of their own first, so that no instruction
+    // ever reuses (and overwrites) them.
+    let mut splats: Vec<SplatReg> = Vec::new();
+    let mut root_src: Vec<Option<Operand>> = vec![None; n];
+    for r in &roots {
+        if uniform[r.index()] && root_src[r.index()].is_none() {
+            let ty = prog.ty(*r);
+            let reg = alloc.fresh(ty);
+            splats.push(SplatReg {
+                node: r.index() as u32,
+                ty,
+                reg,
+            });
+            root_src[r.index()] = Some(Operand::Reg(reg));
+        }
+    }
+
+    let mut instrs = Vec::new();
+    for (v, d) in prog.iter() {
+        let i = v.index();
+        if !needed[i] {
+            continue;
+        }
+        if uniform[i] {
+            if let Node::Param(p) = d.node {
+                params_needed = params_needed.max(p as usize + 1);
+            }
+            uniforms.push(i as u32);
+            operand[i] = Some(Operand::Uniform(i as u32));
+            continue;
+        }
+        let op = |o: Value| operand[o.index()].ok_or_else(|| format!("{o} has no operand"));
+        let instr = match d.node {
+            Node::Input(s) => {
+                let slot = input_types
+                    .get_mut(s as usize)
+                    .ok_or_else(|| format!("input.{s} is not an input slot"))?;
+                match slot {
+                    Some(t) if *t != d.ty => {
+                        return Err(format!("input.{s} read both as {t} and as {}", d.ty))
+                    }
+                    _ => *slot = Some(d.ty),
+                }
+                operand[i] = Some(Operand::Input(s));
+                continue;
+            }
+            Node::Index(e) => {
+                if e >= stage.enumerates {
+                    return Err(format!("index.{e} is not an enumerate slot"));
+                }
+                Instr::Iota { slot: e, out: 0 }
+            }
+            Node::Param(_) | Node::Const(_) => unreachable_uniform()?,
+            Node::Unary(o, a) => Instr::Unary {
+                op: o,
+                ty: prog.ty(a),
+                a: op(a)?,
+                out: 0,
+            },
+            Node::Binary(o, a, b) => Instr::Binary {
+                op: o,
+                ty: prog.ty(a),
+                a: op(a)?,
+                b: op(b)?,
+                out: 0,
+            },
+            Node::Select(c, a, b) => Instr::Select {
+                ty: d.ty,
+                c: op(c)?,
+                a: op(a)?,
+                b: op(b)?,
+                out: 0,
+            },
+            Node::MulAdd(a, b, c) => Instr::MulAdd {
+                ty: d.ty,
+                a: op(a)?,
+                b: op(b)?,
+                c: op(c)?,
+                out: 0,
+            },
+            Node::Cast(a) => Instr::Cast {
+                from: prog.ty(a),
+                to: d.ty,
+                a: op(a)?,
+                out: 0,
+            },
+            Node::Powi(a, k) => Instr::Powi {
+                ty: d.ty,
+                a: op(a)?,
+                n: k,
+                out: 0,
+            },
+        };
+        // Allocate the output before releasing dying operands: an
+        // instruction never writes a register it reads.
+        let out = alloc.take(d.ty);
+        instrs.push(with_out(instr, out));
+        operand[i] = Some(Operand::Reg(out));
+        let mut ops = d.node.operands();
+        ops.sort_unstable();
+        ops.dedup();
+        for o in ops {
+            if last_use[o.index()] == i {
+                if let Some(Operand::Reg(r)) = operand[o.index()] {
+                    alloc.release(prog.ty(o), r);
+                }
+            }
+        }
+    }
+
+    let col = |v: Value| -> Result<Col, String> {
+        let src = root_src[v.index()]
+            .or(operand[v.index()])
+            .ok_or_else(|| format!("{v} was not compiled"))?;
+        Ok(Col {
+            ty: prog.ty(v),
+            src,
+        })
+    };
+    let predicate = stage.predicate.map(col).transpose()?;
+    let terminal = match &stage.terminal {
+        Terminal::Reduce(aggs) => TermProgram::Reduce(
+            aggs.iter()
+                .map(|a| {
+                    let f = a.column.and_then(|c| fused[c.index()].map(|f| (c, f)));
+                    if let (Some((c, (op, x, y))), AggKind::Sum) = (f, &a.kind) {
+                        let opnd = |v: Value| operand[v.index()].ok_or_else(|| format!("{v} was not compiled"));
+                        let (a_, b_) = (opnd(x)?, opnd(y)?);
+                        return Ok(AggProgram {
+                            kind: a.kind.clone(),
+                            col: Some(Col { ty: prog.ty(c), src: a_ }),
+                            fused: Some(Fused { op, a: a_, b: b_ }),
+                        });
+                    }
+                    Ok(AggProgram {
+                        kind: a.kind.clone(),
+                        col: match a.kind {
+                            AggKind::Count => None,
+                            _ => a.column.map(col).transpose()?,
+                        },
+                        fused: None,
+                    })
+                })
+                .collect::<Result<_, String>>()?,
+        ),
+        Terminal::Collect(cols) => {
+            TermProgram::Collect(cols.iter().map(|&c| col(c)).collect::<Result<_, _>>()?)
+        }
+        Terminal::Scan {
+            column,
+            op,
+            exclusive,
+        } => TermProgram::Scan {
+            col: col(*column)?,
+            op: Box::new(op.clone()),
+            exclusive: *exclusive,
+        },
+    };
+
+    let count_pass = match (&stage.terminal, stage.predicate) {
+        (Terminal::Collect(_), Some(_)) => {
+            let counting = Stage {
+                terminal: Terminal::Reduce(smallvec::smallvec![Aggregate {
+                    kind: AggKind::Count,
+                    column: None,
+                }]),
+                ..stage.clone()
+            };
+            Some(Box::new(compile_stage(&counting)?))
+        }
+        _ => None,
+    };
+
+    Ok(StageProgram {
+        uniforms,
+        instrs,
+        regs: alloc.counts,
+        splats,
+        predicate,
+        terminal,
+        input_types,
+        params_needed,
+        count_pass,
+    })
+}
+
+fn unreachable_uniform() -> Result<Instr, String> {
+    Err("a parameter or constant was not classified as uniform".into())
+}
+
+fn with_out(i: Instr, out: u16) -> Instr {
+    match i {
+        Instr::Iota { slot, .. } => Instr::Iota { slot, out },
+        Instr::Unary { op, ty, a, .. } => Instr::Unary { op, ty, a, out },
+        Instr::Binary { op, ty, a, b, .. } => Instr::Binary { op, ty, a, b, out },
+        Instr::Select { ty, c, a, b, .. } => Instr::Select { ty, c, a, b, out },
+        Instr::MulAdd { ty, a, b, c, .. } => Instr::MulAdd { ty, a, b, c, out },
+        Instr::Cast { from, to, a, .. } => Instr::Cast { from, to, a, out },
+        Instr::Powi { ty, a, n, .. } => Instr::Powi { ty, a, n, out },
+    }
+}
+
+impl fmt::Display for Operand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Operand::Reg(r) => write!(f, "r{r}"),
+            Operand::Input(s) => write!(f, "in{s}"),
+            Operand::Uniform(v) => write!(f, "u{v}"),
+        }
+    }
+}
+
+impl fmt::Display for Instr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Instr::Iota { slot, out } => write!(f, "r{out}:u64 = iota e{slot}"),
+            Instr::Unary { op, ty, a, out } => write!(f, "r{out}:{ty} = {op} {a}"),
+            Instr::Binary { op, ty, a, b, out } => {
+                let rt = op.result_type(ty).unwrap_or(ty);
+                write!(f, "r{out}:{rt} = {op} {a}, {b}")
+            }
+            Instr::Select { ty, c, a, b, out } => write!(f, "r{out}:{ty} = select {c}, {a}, {b}"),
+            Instr::MulAdd { ty, a, b, c, out } => write!(f, "r{out}:{ty} = mul_add {a}, {b}, {c}"),
+            Instr::Cast { to, a, out, .. } => write!(f, "r{out}:{to} = cast {a}"),
+            Instr::Powi { ty, a, n, out } => write!(f, "r{out}:{ty} = powi {a}, {n}"),
+        }
+    }
+}
+
+impl fmt::Display for StageProgram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "  regs:")?;
+        for t in DType::ALL {
+            let c = self.regs[dtype_index(t)];
+            if c > 0 {
+                write!(f, " {t}x{c}")?;
+            }
+        }
+        writeln!(f)?;
+        for s in &self.splats {
+            writeln!(f, "    r{}:{} = splat u{}", s.reg, s.ty, s.node)?;
+        }
+        for i in &self.instrs {
+            writeln!(f, "    {i}")?;
+        }
+        if let Some(p) = self.predicate {
+            writeln!(f, "  predicate: {}", p.src)?;
+        }
+        match &self.terminal {
+            TermProgram::Reduce(aggs) => {
+                write!(f, "  reduce:")?;
+                for a in aggs {
+                    if let (Some(fu), Some(c)) = (a.fused, a.col) {
+                        write!(f, " {}({} {}, {}:{})", a.kind.name(), fu.op, fu.a, fu.b, c.ty)?;
+                        continue;
+                    }
+                    match a.col {
+                        Some(c) => write!(f, " {}({}:{})", a.kind.name(), c.src, c.ty)?,
+                        None => write!(f, " {}", a.kind.name())?,
+                    }
+                }
+                writeln!(f)
+            }
+            TermProgram::Collect(cols) => {
+                write!(
+                    f,
+                    "  {}:",
+                    if self.predicate.is_some() {
+                        "compact"
+                    } else {
+                        "store"
+                    }
+                )?;
+                for c in cols {
+                    write!(f, " {}:{}", c.src, c.ty)?;
+                }
+                writeln!(f)
+            }
+            TermProgram::Scan { col, op, exclusive } => {
+                let kind = if *exclusive { "exclusive" } else { "inclusive" };
+                let op = match **op {
+                    ScanOp::Sum => "sum",
+                    ScanOp::Custom(_) => "custom",
+                };
+                writeln!(f, "  scan {kind} {op}({}:{})", col.src, col.ty)
+            }
+        }
+    }
+}
+
+impl fmt::Display for BlockProgram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, s) in self.stages.iter().enumerate() {
+            writeln!(f, "stage {i}:")?;
+            write!(f, "{s}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1079 @@
+//! Differential tests of `cpu-simd` and `cpu-parallel` against the
+//! `cpu-scalar` reference, on hand-built plans. `cpu-parallel` and the
+//! portable ISA must also equal `cpu-simd` bit for bit.
+
+use super::exec::{run_plan, Acct, Isa, Sequential};
+use super::*;
+use crate::backend::cpu_parallel::{CpuParallel, Parallel};
+use crate::backend::{cpu_scalar, Input};
+use crate::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
+use crate::plan::{
+    AggKind, Aggregate, Combine, PhysicalPlan, PlanOutput, RangeOp, ScanOp, Stage, StageInput,
+    Terminal,
+};
+use crate::runtime::column::{Column, ColumnRef};
+use crate::runtime::compiled::CompiledPlan;
+use smallvec::{smallvec, SmallVec};
+
+/// Lengths around every boundary: block, leaf, several leaves + a partial.
+pub(crate) const LENGTHS: [usize; 11] = [
+    0,
+    1,
+    31,
+    33,
+    BLOCK - 1,
+    BLOCK,
+    BLOCK + 1,
+    LEAF - 1,
+    LEAF,
+    LEAF + 1,
+    3 * LEAF + 517,
+];
+
+/// A small builder over an arena.
+#[derive(Default)]
+pub(crate) struct P(pub(crate) ExprArena);
+
+impl P {
+    pub(crate) fn input(&mut self, s: u16, t: DType) -> Value {
+        self.0.push_typed(Node::Input(s), t).unwrap()
+    }
+    pub(crate) fn param(&mut self, p: u16, t: DType) -> Value {
+        self.0.push_typed(Node::Param(p), t).unwrap()
+    }
+    pub(crate) fn konst(&mut self, s: Scalar) -> Value {
+        self.0.push(Node::Const(s)).unwrap()
+    }
+    pub(crate) fn bin(&mut self, op: BinaryOp, a: Value, b: Value) -> Value {
+        self.0.push(Node::Binary(op, a, b)).unwrap()
+    }
+    pub(crate) fn un(&mut self, op: UnaryOp, a: Value) -> Value {
+        self.0.push(Node::Unary(op, a)).unwrap()
+    }
+    pub(crate) fn node(&mut self, n: Node) -> Value {
+        self.0.push(n).unwrap()
+    }
+    pub(crate) fn cast(&mut self, a: Value, t: DType) -> Value {
+        self.0.push_typed(Node::Cast(a), t).unwrap()
+    }
+}
+
+/// A stage over query inputs `0..n`, all joined.
+pub(crate) fn stage(n: u16, p: P, predicate: Option<Value>, terminal: Terminal) -> Stage {
+    Stage {
+        inputs: (0..n).map(StageInput::Source).collect(),
+        enumerates: 0,
+        range: (0..n).map(RangeOp::Join).collect(),
+        program: p.0,
+        predicate,
+        terminal,
+    }
+}
+
+pub(crate) fn plan(dtypes: &[DType], params: usize, stages: Vec<Stage>) -> PhysicalPlan {
+    PhysicalPlan {
+        input_dtypes: dtypes.iter().copied().collect(),
+        param_count: params,
+        stages: stages.into_iter().collect(),
+    }
+}
+
+pub(crate) fn agg(kind: AggKind, column: Option<Value>) -> Aggregate {
+    Aggregate { kind, column }
+}
+
+/// Deterministic pseudo-random data.
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// In `[-1, 2)`.
+    pub(crate) fn f64(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 3.0 - 1.0
+    }
+    pub(crate) fn f32s(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.f64() as f32).collect()
+    }
+    pub(crate) fn f64s(&mut self, n: usize) -> Vec<f64> {
+        (0..n).map(|_| self.f64()).collect()
+    }
+}
+
+fn float_eq(a: f64, b: f64, tol: f64) -> bool {
+    (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= tol * a.abs().max(b.abs()).max(1.0)
+}
+
+fn scalar_close(a: Scalar, b: Scalar, tolerant: bool) -> bool {
+    let tol = match a {
+        Scalar::F32(_) if tolerant => 1e-4,
+        Scalar::F64(_) if tolerant => 1e-10,
+        _ => 0.0,
+    };
+    match (a, b) {
+        (Scalar::F32(x), Scalar::F32(y)) => float_eq(x as f64, y as f64, tol),
+        (Scalar::F64(x), Scalar::F64(y)) => float_eq(x, y, tol),
+        _ => a == b,
+    }
+}
+
+fn column_scalars(c: &Column) -> Vec<Scalar> {
+    let r = c.as_ref();
+    (0..r.len()).map(|i| r.get(i)).collect()
+}
+
+/// `got` equals the reference: exactly for integers and bools, and for
+/// floats within a tolerance when `tolerant` (summation order differs).
+pub(crate) fn assert_close(want: &PlanOutput, got: &PlanOutput, tolerant: bool, what: &str) {
+    match (want, got) {
+        (PlanOutput::Aggregates(w), PlanOutput::Aggregates(g)) => {
+            assert_eq!(w.len(), g.len(), "{what}");
+            for (i, (a, b)) in w.iter().zip(g).enumerate() {
+                assert!(
+                    scalar_close(*a, *b, tolerant),
+                    "{what}: aggregate {i}: want {a}, got {b}"
+                );
+            }
+        }
+        (PlanOutput::Columns(w), PlanOutput::Columns(g)) => {
+            assert_eq!(w.len(), g.len(), "{what}");
+            for (c, (a, b)) in w.iter().zip(g).enumerate() {
+                assert_eq!(a.dtype(), b.dtype(), "{what}");
+                assert_eq!(a.len(), b.len(), "{what}: column {c} length");
+                for (i, (x, y)) in column_scalars(a)
+                    .into_iter()
+                    .zip(column_scalars(b))
+                    .enumerate()
+                {
+                    assert!(
+                        scalar_close(x, y, tolerant),
+                        "{what}: column {c}[{i}]: want {x}, got {y}"
+                    );
+                }
+            }
+        }
+        _ => panic!("{what}: output kinds differ: {want:?} vs {got:?}"),
+    }
+}
+
+/// Bit-for-bit equality (NaN payloads and signed zeros included).
+pub(crate) fn assert_bitwise(a: &PlanOutput, b: &PlanOutput, what: &str) {
+    match (a, b) {
+        (PlanOutput::Aggregates(x), PlanOutput::Aggregates(y)) => assert_eq!(x, y, "{what}"),
+        (PlanOutput::Columns(x), PlanOutput::Columns(y)) => {
+            assert_eq!(x.len(), y.len(), "{what}");
+            for (p, q) in x.iter().zip(y) {
+                assert_eq!(p.dtype(), q.dtype(), "{what}");
+                assert!(
+                    p.as_ref().as_bytes() == q.as_ref().as_bytes(),
+                    "{what}: columns differ"
+                );
+            }
+        }
+        _ => panic!("{what}: output kinds differ"),
+    }
+}
+
+fn run_backend(
+    b: &dyn crate::backend::Backend,
+    cp: &CompiledPlan,
+    inputs: &[ColumnRef<'_>],
+    params: &[Scalar],
+) -> (PlanOutput, RunStats) {
+    let ins: Vec<Input<'_>> = inputs.iter().map(|&c| Input::Host(c)).collect();
+    let job = Job {
+        plan: cp,
+        inputs: &ins,
+        params,
+        keep_on_device: false,
+    };
+    let mut stats = RunStats::default();
+    let out = b.execute(&job, &mut stats).unwrap();
+    (out, stats)
+}
+
+/// Runs `plan` on cpu-scalar, cpu-simd (both ISAs) and cpu-parallel (the
+/// pool's driver and several fixed task counts), and checks them.
+pub(crate) fn check(
+    p: PhysicalPlan,
+    inputs: &[ColumnRef<'_>],
+    params: &[Scalar],
+    tolerant: bool,
+) -> PlanOutput {
+    let want = cpu_scalar::run_plan(&p, inputs, params).unwrap();
+    let cp = CompiledPlan::new(p, 0, Default::default());
+    let (simd, _) = run_backend(&CpuSimd, &cp, inputs, params);
+    assert_close(&want, &simd, tolerant, "cpu-simd vs cpu-scalar");
+    let (par, _) = run_backend(&CpuParallel, &cp, inputs, params);
+    assert_bitwise(&simd, &par, "cpu-parallel vs cpu-simd");
+
+    let prog = BlockProgram::compile(&cp.plan).unwrap();
+    let portable = run_plan(
+        &prog,
+        &cp.plan,
+        inputs,
+        params,
+        Isa::Portable,
+        &Sequential,
+        &Acct::default(),
+    )
+    .unwrap();
+    assert_bitwise(&simd, &portable, "portable vs detected ISA");
+    for tasks in [1, 3, 64] {
+        let d = Parallel {
+            tasks_wanted: tasks,
+        };
+        let out = run_plan(
+            &prog,
+            &cp.plan,
+            inputs,
+            params,
+            Isa::detect(),
+            &d,
+            &Acct::default(),
+        )
+        .unwrap();
+        assert_bitwise(&simd, &out, &format!("cpu-parallel with {tasks} tasks"));
+    }
+    simd
+}
+
+/// `x * 2 + 1` over an f32 input: the program most tests reduce.
+fn affine_f32() -> (P, Value) {
+    let mut p = P::default();
+    let x = p.input(0, DType::F32);
+    let two = p.param(0, DType::F32);
+    let one = p.konst(Scalar::F32(1.0));
+    let m = p.bin(BinaryOp::Mul, x, two);
+    let y = p.bin(BinaryOp::Add, m, one);
+    (p, y)
+}
+
+#[test]
+fn multi_aggregate_reduce_matches_scalar_at_every_boundary() {
+    let mut rng = Rng(7);
+    for n in LENGTHS {
+        let xs = rng.f32s(n);
+        let (mut p, y) = affine_f32();
+        let x = Value::new(0);
+        let half = p.konst(Scalar::F32(0.5));
+        let big = p.bin(BinaryOp::Gt, x, half);
+        let aggs = smallvec![
+            agg(AggKind::Sum, Some(y)),
+            agg(AggKind::Min, Some(y)),
+            agg(AggKind::Max, Some(y)),
+            agg(AggKind::Count, None),
+            agg(AggKind::ArgMin, Some(y)),
+            agg(AggKind::ArgMax, Some(y)),
+            agg(AggKind::Any, Some(big)),
+            agg(AggKind::All, Some(big)),
+        ];
+        let pl = plan(
+            &[DType::F32],
+            1,
+            vec![stage(1, p, None, Terminal::Reduce(aggs))],
+        );
+        check(pl, &[ColumnRef::F32(&xs)], &[Scalar::F32(2.0)], true);
+    }
+}
+
+#[test]
+fn predicated_reduce_skips_dropped_elements() {
+    let mut rng = Rng(11);
+    for n in LENGTHS {
+        let xs = rng.f64s(n);
+        let mut p = P::default();
+        let x = p.input(0, DType::F64);
+        let t = p.param(0, DType::F64);
+        let keep = p.bin(BinaryOp::Gt, x, t);
+        let sq = p.bin(BinaryOp::Mul, x, x);
+        let lo = p.konst(Scalar::F64(1.5));
+        let over = p.bin(BinaryOp::Lt, x, lo);
+        let aggs = smallvec![
+            agg(AggKind::Sum, Some(sq)),
+            agg(AggKind::Count, None),
+            agg(AggKind::Min, Some(x)),
+            agg(AggKind::Max, Some(sq)),
+            agg(AggKind::Any, Some(over)),
+            agg(AggKind::All, Some(over)),
+            agg(AggKind::ArgMax, Some(x)),
+        ];
+        let pl = plan(
+            &[DType::F64],
+            1,
+            vec![stage(1, p, Some(keep), Terminal::Reduce(aggs))],
+        );
+        check(pl, &[ColumnRef::F64(&xs)], &[Scalar::F64(0.25)], true);
+    }
+}
+
+#[test]
+fn nan_min_max_and_arg_extrema() {
+    let n = 2 * LEAF + 100;
+    let mut rng = Rng(3);
+    let mut xs = rng.f32s(n);
+    for i in (0..n).step_by(7) {
+        xs[i] = f32::NAN;
+    }
+    // Ties: the first extremum must win, across leaves too.
+    xs[LEAF + 5] = -7.0;
+    xs[2 * LEAF + 1] = -7.0;
+    xs[3] = 9.0;
+    xs[LEAF + 9] = 9.0;
+    let all_nan = vec![f32::NAN; LEAF + 3];
+    for data in [&xs, &all_nan, &xs[..0].to_vec()] {
+        let mut p = P::default();
+        let x = p.input(0, DType::F32);
+        let aggs = smallvec![
+            agg(AggKind::Min, Some(x)),
+            agg(AggKind::Max, Some(x)),
+            agg(AggKind::ArgMin, Some(x)),
+            agg(AggKind::ArgMax, Some(x)),
+            agg(AggKind::Count, None),
+        ];
+        let pl = plan(
+            &[DType::F32],
+            0,
+            vec![stage(1, p, None, Terminal::Reduce(aggs))],
+        );
+        let out = check(pl, &[ColumnRef::F32(data)], &[], false);
+        if data.len() == n {
+            assert_eq!(
+                out,
+                PlanOutput::Aggregates(smallvec![
+                    Scalar::F32(-7.0),
+                    Scalar::F32(9.0),
+                    Scalar::U64((LEAF + 5) as u64),
+                    Scalar::U64(3),
+                    Scalar::U64(n as u64)
+                ])
+            );
+        }
+    }
+}
+
+fn combine(op: BinaryOp, ty: DType, identity: u16) -> Combine {
+    let mut c = P::default();
+    let a = c.input(0, ty);
+    let b = c.input(1, ty);
+    let out = c.bin(op, a, b);
+    Combine {
+        program: c.0,
+        output: out,
+        identity,
+    }
+}
+
+#[test]
+fn custom_reduce_matches_scalar() {
+    let mut rng = Rng(5);
+    for n in LENGTHS {
+        let xs: Vec<i64> = (0..n).map(|_| rng.next() as i64).collect();
+        let mut p = P::default();
+        let x = p.input(0, DType::I64);
+        let k = p.param(1, DType::I64);
+        let r = p.bin(BinaryOp::Rem, x, k);
+        let aggs = smallvec![
+            agg(
+                AggKind::Custom(combine(BinaryOp::Add, DType::I64, 0)),
+                Some(x)
+            ),
+            agg(
+                AggKind::Custom(combine(BinaryOp::Max, DType::I64, 2)),
+                Some(r)
+            ),
+            agg(AggKind::Sum, Some(x)),
+        ];
+        let pl = plan(
+            &[DType::I64],
+            3,
+            vec![stage(1, p, None, Terminal::Reduce(aggs))],
+        );
+        let params = [Scalar::I64(0), Scalar::I64(1000), Scalar::I64(i64::MIN)];
+        check(pl, &[ColumnRef::I64(&xs)], &params, false);
+    }
+    // Within one leaf a custom reduce is exactly the sequential fold, even
+    // for a non-associative combine with a non-identity start.
+    let xs: Vec<f64> = Rng(9).f64s(LEAF);
+    let mut p = P::default();
+    let x = p.input(0, DType::F64);
+    let keep = {
+        let z = p.konst(Scalar::F64(0.0));
+        p.bin(BinaryOp::Gt, x, z)
+    };
+    let aggs = smallvec![agg(
+        AggKind::Custom(combine(BinaryOp::Sub, DType::F64, 0)),
+        Some(x)
+    )];
+    let pl = plan(
+        &[DType::F64],
+        1,
+        vec![stage(1, p, Some(keep), Terminal::Reduce(aggs))],
+    );
+    let want = cpu_scalar::run_plan(&pl, &[ColumnRef::F64(&xs)], &[Scalar::F64(3.0)]).unwrap();
+    let got = check(pl, &[ColumnRef::F64(&xs)], &[Scalar::F64(3.0)], true);
+    assert_bitwise(&want, &got, "single-leaf custom reduce");
+}
+
+#[test]
+fn scans_inclusive_and_exclusive() {
+    let mut rng = Rng(13);
+    for n in LENGTHS {
+        let fs = rng.f32s(n);
+        let is: Vec<i32> = (0..n).map(|_| rng.next() as i32).collect();
+        for exclusive in [false, true] {
+            // f32 running sum of x * 2 + 1.
+            let (p, y) = affine_f32();
+            let t = Terminal::Scan {
+                column: y,
+                op: ScanOp::Sum,
+                exclusive,
+            };
+            let pl = plan(&[DType::F32], 1, vec![stage(1, p, None, t)]);
+            check(pl, &[ColumnRef::F32(&fs)], &[Scalar::F32(2.0)], true);
+            // i32 running sum that wraps.
+            let mut p = P::default();
+            let x = p.input(0, DType::I32);
+            let t = Terminal::Scan {
+                column: x,
+                op: ScanOp::Sum,
+                exclusive,
+            };
+            let pl = plan(&[DType::I32], 0, vec![stage(1, p, None, t)]);
+            check(pl, &[ColumnRef::I32(&is)], &[], false);
+            // Custom: running max of i32 from a parameter identity.
+            let mut p = P::default();
+            let x = p.input(0, DType::I32);
+            let t = Terminal::Scan {
+                column: x,
+                op: ScanOp::Custom(combine(BinaryOp::Max, DType::I32, 0)),
+                exclusive,
+            };
+            let pl = plan(&[DType::I32], 1, vec![stage(1, p, None, t)]);
+            check(pl, &[ColumnRef::I32(&is)], &[Scalar::I32(i32::MIN)], false);
+            // Custom f64 sum.
+            let ds: Vec<f64> = fs.iter().map(|&v| v as f64).collect();
+            let mut p = P::default();
+            let x = p.input(0, DType::F64);
+            let t = Terminal::Scan {
+                column: x,
+                op: ScanOp::Custom(combine(BinaryOp::Add, DType::F64, 0)),
+                exclusive,
+            };
+            let pl = plan(&[DType::F64], 1, vec![stage(1, p, None, t)]);
+            check(pl, &[ColumnRef::F64(&ds)], &[Scalar::F64(0.0)], true);
+        }
+    }
+}
+
+#[test]
+fn store_and_compact_keep_order() {
+    let mut rng = Rng(17);
+    for n in LENGTHS {
+        let xs = rng.f32s(n);
+        for filtered in [false, true] {
+            let mut p = P::default();
+            let x = p.input(0, DType::F32);
+            let two = p.param(0, DType::F32);
+            let y = p.bin(BinaryOp::Mul, x, two);
+            let i = p.cast(y, DType::I32);
+            let z = p.konst(Scalar::F32(0.0));
+            let pos = p.bin(BinaryOp::Gt, x, z);
+            let cols = smallvec![y, i, pos, x];
+            let pred = filtered.then_some(pos);
+            let pl = plan(
+                &[DType::F32],
+                1,
+                vec![stage(1, p, pred, Terminal::Collect(cols))],
+            );
+            let out = check(pl, &[ColumnRef::F32(&xs)], &[Scalar::F32(2.5)], false);
+            if let PlanOutput::Columns(c) = &out {
+                let want = if filtered {
+                    xs.iter().filter(|&&v| v > 0.0).count()
+                } else {
+                    n
+                };
+                assert_eq!(c[0].len(), want);
+            }
+        }
+    }
+}
+
+#[test]
+fn multi_stage_reads_earlier_outputs() {
+    let mut rng = Rng(19);
+    for n in [0, 5, LEAF + 3, 3 * LEAF + 517] {
+        let xs = rng.f32s(n);
+        let is: Vec<u32> = (0..n).map(|_| rng.next() as u32 % 1000).collect();
+        // Stage 0: filter x > 0 and keep (x, i); stage 1: sum and argmax of
+        // x * i over the survivors; stage 0 is a compaction.
+        let mut p0 = P::default();
+        let x = p0.input(0, DType::F32);
+        let i = p0.input(1, DType::U32);
+        let z = p0.konst(Scalar::F32(0.0));
+        let keep = p0.bin(BinaryOp::Gt, x, z);
+        let s0 = stage(2, p0, Some(keep), Terminal::Collect(smallvec![x, i]));
+        let mut p1 = P::default();
+        let a = p1.input(0, DType::F32);
+        let b = p1.input(1, DType::U32);
+        let bf = p1.cast(b, DType::F32);
+        let prod = p1.bin(BinaryOp::Mul, a, bf);
+        let mut s1 = stage(
+            2,
+            p1,
+            None,
+            Terminal::Reduce(smallvec![
+                agg(AggKind::Sum, Some(prod)),
+                agg(AggKind::ArgMax, Some(prod)),
+                agg(AggKind::Count, None)
+            ]),
+        );
+        s1.inputs = smallvec![
+            StageInput::Stage {
+                stage: 0,
+                column: 0
+            },
+            StageInput::Stage {
+                stage: 0,
+                column: 1
+            }
+        ];
+        let pl = plan(&[DType::F32, DType::U32], 0, vec![s0, s1]);
+        check(pl, &[ColumnRef::F32(&xs), ColumnRef::U32(&is)], &[], true);
+
+        // Stage 0: a scan; stage 1 stores the scan doubled.
+        let mut p0 = P::default();
+        let x = p0.input(0, DType::U32);
+        let s0 = stage(
+            1,
+            p0,
+            None,
+            Terminal::Scan {
+                column: x,
+                op: ScanOp::Sum,
+                exclusive: true,
+            },
+        );
+        let mut p1 = P::default();
+        let a = p1.input(0, DType::U32);
+        let d = p1.bin(BinaryOp::Add, a, a);
+        let mut s1 = stage(1, p1, None, Terminal::Collect(smallvec![d]));
+        s1.inputs = smallvec![StageInput::Stage {
+            stage: 0,
+            column: 0
+        }];
+        let pl = plan(&[DType::U32], 0, vec![s0, s1]);
+        check(pl, &[ColumnRef::U32(&is)], &[], false);
+    }
+}
+
+/// Every binary arithmetic op, unary op and comparison on one dtype, with
+/// operands drawn to hit zero divisors, `MIN / -1` and overflow.
+fn all_ops_plan(ty: DType) -> (PhysicalPlan, usize) {
+    let mut p = P::default();
+    let a = p.input(0, ty);
+    let b = p.input(1, ty);
+    let k = p.param(0, ty);
+    let mut cols: SmallVec<[Value; 4]> = SmallVec::new();
+    for op in [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Rem,
+        BinaryOp::Min,
+        BinaryOp::Max,
+    ] {
+        cols.push(p.bin(op, a, b));
+        cols.push(p.bin(op, a, k));
+        cols.push(p.bin(op, k, b));
+    }
+    for op in [
+        BinaryOp::Eq,
+        BinaryOp::Ne,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+    ] {
+        cols.push(p.bin(op, a, b));
+        cols.push(p.bin(op, k, a));
+    }
+    cols.push(p.un(UnaryOp::Neg, a));
+    cols.push(p.un(UnaryOp::Abs, a));
+    if ty.is_float() {
+        for op in [
+            UnaryOp::Sqrt,
+            UnaryOp::Exp,
+            UnaryOp::Ln,
+            UnaryOp::Sin,
+            UnaryOp::Cos,
+            UnaryOp::Floor,
+            UnaryOp::Ceil,
+            UnaryOp::Round,
+        ] {
+            cols.push(p.un(op, a));
+        }
+    }
+    for n in [0, 1, 2, 3, 7, 31, -1, -3] {
+        cols.push(p.node(Node::Powi(a, n)));
+    }
+    cols.push(p.node(Node::MulAdd(a, b, k)));
+    cols.push(p.node(Node::MulAdd(k, a, b)));
+    let lt = p.bin(BinaryOp::Lt, a, b);
+    cols.push(p.node(Node::Select(lt, a, b)));
+    cols.push(p.node(Node::Select(lt, k, b)));
+    let ge = p.bin(BinaryOp::Ge, a, k);
+    let both = p.bin(BinaryOp::And, lt, ge);
+    let either = p.bin(BinaryOp::Or, lt, ge);
+    let not = p.un(UnaryOp::Not, both);
+    cols.extend([both, either, not]);
+    for to in DType::ALL {
+        cols.push(p.cast(a, to));
+    }
+    let bc = p.cast(lt, ty);
+    cols.push(bc);
+    let n = cols.len();
+    (
+        plan(
+            &[ty, ty],
+            1,
+            vec![stage(2, p, None, Terminal::Collect(cols))],
+        ),
+        n,
+    )
+}
+
+fn int_values<T: Copy>(rng: &mut Rng, n: usize, special: &[T], conv: impl Fn(u64) -> T) -> Vec<T> {
+    (0..n)
+        .map(|_| {
+            let r = rng.next();
+            if r % 4 == 0 {
+                special[(r >> 8) as usize % special.len()]
+            } else {
+                conv(r >> 3)
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn every_op_and_dtype_matches_reference_semantics() {
+    let n = BLOCK + 77;
+    let mut rng = Rng(23);
+    for ty in [
+        DType::I32,
+        DType::U32,
+        DType::I64,
+        DType::U64,
+        DType::F32,
+        DType::F64,
+    ] {
+        let (pl, _) = all_ops_plan(ty);
+        macro_rules! go {
+            ($t:ty, $v:ident, $special:expr, $conv:expr, $k:expr) => {{
+                let a: Vec<$t> = int_values(&mut rng, n, &$special, $conv);
+                let b: Vec<$t> = int_values(&mut rng, n, &$special, $conv);
+                check(
+                    pl,
+                    &[ColumnRef::$v(&a), ColumnRef::$v(&b)],
+                    &[Scalar::$v($k)],
+                    false,
+                );
+            }};
+        }
+        match ty {
+            DType::I32 => go!(
+                i32,
+                I32,
+                [0, -1, 1, i32::MIN, i32::MAX],
+                |r| r as i32 % 1000,
+                -1
+            ),
+            DType::U32 => go!(u32, U32, [0, 1, u32::MAX], |r| r as u32, 0),
+            DType::I64 => go!(
+                i64,
+                I64,
+                [0, -1, i64::MIN, i64::MAX],
+                |r| r as i64,
+                i64::MIN
+            ),
+            DType::U64 => go!(u64, U64, [0, 1, u64::MAX], |r| r % 77, 3),
+            DType::F32 => go!(
+                f32,
+                F32,
+                [0.0, -0.5, 2.5, f32::NAN, f32::INFINITY, -1e30, 3e9, -0.0],
+                |r| (r % 20000) as f32 / 100.0 - 100.0,
+                1.5
+            ),
+            DType::F64 => go!(
+                f64,
+                F64,
+                [0.0, 0.5, -2.5, f64::NAN, f64::NEG_INFINITY, 1e300, -3e19],
+                |r| (r % 20000) as f64 / 64.0 - 100.0,
+                -0.75
+            ),
+            DType::Bool => unreachable!(),
+        }
+    }
+}
+
+#[test]
+fn bool_columns_cast_and_select() {
+    let n = 2 * BLOCK + 5;
+    let mut rng = Rng(29);
+    let bs: Vec<bool> = (0..n).map(|_| rng.next() % 3 == 0).collect();
+    let mut p = P::default();
+    let b = p.input(0, DType::Bool);
+    let t = p.konst(Scalar::Bool(true));
+    let eq = p.bin(BinaryOp::Eq, b, t);
+    let lt = p.bin(BinaryOp::Lt, b, t);
+    let f = p.cast(b, DType::F64);
+    let i = p.cast(b, DType::U64);
+    let sel = p.node(Node::Select(b, f, f));
+    let cols = smallvec![b, eq, lt, f, i, sel];
+    let pl = plan(
+        &[DType::Bool],
+        0,
+        vec![stage(1, p, Some(b), Terminal::Collect(cols))],
+    );
+    check(pl, &[ColumnRef::Bool(&bs)], &[], false);
+    let mut p = P::default();
+    let b = p.input(0, DType::Bool);
+    let aggs = smallvec![
+        agg(AggKind::Any, Some(b)),
+        agg(AggKind::All, Some(b)),
+        agg(AggKind::Count, None)
+    ];
+    let pl = plan(
+        &[DType::Bool],
+        0,
+        vec![stage(1, p, Some(b), Terminal::Reduce(aggs))],
+    );
+    check(pl, &[ColumnRef::Bool(&bs)], &[], false);
+}
+
+#[test]
+fn enumerate_zip_skip_take() {
+    let mut rng = Rng(31);
+    let xs = rng.f32s(3 * LEAF + 11);
+    let ys: Vec<i64> = (0..2 * LEAF + 999)
+        .map(|_| rng.next() as i64 % 50)
+        .collect();
+    for (skip, take) in [
+        (0u64, u64::MAX),
+        (5, 100),
+        (LEAF as u64 - 3, 2 * LEAF as u64),
+        (10_000_000, 5),
+    ] {
+        let mut p = P::default();
+        let x = p.input(0, DType::F32);
+        let y = p.input(1, DType::I64);
+        let e = p.0.push_typed(Node::Index(0), DType::U64).unwrap();
+        let yf = p.cast(y, DType::F32);
+        let s = p.bin(BinaryOp::Add, x, yf);
+        let ei = p.cast(e, DType::I64);
+        let odd = {
+            let two = p.konst(Scalar::U64(2));
+            let r = p.bin(BinaryOp::Rem, e, two);
+            let one = p.konst(Scalar::U64(1));
+            p.bin(BinaryOp::Eq, r, one)
+        };
+        let mut st = stage(2, p, None, Terminal::Collect(smallvec![s, e, ei]));
+        st.enumerates = 1;
+        st.range = smallvec![
+            RangeOp::Join(0),
+            RangeOp::Join(1),
+            RangeOp::Enumerate(0),
+            RangeOp::Skip(0),
+            RangeOp::Take(1)
+        ];
+        let params = [Scalar::U64(skip), Scalar::U64(take)];
+        let inputs = [ColumnRef::F32(&xs), ColumnRef::I64(&ys)];
+        check(
+            plan(&[DType::F32, DType::I64], 2, vec![st.clone()]),
+            &inputs,
+            &params,
+            false,
+        );
+        st.predicate = Some(odd);
+        check(
+            plan(&[DType::F32, DType::I64], 2, vec![st.clone()]),
+            &inputs,
+            &params,
+            false,
+        );
+        st.predicate = None;
+        st.terminal = Terminal::Reduce(smallvec![
+            agg(AggKind::ArgMin, Some(s)),
+            agg(AggKind::Sum, Some(ei))
+        ]);
+        check(
+            plan(&[DType::F32, DType::I64], 2, vec![st]),
+            &inputs,
+            &params,
+            true,
+        );
+    }
+}
+
+#[test]
+fn uniform_columns_and_predicates() {
+    let xs = Rng(37).f32s(LEAF + 9);
+    let mut p = P::default();
+    let _x = p.input(0, DType::F32);
+    let k = p.param(0, DType::F32);
+    let k2 = p.bin(BinaryOp::Mul, k, k);
+    let t = p.konst(Scalar::Bool(true));
+    let aggs = smallvec![
+        agg(AggKind::Sum, Some(k2)),
+        agg(AggKind::Count, None),
+        agg(AggKind::Max, Some(k))
+    ];
+    let pl = plan(
+        &[DType::F32],
+        1,
+        vec![stage(1, p, Some(t), Terminal::Reduce(aggs))],
+    );
+    check(pl, &[ColumnRef::F32(&xs)], &[Scalar::F32(1.5)], true);
+    let mut p = P::default();
+    let _x = p.input(0, DType::F32);
+    let k = p.param(0, DType::F32);
+    let f = p.konst(Scalar::Bool(false));
+    let pl = plan(
+        &[DType::F32],
+        1,
+        vec![stage(1, p, Some(f), Terminal::Collect(smallvec![k]))],
+    );
+    check(pl, &[ColumnRef::F32(&xs)], &[Scalar::F32(1.5)], false);
+}
+
+#[test]
+fn mul_add_stays_fused() {
+    // a * b + c where rounding the product first changes the result.
+    let a = vec![1.0f32 + f32::EPSILON; BLOCK + 3];
+    let b = vec![1.0f32 - f32::EPSILON; BLOCK + 3];
+    let mut p = P::default();
+    let x = p.input(0, DType::F32);
+    let y = p.input(1, DType::F32);
+    let c = p.param(0, DType::F32);
+    let m = p.node(Node::MulAdd(x, y, c));
+    let pl = plan(
+        &[DType::F32, DType::F32],
+        1,
+        vec![stage(2, p, None, Terminal::Collect(smallvec![m]))],
+    );
+    let out = check(
+        pl,
+        &[ColumnRef::F32(&a), ColumnRef::F32(&b)],
+        &[Scalar::F32(-1.0)],
+        false,
+    );
+    let want = a[0].mul_add(b[0], -1.0);
+    assert_ne!(
+        want,
+        a[0] * b[0] - 1.0,
+        "the test needs a case where fusing matters"
+    );
+    assert_eq!(
+        out,
+        PlanOutput::Columns(vec![Column::F32(vec![want; BLOCK + 3])])
+    );
+}
+
+#[test]
+fn bad_runs_are_errors_not_panics() {
+    let (p, y) = affine_f32();
+    let pl = plan(
+        &[DType::F32],
+        1,
+        vec![stage(
+            1,
+            p,
+            None,
+            Terminal::Reduce(smallvec![agg(AggKind::Sum, Some(y))]),
+        )],
+    );
+    let cp = CompiledPlan::new(pl, 0, Default::default());
+    let xs = [1.0f32, 2.0];
+    let is = [1i32, 2];
+    for (inputs, params) in [
+        (vec![Input::Host(ColumnRef::F32(&xs))], vec![]),
+        (
+            vec![Input::Host(ColumnRef::I32(&is))],
+            vec![Scalar::F32(1.0)],
+        ),
+        (vec![], vec![Scalar::F32(1.0)]),
+    ] {
+        let job = Job {
+            plan: &cp,
+            inputs: &inputs,
+            params: &params,
+            keep_on_device: false,
+        };
+        assert!(CpuSimd.execute(&job, &mut RunStats::default()).is_err());
+        assert!(CpuParallel.execute(&job, &mut RunStats::default()).is_err());
+    }
+    // An ill-typed aggregate is declined before any work.
+    let mut p = P::default();
+    let x = p.input(0, DType::F32);
+    let pl = plan(
+        &[DType::F32],
+        0,
+        vec![stage(
+            1,
+            p,
+            None,
+            Terminal::Reduce(smallvec![agg(AggKind::Any, Some(x))]),
+        )],
+    );
+    assert!(CpuSimd.supports(&pl).is_err());
+}
+
+#[test]
+fn compiles_once_and_allocates_little_for_reductions() {
+    let (p, y) = affine_f32();
+    let pl = plan(
+        &[DType::F32],
+        1,
+        vec![stage(
+            1,
+            p,
+            None,
+            Terminal::Reduce(smallvec![agg(AggKind::Sum, Some(y))]),
+        )],
+    );
+    let cp = CompiledPlan::new(pl, 0, Default::default());
+    let xs = vec![1.0f32; 1 << 20];
+    let params = [Scalar::F32(2.0)];
+    let (out, first) = run_backend(&CpuSimd, &cp, &[ColumnRef::F32(&xs)], &params);
+    assert_eq!(
+        out,
+        PlanOutput::Aggregates(smallvec![Scalar::F32(3.0 * (1 << 20) as f32)])
+    );
+    assert!(!first.compile_cached);
+    let (_, second) = run_backend(&CpuSimd, &cp, &[ColumnRef::F32(&xs)], &params);
+    assert!(second.compile_cached);
+    assert!(second.bytes_allocated < 64 * 1024, "{second:?}");
+    assert_eq!(second.parallelism, 1);
+    let (_, par) = run_backend(&CpuParallel, &cp, &[ColumnRef::F32(&xs)], &params);
+    assert!(par.launches >= 1 && par.parallelism >= 1, "{par:?}");
+    assert!(
+        par.bytes_allocated < 64 * 1024 * par.launches as u64,
+        "{par:?}"
+    );
+}
+
+#[test]
+fn block_program_text_form() {
+    let (p, y) = affine_f32();
+    let pl = plan(
+        &[DType::F32],
+        1,
+        vec![stage(
+            1,
+            p,
+            None,
+            Terminal::Reduce(smallvec![agg(AggKind::Sum, Some(y))]),
+        )],
+    );
+    let prog = BlockProgram::compile(&pl).unwrap();
+    // The add is fused into the sum: one register, two passes per block.
+    assert_eq!(
+        prog.to_string(),
+        "stage 0:\n  regs: f32x1\n    r0:f32 = mul in0, u1\n  reduce: sum(add r0, u2:f32)\n"
+    );}
+
+/// `cargo test --release --lib backend::cpu_simd::tests::bench -- --ignored --nocapture`
+#[test]
+#[ignore = "timing; run in release"]
+fn bench_sum_affine_against_hand_written_simd() {
+    use std::time::Instant;
+    let n = 10_000_000;
+    let xs = Rng(1).f32s(n);
+    let (p, y) = affine_f32();
+    let pl = plan(
+        &[DType::F32],
+        1,
+        vec![stage(
+            1,
+            p,
+            None,
+            Terminal::Reduce(smallvec![agg(AggKind::Sum, Some(y))]),
+        )],
+    );
+    let cp = CompiledPlan::new(pl, 0, Default::default());
+    let params = [Scalar::F32(2.0)];
+    let best = |f: &mut dyn FnMut() -> f32| {
+        let mut t = f64::MAX;
+        let mut v = 0.0;
+        for _ in 0..15 {
+            let s = Instant::now();
+            v = f();
+            t = t.min(s.elapsed().as_secs_f64());
+        }
+        (t, v)
+    };
+    let (hand, hv) = best(&mut || {
+        let xs = std::hint::black_box(&xs);
+        use wide::f32x8;
+        let two = f32x8::splat(2.0);
+        let one = f32x8::splat(1.0);
+        let mut acc = [f32x8::ZERO; 8];
+        let chunks = xs.chunks_exact(64);
+        let rem = chunks.remainder();
+        for c in chunks {
+            for (k, a) in acc.iter_mut().enumerate() {
+                let v = f32x8::from(<[f32; 8]>::try_from(&c[k * 8..k * 8 + 8]).unwrap());
+                *a += v * two + one;
+            }
+        }
+        let mut s = acc.iter().fold(f32x8::ZERO, |a, &b| a + b).reduce_add();
+        for &v in rem {
+            s += v * 2.0 + 1.0;
+        }
+        s
+    });
+    let (simd, sv) = best(
+        &mut || match run_backend(&CpuSimd, &cp, &[ColumnRef::F32(&xs)], &params).0 {
+            PlanOutput::Aggregates(a) => match a[0] {
+                Scalar::F32(v) => v,
+                _ => 0.0,
+            },
+            _ => 0.0,
+        },
+    );
+    let (par, pv) =
+        best(
+            &mut || match run_backend(&CpuParallel, &cp, &[ColumnRef::F32(&xs)], &params).0 {
+                PlanOutput::Aggregates(a) => match a[0] {
+                    Scalar::F32(v) => v,
+                    _ => 0.0,
+                },
+                _ => 0.0,
+            },
+        );
+    let gb = |t: f64| (n * 4) as f64 / t / 1e9;
+    println!("isa {}", isa_name());
+    println!(
+        "hand f32x8 x8: {:.3} ms {:.1} GB/s ({hv})",
+        hand * 1e3,
+        gb(hand)
+    );
+    println!(
+        "cpu-simd:      {:.3} ms {:.1} GB/s ({sv}) ratio {:.2}",
+        simd * 1e3,
+        gb(simd),
+        hand / simd
+    );
+    println!(
+        "cpu-parallel:  {:.3} ms {:.1} GB/s ({pv}) ratio {:.2}",
+        par * 1e3,
+        gb(par),
+        hand / par
+    );
+}
