@@ -304,6 +304,12 @@ pub trait Backend: Send + Sync + 'static {
         true
     }
 
+    /// What the device itself says about its speed class, once created
+    /// (a software adapter gets the software prior instead of a GPU's).
+    fn device_profile(&self) -> Option<crate::cost::DeviceProfile> {
+        None
+    }
+
     /// Whether it can run this plan (dtype support, limits). A backend that
     /// declines is skipped before any work, with the reason recorded.
     fn supports(&self, plan: &PhysicalPlan) -> Result<(), Cow<'static, str>>;

@@ -40,6 +40,8 @@ pub struct Engine {
     pub(crate) selector: Box<dyn Selector>,
     log: RunLog,
     runs: AtomicU64,
+    /// Device backends whose own profile was handed to the selector.
+    pub(crate) profiled: [std::sync::atomic::AtomicBool; BackendKind::COUNT],
 }
 
 impl std::fmt::Debug for Engine {
@@ -88,6 +90,7 @@ impl Engine {
             backends: crate::backend::default_backends(),
             config,
             runs: AtomicU64::new(0),
+            profiled: Default::default(),
         }
     }
 

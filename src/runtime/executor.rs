@@ -93,7 +93,16 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
             });
             continue;
         }
-        match check(engine, kind, &plan) {
+        let verdict = check(engine, kind, &plan);
+        if kind.is_device()
+            && b.is_initialized()
+            && !engine.profiled[kind.index()].swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            if let Some(profile) = b.device_profile() {
+                engine.selector.set_device_profile(kind, profile);
+            }
+        }
+        match verdict {
             Ok(()) => candidates.push(kind),
             Err(a) => declined.push(a),
         }

@@ -275,6 +275,15 @@ impl Backend for WgpuBackend {
         self.gpu.get().is_some()
     }
 
+    fn device_profile(&self) -> Option<crate::cost::DeviceProfile> {
+        match self.gpu.get() {
+            Some(Ok(g)) if g.info.device_type == wgpu::DeviceType::Cpu => {
+                Some(crate::cost::DeviceProfile::software_prior())
+            }
+            _ => None,
+        }
+    }
+
     fn upload(&self, column: ColumnRef<'_>) -> Result<Arc<dyn DeviceColumn>, BackendError> {
         WgpuBackend::upload(self, column)
     }
