@@ -429,12 +429,7 @@ fn explain_of(engine: &Engine, planned: &Planned, metrics: Option<ExecutionMetri
         workload: planned.workload.clone(),
         candidates: planned.decision.estimates.to_vec(),
         declined: planned.declined.to_vec(),
-        choice: planned
-            .decision
-            .order
-            .first()
-            .copied()
-            .unwrap_or(BackendKind::CpuScalar),
+        choice: backend,
         reason: metrics
             .as_ref()
             .map(|m| m.reason.clone())
