@@ -208,13 +208,25 @@ fn measure(w: &Workload, engines: &[Engine; 2], backends: &[BackendKind], warmup
     let mut model_errors = Vec::new();
     let mut sel = Vec::new();
     let mut choices: Vec<(BackendKind, String)> = Vec::new();
-    for _ in 0..reps {
-        for (i, &k) in backends.iter().enumerate() {
+    for round in 0..reps {
+        // Rotate the order every round: a run right after a device or
+        // parallel run (whose threads are still busy) is slower, and
+        // every contender should take that seat equally often.
+        let slots = backends.len() + 1;
+        for j in 0..slots {
+            let slot = (j + round) % slots;
+            if slot == backends.len() {
+                let m = (w.run)(&engines[1], 1, None);
+                sel.push(secs(&m));
+                choices.push((m.backend, m.reason.to_string()));
+                continue;
+            }
+            let k = backends[slot];
             let m = (w.run)(&engines[0], 0, Some(k));
             if m.backend != k {
                 continue; // fell back: this backend cannot run it
             }
-            times[i].push(secs(&m));
+            times[slot].push(secs(&m));
             if let Some(est) = m.estimated() {
                 let p = &m.phases;
                 let backend_time = (p.transfer_in + p.execute + p.transfer_out).as_secs_f64();
@@ -223,9 +235,6 @@ fn measure(w: &Workload, engines: &[Engine; 2], backends: &[BackendKind], warmup
                 }
             }
         }
-        let m = (w.run)(&engines[1], 1, None);
-        sel.push(secs(&m));
-        choices.push((m.backend, m.reason.to_string()));
     }
     let per_backend = backends
         .iter()

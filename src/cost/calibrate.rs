@@ -352,7 +352,11 @@ fn measure_cpu(plan: &Plan, deadline: Instant) -> CpuProfile {
     }
 
     // Cache bandwidth: a buffer a quarter of the last-level cache.
-    let llc = llc_bytes().unwrap_or(p.cache_bytes);
+    // Virtual machines sometimes report absurd sizes (hundreds of MiB):
+    // past 64 MiB, assume 32 MiB.
+    let llc = llc_bytes()
+        .filter(|&b| b <= 64.0 * 1024.0 * 1024.0)
+        .unwrap_or(32.0 * 1024.0 * 1024.0);
     p.cache_bytes = llc;
     {
         let n = ((llc / 4.0) as usize / 4).clamp(64 << 10, 4 << 20);
@@ -379,7 +383,7 @@ fn measure_cpu(plan: &Plan, deadline: Instant) -> CpuProfile {
     // the remaining budget covers the buffer's first touch and passes
     // (priced with what was just measured, pessimistically).
     {
-        let n = (plan.dram_bytes / 4).max((llc as usize) / 4 * 4);
+        let n = (plan.dram_bytes / 4).max(2 * llc as usize / 4);
         let bytes = (n * 4) as f64;
         let needed = bytes / 2e9 + bytes * (2 * plan.dram_reps) as f64 / p.cache_bandwidth_one.min(p.bandwidth_one);
         let left = deadline.saturating_duration_since(Instant::now()).as_secs_f64();

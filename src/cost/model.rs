@@ -58,7 +58,15 @@ pub struct CostModel {
     pub devices: [Option<DeviceProfile>; 2],
 }
 
+/// The work of one run, stage by stage, computed once and priced per
+/// backend ([`CostModel::work`], [`CostModel::estimate_work`]).
+#[derive(Clone, Debug, Default)]
+pub struct Work {
+    stages: smallvec::SmallVec<[StageWork; 2]>,
+}
+
 /// Work of one stage run, as counts.
+#[derive(Clone, Debug)]
 struct StageWork {
     /// Positions evaluated.
     n: f64,
@@ -72,7 +80,7 @@ struct StageWork {
     end: StageEnd,
 }
 
-fn stage_work(e: &EstimateInput<'_>) -> smallvec::SmallVec<[StageWork; 2]> {
+fn stage_work(e: &EstimateInput<'_>) -> Work {
     let mut out: smallvec::SmallVec<[StageWork; 2]> = smallvec::SmallVec::new();
     let elements = e.workload.elements as f64;
     let sel = e.selectivity.clamp(0.0, 1.0);
@@ -96,7 +104,7 @@ fn stage_work(e: &EstimateInput<'_>) -> smallvec::SmallVec<[StageWork; 2]> {
             end: s.end,
         });
     }
-    out
+    Work { stages: out }
 }
 
 impl CostModel {
@@ -150,7 +158,19 @@ impl CostModel {
 
     /// Estimated cost of running the plan described by `e` on `kind`.
     pub fn estimate_with(&self, kind: BackendKind, e: &EstimateInput<'_>) -> Estimate {
-        let work = stage_work(e);
+        self.estimate_work(kind, e, &stage_work(e))
+    }
+
+    /// The work of the run described by `e` (for pricing it on several
+    /// backends with [`CostModel::estimate_work`]).
+    pub fn work(&self, e: &EstimateInput<'_>) -> Work {
+        stage_work(e)
+    }
+
+    /// Estimated cost of `work` (from [`CostModel::work`] of the same `e`)
+    /// on `kind`.
+    pub fn estimate_work(&self, kind: BackendKind, e: &EstimateInput<'_>, work: &Work) -> Estimate {
+        let work = &work.stages;
         let c = &self.cpu;
         let bw = |bytes: f64, all: bool| match (bytes <= c.cache_bytes, all) {
             (true, false) => c.cache_bandwidth_one,
@@ -186,7 +206,7 @@ impl CostModel {
             }
             BackendKind::CpuSimd => {
                 let mut compute = 0.0;
-                for s in &work {
+                for s in work {
                     let bytes = s.read + s.write;
                     let extra = match s.end {
                         StageEnd::Compact => s.n * c.simd_op,
@@ -207,7 +227,7 @@ impl CostModel {
                 let t = c.threads.max(1) as f64;
                 let mut compute = 0.0;
                 let mut wakeups = 0.0;
-                for s in &work {
+                for s in work {
                     let bytes = s.read + s.write;
                     // Compaction counts survivors first and scans compute
                     // leaf totals first: one more read and one more join.
@@ -268,7 +288,7 @@ impl CostModel {
                 };
                 let mut launches = 0.0;
                 let mut compute = 0.0;
-                for s in &work {
+                for s in work {
                     // A tree reduction takes one launch per 256x shrink; a
                     // scan or compaction three launches and a second read.
                     let (l, reread) = match s.end {

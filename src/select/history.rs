@@ -44,6 +44,9 @@ pub struct Stat {
     pub samples: u32,
     /// The most recent log(measured / estimated), oldest overwritten first.
     pub recent: [f32; RECENT],
+    /// Median of `recent`, kept up to date by `record` so selection reads
+    /// one number.
+    pub center: f32,
     /// Recency-weighted mean of the measured seconds (for display).
     pub mean_seconds: f64,
     /// Consecutive failures (reset by a success).
@@ -61,6 +64,10 @@ impl Stat {
     /// The current estimate of log(measured / estimated): the median of
     /// the recent samples (0 = the model is right).
     pub fn log_ratio(&self) -> f64 {
+        self.center as f64
+    }
+
+    fn median(&self) -> f64 {
         let f = self.filled();
         let mut v: SmallVec<[f32; RECENT]> = f.iter().copied().collect();
         v.sort_by(f32::total_cmp);
@@ -92,11 +99,12 @@ impl Stat {
             x = x.clamp(c - lim, c + lim);
         }
         self.recent[self.samples as usize % RECENT] = x as f32;
-        let alpha = (1.0 / (self.samples as f64 + 1.0)).max(0.25);
-        let clamped = measured.min(self.mean_seconds * OUTLIER_FACTOR).max(0.0);
-        let m = if self.samples == 0 { measured } else { clamped };
-        self.mean_seconds += alpha * (m - self.mean_seconds);
         self.samples = self.samples.saturating_add(1);
+        self.center = self.median() as f32;
+        let alpha = (1.0 / self.samples as f64).max(0.25);
+        let clamped = measured.min(self.mean_seconds * OUTLIER_FACTOR).max(0.0);
+        let m = if self.samples == 1 { measured } else { clamped };
+        self.mean_seconds += alpha * (m - self.mean_seconds);
         self.failures = 0;
         self.retry_at = 0;
     }

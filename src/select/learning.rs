@@ -22,7 +22,7 @@
 //! a few multiplications; no allocation, I/O or clock reads. Persistence
 //! happens in a background thread ([`super::persist`]).
 
-use super::history::{size_bucket, History, PlanHistory};
+use super::history::{size_bucket, Bucket, History, PlanHistory};
 use super::persist::Persister;
 use super::{Decision, Forced, SelectionInput, Selector};
 use crate::backend::{BackendKind, Phase};
@@ -182,9 +182,16 @@ impl Selector for LearningSelector {
         let key = size_bucket(input.workload);
         let mut h = self.shared.history.lock();
         let plan = plan_entry(&mut h, input);
-        let shape = plan.shape.clone().expect("set by plan_entry");
         let selectivity = plan.selectivity.unwrap_or(PRIOR_SELECTIVITY);
-        let bucket = plan.bucket_mut(key);
+        let PlanHistory { shape, buckets, .. } = plan;
+        let shape: &PlanShape = shape.as_deref().expect("set by plan_entry");
+        let bucket = match buckets.iter().position(|b| b.key == key) {
+            Some(i) => &mut buckets[i],
+            None => {
+                buckets.push(Bucket { key, ..Bucket::default() });
+                buckets.last_mut().expect("just pushed")
+            }
+        };
         bucket.runs += 1;
         let now = bucket.runs;
 
@@ -200,25 +207,26 @@ impl Selector for LearningSelector {
             backed_off: bool,
         }
         let model = self.model.read();
+        let mut e = EstimateInput {
+            workload: input.workload,
+            shape,
+            compiled: true,
+            selectivity,
+            keep_on_device: false,
+        };
+        let work = model.work(&e);
         let mut cands: SmallVec<[Cand; 5]> = SmallVec::new();
         for &k in input.candidates {
-            let est = model.estimate_with(
-                k,
-                &EstimateInput {
-                    workload: input.workload,
-                    shape: &shape,
-                    compiled: input.plan.has_artifact(k),
-                    selectivity,
-                    keep_on_device: false,
-                },
-            );
+            e.compiled = input.plan.has_artifact(k);
+            let est = model.estimate_work(k, &e, &work);
             let stat = &bucket.stats[k.index()];
-            let weight = if s.learn {
-                (stat.samples as f64 / s.min_samples as f64).min(1.0)
+            let steady = est.total() - est.compile;
+            let steady = if s.learn && stat.samples > 0 {
+                let weight = (stat.samples as f64 / s.min_samples as f64).min(1.0);
+                steady * (weight * stat.log_ratio()).exp()
             } else {
-                0.0
+                steady
             };
-            let steady = (est.total() - est.compile) * (weight * stat.log_ratio()).exp();
             cands.push(Cand {
                 kind: k,
                 model: est.total(),
@@ -230,26 +238,39 @@ impl Selector for LearningSelector {
         }
         drop(model);
 
-        let mut by_prediction: SmallVec<[usize; 5]> = (0..cands.len()).collect();
-        by_prediction.sort_by(|&a, &b| {
-            let (a, b) = (&cands[a], &cands[b]);
-            a.backed_off
-                .cmp(&b.backed_off)
-                .then(a.predicted.total_cmp(&b.predicted))
-        });
-        let mut order: SmallVec<[BackendKind; 5]> =
-            by_prediction.iter().map(|&i| cands[i].kind).collect();
-        let estimates: SmallVec<[CandidateEstimate; 5]> = {
-            let mut e: SmallVec<[CandidateEstimate; 5]> = cands
-                .iter()
-                .map(|c| CandidateEstimate {
+        // Small fixed arrays and insertion sorts: at most five candidates,
+        // and `collect`/`sort` machinery costs more than the work here.
+        let mut by_prediction: SmallVec<[usize; 5]> = SmallVec::new();
+        for i in 0..cands.len() {
+            let key = |j: usize| (cands[j].backed_off, cands[j].predicted);
+            let mut at = by_prediction.len();
+            while at > 0 && {
+                let (ob, op) = key(by_prediction[at - 1]);
+                let (nb, np) = key(i);
+                (ob, op) > (nb, np) || (ob == nb && op.is_nan())
+            } {
+                at -= 1;
+            }
+            by_prediction.insert(at, i);
+        }
+        let mut order: SmallVec<[BackendKind; 5]> = SmallVec::new();
+        for &i in &by_prediction {
+            order.push(cands[i].kind);
+        }
+        let mut estimates: SmallVec<[CandidateEstimate; 5]> = SmallVec::new();
+        for c in &cands {
+            let mut at = estimates.len();
+            while at > 0 && estimates[at - 1].backend > c.kind {
+                at -= 1;
+            }
+            estimates.insert(
+                at,
+                CandidateEstimate {
                     backend: c.kind,
                     seconds: c.predicted,
-                })
-                .collect();
-            e.sort_by_key(|e| e.backend);
-            e
-        };
+                },
+            );
+        }
 
         // 1. Forced.
         if let Some(f) = input.forced {
