@@ -8,8 +8,8 @@ use std::sync::Arc;
 pub fn default_backends() -> Vec<Arc<dyn Backend>> {
     let mut v: Vec<Arc<dyn Backend>> = vec![
         Arc::new(super::cpu_scalar::CpuScalar),
-        Arc::new(super::cpu_simd::CpuSimd::default()),
-        Arc::new(super::cpu_parallel::CpuParallel::default()),
+        Arc::new(super::cpu_simd::CpuSimd),
+        Arc::new(super::cpu_parallel::CpuParallel),
     ];
     v.extend(wgpu_backend());
     v.extend(cuda_backend());

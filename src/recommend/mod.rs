@@ -131,7 +131,7 @@ pub fn recommend_with(cx: &Context<'_>, ev: &Evidence<'_>) -> Vec<Recommendation
         &unsupported_type::UnsupportedTypeRule,
     ];
     let mut out: Vec<Recommendation> = rules.iter().filter_map(|r| r.check(cx, ev)).collect();
-    out.sort_by(|a, b| b.severity.cmp(&a.severity));
+    out.sort_by_key(|r| std::cmp::Reverse(r.severity));
     out
 }
 
