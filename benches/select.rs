@@ -21,7 +21,12 @@ const CANDIDATES: [BackendKind; 4] = [
 
 fn selection(c: &mut Criterion) {
     let xs = vec![1.0f32; 1000];
-    let e = xs.compute().map(|x| x * 2.0 + 1.0).filter(|x| x.gt(0.5)).explain().sum();
+    let e = xs
+        .compute()
+        .map(|x| x * 2.0 + 1.0)
+        .filter(|x| x.gt(0.5))
+        .explain()
+        .sum();
     let plan = CompiledPlan::new(e.plan.clone(), e.fingerprint, PlanReport::default());
     let w = e.workload.clone();
     let input = SelectionInput {
@@ -38,28 +43,59 @@ fn selection(c: &mut Criterion) {
     let mut g = c.benchmark_group("select");
     let learning = LearningSelector::from_config(&config);
     learning.select(&input); // shape computed, bucket created
-    g.bench_function("learning/model-only", |b| b.iter(|| black_box(learning.select(black_box(&input)))));
+    g.bench_function("learning/model-only", |b| {
+        b.iter(|| black_box(learning.select(black_box(&input))))
+    });
 
     // Warm history: every candidate measured for this key.
     let engine = Engine::with_config(config.clone());
-    for k in [BackendKind::CpuScalar, BackendKind::CpuSimd, BackendKind::CpuParallel] {
+    for k in [
+        BackendKind::CpuScalar,
+        BackendKind::CpuSimd,
+        BackendKind::CpuParallel,
+    ] {
         for _ in 0..5 {
-            let (_, m) = engine.query(&xs).map(|x| x * 2.0 + 1.0).filter(|x| x.gt(0.5)).on(k).with_metrics().sum();
+            let (_, m) = engine
+                .query(&xs)
+                .map(|x| x * 2.0 + 1.0)
+                .filter(|x| x.gt(0.5))
+                .on(k)
+                .with_metrics()
+                .sum();
             learning.observe(&w, &m);
         }
     }
-    g.bench_function("learning/warm-history", |b| b.iter(|| black_box(learning.select(black_box(&input)))));
-    let (_, m) = engine.query(&xs).map(|x| x * 2.0 + 1.0).filter(|x| x.gt(0.5)).with_metrics().sum();
-    g.bench_function("learning/observe", |b| b.iter(|| learning.observe(black_box(&w), black_box(&m))));
+    g.bench_function("learning/warm-history", |b| {
+        b.iter(|| black_box(learning.select(black_box(&input))))
+    });
+    let (_, m) = engine
+        .query(&xs)
+        .map(|x| x * 2.0 + 1.0)
+        .filter(|x| x.gt(0.5))
+        .with_metrics()
+        .sum();
+    g.bench_function("learning/observe", |b| {
+        b.iter(|| learning.observe(black_box(&w), black_box(&m)))
+    });
 
     let rule = CostRule::default();
-    g.bench_function("cost-rule", |b| b.iter(|| black_box(rule.select(black_box(&input)))));
+    g.bench_function("cost-rule", |b| {
+        b.iter(|| black_box(rule.select(black_box(&input))))
+    });
     g.finish();
 
     let mut g = c.benchmark_group("query-n1000");
     let engine = Engine::with_config(config);
     g.bench_function("sum(x*2+1 where >0.5)", |b| {
-        b.iter(|| black_box(engine.query(black_box(&xs)).map(|x| x * 2.0 + 1.0).filter(|x| x.gt(0.5)).sum()))
+        b.iter(|| {
+            black_box(
+                engine
+                    .query(black_box(&xs))
+                    .map(|x| x * 2.0 + 1.0)
+                    .filter(|x| x.gt(0.5))
+                    .sum(),
+            )
+        })
     });
     g.finish();
 }

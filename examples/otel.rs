@@ -18,10 +18,21 @@ fn main() -> Result<(), computeq::Error> {
     let _guard = telemetry::init_otlp("computeq-example", Detail::Queries)?;
     let xs: Vec<f32> = (0..1_000_000).map(|i| (i as f32 * 0.001).sin()).collect();
     for n in [1_000usize, 100_000, 1_000_000] {
-        let (s, m) = xs[..n].compute().map(|x| x * 2.0 + 1.0).filter(|x| x.gt(0.5)).with_metrics().sum();
-        println!("n={n:>8} sum={s:>12.2} backend={} reason=\"{}\" total={:?}", m.backend, m.reason, m.phases.total);
+        let (s, m) = xs[..n]
+            .compute()
+            .map(|x| x * 2.0 + 1.0)
+            .filter(|x| x.gt(0.5))
+            .with_metrics()
+            .sum();
+        println!(
+            "n={n:>8} sum={s:>12.2} backend={} reason=\"{}\" total={:?}",
+            m.backend, m.reason, m.phases.total
+        );
     }
     let v: Vec<f32> = xs.compute().map(|x| x.abs().sqrt()).collect();
-    println!("collected {} elements; spans flush when the guard drops", v.len());
+    println!(
+        "collected {} elements; spans flush when the guard drops",
+        v.len()
+    );
     Ok(())
 }

@@ -33,14 +33,18 @@ struct Workload {
 }
 
 fn floats<T: From<f32> + Copy>(n: usize) -> Vec<T> {
-    (0..n).map(|i| T::from(((i as f32) * 0.618_034).fract())).collect()
+    (0..n)
+        .map(|i| T::from(((i as f32) * 0.618_034).fract()))
+        .collect()
 }
 
 fn ints<T: TryFrom<u64> + Copy>(n: usize) -> Vec<T>
 where
     <T as TryFrom<u64>>::Error: std::fmt::Debug,
 {
-    (0..n as u64).map(|i| T::try_from((i.wrapping_mul(2_654_435_761)) % 1000).unwrap()).collect()
+    (0..n as u64)
+        .map(|i| T::try_from((i.wrapping_mul(2_654_435_761)) % 1000).unwrap())
+        .collect()
 }
 
 macro_rules! float_workloads {
@@ -96,7 +100,10 @@ macro_rules! int_workload {
 /// its own device).
 fn resident_workload(engines: &[Engine; 2], shape: &'static str, n: usize) -> Option<Workload> {
     let xs: Vec<f32> = floats::<f32>(n);
-    let arrays: Vec<DeviceArray<f32>> = engines.iter().map(|e| xs.to_device_on(e).ok()).collect::<Option<_>>()?;
+    let arrays: Vec<DeviceArray<f32>> = engines
+        .iter()
+        .map(|e| xs.to_device_on(e).ok())
+        .collect::<Option<_>>()?;
     if !arrays.iter().all(|a| a.is_resident()) {
         return None;
     }
@@ -109,7 +116,13 @@ fn resident_workload(engines: &[Engine; 2], shape: &'static str, n: usize) -> Op
         match shape {
             "reduce" => q.map(|x| x * 2.0 + 1.0).with_metrics().sum().1,
             "stats" => q.with_metrics().stats().1,
-            _ => q.filter(|x| x.gt(0.5)).map(|x| x * x).with_metrics().sum().1,
+            _ => {
+                q.filter(|x| x.gt(0.5))
+                    .map(|x| x * x)
+                    .with_metrics()
+                    .sum()
+                    .1
+            }
         }
     });
     Some(Workload {
@@ -144,7 +157,11 @@ fn suite(engines: &[Engine; 2], quick: bool, device: bool) -> Vec<Workload> {
     w.push(int_workload!(u64, "u64", filter_reduce, 100_000));
     w.push(int_workload!(u64, "u64", filter_collect, 10_000_000));
     if device {
-        for (shape, n) in [("reduce", 10_000_000), ("stats", 1_000_000), ("filter_reduce", 100_000)] {
+        for (shape, n) in [
+            ("reduce", 10_000_000),
+            ("stats", 1_000_000),
+            ("filter_reduce", 100_000),
+        ] {
             if let Some(x) = resident_workload(engines, shape, n) {
                 w.push(x);
             }
@@ -193,7 +210,12 @@ struct Measured {
     choice_reason: String,
 }
 
-fn measure(w: &Workload, engines: &[Engine; 2], backends: &[BackendKind], warmup: usize) -> Measured {
+fn measure(
+    w: &Workload,
+    engines: &[Engine; 2],
+    backends: &[BackendKind],
+    warmup: usize,
+) -> Measured {
     let reps = reps_for(w.n);
     // One untimed run per backend: compile, page in.
     for &k in backends {
@@ -288,9 +310,22 @@ fn main() {
         .map(|(k, _)| k)
         .collect();
     let device = available.iter().any(|k| k.is_device());
-    println!("computeq selector evaluation ({} mode)", if quick { "quick" } else { "full" });
-    println!("backends: {}", available.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "));
-    println!("first query (includes CPU calibration): {}", fmt_s(first_query.as_secs_f64()));
+    println!(
+        "computeq selector evaluation ({} mode)",
+        if quick { "quick" } else { "full" }
+    );
+    println!(
+        "backends: {}",
+        available
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "first query (includes CPU calibration): {}",
+        fmt_s(first_query.as_secs_f64())
+    );
     for (k, v) in engines[1].selector().settings() {
         if k.starts_with("cpu.") || k == "calibrated" {
             print!("{k}={v} ");
@@ -299,7 +334,11 @@ fn main() {
     println!();
 
     let suite = suite(&engines, quick, device);
-    println!("\n{} workloads, {} warm-up runs each, medians of 3–31 interleaved repetitions\n", suite.len(), warmup);
+    println!(
+        "\n{} workloads, {} warm-up runs each, medians of 3–31 interleaved repetitions\n",
+        suite.len(),
+        warmup
+    );
     println!(
         "{:<34} {:>10} {:>13} {:>10} {:>13} {:>10} {:>8}  reason",
         "workload", "N", "oracle", "time", "selector", "time", "regret"
@@ -347,12 +386,18 @@ fn main() {
         .copied()
         .min_by(|a, b| a.1.total_cmp(&b.1))
         .expect("a fixed backend");
-    let mut errors: Vec<f64> = results.iter().flat_map(|r| r.1.model_errors.iter().copied()).collect();
+    let mut errors: Vec<f64> = results
+        .iter()
+        .flat_map(|r| r.1.model_errors.iter().copied())
+        .collect();
     let model_error = median(&mut errors);
 
     println!("\n| measure | time | vs oracle |");
     println!("| --- | --- | --- |");
-    println!("| oracle (best backend per workload) | {} | 1.00x |", fmt_s(oracle));
+    println!(
+        "| oracle (best backend per workload) | {} | 1.00x |",
+        fmt_s(oracle)
+    );
     println!(
         "| selector after warm-up | {} | {:.3}x (regret {:.1}%) |",
         fmt_s(selector),
@@ -366,8 +411,17 @@ fn main() {
         (cold / oracle_cold - 1.0) * 100.0
     );
     for (k, t) in &fixed_totals {
-        let mark = if *k == best_fixed { " (best fixed)" } else { "" };
-        println!("| always {}{mark} | {} | {:.3}x |", k.name(), fmt_s(*t), t / oracle);
+        let mark = if *k == best_fixed {
+            " (best fixed)"
+        } else {
+            ""
+        };
+        println!(
+            "| always {}{mark} | {} | {:.3}x |",
+            k.name(),
+            fmt_s(*t),
+            t / oracle
+        );
     }
     println!(
         "| selector vs best fixed ({}) | | {:.3}x |",
@@ -398,27 +452,44 @@ fn main() {
         chart.push((n, m.per_backend, m.choice, m.selector));
     }
     match draw(&svg, &chart, &available) {
-        Ok(()) => println!("\nchart: time vs N for sum(x*2+1) over f32, selector choices marked: {svg}"),
+        Ok(()) => {
+            println!("\nchart: time vs N for sum(x*2+1) over f32, selector choices marked: {svg}")
+        }
         Err(e) => println!("\nchart not written: {e}"),
     }
-    println!("\nN         {}", available.iter().map(|k| format!("{:>13}", k.name())).collect::<String>() + "      selector");
+    println!(
+        "\nN         {}",
+        available
+            .iter()
+            .map(|k| format!("{:>13}", k.name()))
+            .collect::<String>()
+            + "      selector"
+    );
     for (n, per, choice, t) in &chart {
         let cols: String = available
             .iter()
             .map(|k| {
-                per.iter()
-                    .find(|(b, _)| b == k)
-                    .map_or_else(|| format!("{:>13}", "-"), |(_, t)| format!("{:>13}", fmt_s(*t)))
+                per.iter().find(|(b, _)| b == k).map_or_else(
+                    || format!("{:>13}", "-"),
+                    |(_, t)| format!("{:>13}", fmt_s(*t)),
+                )
             })
             .collect();
         println!("{n:<9} {cols}  {:>12} {}", choice.name(), fmt_s(*t));
     }
-    println!("\ntotal evaluation time: {:.1}s", t0.elapsed().as_secs_f64());
+    println!(
+        "\ntotal evaluation time: {:.1}s",
+        t0.elapsed().as_secs_f64()
+    );
 }
 
 type Chart = [(usize, Vec<(BackendKind, f64)>, BackendKind, f64)];
 
-fn draw(path: &str, chart: &Chart, backends: &[BackendKind]) -> Result<(), Box<dyn std::error::Error>> {
+fn draw(
+    path: &str,
+    chart: &Chart,
+    backends: &[BackendKind],
+) -> Result<(), Box<dyn std::error::Error>> {
     use plotters::prelude::*;
     if let Some(dir) = std::path::Path::new(path).parent() {
         std::fs::create_dir_all(dir)?;
@@ -426,11 +497,16 @@ fn draw(path: &str, chart: &Chart, backends: &[BackendKind]) -> Result<(), Box<d
     let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
     root.fill(&WHITE)?;
     let all: Vec<f64> = chart.iter().flat_map(|c| c.1.iter().map(|x| x.1)).collect();
-    let (lo, hi) = all.iter().fold((f64::INFINITY, 0f64), |(l, h), &t| (l.min(t), h.max(t)));
+    let (lo, hi) = all
+        .iter()
+        .fold((f64::INFINITY, 0f64), |(l, h), &t| (l.min(t), h.max(t)));
     let nmax = chart.last().map_or(1, |c| c.0) as f64;
     let nmin = chart.first().map_or(1, |c| c.0) as f64;
     let mut ctx = ChartBuilder::on(&root)
-        .caption("sum(x*2+1) over f32: time per query vs N", ("sans-serif", 22))
+        .caption(
+            "sum(x*2+1) over f32: time per query vs N",
+            ("sans-serif", 22),
+        )
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
@@ -446,24 +522,39 @@ fn draw(path: &str, chart: &Chart, backends: &[BackendKind]) -> Result<(), Box<d
         let color = colors[k.index() % colors.len()];
         let pts: Vec<(f64, f64)> = chart
             .iter()
-            .filter_map(|c| c.1.iter().find(|(b, _)| *b == k).map(|(_, t)| (c.0 as f64, *t)))
+            .filter_map(|c| {
+                c.1.iter()
+                    .find(|(b, _)| *b == k)
+                    .map(|(_, t)| (c.0 as f64, *t))
+            })
             .collect();
         ctx.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
             .label(k.name())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
         ctx.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
         let _ = i;
     }
     // The selector's measured time, marked in the color of its choice.
     let sel: Vec<(f64, f64, BackendKind)> = chart.iter().map(|c| (c.0 as f64, c.3, c.2)).collect();
-    ctx.draw_series(LineSeries::new(sel.iter().map(|s| (s.0, s.1)), BLACK.stroke_width(1)))?
-        .label("selector (marker = its choice)")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
+    ctx.draw_series(LineSeries::new(
+        sel.iter().map(|s| (s.0, s.1)),
+        BLACK.stroke_width(1),
+    ))?
+    .label("selector (marker = its choice)")
+    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
     ctx.draw_series(sel.iter().map(|s| {
         let color = colors[s.2.index() % colors.len()];
-        Rectangle::new([(s.0 * 0.93, s.1 * 0.85), (s.0 * 1.07, s.1 * 1.15)], color.stroke_width(2))
+        Rectangle::new(
+            [(s.0 * 0.93, s.1 * 0.85), (s.0 * 1.07, s.1 * 1.15)],
+            color.stroke_width(2),
+        )
     }))?;
-    ctx.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+    ctx.configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
     root.present()?;
     Ok(())
 }

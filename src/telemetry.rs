@@ -51,7 +51,11 @@ impl Detail {
 /// batches).
 pub fn provider_with<E: SpanExporter + 'static>(exporter: E, service: &str) -> SdkTracerProvider {
     SdkTracerProvider::builder()
-        .with_resource(Resource::builder().with_service_name(service.to_string()).build())
+        .with_resource(
+            Resource::builder()
+                .with_service_name(service.to_string())
+                .build(),
+        )
         .with_simple_exporter(exporter)
         .build()
 }
@@ -70,7 +74,10 @@ where
 
 /// A subscriber with only the OpenTelemetry layer (for
 /// `tracing::subscriber::with_default` or `set_global_default`).
-pub fn subscriber(provider: &SdkTracerProvider, detail: Detail) -> impl tracing::Subscriber + Send + Sync {
+pub fn subscriber(
+    provider: &SdkTracerProvider,
+    detail: Detail,
+) -> impl tracing::Subscriber + Send + Sync {
     tracing_subscriber::registry().with(layer(provider, detail))
 }
 
@@ -109,7 +116,11 @@ pub fn init_otlp(service: &str, detail: Detail) -> Result<OtelGuard, crate::Erro
         .build()
         .map_err(|e| err(format!("OTLP exporter: {e}")))?;
     let provider = SdkTracerProvider::builder()
-        .with_resource(Resource::builder().with_service_name(service.to_string()).build())
+        .with_resource(
+            Resource::builder()
+                .with_service_name(service.to_string())
+                .build(),
+        )
         .with_batch_exporter(exporter)
         .build();
     tracing::subscriber::set_global_default(subscriber(&provider, detail))

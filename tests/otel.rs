@@ -14,7 +14,11 @@ fn query_spans_are_exported() {
     let xs: Vec<f32> = (0..10_000).map(|i| i as f32).collect();
     let engine = Engine::default();
     let s: f32 = tracing::subscriber::with_default(subscriber, || {
-        engine.query(&xs).map(|x| x * 2.0).filter(|x| x.gt(10.0)).sum()
+        engine
+            .query(&xs)
+            .map(|x| x * 2.0)
+            .filter(|x| x.gt(10.0))
+            .sum()
     });
     assert!(s > 0.0);
     provider.force_flush().unwrap();
@@ -39,13 +43,23 @@ fn trace_level_spans_only_with_full_detail() {
         let _: f32 = engine.query(&xs).sum();
     });
     provider.force_flush().unwrap();
-    let names: Vec<String> = exporter.get_finished_spans().unwrap().iter().map(|s| s.name.to_string()).collect();
+    let names: Vec<String> = exporter
+        .get_finished_spans()
+        .unwrap()
+        .iter()
+        .map(|s| s.name.to_string())
+        .collect();
     assert!(!names.iter().any(|n| n == "computeq.select"), "{names:?}");
     exporter.reset();
     tracing::subscriber::with_default(telemetry::subscriber(&provider, Detail::Full), || {
         let _: f32 = engine.query(&xs).sum();
     });
     provider.force_flush().unwrap();
-    let names: Vec<String> = exporter.get_finished_spans().unwrap().iter().map(|s| s.name.to_string()).collect();
+    let names: Vec<String> = exporter
+        .get_finished_spans()
+        .unwrap()
+        .iter()
+        .map(|s| s.name.to_string())
+        .collect();
     assert!(names.iter().any(|n| n == "computeq.select"), "{names:?}");
 }

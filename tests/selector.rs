@@ -23,7 +23,15 @@ fn temp_dir(tag: &str) -> PathBuf {
 
 fn reasons(engine: &Engine, xs: &[f32], runs: usize) -> Vec<SelectionReason> {
     (0..runs)
-        .map(|_| engine.query(xs).map(|x| x * 2.0 + 1.0).with_metrics().sum().1.reason)
+        .map(|_| {
+            engine
+                .query(xs)
+                .map(|x| x * 2.0 + 1.0)
+                .with_metrics()
+                .sum()
+                .1
+                .reason
+        })
         .collect()
 }
 
@@ -33,10 +41,21 @@ fn the_model_decides_first_and_history_takes_over() {
     let xs = vec![0.5f32; 200_000];
     let r = reasons(&engine, &xs, 20);
     assert!(matches!(r[0], SelectionReason::Model { .. }), "{:?}", r[0]);
-    assert!(r[10..].iter().any(|r| matches!(r, SelectionReason::History { .. })), "{r:?}");
-    let explored = r.iter().filter(|r| **r == SelectionReason::Exploration).count();
+    assert!(
+        r[10..]
+            .iter()
+            .any(|r| matches!(r, SelectionReason::History { .. })),
+        "{r:?}"
+    );
+    let explored = r
+        .iter()
+        .filter(|r| **r == SelectionReason::Exploration)
+        .count();
     assert!(explored <= 6, "exploration is bounded: {r:?}");
-    assert!(r[14..].iter().all(|r| *r != SelectionReason::Exploration), "{r:?}");
+    assert!(
+        r[14..].iter().all(|r| *r != SelectionReason::Exploration),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -45,7 +64,10 @@ fn every_decision_carries_all_candidates_estimates() {
     let xs = vec![1.0f32; 1000];
     let (_, m) = engine.query(&xs).sum_metrics();
     assert!(m.estimates.len() >= 3, "{:?}", m.estimates);
-    assert!(m.estimates.iter().all(|e| e.seconds.is_finite() && e.seconds > 0.0));
+    assert!(m
+        .estimates
+        .iter()
+        .all(|e| e.seconds.is_finite() && e.seconds > 0.0));
     let explain = engine.query(&xs).explain().sum().to_string();
     assert!(explain.contains("selector=learning"), "{explain}");
     assert!(explain.contains("cpu-simd"), "{explain}");
@@ -123,7 +145,11 @@ fn a_corrupt_history_file_is_ignored_and_rebuilt() {
 fn forced_backends_keep_their_reason() {
     let engine = Engine::with_config(config());
     let xs = vec![1.0f32; 1000];
-    let (_, m) = engine.query(&xs).on(BackendKind::CpuScalar).with_metrics().sum();
+    let (_, m) = engine
+        .query(&xs)
+        .on(BackendKind::CpuScalar)
+        .with_metrics()
+        .sum();
     assert_eq!(m.backend, BackendKind::CpuScalar);
     assert_eq!(m.reason, SelectionReason::Forced);
 }

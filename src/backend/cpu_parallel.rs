@@ -4,29 +4,44 @@
 //! block loops and the combine rules are `cpu_simd`'s, used unchanged, so the
 //! results are bit-identical to `cpu-simd` for every thread count.
 //!
-//! * Reduce: `rayon::join` recursion that splits leaf ranges at the same
-//!   midpoints as the reduction tree; below the grain a task evaluates its
-//!   subtree sequentially. The grain only decides where tasks stop, never
-//!   the tree, so the thread count cannot change a float sum.
+//! # Scheduling
+//!
+//! A stage's leaves are cut into tasks of whole leaves (about
+//! [`TASKS_PER_THREAD`] per pool thread). The calling thread does not hand
+//! the work to the pool and sleep: it posts up to `threads - 1` helper jobs
+//! and then claims tasks itself, one at a time from a shared counter, as the
+//! helpers do once they are awake. Waking a sleeping worker costs tens of
+//! microseconds on our machines; with claiming, that latency only decides
+//! how much the helpers get to do, never how long the caller waits (a helper
+//! that wakes after the last claim finds nothing and leaves). The caller
+//! returns once every claimed task is done.
+//!
+//! * Reduce: tasks are the subtrees of the leaf midpoint tree at the grain;
+//!   their partials are combined afterwards by the same tree, so the result
+//!   is the sequential tree's, bit for bit, whatever the grain.
 //! * Collect: the output is allocated once and split at leaf boundaries;
 //!   each task writes its own window.
-//! * Filter + collect: a count pass (the predicate only, per leaf, in
-//!   parallel), a sequential prefix sum of the leaf counts, then a write pass
-//!   in which each task compacts its leaves into its exact window of the
-//!   output. Memory: the output plus one `u64` per leaf; order is kept.
+//! * Filter + collect: a count pass (the predicate only), a sequential
+//!   prefix sum of the leaf counts, then a write pass in which each task
+//!   compacts its leaves into its exact window of the output. Memory: the
+//!   output plus one `u64` per leaf; order is kept.
 //! * Scan: leaf totals in parallel, a sequential left-to-right scan of the
 //!   totals into leaf offsets, then every leaf rescanned with its offset in
-//!   parallel; the same leaf-local scans and offsets as `cpu-simd`.
+//!   parallel: the same leaf-local scans and offsets as `cpu-simd`.
 //!
 //! Nothing inside a task can panic: every operation is panic-free by
-//! construction (validated when the stage run is prepared).
+//! construction (validated when the stage run is prepared). Were a helper
+//! to panic anyway, rayon aborts the process rather than unwind past the
+//! borrowed data.
 
-use super::cpu_simd::{execute_with, tree_mid, Acct, Driver, OutSlice, Partials, StageRun};
+use super::cpu_simd::{execute_with, tree_mid, Acct, Driver, Exec, OutSlice, Partials, StageRun};
 use super::{Availability, Backend, BackendError, BackendKind, Job, RunStats};
 use crate::expr::Scalar;
 use crate::plan::{PhysicalPlan, PlanOutput};
 use crate::runtime::column::Column;
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Tasks per pool thread that a stage is cut into, for load balance.
 pub const TASKS_PER_THREAD: usize = 4;
@@ -54,6 +69,7 @@ impl Backend for CpuParallel {
         let threads = rayon::current_num_threads().max(1);
         let driver = Parallel {
             tasks_wanted: threads * TASKS_PER_THREAD,
+            helpers: threads - 1,
         };
         let out = execute_with(job, BackendKind::CpuParallel, &driver, stats)?;
         stats.parallelism = u32::try_from(threads).unwrap_or(u32::MAX);
@@ -64,8 +80,147 @@ impl Backend for CpuParallel {
 /// The rayon driver.
 #[derive(Debug)]
 pub(crate) struct Parallel {
-    /// How many sequential tasks a stage should be cut into.
+    /// How many tasks a stage should be cut into.
     pub(crate) tasks_wanted: usize,
+    /// How many pool jobs to post besides the calling thread.
+    pub(crate) helpers: usize,
+}
+
+/// The counter that the caller and the helpers claim tasks from.
+struct Claims {
+    next: AtomicUsize,
+    done: AtomicUsize,
+    tasks: usize,
+    /// The task body, with its borrow lifetime erased (see the `Send` impl).
+    job: *const (dyn Fn(usize) + Sync + 'static),
+}
+
+// SAFETY: `job` points to a `Sync` closure, and it is only called by a
+// thread that claimed an index below `tasks`; `run_claimed` does not return
+// or unwind before every claimed index is counted in `done`, so the closure
+// and what it borrows outlive every call. Helpers that start late claim
+// nothing and never touch `job`.
+unsafe impl Send for Claims {}
+unsafe impl Sync for Claims {}
+
+struct CountDone<'a>(&'a AtomicUsize);
+
+impl Drop for CountDone<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Release);
+    }
+}
+
+impl Claims {
+    fn work(&self) {
+        loop {
+            let i = self.next.fetch_add(1, Ordering::AcqRel);
+            if i >= self.tasks {
+                return;
+            }
+            // Counted even if the task unwinds, so the caller never waits
+            // forever on its own failed task.
+            let _done = CountDone(&self.done);
+            // SAFETY: index `i` was claimed (see the `Send` impl).
+            unsafe { (*self.job)(i) };
+        }
+    }
+}
+
+/// Stops further claims and waits until every claimed task is done; runs
+/// when `run_claimed` returns and when it unwinds.
+struct WaitClaims<'a>(&'a Claims);
+
+impl Drop for WaitClaims<'_> {
+    fn drop(&mut self) {
+        let c = self.0;
+        let claimed = c.next.fetch_add(c.tasks, Ordering::AcqRel).min(c.tasks);
+        let mut spins = 0u32;
+        while c.done.load(Ordering::Acquire) < claimed {
+            // A claimed task is at most one task's work away: spin briefly,
+            // then give the core away.
+            if spins < 1 << 12 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Runs `job(i)` for every `i < tasks`, on the calling thread and on up to
+/// `helpers` pool workers, each claiming the next index.
+fn run_claimed(tasks: usize, helpers: usize, job: &(dyn Fn(usize) + Sync)) {
+    if tasks <= 1 || helpers == 0 {
+        (0..tasks).for_each(job);
+        return;
+    }
+    let job: *const (dyn Fn(usize) + Sync + '_) = job;
+    // SAFETY: only the lifetime changes; see the `Send` impl of `Claims`.
+    let job: *const (dyn Fn(usize) + Sync + 'static) = unsafe { std::mem::transmute(job) };
+    let claims = Arc::new(Claims {
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+        tasks,
+        job,
+    });
+    for _ in 0..helpers.min(tasks - 1) {
+        let c = Arc::clone(&claims);
+        rayon::spawn(move || c.work());
+    }
+    let _wait = WaitClaims(&claims);
+    claims.work();
+}
+
+/// The tasks of leaves `lo..hi`: subtrees of the midpoint tree of at most
+/// `grain` leaves, in order.
+fn split_tasks(lo: usize, hi: usize, grain: usize, out: &mut Vec<(usize, usize)>) {
+    if hi - lo <= grain {
+        out.push((lo, hi));
+    } else {
+        let mid = tree_mid(lo, hi);
+        split_tasks(lo, mid, grain, out);
+        split_tasks(mid, hi, grain, out);
+    }
+}
+
+/// Combines task partials by the same midpoint tree `split_tasks` walked.
+fn combine_tasks(
+    run: &StageRun<'_>,
+    lo: usize,
+    hi: usize,
+    grain: usize,
+    parts: &mut impl Iterator<Item = Partials>,
+) -> Partials {
+    if hi - lo <= grain {
+        return parts.next().unwrap_or_else(|| run.identity());
+    }
+    let mid = tree_mid(lo, hi);
+    let a = combine_tasks(run, lo, mid, grain, parts);
+    let b = combine_tasks(run, mid, hi, grain, parts);
+    run.combine(a, b)
+}
+
+fn split_outs<'o>(outs: Vec<OutSlice<'o>>, at: usize) -> (Vec<OutSlice<'o>>, Vec<OutSlice<'o>>) {
+    outs.into_iter().map(|o| o.split_at(at)).unzip()
+}
+
+/// Cuts `outs` into consecutive windows of the given lengths.
+fn windows<'o>(
+    mut outs: Vec<OutSlice<'o>>,
+    lens: impl Iterator<Item = usize>,
+) -> Vec<Mutex<Option<Vec<OutSlice<'o>>>>> {
+    lens.map(|n| {
+        let (w, rest) = split_outs(std::mem::take(&mut outs), n);
+        outs = rest;
+        Mutex::new(Some(w))
+    })
+    .collect()
+}
+
+fn take<T>(m: &Mutex<Option<T>>) -> Option<T> {
+    m.lock().unwrap_or_else(|e| e.into_inner()).take()
 }
 
 impl Parallel {
@@ -73,101 +228,75 @@ impl Parallel {
     fn grain(&self, leaves: usize) -> usize {
         leaves.div_ceil(self.tasks_wanted.max(1)).max(1)
     }
-}
 
-/// Runs `f` on every task range of `lo..hi` (split at tree midpoints down
-/// to `grain` leaves), with `data` split alongside by `split(data, lo, mid)`.
-fn for_each_task<D: Send>(
-    lo: usize,
-    hi: usize,
-    grain: usize,
-    data: D,
-    split: &(impl Fn(D, usize, usize, usize) -> (D, D) + Sync),
-    f: &(impl Fn(usize, usize, D) + Sync),
-) {
-    if hi - lo <= grain {
-        f(lo, hi, data);
-        return;
+    fn tasks(&self, leaves: usize) -> (usize, Vec<(usize, usize)>) {
+        let grain = self.grain(leaves);
+        let mut tasks = Vec::new();
+        if leaves > 0 {
+            split_tasks(0, leaves, grain, &mut tasks);
+        }
+        (grain, tasks)
     }
-    let mid = tree_mid(lo, hi);
-    let (a, b) = split(data, lo, mid, hi);
-    rayon::join(
-        || for_each_task(lo, mid, grain, a, split, f),
-        || for_each_task(mid, hi, grain, b, split, f),
-    );
-}
 
-fn split_outs<'o>(outs: Vec<OutSlice<'o>>, at: usize) -> (Vec<OutSlice<'o>>, Vec<OutSlice<'o>>) {
-    outs.into_iter().map(|o| o.split_at(at)).unzip()
-}
-
-fn reduce_rec(run: &StageRun<'_>, lo: usize, hi: usize, grain: usize, acct: &Acct) -> Partials {
-    if hi - lo <= grain {
-        acct.task();
-        acct.alloc(run.state_bytes());
-        let mut st = run.new_state();
-        return run.reduce_tree(&mut st, lo, hi);
-    }
-    let mid = tree_mid(lo, hi);
-    let (a, b) = rayon::join(
-        || reduce_rec(run, lo, mid, grain, acct),
-        || reduce_rec(run, mid, hi, grain, acct),
-    );
-    run.combine(a, b)
-}
-
-/// Fills `out[j - lo]` with `f(leaf j)` for every leaf, in parallel.
-fn per_leaf<T: Send>(
-    run: &StageRun<'_>,
-    leaves: usize,
-    grain: usize,
-    out: &mut [T],
-    acct: &Acct,
-    f: &(impl Fn(&mut super::cpu_simd::Exec, usize) -> T + Sync),
-) {
-    for_each_task(
-        0,
-        leaves,
-        grain,
-        out,
-        &|d: &mut [T], lo, mid, _| d.split_at_mut(mid - lo),
-        &|lo, hi, d: &mut [T]| {
+    /// Runs `f(state, lo, hi)` for every task, each with its own scratch.
+    fn run(
+        &self,
+        run: &StageRun<'_>,
+        tasks: &[(usize, usize)],
+        acct: &Acct,
+        f: &(dyn Fn(&mut Exec, usize, usize, usize) + Sync),
+    ) {
+        run_claimed(tasks.len(), self.helpers, &|i| {
             acct.task();
             acct.alloc(run.state_bytes());
             let mut st = run.new_state();
-            for (j, slot) in (lo..hi).zip(d.iter_mut()) {
-                *slot = f(&mut st, j);
-            }
-        },
-    );
+            let (lo, hi) = tasks[i];
+            f(&mut st, i, lo, hi);
+        });
+    }
+
+    /// One value per leaf, computed in parallel.
+    fn per_leaf<T: Send + Sync + Clone>(
+        &self,
+        run: &StageRun<'_>,
+        leaves: usize,
+        acct: &Acct,
+        f: &(dyn Fn(&mut Exec, usize) -> T + Sync),
+    ) -> Vec<T> {
+        let (_, tasks) = self.tasks(leaves);
+        let slots: Vec<OnceLock<Vec<T>>> = tasks.iter().map(|_| OnceLock::new()).collect();
+        self.run(run, &tasks, acct, &|st, i, lo, hi| {
+            let _ = slots[i].set((lo..hi).map(|j| f(st, j)).collect());
+        });
+        slots
+            .into_iter()
+            .flat_map(|s| s.into_inner().unwrap_or_default())
+            .collect()
+    }
 }
 
 impl Driver for Parallel {
     fn reduce(&self, run: &StageRun<'_>, acct: &Acct) -> Partials {
         let leaves = run.leaves();
-        reduce_rec(run, 0, leaves, self.grain(leaves), acct)
+        let (grain, tasks) = self.tasks(leaves);
+        let slots: Vec<OnceLock<Partials>> = tasks.iter().map(|_| OnceLock::new()).collect();
+        self.run(run, &tasks, acct, &|st, i, lo, hi| {
+            let _ = slots[i].set(run.reduce_tree(st, lo, hi));
+        });
+        let mut parts = slots.into_iter().filter_map(|s| s.into_inner());
+        combine_tasks(run, 0, leaves, grain, &mut parts)
     }
 
     fn store(&self, run: &StageRun<'_>, outs: Vec<OutSlice<'_>>, acct: &Acct) {
-        let leaves = run.leaves();
-        if leaves == 0 {
-            return;
-        }
-        for_each_task(
-            0,
-            leaves,
-            self.grain(leaves),
-            outs,
-            &|outs, lo, mid, _| split_outs(outs, run.leaf_range(mid).0 - run.leaf_range(lo).0),
-            &|lo, hi, mut outs| {
-                acct.task();
-                acct.alloc(run.state_bytes());
-                let mut st = run.new_state();
-                let (start, _) = run.leaf_range(lo);
-                let (_, end) = run.leaf_range(hi - 1);
-                run.store_range(&mut st, start, end, &mut outs);
-            },
-        );
+        let (_, tasks) = self.tasks(run.leaves());
+        let span = |&(lo, hi): &(usize, usize)| (run.leaf_range(lo).0, run.leaf_range(hi - 1).1);
+        let wins = windows(outs, tasks.iter().map(|t| span(t).1 - span(t).0));
+        self.run(run, &tasks, acct, &|st, i, lo, hi| {
+            if let Some(mut w) = take(&wins[i]) {
+                let (start, end) = span(&(lo, hi));
+                run.store_range(st, start, end, &mut w);
+            }
+        });
     }
 
     fn compact(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column> {
@@ -176,11 +305,9 @@ impl Driver for Parallel {
         let Some(counter) = run.count_run().filter(|_| leaves > 0) else {
             return types.iter().map(|&t| Column::with_capacity(t, 0)).collect();
         };
-        let grain = self.grain(leaves);
         // Pass 1: survivors per leaf.
-        let mut counts = vec![0u64; leaves];
         acct.alloc((leaves * 8 * 2) as u64);
-        per_leaf(&counter, leaves, grain, &mut counts, acct, &|st, j| {
+        let counts = self.per_leaf(&counter, leaves, acct, &|st, j| {
             counter
                 .reduce_leaf(st, j)
                 .first()
@@ -197,22 +324,17 @@ impl Driver for Parallel {
         // Pass 2: each task compacts its leaves into its exact window.
         let mut cols: Vec<Column> = types.iter().map(|&t| Column::zeroed(t, total)).collect();
         acct.alloc(cols.iter().map(|c| c.byte_len() as u64).sum());
+        let (_, tasks) = self.tasks(leaves);
         let outs: Vec<OutSlice<'_>> = cols.iter_mut().map(OutSlice::of).collect();
-        for_each_task(
-            0,
-            leaves,
-            grain,
+        let wins = windows(
             outs,
-            &|outs, lo, mid, _| split_outs(outs, offsets[mid] - offsets[lo]),
-            &|lo, hi, mut outs| {
-                acct.task();
-                acct.alloc(run.state_bytes());
-                let mut st = run.new_state();
-                let (start, _) = run.leaf_range(lo);
-                let (_, end) = run.leaf_range(hi - 1);
-                run.compact_into(&mut st, start, end, &mut outs);
-            },
+            tasks.iter().map(|&(lo, hi)| offsets[hi] - offsets[lo]),
         );
+        self.run(run, &tasks, acct, &|st, i, lo, hi| {
+            if let Some(mut w) = take(&wins[i]) {
+                run.compact_into(st, run.leaf_range(lo).0, run.leaf_range(hi - 1).1, &mut w);
+            }
+        });
         cols
     }
 
@@ -221,20 +343,11 @@ impl Driver for Parallel {
         if leaves == 0 {
             return;
         }
-        let grain = self.grain(leaves);
         // Pass 1: totals of every leaf but the last (nothing follows it).
-        let mut totals = vec![Scalar::Bool(false); leaves - 1];
         acct.alloc((leaves * std::mem::size_of::<Scalar>() * 2) as u64);
-        if leaves > 1 {
-            per_leaf(
-                run,
-                leaves - 1,
-                self.grain(leaves - 1),
-                &mut totals,
-                acct,
-                &|st, j| run.scan_leaf(st, j, None, None),
-            );
-        }
+        let totals = self.per_leaf(run, leaves - 1, acct, &|st, j| {
+            run.scan_leaf(st, j, None, None)
+        });
         // Leaf offsets, left to right: exactly the carries of cpu-simd.
         let mut offsets: Vec<Option<Scalar>> = Vec::with_capacity(leaves);
         let mut offset = None;
@@ -244,23 +357,22 @@ impl Driver for Parallel {
             offsets.push(offset);
         }
         // Pass 2: every leaf rescanned with its offset.
-        for_each_task(
-            0,
-            leaves,
-            grain,
-            out,
-            &|out, lo, mid, _| out.split_at(run.leaf_range(mid).0 - run.leaf_range(lo).0),
-            &|lo, hi, mut out| {
-                acct.task();
-                acct.alloc(run.state_bytes());
-                let mut st = run.new_state();
-                for (j, &offset) in offsets.iter().enumerate().take(hi).skip(lo) {
-                    let (s, e) = run.leaf_range(j);
-                    let (w, rest) = out.split_at(e - s);
-                    out = rest;
-                    run.scan_leaf(&mut st, j, offset, Some(w));
-                }
-            },
-        );
+        let (_, tasks) = self.tasks(leaves);
+        let span = |&(lo, hi): &(usize, usize)| (run.leaf_range(lo).0, run.leaf_range(hi - 1).1);
+        let wins = windows(vec![out], tasks.iter().map(|t| span(t).1 - span(t).0));
+        self.run(run, &tasks, acct, &|st, i, lo, hi| {
+            let Some(w) = take(&wins[i]) else {
+                return;
+            };
+            let Some(mut out) = w.into_iter().next() else {
+                return;
+            };
+            for (j, &offset) in offsets.iter().enumerate().take(hi).skip(lo) {
+                let (s, e) = run.leaf_range(j);
+                let (w, rest) = out.split_at(e - s);
+                out = rest;
+                run.scan_leaf(st, j, offset, Some(w));
+            }
+        });
     }
 }

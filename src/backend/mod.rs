@@ -10,9 +10,10 @@ pub mod cpu_simd;
 mod registry;
 
 pub use registry::default_backends;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
-#[cfg(feature = "cuda")] pub mod cuda;
 
 use crate::expr::{DType, Scalar};
 use crate::plan::{PhysicalPlan, PlanOutput};

@@ -385,8 +385,11 @@ fn measure_cpu(plan: &Plan, deadline: Instant) -> CpuProfile {
     {
         let n = (plan.dram_bytes / 4).max(2 * llc as usize / 4);
         let bytes = (n * 4) as f64;
-        let needed = bytes / 2e9 + bytes * (2 * plan.dram_reps) as f64 / p.cache_bandwidth_one.min(p.bandwidth_one);
-        let left = deadline.saturating_duration_since(Instant::now()).as_secs_f64();
+        let needed = bytes / 2e9
+            + bytes * (2 * plan.dram_reps) as f64 / p.cache_bandwidth_one.min(p.bandwidth_one);
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .as_secs_f64();
         if needed > left {
             return p;
         }

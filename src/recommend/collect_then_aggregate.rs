@@ -16,7 +16,10 @@ pub(super) fn applies(cx: &Context<'_>, p: &Produced) -> bool {
     p.filtered
         && stages.len() == 1
         && matches!(stages[0].terminal, Terminal::Reduce(_))
-        && stages[0].inputs.iter().all(|i| matches!(i, StageInput::Source(_)))
+        && stages[0]
+            .inputs
+            .iter()
+            .all(|i| matches!(i, StageInput::Source(_)))
 }
 
 impl Rule for CollectThenAggregateRule {
@@ -50,12 +53,26 @@ mod tests {
     use std::time::Duration;
 
     fn filtered(xs: &[f32], tracker: &OutputTracker) -> Vec<f32> {
-        let e = xs.compute().filter(|x| x.gt(0.5)).explain().collect::<Vec<f32>>();
+        let e = xs
+            .compute()
+            .filter(|x| x.gt(0.5))
+            .explain()
+            .collect::<Vec<f32>>();
         let v: Vec<f32> = xs.compute().filter(|x| x.gt(0.5)).collect();
         let out = crate::plan::PlanOutput::Columns(vec![Column::F32(v)]);
-        tracker.record(e.fingerprint, &e.plan, &out, xs.len() as u64, Duration::from_micros(9));
-        let crate::plan::PlanOutput::Columns(mut c) = out else { unreachable!() };
-        let Some(Column::F32(v)) = c.pop() else { unreachable!() };
+        tracker.record(
+            e.fingerprint,
+            &e.plan,
+            &out,
+            xs.len() as u64,
+            Duration::from_micros(9),
+        );
+        let crate::plan::PlanOutput::Columns(mut c) = out else {
+            unreachable!()
+        };
+        let Some(Column::F32(v)) = c.pop() else {
+            unreachable!()
+        };
         v
     }
 
@@ -68,7 +85,10 @@ mod tests {
         let e = kept.compute().explain_analyze().sum();
         let r = analyzed_with(&e, producer);
         assert!(kinds(&r).contains(&CollectThenAggregate), "{r:?}");
-        assert!(!kinds(&r).contains(&IntermediateCollect), "one advice, not two");
+        assert!(
+            !kinds(&r).contains(&IntermediateCollect),
+            "one advice, not two"
+        );
     }
 
     #[test]
@@ -77,7 +97,11 @@ mod tests {
         let tracker = OutputTracker::new();
         let kept = filtered(&xs, &tracker);
         let producer = tracker.producer_of(&[Input::Host(ColumnRef::F32(&kept))]);
-        let e = kept.compute().map(|x| x * 2.0).explain_analyze().collect::<Vec<f32>>();
+        let e = kept
+            .compute()
+            .map(|x| x * 2.0)
+            .explain_analyze()
+            .collect::<Vec<f32>>();
         assert!(!kinds(&analyzed_with(&e, producer)).contains(&CollectThenAggregate));
         let e = xs.compute().explain_analyze().sum();
         assert!(!kinds(&analyzed_with(&e, None)).contains(&CollectThenAggregate));

@@ -54,8 +54,17 @@ impl OutputTracker {
 
     /// Records the output of a finished run of `plan` (only a collect of at
     /// least [`MIN_ELEMENTS`] elements is kept).
-    pub fn record(&self, fingerprint: u64, plan: &PhysicalPlan, out: &PlanOutput, elements_in: u64, execute: Duration) {
-        let PlanOutput::Columns(cols) = out else { return };
+    pub fn record(
+        &self,
+        fingerprint: u64,
+        plan: &PhysicalPlan,
+        out: &PlanOutput,
+        elements_in: u64,
+        execute: Duration,
+    ) {
+        let PlanOutput::Columns(cols) = out else {
+            return;
+        };
         let Some(c) = cols.first() else { return };
         if c.len() < MIN_ELEMENTS {
             return;

@@ -46,10 +46,20 @@ mod tests {
 
     /// Collects `xs * 2` and records it as a run of the engine would.
     fn produce(xs: &[f32], tracker: &OutputTracker) -> Vec<f32> {
-        let e = xs.compute().map(|x| x * 2.0).explain().collect::<Vec<f32>>();
+        let e = xs
+            .compute()
+            .map(|x| x * 2.0)
+            .explain()
+            .collect::<Vec<f32>>();
         let v: Vec<f32> = xs.compute().map(|x| x * 2.0).collect();
         let out = crate::plan::PlanOutput::Columns(vec![Column::F32(v)]);
-        tracker.record(e.fingerprint, &e.plan, &out, xs.len() as u64, Duration::from_micros(5));
+        tracker.record(
+            e.fingerprint,
+            &e.plan,
+            &out,
+            xs.len() as u64,
+            Duration::from_micros(5),
+        );
         match out {
             crate::plan::PlanOutput::Columns(mut c) => match c.pop() {
                 Some(Column::F32(v)) => v,
@@ -83,6 +93,9 @@ mod tests {
         let e = fresh.compute().map(|x| x + 1.0).explain_analyze().sum();
         assert!(!kinds(&analyzed_with(&e, producer)).contains(&IntermediateCollect));
         let small = produce(&xs[..100], &tracker);
-        assert_eq!(tracker.find(small.as_ptr() as usize, small.len(), DType::F32), None);
+        assert_eq!(
+            tracker.find(small.as_ptr() as usize, small.len(), DType::F32),
+            None
+        );
     }
 }

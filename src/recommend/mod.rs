@@ -153,7 +153,10 @@ pub(crate) mod testing {
     }
 
     /// The same with the declined backends of the explain and a producer.
-    pub fn analyzed_with(e: &crate::metrics::Explain, producer: Option<Produced>) -> Vec<Recommendation> {
+    pub fn analyzed_with(
+        e: &crate::metrics::Explain,
+        producer: Option<Produced>,
+    ) -> Vec<Recommendation> {
         recommend_with(
             &Context {
                 plan: &e.plan,
@@ -185,7 +188,10 @@ pub(crate) mod testing {
         fn availability(&self) -> crate::backend::Availability {
             crate::backend::Availability::Available
         }
-        fn supports(&self, plan: &crate::plan::PhysicalPlan) -> Result<(), std::borrow::Cow<'static, str>> {
+        fn supports(
+            &self,
+            plan: &crate::plan::PhysicalPlan,
+        ) -> Result<(), std::borrow::Cow<'static, str>> {
             if self.no_wide && plan.stages.iter().any(|s| s.uses_wide_types()) {
                 return Err("the adapter lacks SHADER_F64/SHADER_INT64".into());
             }
@@ -200,7 +206,11 @@ pub(crate) mod testing {
             let out = crate::backend::cpu_scalar::CpuScalar.execute(job, stats)?;
             stats.execute = t.elapsed();
             stats.transfer_in = self.transfer;
-            stats.bytes_uploaded = job.inputs.iter().map(|i| (i.len() * i.dtype().size()) as u64).sum();
+            stats.bytes_uploaded = job
+                .inputs
+                .iter()
+                .map(|i| (i.len() * i.dtype().size()) as u64)
+                .sum();
             Ok(out)
         }
     }

@@ -56,14 +56,27 @@ mod tests {
     #[test]
     fn silent_on_the_cpu_or_when_the_device_is_estimated_faster() {
         let xs = vec![1.0f32; 100];
-        let x = xs.compute().on(BackendKind::CpuSimd).explain_analyze().sum();
+        let x = xs
+            .compute()
+            .on(BackendKind::CpuSimd)
+            .explain_analyze()
+            .sum();
         assert!(!kinds(&analyzed(&x)).contains(&SmallDeviceInput));
         // Planned (not run) on a device the model prices below the CPU.
         let x = xs.compute().explain().sum();
         let estimates = [
-            CandidateEstimate { backend: BackendKind::CpuSimd, seconds: 5e-3 },
-            CandidateEstimate { backend: BackendKind::CpuParallel, seconds: 3e-3 },
-            CandidateEstimate { backend: BackendKind::Wgpu, seconds: 1e-3 },
+            CandidateEstimate {
+                backend: BackendKind::CpuSimd,
+                seconds: 5e-3,
+            },
+            CandidateEstimate {
+                backend: BackendKind::CpuParallel,
+                seconds: 3e-3,
+            },
+            CandidateEstimate {
+                backend: BackendKind::Wgpu,
+                seconds: 1e-3,
+            },
         ];
         let r = recommend(&Context {
             plan: &x.plan,

@@ -56,7 +56,11 @@ mod tests {
     fn silent_without_transfers_or_off_the_device() {
         assert!(!kinds(&analyzed(&run(Duration::ZERO))).contains(&TransfersDominate));
         let xs = vec![1.0f32; 1000];
-        let x = xs.compute().on(BackendKind::CpuSimd).explain_analyze().sum();
+        let x = xs
+            .compute()
+            .on(BackendKind::CpuSimd)
+            .explain_analyze()
+            .sum();
         assert!(!kinds(&analyzed(&x)).contains(&TransfersDominate));
     }
 }

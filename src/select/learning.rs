@@ -188,7 +188,10 @@ impl Selector for LearningSelector {
         let bucket = match buckets.iter().position(|b| b.key == key) {
             Some(i) => &mut buckets[i],
             None => {
-                buckets.push(Bucket { key, ..Bucket::default() });
+                buckets.push(Bucket {
+                    key,
+                    ..Bucket::default()
+                });
                 buckets.last_mut().expect("just pushed")
             }
         };
@@ -492,10 +495,17 @@ mod tests {
     fn plan(n: usize) -> (CompiledPlan, WorkloadCharacteristics) {
         let xs = vec![1.0f32; n];
         let e = xs.compute().map(|x| x * 2.0 + 1.0).explain().sum();
-        (CompiledPlan::new(e.plan.clone(), e.fingerprint, PlanReport::default()), e.workload)
+        (
+            CompiledPlan::new(e.plan.clone(), e.fingerprint, PlanReport::default()),
+            e.workload,
+        )
     }
 
-    const CPU: [BackendKind; 3] = [BackendKind::CpuScalar, BackendKind::CpuSimd, BackendKind::CpuParallel];
+    const CPU: [BackendKind; 3] = [
+        BackendKind::CpuScalar,
+        BackendKind::CpuSimd,
+        BackendKind::CpuParallel,
+    ];
 
     fn select(s: &LearningSelector, p: &CompiledPlan, w: &WorkloadCharacteristics) -> Decision {
         s.select(&SelectionInput {
@@ -506,7 +516,12 @@ mod tests {
         })
     }
 
-    fn metrics(p: &CompiledPlan, w: &WorkloadCharacteristics, k: BackendKind, secs: f64) -> ExecutionMetrics {
+    fn metrics(
+        p: &CompiledPlan,
+        w: &WorkloadCharacteristics,
+        k: BackendKind,
+        secs: f64,
+    ) -> ExecutionMetrics {
         ExecutionMetrics {
             run_id: 0,
             fingerprint: p.fingerprint,
@@ -549,7 +564,11 @@ mod tests {
             s.observe(&w, &metrics(&p, &w, BackendKind::CpuParallel, 3e-3));
         }
         let d = select(&s, &p, &w);
-        let d = if d.reason == SelectionReason::Exploration { select(&s, &p, &w) } else { d };
+        let d = if d.reason == SelectionReason::Exploration {
+            select(&s, &p, &w)
+        } else {
+            d
+        };
         assert_eq!(d.order[0], BackendKind::CpuSimd, "{d:?}");
         match d.reason {
             SelectionReason::History { samples, mean } => {
@@ -560,7 +579,11 @@ mod tests {
         }
         // The estimates carry every candidate, history-corrected.
         assert_eq!(d.estimates.len(), 3);
-        let par = d.estimates.iter().find(|e| e.backend == BackendKind::CpuParallel).unwrap();
+        let par = d
+            .estimates
+            .iter()
+            .find(|e| e.backend == BackendKind::CpuParallel)
+            .unwrap();
         assert!((par.seconds - 3e-3).abs() < 3e-4, "{par:?}");
     }
 
@@ -593,10 +616,18 @@ mod tests {
             }
             // Whatever ran is measured at what the model says, so the
             // choice stays.
-            let est = d.estimates.iter().find(|e| e.backend == d.order[0]).unwrap().seconds;
+            let est = d
+                .estimates
+                .iter()
+                .find(|e| e.backend == d.order[0])
+                .unwrap()
+                .seconds;
             s.observe(&w, &metrics(&p, &w, d.order[0], est));
         }
-        assert!(!explored.contains(&BackendKind::CpuScalar), "scalar is predicted many times slower");
+        assert!(
+            !explored.contains(&BackendKind::CpuScalar),
+            "scalar is predicted many times slower"
+        );
         // Each plausible alternative is tried only until it has min_samples.
         assert!(explored.len() <= 3, "{explored:?}");
     }
@@ -672,7 +703,10 @@ mod tests {
             }
         } // dropped: written
         let s = with_dir();
-        let st = s.history().stat(p.fingerprint, size_bucket(&w), BackendKind::CpuSimd).copied();
+        let st = s
+            .history()
+            .stat(p.fingerprint, size_bucket(&w), BackendKind::CpuSimd)
+            .copied();
         assert_eq!(st.map(|s| s.samples), Some(3));
         s.reset();
         drop(s);
@@ -684,7 +718,11 @@ mod tests {
     fn filter_selectivity_is_learned_per_plan() {
         let s = LearningSelector::new(settings());
         let xs = vec![1.0f32; 1 << 16];
-        let e = xs.compute().filter(|x| x.gt(0.5)).explain().collect::<Vec<f32>>();
+        let e = xs
+            .compute()
+            .filter(|x| x.gt(0.5))
+            .explain()
+            .collect::<Vec<f32>>();
         let p = CompiledPlan::new(e.plan.clone(), e.fingerprint, PlanReport::default());
         let w = e.workload.clone();
         select(&s, &p, &w);

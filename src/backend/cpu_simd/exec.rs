@@ -137,7 +137,9 @@ enum Acc {
         best: Scalar,
         pos: u64,
     },
-    Custom(Scalar),
+    /// `None` until the first element (leaves after the first start empty,
+    /// so a user identity enters the result once, as in the sequential fold).
+    Custom(Option<Scalar>),
     /// An aggregate a validated program cannot have (e.g. a `bool` sum).
     Invalid,
 }
@@ -447,7 +449,13 @@ impl<'a> StageRun<'a> {
     #[inline(always)]
     fn prefetch_next(&self, pos: usize, n: usize) {
         #[cfg(target_arch = "x86_64")]
-        for ((t, c), &off) in self.prog.input_types.iter().zip(&self.inputs).zip(&self.offsets) {
+        for ((t, c), &off) in self
+            .prog
+            .input_types
+            .iter()
+            .zip(&self.inputs)
+            .zip(&self.offsets)
+        {
             if t.is_none() {
                 continue;
             }
@@ -684,7 +692,7 @@ impl<'a> StageRun<'a> {
 
     // ---- reduce --------------------------------------------------------
 
-    fn new_accs(&self) -> Accs {
+    fn new_accs(&self, first_leaf: bool) -> Accs {
         let TermProgram::Reduce(aggs) = &self.prog.terminal else {
             return Accs::new();
         };
@@ -710,7 +718,7 @@ impl<'a> StageRun<'a> {
                         best: Scalar::zero(ty),
                         pos: 0,
                     },
-                    AggKind::Custom(c) => Acc::Custom(self.identity_of(c, ty)),
+                    AggKind::Custom(c) => Acc::Custom(first_leaf.then(|| self.identity_of(c, ty))),
                 }
             })
             .collect()
@@ -806,10 +814,17 @@ impl<'a> StageRun<'a> {
         n: usize,
         mask: Option<&[bool]>,
     ) {
-        let (a, b) = (self.operand::<T>(fu.a, regs, pos, n), self.operand::<T>(fu.b, regs, pos, n));
+        let (a, b) = (
+            self.operand::<T>(fu.a, regs, pos, n),
+            self.operand::<T>(fu.b, regs, pos, n),
+        );
         match fu.op {
-            BinaryOp::Add => kernels::fold_lanes_bin(acc, a, b, n, mask, T::ZERO, T::n_add, T::n_add),
-            BinaryOp::Sub => kernels::fold_lanes_bin(acc, a, b, n, mask, T::ZERO, T::n_sub, T::n_add),
+            BinaryOp::Add => {
+                kernels::fold_lanes_bin(acc, a, b, n, mask, T::ZERO, T::n_add, T::n_add)
+            }
+            BinaryOp::Sub => {
+                kernels::fold_lanes_bin(acc, a, b, n, mask, T::ZERO, T::n_sub, T::n_add)
+            }
             _ => kernels::fold_lanes_bin(acc, a, b, n, mask, T::ZERO, T::n_mul, T::n_add),
         }
     }
@@ -821,7 +836,7 @@ impl<'a> StageRun<'a> {
         &self,
         c: &Combine,
         col: &Col,
-        acc: &mut Scalar,
+        acc: &mut Option<Scalar>,
         regs: &Regs,
         pos: usize,
         n: usize,
@@ -832,7 +847,8 @@ impl<'a> StageRun<'a> {
             let mut a = *acc;
             for (i, &v) in xs.iter().enumerate() {
                 if mask.map_or(true, |m| m.get(i).copied().unwrap_or(false)) {
-                    a = c.eval(a, v.to_scalar(), self.params);
+                    let x = v.to_scalar();
+                    a = Some(a.map_or(x, |a| c.eval(a, x, self.params)));
                 }
             }
             *acc = a;
@@ -857,7 +873,13 @@ impl<'a> StageRun<'a> {
                     Acc::Arg {
                         have, best, pos, ..
                     } => return Partial { v: best, pos, have },
-                    Acc::Custom(v) => v,
+                    Acc::Custom(v) => {
+                        return Partial {
+                            v: v.unwrap_or(Scalar::Bool(false)),
+                            pos: 0,
+                            have: v.is_some(),
+                        }
+                    }
                     Acc::Invalid => Scalar::U64(0),
                 };
                 Partial {
@@ -884,7 +906,7 @@ impl<'a> StageRun<'a> {
                 Partial {
                     v,
                     pos: 0,
-                    have: false,
+                    have: matches!(a.kind, AggKind::Custom(_)),
                 }
             })
             .collect()
@@ -893,7 +915,7 @@ impl<'a> StageRun<'a> {
     /// The partials of leaf `j`.
     pub(crate) fn reduce_leaf(&self, st: &mut Exec, j: usize) -> Partials {
         let (start, end) = self.leaf_range(j);
-        let mut accs = self.new_accs();
+        let mut accs = self.new_accs(j == 0);
         let mut pos = start;
         while pos < end {
             let n = (end - pos).min(BLOCK);
@@ -923,7 +945,12 @@ impl<'a> StageRun<'a> {
                 {
                     *l = r
                 }
-                AggKind::Custom(c) => l.v = c.eval(l.v, r.v, self.params),
+                // Custom partials may be empty (`have == false`).
+                AggKind::Custom(c) => match (l.have, r.have) {
+                    (true, true) => l.v = c.eval(l.v, r.v, self.params),
+                    (false, true) => *l = r,
+                    _ => {}
+                },
                 _ => {}
             }
         }
@@ -1110,8 +1137,11 @@ impl<'a> StageRun<'a> {
                 }
                 carry.to_scalar()
             }, else Scalar::Bool(false)),
+            // Leaves after the first start with no carry at all, so that the
+            // user identity enters once: only associativity is assumed.
             ScanOp::Custom(c) => with_lane!(col.ty, T => {
-                let mut carry = self.identity_of(c, col.ty);
+                let id = self.identity_of(c, col.ty);
+                let mut carry = (j == 0).then_some(id);
                 let mut pos = start;
                 while pos < end {
                     let n = (end - pos).min(BLOCK);
@@ -1120,27 +1150,30 @@ impl<'a> StageRun<'a> {
                     let at = pos - start;
                     match out.as_mut().and_then(|o| T::out(o)).and_then(|w| w.get_mut(at..at + n)) {
                         Some(w) => {
-                            for (i, (o, &v)) in w.iter_mut().zip(x).enumerate() {
-                                let next = c.eval(carry, v.to_scalar(), self.params);
-                                let local = if excl { carry } else { next };
-                                let val = match offset {
-                                    None => local,
-                                    Some(off) if excl && at + i == 0 => off,
-                                    Some(off) => c.eval(off, local, self.params),
+                            for (o, &v) in w.iter_mut().zip(x) {
+                                let v = v.to_scalar();
+                                let next = carry.map_or(v, |a| c.eval(a, v, self.params));
+                                let local = if excl { carry } else { Some(next) };
+                                let val = match (offset, local) {
+                                    (None, Some(l)) => l,
+                                    (Some(off), None) => off,
+                                    (Some(off), Some(l)) => c.eval(off, l, self.params),
+                                    (None, None) => id,
                                 };
                                 *o = T::from_scalar(val);
-                                carry = next;
+                                carry = Some(next);
                             }
                         }
                         None => {
                             for &v in x {
-                                carry = c.eval(carry, v.to_scalar(), self.params);
+                                let v = v.to_scalar();
+                                carry = Some(carry.map_or(v, |a| c.eval(a, v, self.params)));
                             }
                         }
                     }
                     pos += n;
                 }
-                carry
+                carry.unwrap_or(id)
             }),
         }
     }

@@ -341,7 +341,9 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
         for a in aggs {
             if let (AggKind::Sum, Some(c)) = (&a.kind, a.column) {
                 let d = prog.get(c);
-                if let Node::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), x, y) = d.node {
+                if let Node::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), x, y) =
+                    d.node
+                {
                     if d.ty.is_float() && !uniform[c.index()] && uses[c.index()] == 1 {
                         fused[c.index()] = Some((op, x, y));
                     }
@@ -349,12 +351,18 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
             }
         }
     }
-    let unfused_roots: SmallVec<[Value; 8]> =
-        roots.iter().copied().filter(|r| fused[r.index()].is_none()).collect();
+    let unfused_roots: SmallVec<[Value; 8]> = roots
+        .iter()
+        .copied()
+        .filter(|r| fused[r.index()].is_none())
+        .collect();
     // What must be computed and live at the end: the roots, with fused
     // columns replaced by their operands.
     let mut live_roots = unfused_roots.clone();
-    for (x, y) in roots.iter().filter_map(|r| fused[r.index()].map(|(_, x, y)| (x, y))) {
+    for (x, y) in roots
+        .iter()
+        .filter_map(|r| fused[r.index()].map(|(_, x, y)| (x, y)))
+    {
         live_roots.extend([x, y]);
     }
     let roots = unfused_roots;
@@ -518,11 +526,16 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
                 .map(|a| {
                     let f = a.column.and_then(|c| fused[c.index()].map(|f| (c, f)));
                     if let (Some((c, (op, x, y))), AggKind::Sum) = (f, &a.kind) {
-                        let opnd = |v: Value| operand[v.index()].ok_or_else(|| format!("{v} was not compiled"));
+                        let opnd = |v: Value| {
+                            operand[v.index()].ok_or_else(|| format!("{v} was not compiled"))
+                        };
                         let (a_, b_) = (opnd(x)?, opnd(y)?);
                         return Ok(AggProgram {
                             kind: a.kind.clone(),
-                            col: Some(Col { ty: prog.ty(c), src: a_ }),
+                            col: Some(Col {
+                                ty: prog.ty(c),
+                                src: a_,
+                            }),
                             fused: Some(Fused { op, a: a_, b: b_ }),
                         });
                     }
@@ -645,7 +658,15 @@ impl fmt::Display for StageProgram {
                 write!(f, "  reduce:")?;
                 for a in aggs {
                     if let (Some(fu), Some(c)) = (a.fused, a.col) {
-                        write!(f, " {}({} {}, {}:{})", a.kind.name(), fu.op, fu.a, fu.b, c.ty)?;
+                        write!(
+                            f,
+                            " {}({} {}, {}:{})",
+                            a.kind.name(),
+                            fu.op,
+                            fu.a,
+                            fu.b,
+                            c.ty
+                        )?;
                         continue;
                     }
                     match a.col {

@@ -223,9 +223,10 @@ pub(crate) fn check(
     )
     .unwrap();
     assert_bitwise(&simd, &portable, "portable vs detected ISA");
-    for tasks in [1, 3, 64] {
+    for (tasks, helpers) in [(1, 1), (3, 0), (3, 2), (64, 1), (64, 5)] {
         let d = Parallel {
             tasks_wanted: tasks,
+            helpers,
         };
         let out = run_plan(
             &prog,
@@ -237,7 +238,11 @@ pub(crate) fn check(
             &Acct::default(),
         )
         .unwrap();
-        assert_bitwise(&simd, &out, &format!("cpu-parallel with {tasks} tasks"));
+        assert_bitwise(
+            &simd,
+            &out,
+            &format!("cpu-parallel: {tasks} tasks, {helpers} helpers"),
+        );
     }
     simd
 }
@@ -396,6 +401,33 @@ fn custom_reduce_matches_scalar() {
         let params = [Scalar::I64(0), Scalar::I64(1000), Scalar::I64(i64::MIN)];
         check(pl, &[ColumnRef::I64(&xs)], &params, false);
     }
+    // A start value that is not an identity enters the result once (only
+    // associativity is assumed), across leaves too.
+    let xs: Vec<i64> = (0..3 * LEAF + 7).map(|i| i as i64 % 97 - 40).collect();
+    let mut p = P::default();
+    let x = p.input(0, DType::I64);
+    let aggs = smallvec![agg(
+        AggKind::Custom(combine(BinaryOp::Add, DType::I64, 0)),
+        Some(x)
+    )];
+    let pl = plan(
+        &[DType::I64],
+        1,
+        vec![stage(1, p, None, Terminal::Reduce(aggs))],
+    );
+    check(pl, &[ColumnRef::I64(&xs)], &[Scalar::I64(1000)], false);
+    for exclusive in [false, true] {
+        let mut p = P::default();
+        let x = p.input(0, DType::I64);
+        let t = Terminal::Scan {
+            column: x,
+            op: ScanOp::Custom(combine(BinaryOp::Add, DType::I64, 0)),
+            exclusive,
+        };
+        let pl = plan(&[DType::I64], 1, vec![stage(1, p, None, t)]);
+        check(pl, &[ColumnRef::I64(&xs)], &[Scalar::I64(1000)], false);
+    }
+
     // Within one leaf a custom reduce is exactly the sequential fold, even
     // for a non-associative combine with a non-identity start.
     let xs: Vec<f64> = Rng(9).f64s(LEAF);
@@ -986,7 +1018,8 @@ fn block_program_text_form() {
     assert_eq!(
         prog.to_string(),
         "stage 0:\n  regs: f32x1\n    r0:f32 = mul in0, u1\n  reduce: sum(add r0, u2:f32)\n"
-    );}
+    );
+}
 
 /// `cargo test --release --lib backend::cpu_simd::tests::bench -- --ignored --nocapture`
 #[test]

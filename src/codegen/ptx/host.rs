@@ -41,7 +41,7 @@ use crate::codegen::{
     UniformValues,
 };
 use crate::expr::{eval, BinaryOp, DType, Scalar};
-use crate::plan::{AggKind, PhysicalPlan, PlanOutput, StageInput};
+use crate::plan::{AggKind, PhysicalPlan, StageInput};
 use crate::runtime::column::{Column, ColumnRef};
 use smallvec::SmallVec;
 
@@ -112,6 +112,8 @@ pub trait PtxDevice {
     /// A loaded module.
     type Module;
 
+    /// Loads a module (JIT-compiles it for the device).
+    fn load(&mut self, module: &PtxModule) -> Result<Self::Module, BackendError>;
     /// Allocates `bytes` bytes (at least 16).
     fn alloc(&mut self, bytes: usize) -> Result<Self::Buffer, BackendError>;
     /// Copies `data` to `dst` at byte `offset`.

@@ -10,7 +10,7 @@
 //! | --- | --- | --- |
 //! | `cq_exp_f64` | fdlibm `e_exp`: `x = k ln2 + r`, rational approximation of `e^r`, scaling by `2^k` in two steps | < 1 ulp |
 //! | `cq_ln_f64` | fdlibm `e_log`: `x = 2^k (1 + f)`, `s = f / (2 + f)`, polynomial in `s²` | < 1 ulp |
-//! | `cq_sincos_f64` | Cody–Waite reduction by `π/2` in three `fma` steps, fdlibm kernels | ~1 ulp for `|x| < 2^20`; the error grows with `|x|` beyond (no Payne–Hanek reduction) |
+//! | `cq_sincos_f64` | reduction by `π/2`: Cody–Waite in three `fma` steps below `2^20`, Payne–Hanek with a 1216-bit table of `2/π` above; fdlibm kernels | ~1 ulp |
 //! | `cq_fmod_f64` | musl `fmod`: long division on the integer significands | exact |
 //!
 //! Constants are written from their `f64` values, so no hex is typed by hand.
@@ -94,7 +94,7 @@ fn exp() -> String {
     let _ = writeln!(
         w,
         "\tfma.rn.f64 %fd4, %fd3, {}, %fd0;",
-        d(6.931_471_803_691_238_2e-1)
+        d(6.931_471_803_691_238e-1)
     );
     let _ = writeln!(
         w,
@@ -254,7 +254,7 @@ fn ln() -> String {
     let _ = writeln!(
         w,
         "\tmul.rn.f64 %fd18, %fd11, {};",
-        d(6.931_471_803_691_238_2e-1)
+        d(6.931_471_803_691_238e-1)
     );
     let _ = writeln!(w, "\tsub.rn.f64 %fd0, %fd18, %fd17;");
     let _ = writeln!(w, "\tbra $Lln_done;");
@@ -263,6 +263,46 @@ fn ln() -> String {
     let _ = writeln!(w, "$Lln_nan:\n\tmov.f64 %fd0, {};", d(f64::NAN));
     let _ = writeln!(w, "$Lln_done:\n\tst.param.f64 [cq_ret], %fd0;\n\tret;\n}}");
     s
+}
+
+/// `2/π` as 64-bit words, most significant first, after one zero word:
+/// bit `i` of the fraction (weight `2^-i`) is bit `63 + i` of the table.
+/// Computed exactly (Machin's formula on big integers) to 1216 bits, enough
+/// for every finite `f64`.
+const TWO_OVER_PI: [u64; 20] = [
+    0,
+    0xa2f9836e4e441529,
+    0xfc2757d1f534ddc0,
+    0xdb6295993c439041,
+    0xfe5163abdebbc561,
+    0xb7246e3a424dd2e0,
+    0x06492eea09d1921c,
+    0xfe1deb1cb129a73e,
+    0xe88235f52ebb4484,
+    0xe99c7026b45f7e41,
+    0x3991d639835339f4,
+    0x9c845f8bbdf9283b,
+    0x1ff897ffde05980f,
+    0xef2f118b5a0a6d1f,
+    0x6d367ecf27cb09b7,
+    0x4f463f669e5fea2d,
+    0x7527bac7ebe5f17b,
+    0x3d0739f78a5292ea,
+    0x6bfb5fb11f8d5d08,
+    0x56033046fc7b6bab,
+];
+
+/// Module-scope data a helper needs, written before the helpers.
+pub(crate) fn write_data(f: MathFn, out: &mut String) {
+    if f == MathFn::SinCos {
+        let words: Vec<String> = TWO_OVER_PI.iter().map(|w| format!("0x{w:016x}")).collect();
+        let _ = writeln!(
+            out,
+            ".const .align 8 .b64 cq_two_over_pi[{}] = {{{}}};\n",
+            TWO_OVER_PI.len(),
+            words.join(", ")
+        );
+    }
 }
 
 fn sincos() -> String {
@@ -274,7 +314,7 @@ fn sincos() -> String {
     );
     let _ = writeln!(
         w,
-        "\t.reg .pred %p<6>;\n\t.reg .b32 %r<8>;\n\t.reg .b64 %rd<2>;\n\t.reg .f64 %fd<32>;"
+        "\t.reg .pred %p<8>;\n\t.reg .b32 %r<8>;\n\t.reg .b64 %rd<25>;\n\t.reg .f64 %fd<32>;"
     );
     let _ = writeln!(w, "\tld.param.f64 %fd0, [cq_x];");
     let _ = writeln!(w, "\tld.param.b32 %r0, [cq_which];");
@@ -282,7 +322,9 @@ fn sincos() -> String {
     let _ = writeln!(w, "\tabs.f64 %fd1, %fd0;");
     let _ = writeln!(w, "\tsetp.equ.f64 %p0, %fd1, {};", d(f64::INFINITY));
     let _ = writeln!(w, "\t@%p0 bra $Lsc_nan;");
-    // k = rint(x 2/π); r = x - k π/2 in three fma steps.
+    let _ = writeln!(w, "\tsetp.ge.f64 %p3, %fd1, {};", d(2f64.powi(20)));
+    let _ = writeln!(w, "\t@%p3 bra $Lsc_big;");
+    // |x| < 2^20: k = rint(x 2/π); r = x - k π/2 in three fma steps.
     let _ = writeln!(
         w,
         "\tmul.rn.f64 %fd2, %fd0, {};",
@@ -295,7 +337,7 @@ fn sincos() -> String {
     let _ = writeln!(
         w,
         "\tfma.rn.f64 %fd5, %fd4, {}, %fd0;",
-        d(1.570_796_326_794_896_6)
+        d(std::f64::consts::FRAC_PI_2)
     );
     let _ = writeln!(
         w,
@@ -307,6 +349,7 @@ fn sincos() -> String {
         "\tfma.rn.f64 %fd5, %fd4, {}, %fd5;",
         d(-1.497_384_904_859_169_8e-33)
     );
+    let _ = writeln!(w, "$Lsc_poly:");
     let _ = writeln!(w, "\tmul.rn.f64 %fd6, %fd5, %fd5;");
     // sin r = r + r z (S1 + z (S2 + ... + z S6))
     let _ = writeln!(
@@ -362,7 +405,7 @@ fn sincos() -> String {
     let _ = writeln!(
         w,
         "\tfma.rn.f64 %fd10, %fd6, %fd10, {};",
-        d(4.166_666_666_666_660_2e-2)
+        d(4.166_666_666_666_66e-2)
     );
     let _ = writeln!(w, "\tmul.rn.f64 %fd11, %fd6, %fd6;");
     let _ = writeln!(w, "\tmul.rn.f64 %fd11, %fd11, %fd10;");
@@ -382,6 +425,89 @@ fn sincos() -> String {
     let _ = writeln!(w, "\tneg.f64 %fd17, %fd16;");
     let _ = writeln!(w, "\tselp.f64 %fd0, %fd17, %fd16, %p2;");
     let _ = writeln!(w, "\tbra $Lsc_done;");
+    // |x| >= 2^20: Payne–Hanek. x = m 2^e; x 2/π mod 4 = m G 2^-190 mod 4
+    // where G is the 192-bit window of 2/π starting at fraction bit e - 1.
+    let _ = writeln!(w, "$Lsc_big:");
+    let _ = writeln!(w, "\tmov.b64 %rd1, %fd1;");
+    let _ = writeln!(w, "\tshr.u64 %rd2, %rd1, 52;");
+    let _ = writeln!(w, "\tcvt.u32.u64 %r2, %rd2;");
+    let _ = writeln!(w, "\tsub.s32 %r3, %r2, 1075;");
+    let _ = writeln!(w, "\tand.b64 %rd3, %rd1, 4503599627370495;");
+    let _ = writeln!(w, "\tor.b64 %rd3, %rd3, 4503599627370496;");
+    let _ = writeln!(w, "\tadd.s32 %r4, %r3, 62;");
+    let _ = writeln!(w, "\tshr.u32 %r5, %r4, 6;");
+    let _ = writeln!(w, "\tand.b32 %r6, %r4, 63;");
+    let _ = writeln!(w, "\tsub.s32 %r7, 64, %r6;");
+    let _ = writeln!(w, "\tmov.u64 %rd4, cq_two_over_pi;");
+    let _ = writeln!(w, "\tmul.wide.u32 %rd5, %r5, 8;");
+    let _ = writeln!(w, "\tadd.s64 %rd4, %rd4, %rd5;");
+    let _ = writeln!(w, "\tld.const.u64 %rd6, [%rd4];");
+    let _ = writeln!(w, "\tld.const.u64 %rd7, [%rd4+8];");
+    let _ = writeln!(w, "\tld.const.u64 %rd8, [%rd4+16];");
+    let _ = writeln!(w, "\tld.const.u64 %rd9, [%rd4+24];");
+    // G0, G1, G2 (a shift by 64 gives 0 in PTX).
+    for (g, a, b) in [
+        ("%rd10", "%rd6", "%rd7"),
+        ("%rd11", "%rd7", "%rd8"),
+        ("%rd12", "%rd8", "%rd9"),
+    ] {
+        let _ = writeln!(w, "\tshl.b64 {g}, {a}, %r6;");
+        let _ = writeln!(w, "\tshr.b64 %rd13, {b}, %r7;");
+        let _ = writeln!(w, "\tor.b64 {g}, {g}, %rd13;");
+    }
+    // P mod 2^192 = (word2, word1, word0).
+    let _ = writeln!(w, "\tmul.lo.u64 %rd13, %rd3, %rd12;");
+    let _ = writeln!(w, "\tmul.hi.u64 %rd14, %rd3, %rd12;");
+    let _ = writeln!(w, "\tmul.lo.u64 %rd15, %rd3, %rd11;");
+    let _ = writeln!(w, "\tmul.hi.u64 %rd16, %rd3, %rd11;");
+    let _ = writeln!(w, "\tmul.lo.u64 %rd17, %rd3, %rd10;");
+    let _ = writeln!(w, "\tadd.u64 %rd18, %rd14, %rd15;");
+    let _ = writeln!(w, "\tsetp.lt.u64 %p4, %rd18, %rd14;");
+    let _ = writeln!(w, "\tadd.u64 %rd19, %rd16, %rd17;");
+    let _ = writeln!(w, "\t@%p4 add.u64 %rd19, %rd19, 1;");
+    // Quadrant: the two integer bits; fraction: the next 128 bits.
+    let _ = writeln!(w, "\tshr.u64 %rd20, %rd19, 62;");
+    let _ = writeln!(w, "\tcvt.u32.u64 %r1, %rd20;");
+    let _ = writeln!(w, "\tshl.b64 %rd21, %rd19, 2;");
+    let _ = writeln!(w, "\tshr.u64 %rd22, %rd18, 62;");
+    let _ = writeln!(w, "\tor.b64 %rd21, %rd21, %rd22;");
+    let _ = writeln!(w, "\tshl.b64 %rd22, %rd18, 2;");
+    let _ = writeln!(w, "\tshr.u64 %rd23, %rd13, 62;");
+    let _ = writeln!(w, "\tor.b64 %rd22, %rd22, %rd23;");
+    // A fraction >= 1/2 becomes f - 1 (next quadrant, negative remainder).
+    let _ = writeln!(w, "\tsetp.lt.s64 %p5, %rd21, 0;");
+    let _ = writeln!(w, "\t@%p5 add.s32 %r1, %r1, 1;");
+    let _ = writeln!(w, "\tneg.s64 %rd23, %rd22;");
+    let _ = writeln!(w, "\tnot.b64 %rd24, %rd21;");
+    let _ = writeln!(w, "\tsetp.eq.u64 %p6, %rd22, 0;");
+    let _ = writeln!(w, "\t@%p6 add.u64 %rd24, %rd24, 1;");
+    let _ = writeln!(w, "\t@%p5 mov.b64 %rd22, %rd23;");
+    let _ = writeln!(w, "\t@%p5 mov.b64 %rd21, %rd24;");
+    let _ = writeln!(w, "\tcvt.rn.f64.u64 %fd20, %rd21;");
+    let _ = writeln!(w, "\tcvt.rn.f64.u64 %fd21, %rd22;");
+    let _ = writeln!(w, "\tmul.rn.f64 %fd21, %fd21, {};", d(2f64.powi(-128)));
+    let _ = writeln!(
+        w,
+        "\tfma.rn.f64 %fd22, %fd20, {}, %fd21;",
+        d(2f64.powi(-64))
+    );
+    let _ = writeln!(w, "\t@%p5 neg.f64 %fd22, %fd22;");
+    // Odd symmetry: sin(-x) = -sin(x) through the quadrant and remainder.
+    let _ = writeln!(w, "\tsetp.lt.f64 %p7, %fd0, {};", d(0.0));
+    let _ = writeln!(w, "\t@%p7 neg.f64 %fd22, %fd22;");
+    let _ = writeln!(w, "\t@%p7 neg.s32 %r1, %r1;");
+    // r = f π/2
+    let _ = writeln!(
+        w,
+        "\tmul.rn.f64 %fd23, %fd22, {};",
+        d(6.123_233_995_736_766e-17)
+    );
+    let _ = writeln!(
+        w,
+        "\tfma.rn.f64 %fd5, %fd22, {}, %fd23;",
+        d(std::f64::consts::FRAC_PI_2)
+    );
+    let _ = writeln!(w, "\tbra $Lsc_poly;");
     let _ = writeln!(w, "$Lsc_nan:\n\tmov.f64 %fd0, {};", d(f64::NAN));
     let _ = writeln!(w, "$Lsc_done:\n\tst.param.f64 [cq_ret], %fd0;\n\tret;\n}}");
     s

@@ -21,7 +21,7 @@
 //! | `exp ln sin cos`, float `%` | approximate or missing | `cq_*_f64` helpers |
 //! | float `!=` | `setp.ne` is ordered | `setp.neu` (true for NaN) |
 
-use super::math::{write_helper, MathFn};
+use super::math::{write_data, write_helper, MathFn};
 use super::namer::Namer;
 use crate::codegen::kernel::{AtomicOp, Builtin, Kernel, Op, Operand, Stmt, SubgroupOp};
 use crate::expr::{BinaryOp, DType, Scalar, UnaryOp};
@@ -174,6 +174,9 @@ impl<W: Write> PtxWriter<W> {
         writeln!(self.out, ".address_size 64")?;
         writeln!(self.out)?;
         let mut text = String::new();
+        for h in &helpers {
+            write_data(*h, &mut text);
+        }
         for h in &helpers {
             write_helper(*h, &mut text);
         }
@@ -839,7 +842,8 @@ impl<'k, 'h> KernelWriter<'k, 'h> {
         }
         if to == DType::Bool {
             let c = if from.is_float() { "neu" } else { "ne" };
-            return self.ins(format!("setp.{c}.{} {d}, {a}, 0", ity(from)));
+            let zero = immediate(Scalar::zero(from));
+            return self.ins(format!("setp.{c}.{} {d}, {a}, {zero}", ity(from)));
         }
         if from == DType::Bool {
             let one = immediate(one(to));
@@ -1090,8 +1094,8 @@ mod tests {
                 })
                 .collect(),
         );
-        for i in 0..fields.len() {
-            b.assign(fields[i], Op::Uniform(FieldId::new(i)));
+        for (i, &ty) in fields.iter().enumerate() {
+            b.assign(ty, Op::Uniform(FieldId::new(i)));
         }
         let k = b.finish().unwrap();
         let (offs, size) = uniform_offsets(&k);

@@ -1,0 +1,199 @@
+//! The CUDA implementation of [`PtxDevice`]: transfers through the pinned
+//! staging buffers on the copy stream, launches on the compute stream, the
+//! per-buffer events of [`device`](super::device) ordering the two.
+
+use super::device::{driver_error, DeviceBuffer, Event, Gpu, Module, STAGING_BYTES};
+use crate::backend::{BackendError, Phase};
+use crate::codegen::ptx::{BufferArg, PtxDevice, PtxModule};
+use cudarc::driver::result;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// The device of one run, borrowing the backend's locked state.
+pub(crate) struct CudaDevice<'g> {
+    pub(crate) gpu: &'g mut Gpu,
+}
+
+impl CudaDevice<'_> {
+    fn new_event(&self, phase: Phase) -> Result<Arc<Event>, BackendError> {
+        Event::new(&self.gpu.ctx)
+            .map(Arc::new)
+            .map_err(|e| driver_error(phase, "creating an event", e))
+    }
+
+    /// The next staging buffer, once its previous transfer is complete.
+    fn staging(&mut self, phase: Phase) -> Result<usize, BackendError> {
+        let i = self.gpu.next_staging;
+        self.gpu.next_staging = (i + 1) % self.gpu.staging.len();
+        self.gpu.staging[i]
+            .done
+            .synchronize()
+            .map_err(|e| driver_error(phase, "waiting for a transfer", e))?;
+        Ok(i)
+    }
+}
+
+impl PtxDevice for CudaDevice<'_> {
+    type Buffer = DeviceBuffer;
+    type Module = Arc<Module>;
+
+    fn load(&mut self, module: &PtxModule) -> Result<Arc<Module>, BackendError> {
+        self.gpu.module(module)
+    }
+
+    fn alloc(&mut self, bytes: usize) -> Result<DeviceBuffer, BackendError> {
+        self.gpu.alloc(bytes)
+    }
+
+    fn upload(
+        &mut self,
+        dst: &DeviceBuffer,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), BackendError> {
+        if offset + data.len() > dst.bytes {
+            return Err(BackendError::new(
+                crate::backend::BackendKind::Cuda,
+                Phase::Upload,
+                "upload past the end of a buffer",
+            ));
+        }
+        let copy = self.gpu.copy.raw;
+        if let Some(e) = dst.last_use.lock().as_ref() {
+            e.wait_on(copy)
+                .map_err(|e| driver_error(Phase::Upload, "ordering an upload", e))?;
+        }
+        for (k, piece) in data.chunks(STAGING_BYTES).enumerate() {
+            let s = self.staging(Phase::Upload)?;
+            let pinned = self.gpu.staging[s].ptr;
+            // SAFETY: the staging buffer holds STAGING_BYTES and its last
+            // transfer is complete; the copy reads it before `done` fires.
+            unsafe {
+                std::ptr::copy_nonoverlapping(piece.as_ptr(), pinned, piece.len());
+                let host = std::slice::from_raw_parts(pinned, piece.len());
+                result::memcpy_htod_async(
+                    dst.ptr + (offset + k * STAGING_BYTES) as u64,
+                    host,
+                    copy,
+                )
+                .map_err(|e| driver_error(Phase::Upload, "copying to the device", e))?;
+            }
+            self.gpu.staging[s]
+                .done
+                .record(copy)
+                .map_err(|e| driver_error(Phase::Upload, "recording an upload", e))?;
+        }
+        let ready = self.new_event(Phase::Upload)?;
+        ready
+            .record(copy)
+            .map_err(|e| driver_error(Phase::Upload, "recording an upload", e))?;
+        *dst.ready.lock() = Some(ready);
+        Ok(())
+    }
+
+    fn download(
+        &mut self,
+        src: &DeviceBuffer,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), BackendError> {
+        if offset + out.len() > src.bytes {
+            return Err(BackendError::new(
+                crate::backend::BackendKind::Cuda,
+                Phase::Download,
+                "download past the end of a buffer",
+            ));
+        }
+        let copy = self.gpu.copy.raw;
+        for e in [src.last_use.lock().clone(), src.ready.lock().clone()]
+            .into_iter()
+            .flatten()
+        {
+            e.wait_on(copy)
+                .map_err(|e| driver_error(Phase::Download, "ordering a download", e))?;
+        }
+        for (k, piece) in out.chunks_mut(STAGING_BYTES).enumerate() {
+            let s = self.staging(Phase::Download)?;
+            let pinned = self.gpu.staging[s].ptr;
+            // SAFETY: the staging buffer is idle and large enough; we wait
+            // for the copy before reading it.
+            unsafe {
+                let host = std::slice::from_raw_parts_mut(pinned, piece.len());
+                result::memcpy_dtoh_async(
+                    host,
+                    src.ptr + (offset + k * STAGING_BYTES) as u64,
+                    copy,
+                )
+                .map_err(|e| driver_error(Phase::Download, "copying from the device", e))?;
+            }
+            let done = &self.gpu.staging[s].done;
+            done.record(copy)
+                .map_err(|e| driver_error(Phase::Download, "recording a download", e))?;
+            done.synchronize()
+                .map_err(|e| driver_error(Phase::Download, "copying from the device", e))?;
+            // SAFETY: the copy into the staging buffer is complete.
+            unsafe { std::ptr::copy_nonoverlapping(pinned, piece.as_mut_ptr(), piece.len()) };
+        }
+        Ok(())
+    }
+
+    fn launch(
+        &mut self,
+        module: &Arc<Module>,
+        entry: usize,
+        grid: u32,
+        block: u32,
+        buffers: &[BufferArg<'_, DeviceBuffer>],
+        uniforms: &[u8],
+    ) -> Result<(), BackendError> {
+        let compute = self.gpu.compute.raw;
+        for b in buffers {
+            if let Some(e) = b.buffer.ready.lock().as_ref() {
+                e.wait_on(compute)
+                    .map_err(|e| driver_error(Phase::Execute, "ordering a launch", e))?;
+            }
+        }
+        // Kernel parameters: one device address per binding, then the
+        // uniform block by value (the driver copies both at the call).
+        let mut addrs: Vec<u64> = buffers
+            .iter()
+            .map(|b| b.buffer.ptr + b.offset as u64)
+            .collect();
+        let mut block_bytes: Vec<u128> = vec![0; uniforms.len().div_ceil(16)];
+        // SAFETY: `block_bytes` holds at least `uniforms.len()` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                uniforms.as_ptr(),
+                block_bytes.as_mut_ptr() as *mut u8,
+                uniforms.len(),
+            )
+        };
+        let mut params: Vec<*mut c_void> = addrs
+            .iter_mut()
+            .map(|a| a as *mut u64 as *mut c_void)
+            .collect();
+        if !uniforms.is_empty() {
+            params.push(block_bytes.as_mut_ptr() as *mut c_void);
+        }
+        let f = *module.functions.get(entry).ok_or_else(|| {
+            BackendError::new(
+                crate::backend::BackendKind::Cuda,
+                Phase::Execute,
+                "no such entry",
+            )
+        })?;
+        // SAFETY: the parameters match the entry's signature (bindings,
+        // then the uniform block), written by the same PTX writer.
+        unsafe {
+            result::launch_kernel(f, (grid, 1, 1), (block, 1, 1), 0, compute, &mut params)
+                .map_err(|e| driver_error(Phase::Execute, "launching a kernel", e))?;
+        }
+        let used = self.new_event(Phase::Execute)?;
+        used.record(compute)
+            .map_err(|e| driver_error(Phase::Execute, "recording a launch", e))?;
+        for b in buffers {
+            *b.buffer.last_use.lock() = Some(used.clone());
+        }
+        Ok(())
+    }
+}

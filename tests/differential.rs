@@ -1,0 +1,398 @@
+//! The differential property suite: random pipelines (depth 1–8, every
+//! adaptor and terminal, every dtype, lengths from 0 to 10^6 around the
+//! block and leaf boundaries, NaN/inf/±0/extreme integers among the values)
+//! run on every backend and compared with `cpu-scalar`, which is compared
+//! with plain std iterator code.
+//!
+//! One body, instantiated per backend by `differential_suite!` (CubeCL and
+//! regex-automata style). A backend that cannot run here is skipped with the
+//! reason printed, unless `COMPUTEQ_REQUIRE` names it. Knobs:
+//! `COMPUTEQ_DIFF_CASES` (cases per backend), `COMPUTEQ_DIFF_RANDOM=1` (a
+//! random seed instead of the fixed one), `PROPTEST_RNG_SEED`.
+//!
+//! Tolerance (see `common/oracle.rs`): integers and booleans exactly; floats
+//! exactly where no reassociation or approximation is allowed, otherwise
+//! within `n · ε · Σ|x|` per reduction or scan element (propagated through
+//! the operations that follow), with NaN matching NaN and ±inf matching the
+//! same infinity.
+
+mod common;
+
+use common::ast::{self, Bin, Case, Cmp, Comb, Ex, ExKind, LitForm, Step, Term};
+use common::data::{DataSpec, Dist, LENGTHS};
+use common::value::{Val, NUMERIC};
+use common::{differential_config, run_case, Outcome, Summary};
+use computeq::backend::cpu_simd::{BLOCK, LEAF};
+use computeq::backend::BackendKind;
+use computeq::expr::DType;
+use proptest::test_runner::{TestCaseError, TestRunner};
+use std::cell::RefCell;
+
+/// Random cases per backend (override with `COMPUTEQ_DIFF_CASES`).
+const CASES: u32 = 96;
+
+/// The random suite for one backend.
+fn random_pipelines(kind: BackendKind) {
+    let engine = common::engine();
+    if common::skip_reason(&engine, kind).is_some() {
+        return;
+    }
+    let summary = RefCell::new(Summary::default());
+    let mut runner = TestRunner::new(differential_config(CASES));
+    let result = runner.run(&ast::case(), |case| {
+        let o = run_case(&engine, kind, &case).map_err(TestCaseError::fail)?;
+        summary.borrow_mut().add(&o);
+        Ok(())
+    });
+    eprintln!("{kind}: random pipelines: {}", summary.borrow());
+    if let Err(e) = result {
+        panic!("{kind}: {e}");
+    }
+    assert_unavailable_is_fatal(kind, &summary.borrow());
+}
+
+/// Hand-written pipelines at every boundary length, for every dtype: the
+/// random draw may miss a boundary, this never does.
+fn boundary_lengths(kind: BackendKind) {
+    let engine = common::engine();
+    if common::skip_reason(&engine, kind).is_some() {
+        return;
+    }
+    let mut summary = Summary::default();
+    for (d, &t) in NUMERIC.iter().enumerate() {
+        for (l, &len) in LENGTHS.iter().enumerate() {
+            let big = len > 100_000;
+            for (p, case) in fixed_pipelines(t, len, (d * 100 + l) as u64)
+                .into_iter()
+                .enumerate()
+            {
+                // Large inputs: a few pipelines only, to bound the run time.
+                if big && p % 3 != 0 {
+                    continue;
+                }
+                match run_case(&engine, kind, &case) {
+                    Ok(o) => summary.add(&o),
+                    Err(m) => panic!("{kind}: boundary case failed: {m}"),
+                }
+            }
+        }
+    }
+    eprintln!("{kind}: boundary lengths: {summary}");
+    assert_unavailable_is_fatal(kind, &summary);
+}
+
+fn assert_unavailable_is_fatal(kind: BackendKind, s: &Summary) {
+    if s.unavailable > 0 && common::required_backends().contains(&kind) {
+        panic!(
+            "{kind} is required by COMPUTEQ_REQUIRE but was unavailable for {} cases",
+            s.unavailable
+        );
+    }
+    if !kind.is_device() {
+        assert_eq!(s.declined, 0, "a CPU backend declined plans");
+    }
+}
+
+macro_rules! differential_suite {
+    ($($name:ident => $kind:expr;)*) => {$(
+        mod $name {
+            use super::*;
+
+            #[test]
+            fn random_pipelines_agree() {
+                random_pipelines($kind);
+            }
+
+            #[test]
+            fn boundary_lengths_agree() {
+                boundary_lengths($kind);
+            }
+        }
+    )*};
+}
+
+differential_suite! {
+    cpu_scalar => BackendKind::CpuScalar;
+    cpu_simd => BackendKind::CpuSimd;
+    cpu_parallel => BackendKind::CpuParallel;
+    wgpu => BackendKind::Wgpu;
+    cuda => BackendKind::Cuda;
+}
+
+// ------------------------------------------------------ fixed pipelines
+
+fn x(t: DType) -> Ex {
+    Ex {
+        ty: t,
+        kind: ExKind::X,
+    }
+}
+
+fn y(t: DType) -> Ex {
+    Ex {
+        ty: t,
+        kind: ExKind::Y,
+    }
+}
+
+fn lit(t: DType, v: f64) -> Ex {
+    let v = common::oracle::cast(Val::F64(v), t);
+    Ex {
+        ty: t,
+        kind: ExKind::Lit(v, LitForm::Inline),
+    }
+}
+
+fn bin(op: Bin, a: Ex, b: Ex) -> Ex {
+    Ex {
+        ty: a.ty,
+        kind: ExKind::Bin(op, Box::new(a), Box::new(b)),
+    }
+}
+
+fn cmp(op: Cmp, a: Ex, b: Ex) -> Ex {
+    Ex {
+        ty: DType::Bool,
+        kind: ExKind::Cmp(op, Box::new(a), Box::new(b)),
+    }
+}
+
+fn case(t: DType, len: usize, dist: Dist, seed: u64, steps: Vec<Step>, term: Term) -> Case {
+    Case {
+        source: DataSpec {
+            dtype: t,
+            len,
+            dist,
+            seed,
+        },
+        partners: vec![
+            DataSpec {
+                dtype: t,
+                len,
+                dist: Dist::Small,
+                seed: seed ^ 0xA5,
+            },
+            DataSpec {
+                dtype: t,
+                len: len.saturating_sub(1),
+                dist: Dist::Specials,
+                seed: seed ^ 0x5A,
+            },
+        ],
+        steps,
+        term,
+    }
+}
+
+/// The boundary pipelines for type `t` at length `len`.
+pub fn fixed_pipelines(t: DType, len: usize, seed: u64) -> Vec<Case> {
+    let c = |dist, steps, term| case(t, len, dist, seed, steps, term);
+    let x2p1 = bin(Bin::Add, bin(Bin::Mul, x(t), lit(t, 2.0)), lit(t, 1.0));
+    let positive = cmp(Cmp::Gt, x(t), lit(t, 0.0));
+    let every_third = Ex {
+        ty: DType::Bool,
+        kind: ExKind::Cmp(
+            Cmp::Eq,
+            Box::new(bin(
+                Bin::Rem,
+                Ex {
+                    ty: DType::U64,
+                    kind: ExKind::I,
+                },
+                lit(DType::U64, 3.0),
+            )),
+            Box::new(lit(DType::U64, 0.0)),
+        ),
+    };
+    vec![
+        c(Dist::Specials, vec![], Term::Sum),
+        c(
+            Dist::Small,
+            vec![Step::ScanSum { exclusive: false }],
+            Term::Collect,
+        ),
+        c(
+            Dist::Specials,
+            vec![Step::Filter(positive.clone())],
+            Term::Collect,
+        ),
+        c(Dist::Uniform, vec![Step::Map(x2p1)], Term::Stats),
+        c(
+            Dist::Ties,
+            vec![Step::EnumFilter(every_third)],
+            Term::ArgMax,
+        ),
+        c(
+            Dist::Small,
+            vec![Step::ZipMap(0, bin(Bin::Mul, x(t), y(t)))],
+            Term::Sum,
+        ),
+        c(
+            Dist::Wide,
+            vec![
+                Step::Skip(BLOCK - 1),
+                Step::Take(LEAF + 3),
+                Step::Scan {
+                    comb: Comb::Max,
+                    exclusive: true,
+                },
+            ],
+            Term::Collect,
+        ),
+        c(
+            Dist::Specials,
+            vec![Step::ZipFilter(1, cmp(Cmp::Ne, y(t), lit(t, 0.0)))],
+            Term::Min,
+        ),
+        c(Dist::Ties, vec![], Term::ArgMin),
+        c(
+            Dist::Small,
+            vec![Step::Filter(positive), Step::ScanSum { exclusive: true }],
+            Term::Mean,
+        ),
+        c(
+            Dist::Uniform,
+            vec![Step::Scan {
+                comb: Comb::Mul,
+                exclusive: false,
+            }],
+            Term::Reduce(Comb::Add),
+        ),
+        c(Dist::Degenerate, vec![], Term::Stats),
+    ]
+}
+
+// ------------------------------------------------- the suite can fail
+
+mod wrong_backend {
+    use super::*;
+    use computeq::backend::cpu_scalar::CpuScalar;
+    use computeq::backend::{Availability, Backend, BackendError, Job, RunStats};
+    use computeq::expr::Scalar;
+    use computeq::plan::{PhysicalPlan, PlanOutput, Terminal};
+    use computeq::runtime::column::Column;
+    use std::borrow::Cow;
+    use std::sync::Arc;
+
+    #[derive(Clone, Copy, Debug)]
+    enum Fault {
+        /// Adds one to the first integer aggregate or collected integer.
+        OffByOne,
+        /// Returns the survivors of a filter + collect in reverse order.
+        ReverseCompaction,
+    }
+
+    /// `cpu-scalar` under the name `cpu-simd`, with one fault.
+    #[derive(Debug)]
+    struct Wrong(Fault);
+
+    impl Backend for Wrong {
+        fn kind(&self) -> BackendKind {
+            BackendKind::CpuSimd
+        }
+        fn availability(&self) -> Availability {
+            Availability::Available
+        }
+        fn supports(&self, _plan: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
+            Ok(())
+        }
+        fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {
+            let mut out = CpuScalar.execute(job, stats)?;
+            let last = job.plan.plan.last();
+            match (self.0, &mut out) {
+                (Fault::OffByOne, PlanOutput::Aggregates(a)) => {
+                    if let Some(s) = a.iter_mut().find(|s| s.dtype().is_int()) {
+                        *s = match *s {
+                            Scalar::I32(v) => Scalar::I32(v.wrapping_add(1)),
+                            Scalar::U32(v) => Scalar::U32(v.wrapping_add(1)),
+                            Scalar::I64(v) => Scalar::I64(v.wrapping_add(1)),
+                            Scalar::U64(v) => Scalar::U64(v.wrapping_add(1)),
+                            other => other,
+                        };
+                    }
+                }
+                (Fault::OffByOne, PlanOutput::Columns(cols)) => {
+                    for c in cols.iter_mut() {
+                        match c {
+                            Column::I32(v) if !v.is_empty() => v[0] = v[0].wrapping_add(1),
+                            Column::U64(v) if !v.is_empty() => v[0] = v[0].wrapping_add(1),
+                            _ => continue,
+                        }
+                        break;
+                    }
+                }
+                (Fault::ReverseCompaction, PlanOutput::Columns(cols))
+                    if last.predicate.is_some()
+                        && matches!(last.terminal, Terminal::Collect(_)) =>
+                {
+                    for c in cols.iter_mut() {
+                        match c {
+                            Column::Bool(v) => v.reverse(),
+                            Column::I32(v) => v.reverse(),
+                            Column::U32(v) => v.reverse(),
+                            Column::I64(v) => v.reverse(),
+                            Column::U64(v) => v.reverse(),
+                            Column::F32(v) => v.reverse(),
+                            Column::F64(v) => v.reverse(),
+                        }
+                    }
+                }
+                _ => {}
+            }
+            Ok(out)
+        }
+    }
+
+    fn engine(f: Fault) -> computeq::runtime::Engine {
+        common::engine().with_backend(Arc::new(Wrong(f)))
+    }
+
+    #[test]
+    fn a_hand_picked_case_catches_each_fault() {
+        let t = DType::I32;
+        let sum = case(t, 10, Dist::Small, 7, vec![], Term::Sum);
+        let e = engine(Fault::OffByOne);
+        let err = run_case(&e, BackendKind::CpuSimd, &sum).expect_err("an off-by-one sum passed");
+        assert!(err.contains("cpu-simd disagrees with cpu-scalar"), "{err}");
+        // The same case on a correct engine agrees.
+        assert_eq!(
+            run_case(&common::engine(), BackendKind::CpuSimd, &sum),
+            Ok(Outcome::Agreed)
+        );
+
+        let compaction = case(
+            t,
+            2 * BLOCK + 5,
+            Dist::Uniform,
+            9,
+            vec![Step::Filter(cmp(Cmp::Gt, x(t), lit(t, 0.0)))],
+            Term::Collect,
+        );
+        let e = engine(Fault::ReverseCompaction);
+        let err = run_case(&e, BackendKind::CpuSimd, &compaction)
+            .expect_err("a reversed compaction passed");
+        assert!(err.contains("rows differ"), "{err}");
+    }
+
+    #[test]
+    fn the_random_suite_catches_each_fault() {
+        for fault in [Fault::OffByOne, Fault::ReverseCompaction] {
+            let e = engine(fault);
+            let mut config = differential_config(256);
+            config.cases = 256;
+            config.max_shrink_iters = 32;
+            let mut runner = TestRunner::new(config);
+            let result = runner.run(&ast::case(), |case| {
+                run_case(&e, BackendKind::CpuSimd, &case)
+                    .map(|_| ())
+                    .map_err(TestCaseError::fail)
+            });
+            let err = result.expect_err("the differential suite did not notice a wrong backend");
+            let text = err.to_string();
+            assert!(
+                text.contains("cpu-simd disagrees with cpu-scalar"),
+                "{fault:?}: {text}"
+            );
+        }
+    }
+}

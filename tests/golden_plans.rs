@@ -1,0 +1,136 @@
+//! Golden text of optimized physical plans (the stage text `explain` prints),
+//! one file per query in `tests/golden/plans/`, naga/cranelift style: a
+//! change in fusion, folding, CSE, predication or dead-code elimination shows
+//! up as a diff in review. The first line names the optimizer passes that
+//! changed the plan. `BLESS=1 cargo test --test golden_plans` rewrites the
+//! files.
+
+use computeq::metrics::Explain;
+use computeq::prelude::*;
+use computeq::runtime::{Config, Engine};
+use std::path::PathBuf;
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/plans")
+}
+
+fn text(e: &Explain) -> String {
+    let passes = if e.passes.is_empty() {
+        "none".to_string()
+    } else {
+        e.passes.join(", ")
+    };
+    format!("# optimizer: {passes}\n{}", e.plan)
+}
+
+#[track_caller]
+fn check(name: &str, explain: Explain) {
+    let got = text(&explain);
+    let path = dir().join(format!("{name}.txt"));
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::create_dir_all(dir()).unwrap();
+        std::fs::write(&path, &got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "missing {}; run `BLESS=1 cargo test --test golden_plans`",
+            path.display()
+        )
+    });
+    if got != want {
+        let diff: Vec<String> = diff_lines(&want, &got);
+        panic!(
+            "plan `{name}` differs from {} (BLESS=1 to accept):\n{}\n--- full plan ---\n{got}",
+            path.display(),
+            diff.join("\n")
+        );
+    }
+}
+
+/// A line diff good enough for short plans: `-` expected, `+` got.
+fn diff_lines(want: &str, got: &str) -> Vec<String> {
+    let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
+    let mut out = Vec::new();
+    for i in 0..w.len().max(g.len()) {
+        match (w.get(i), g.get(i)) {
+            (Some(a), Some(b)) if a == b => {}
+            (a, b) => {
+                if let Some(a) = a {
+                    out.push(format!("{i:>3} - {a}"));
+                }
+                if let Some(b) = b {
+                    out.push(format!("{i:>3} + {b}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+struct Data {
+    xs: Vec<f32>,
+    ys: Vec<f32>,
+    is: Vec<i32>,
+}
+
+fn data() -> Data {
+    Data {
+        xs: (0..64).map(|i| i as f32 * 0.25 - 4.0).collect(),
+        ys: (0..60).map(|i| 1.0 - i as f32 * 0.5).collect(),
+        is: (0..64).map(|i| (i * 7) % 19 - 9).collect(),
+    }
+}
+
+macro_rules! golden {
+    ($($name:ident: |$e:ident, $d:ident| $query:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let $e = Engine::with_config(Config::default());
+            let $d = data();
+            check(stringify!($name), $query);
+        }
+    )*};
+}
+
+golden! {
+    p1_sum_of_map: |e, d| e.query(&d.xs).map(|x| x * 2.0 + 1.0).explain().sum();
+    p2_filter_into_predicated_reduce: |e, d| e.query(&d.xs).filter(|x| x.gt(0.5)).map(|x| x * x).explain().sum();
+    p3_prefix_sum_collect: |e, d| e.query(&d.xs).scan_sum().explain().collect::<Vec<f32>>();
+    p4_collect_sqrt: |e, d| e.query(&d.xs).map(|x| x.sqrt() * 3.0 - x).explain().collect::<Vec<f32>>();
+    p5_dot_product: |e, d| e.query(&d.xs).zip(&d.ys).map(|(x, y)| x * y).explain().sum();
+    filter_collect_compacts: |e, d| e.query(&d.xs).filter(|x| x.ge(0.0)).explain().collect::<Vec<f32>>();
+    enumerate_filter_argmax: |e, d| e
+        .query(&d.is)
+        .enumerate()
+        .filter(|(i, _)| (i % 3).eq(0))
+        .map(|(_, x)| x)
+        .explain()
+        .argmax();
+    scan_then_filter_count: |e, d| e.query(&d.is).scan_sum().filter(|x| x.gt(0)).explain().count();
+    stats_is_one_multi_aggregate: |e, d| e.query(&d.xs).map(|x| x.abs()).explain().stats();
+    skip_take_range: |e, d| e.query(&d.xs).skip(3).take(10).explain().sum();
+    custom_reduce: |e, d| e.query(&d.is).explain().reduce(1, |a, b| a * b);
+    custom_exclusive_scan: |e, d| e.query(&d.is).scan_exclusive(i32::MIN, |a, b| a.max(b)).explain().collect::<Vec<i32>>();
+    constants_fold: |e, d| e
+        .query(&d.xs)
+        .map(|x| x * (Expr::constant(2.0f32) * Expr::constant(3.0f32)) + Expr::constant(1.0f32).sqrt())
+        .explain()
+        .sum();
+    common_subexpressions_merge: |e, d| e.query(&d.xs).map(|x| (x * x + 1.0) * (x * x + 1.0)).explain().sum();
+    mean_casts_to_f64: |e, d| e.query(&d.is).explain().mean();
+    zip_after_filter_joins_two_stages: |e, d| e
+        .query(&d.xs)
+        .filter(|x| x.lt(1.0))
+        .zip(&d.ys)
+        .map(|(x, y)| x + y)
+        .explain()
+        .collect::<Vec<f32>>();
+    unused_zip_column_is_dropped: |e, d| e.query(&d.xs).zip(&d.ys).map(|(_, y)| y).explain().sum();
+    any_after_map: |e, d| e.query(&d.is).map(|x| x * 2).explain().any(|x| x.gt(10));
+    casts_and_select: |e, d| e
+        .query(&d.is)
+        .map(|x| x.gt(0).select(x.cast::<f64>().sqrt(), -1.0))
+        .explain()
+        .collect::<Vec<f64>>();
+}

@@ -1,0 +1,1504 @@
+//! The PTX writer without a GPU: `ptxas` validates the text for sm_70,
+//! sm_80 and sm_90, and a strict PTX interpreter (`ptx_interp`) runs it
+//! through the library's own host protocol (`codegen::ptx::run_plan`),
+//! compared with `cpu-scalar` on hand-built stages, on real queries'
+//! plans and on random stages.
+//!
+//! `ptxas` is found through `PTXAS`, then `PATH`, then the development
+//! install in `.tools/pip`. When it is missing the ptxas tests print why
+//! and pass, unless `COMPUTEQ_REQUIRE` lists `ptxas`.
+
+mod ptx_interp;
+
+use computeq::backend::cpu_scalar;
+use computeq::backend::{
+    Availability, Backend, BackendError, BackendKind, Input, Job, Phase, RunStats,
+};
+use computeq::codegen::ptx::{
+    self, compile, cuda_caps, download_column, run_plan, PtxDevice, PtxOptions, PtxPlan, RunInput,
+    RunLimits, RunOutput,
+};
+use computeq::codegen::{lower_stage, Caps};
+use computeq::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
+use computeq::plan::{
+    AggKind, Aggregate, Combine, PhysicalPlan, PlanOutput, RangeOp, ScanOp, Stage, StageInput,
+    Terminal,
+};
+use computeq::runtime::column::{Column, ColumnRef};
+use computeq::runtime::{Config, Engine};
+use proptest::prelude::*;
+use ptx_interp::InterpDevice;
+use smallvec::smallvec;
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+// ------------------------------------------------------------------ ptxas
+
+fn required(what: &str) -> bool {
+    std::env::var("COMPUTEQ_REQUIRE")
+        .is_ok_and(|v| v.split(',').any(|s| s.trim().eq_ignore_ascii_case(what)))
+}
+
+/// The `ptxas` binary, or `None` (after printing why) when the tests may
+/// skip it.
+fn ptxas() -> Option<PathBuf> {
+    let candidates = std::env::var_os("PTXAS")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(
+            std::env::var_os("PATH")
+                .map(|p| {
+                    std::env::split_paths(&p)
+                        .map(|d| d.join("ptxas"))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default(),
+        )
+        .chain(std::iter::once(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/pip/nvidia/cuda_nvcc/bin/ptxas"),
+        ));
+    for c in candidates {
+        if c.is_file() {
+            return Some(c);
+        }
+    }
+    assert!(
+        !required("ptxas"),
+        "COMPUTEQ_REQUIRE lists ptxas but it was found neither in PTXAS nor on PATH"
+    );
+    eprintln!("skipping ptxas validation: no ptxas (set PTXAS, or COMPUTEQ_REQUIRE=ptxas to fail)");
+    None
+}
+
+const TARGETS: [&str; 3] = ["sm_70", "sm_80", "sm_90"];
+
+/// Assembles `text` for every target of [`TARGETS`].
+fn ptxas_check(ptxas: &PathBuf, name: &str, text: &str) -> Result<(), String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!("computeq-ptx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let file = dir.join(format!("{name}-{}.ptx", N.fetch_add(1, Ordering::Relaxed)));
+    for target in TARGETS {
+        // The module stays `.target sm_70`: the driver JIT-compiles it for
+        // newer GPUs exactly as ptxas does here for `--gpu-name`.
+        std::fs::write(&file, text).map_err(|e| e.to_string())?;
+        let out = std::process::Command::new(ptxas)
+            .args(["--gpu-name", target, "-o", "/dev/null"])
+            .arg(&file)
+            .output()
+            .map_err(|e| format!("running ptxas: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "ptxas {target} rejected {name}:\n{}\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                context(text, &String::from_utf8_lossy(&out.stderr))
+            ));
+        }
+    }
+    let _ = std::fs::remove_file(&file);
+    Ok(())
+}
+
+/// The lines around the first line ptxas complains about.
+fn context(text: &str, stderr: &str) -> String {
+    let line = stderr
+        .split(", line ")
+        .nth(1)
+        .and_then(|s| s.split(';').next())
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .unwrap_or(1);
+    text.lines()
+        .enumerate()
+        .skip(line.saturating_sub(15))
+        .take(30)
+        .map(|(i, l)| format!("{:5} {l}\n", i + 1))
+        .collect()
+}
+
+// ------------------------------------------------------------------ plans
+
+/// Builds a one-stage plan over inputs of `types` (one `Input` node each).
+fn one_stage(
+    types: &[DType],
+    param_count: usize,
+    build: impl FnOnce(&mut ExprArena, &[Value]) -> (Option<Value>, Terminal),
+) -> PhysicalPlan {
+    let mut p = ExprArena::new();
+    let xs: Vec<Value> = types
+        .iter()
+        .enumerate()
+        .map(|(s, &t)| p.push_typed(Node::Input(s as u16), t).unwrap())
+        .collect();
+    let (predicate, terminal) = build(&mut p, &xs);
+    PhysicalPlan {
+        input_dtypes: types.iter().copied().collect(),
+        param_count,
+        stages: smallvec![Stage {
+            inputs: (0..types.len() as u16).map(StageInput::Source).collect(),
+            enumerates: 0,
+            range: (0..types.len() as u16).map(RangeOp::Join).collect(),
+            program: p,
+            predicate,
+            terminal,
+        }],
+    }
+}
+
+fn c(p: &mut ExprArena, s: Scalar) -> Value {
+    p.push(Node::Const(s)).unwrap()
+}
+
+fn bin(p: &mut ExprArena, op: BinaryOp, a: Value, b: Value) -> Value {
+    p.push(Node::Binary(op, a, b)).unwrap()
+}
+
+fn agg(kind: AggKind, column: Option<Value>) -> Aggregate {
+    Aggregate { kind, column }
+}
+
+/// `x * 2 + 1` collected.
+fn map_plan(t: DType) -> PhysicalPlan {
+    one_stage(&[t], 0, |p, x| {
+        let two = c(p, Scalar::I64(2).cast(t));
+        let one = c(p, Scalar::I64(1).cast(t));
+        let m = bin(p, BinaryOp::Mul, x[0], two);
+        let a = bin(p, BinaryOp::Add, m, one);
+        (None, Terminal::Collect(smallvec![a]))
+    })
+}
+
+/// Every aggregate of `t` in one pass, optionally with `x > 0` as filter.
+fn multi_agg_plan(t: DType, filter: bool) -> PhysicalPlan {
+    one_stage(&[t], 0, |p, x| {
+        let zero = c(p, Scalar::zero(t));
+        let gt = bin(p, BinaryOp::Gt, x[0], zero);
+        let lt = bin(p, BinaryOp::Lt, x[0], zero);
+        let aggs = smallvec![
+            agg(AggKind::Sum, Some(x[0])),
+            agg(AggKind::Min, Some(x[0])),
+            agg(AggKind::Max, Some(x[0])),
+            agg(AggKind::Count, None),
+            agg(AggKind::ArgMin, Some(x[0])),
+            agg(AggKind::ArgMax, Some(x[0])),
+            agg(AggKind::Any, Some(lt)),
+            agg(AggKind::All, Some(gt)),
+        ];
+        (filter.then_some(gt), Terminal::Reduce(aggs))
+    })
+}
+
+/// A combine `(a, b) -> a * b + p0` style program; `f` builds its body.
+fn combine(
+    t: DType,
+    identity: u16,
+    f: impl FnOnce(&mut ExprArena, Value, Value) -> Value,
+) -> Combine {
+    let mut p = ExprArena::new();
+    let a = p.push_typed(Node::Input(0), t).unwrap();
+    let b = p.push_typed(Node::Input(1), t).unwrap();
+    let output = f(&mut p, a, b);
+    Combine {
+        program: p,
+        output,
+        identity,
+    }
+}
+
+fn scan_plan(t: DType, custom: bool, exclusive: bool) -> PhysicalPlan {
+    one_stage(&[t], custom as usize, |_, x| {
+        let op = if custom {
+            // "last non-zero": order-dependent, so the scan must keep order.
+            ScanOp::Custom(combine(t, 0, |p, a, b| {
+                let z = c(p, Scalar::zero(t));
+                let nz = bin(p, BinaryOp::Ne, b, z);
+                p.push(Node::Select(nz, b, a)).unwrap()
+            }))
+        } else {
+            ScanOp::Sum
+        };
+        (
+            None,
+            Terminal::Scan {
+                column: x[0],
+                op,
+                exclusive,
+            },
+        )
+    })
+}
+
+fn compact_plan(t: DType) -> PhysicalPlan {
+    one_stage(&[t, DType::I32], 0, |p, x| {
+        let zero = c(p, Scalar::zero(DType::I32));
+        let keep = bin(p, BinaryOp::Gt, x[1], zero);
+        let neg = p.push(Node::Unary(UnaryOp::Neg, x[0])).unwrap();
+        (Some(keep), Terminal::Collect(smallvec![neg, x[1]]))
+    })
+}
+
+fn custom_reduce_plan(t: DType) -> PhysicalPlan {
+    one_stage(&[t], 1, |_, x| {
+        let comb = combine(t, 0, |p, a, b| {
+            let z = c(p, Scalar::zero(t));
+            let nz = bin(p, BinaryOp::Ne, b, z);
+            p.push(Node::Select(nz, b, a)).unwrap()
+        });
+        (
+            None,
+            Terminal::Reduce(smallvec![agg(AggKind::Custom(comb), Some(x[0]))]),
+        )
+    })
+}
+
+// ------------------------------------------------------------------ data
+
+/// Deterministic values of `t` with the awkward ones mixed in.
+fn column(t: DType, n: usize, seed: u64) -> Column {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut col = Column::with_capacity(t, n);
+    for i in 0..n {
+        let r = next();
+        let special = r % 23 == 0;
+        let v = match t {
+            DType::Bool => Scalar::Bool(r & 1 == 1),
+            DType::F32 | DType::F64 => {
+                let specials = [
+                    0.0,
+                    -0.0,
+                    1.0,
+                    -1.0,
+                    0.5,
+                    -2.5,
+                    f64::NAN,
+                    f64::INFINITY,
+                    f64::NEG_INFINITY,
+                    1e30,
+                    -3e-40,
+                ];
+                let x = if special {
+                    specials[(r >> 8) as usize % specials.len()]
+                } else {
+                    ((r >> 11) as f64 / (1u64 << 53) as f64) * 200.0 - 100.0
+                };
+                Scalar::F64(x).cast(t)
+            }
+            _ => {
+                let specials = [
+                    0i64,
+                    1,
+                    -1,
+                    i64::MIN,
+                    i64::MAX,
+                    i32::MIN as i64,
+                    i32::MAX as i64,
+                    u32::MAX as i64,
+                ];
+                if special {
+                    Scalar::I64(specials[(r >> 8) as usize % specials.len()]).cast(t)
+                } else {
+                    Scalar::I64((r >> 20) as i64 % 2001 - 1000 + (i as i64 % 3)).cast(t)
+                }
+            }
+        };
+        col.push(v);
+    }
+    col
+}
+
+// ------------------------------------------------------------------ running
+
+fn small_caps() -> Caps {
+    Caps {
+        workgroup_size: 64,
+        items_per_thread: 2,
+        max_groups: 8,
+        ..cuda_caps()
+    }
+}
+
+/// Runs `plan` in the interpreter through the library's host protocol.
+fn run_interp(
+    plan: &PhysicalPlan,
+    inputs: &[Column],
+    params: &[Scalar],
+    caps: &Caps,
+    limits: RunLimits,
+) -> Result<(PlanOutput, u64), String> {
+    let ptx = compile(plan, caps, &PtxOptions::default())?;
+    run_compiled(plan, &ptx, inputs, params, limits)
+}
+
+fn run_compiled(
+    plan: &PhysicalPlan,
+    ptx: &PtxPlan,
+    inputs: &[Column],
+    params: &[Scalar],
+    limits: RunLimits,
+) -> Result<(PlanOutput, u64), String> {
+    let mut dev = InterpDevice::new();
+    let modules = ptx
+        .stages
+        .iter()
+        .map(|s| dev.load(&s.module))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let refs: Vec<_> = modules.iter().collect();
+    let ins: Vec<RunInput<'_, _>> = inputs.iter().map(|c| RunInput::Host(c.as_ref())).collect();
+    let mut stats = RunStats::default();
+    let out = run_plan(
+        &mut dev, plan, ptx, &refs, &ins, params, &limits, &mut stats,
+    )
+    .map_err(|e| e.to_string())?;
+    let out = match out {
+        RunOutput::Aggregates(a) => PlanOutput::Aggregates(a),
+        RunOutput::Columns(cols) => PlanOutput::Columns(
+            cols.iter()
+                .map(|d| download_column(&mut dev, d, &mut stats))
+                .collect::<Result<_, _>>()
+                .map_err(|e| e.to_string())?,
+        ),
+    };
+    Ok((out, dev.lane_instructions()))
+}
+
+/// Float results agree when equal, both NaN, or within a relative bound
+/// (summation order differs between the device and the left fold).
+fn close(a: Scalar, b: Scalar, tol: f64) -> bool {
+    match (a, b) {
+        (Scalar::F32(x), Scalar::F32(y)) => close_f(x as f64, y as f64, tol.max(1e-5)),
+        (Scalar::F64(x), Scalar::F64(y)) => close_f(x, y, tol.max(1e-12)),
+        _ => a == b,
+    }
+}
+
+fn close_f(x: f64, y: f64, tol: f64) -> bool {
+    (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= tol * (1.0 + x.abs().max(y.abs()))
+}
+
+fn compare(want: &PlanOutput, got: &PlanOutput, tol: f64) -> Result<(), String> {
+    match (want, got) {
+        (PlanOutput::Aggregates(w), PlanOutput::Aggregates(g)) => {
+            if w.len() != g.len() {
+                return Err(format!("{} aggregates, want {}", g.len(), w.len()));
+            }
+            for (i, (a, b)) in w.iter().zip(g).enumerate() {
+                if !close(*a, *b, tol) {
+                    return Err(format!("aggregate {i}: got {b:?}, want {a:?}"));
+                }
+            }
+        }
+        (PlanOutput::Columns(w), PlanOutput::Columns(g)) => {
+            if w.len() != g.len() {
+                return Err(format!("{} columns, want {}", g.len(), w.len()));
+            }
+            for (ci, (a, b)) in w.iter().zip(g).enumerate() {
+                if a.len() != b.len() {
+                    return Err(format!(
+                        "column {ci}: {} elements, want {}",
+                        b.len(),
+                        a.len()
+                    ));
+                }
+                for i in 0..a.len() {
+                    let (x, y) = (a.as_ref().get(i), b.as_ref().get(i));
+                    if !close(x, y, tol) {
+                        return Err(format!("column {ci}[{i}]: got {y:?}, want {x:?}"));
+                    }
+                }
+            }
+        }
+        _ => return Err(format!("got {got:?}, want {want:?}")),
+    }
+    Ok(())
+}
+
+/// Runs `plan` on cpu-scalar and in the interpreter and compares.
+fn check(
+    plan: &PhysicalPlan,
+    inputs: &[Column],
+    params: &[Scalar],
+    caps: &Caps,
+    limits: RunLimits,
+    tol: f64,
+) -> Result<(), String> {
+    let refs: Vec<ColumnRef<'_>> = inputs.iter().map(|c| c.as_ref()).collect();
+    let want = cpu_scalar::run_plan(plan, &refs, params)?;
+    let (got, _) = run_interp(plan, inputs, params, caps, limits)?;
+    compare(&want, &got, tol)
+}
+
+/// Lengths around every boundary of `caps`: empty, partial warps, one
+/// block, several blocks, the group cap.
+fn lengths(caps: &Caps) -> Vec<usize> {
+    let wg = caps.workgroup_size as usize;
+    let per = wg * caps.items_per_thread as usize;
+    let mut v = vec![
+        0,
+        1,
+        31,
+        32,
+        33,
+        wg - 1,
+        wg,
+        wg + 1,
+        per,
+        per + 1,
+        3 * per + 7,
+    ];
+    v.push(per * caps.max_groups as usize + 5);
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+// ------------------------------------------------------------------ tests
+
+fn every_shape(t: DType) -> Vec<(&'static str, PhysicalPlan)> {
+    let mut v = vec![
+        ("map", map_plan(t)),
+        ("reduce", multi_agg_plan(t, false)),
+        ("reduce_filtered", multi_agg_plan(t, true)),
+        ("scan_sum", scan_plan(t, false, false)),
+        ("scan_sum_exclusive", scan_plan(t, false, true)),
+        ("scan_custom", scan_plan(t, true, false)),
+        ("compact", compact_plan(t)),
+        ("reduce_custom", custom_reduce_plan(t)),
+    ];
+    if t == DType::Bool {
+        v.clear();
+    }
+    v
+}
+
+const NUMERIC: [DType; 6] = [
+    DType::I32,
+    DType::U32,
+    DType::I64,
+    DType::U64,
+    DType::F32,
+    DType::F64,
+];
+
+#[test]
+fn ptxas_accepts_every_shape_on_every_type() {
+    let Some(ptxas) = ptxas() else { return };
+    for t in NUMERIC {
+        for subgroups in [false, true] {
+            let caps = Caps {
+                subgroups,
+                ..cuda_caps()
+            };
+            let mut kernels = Vec::new();
+            for (_, plan) in every_shape(t) {
+                for s in &plan.stages {
+                    kernels.extend(lower_stage(s, &caps).unwrap().kernels);
+                }
+            }
+            let m = ptx::write_module(&kernels, &PtxOptions::default()).unwrap();
+            ptxas_check(&ptxas, &format!("shapes-{t}-{subgroups}"), &m.text).unwrap();
+        }
+    }
+}
+
+/// A collect stage applying every operation the element IR has to inputs
+/// of `t` (and a second input for binary operations).
+fn every_op_plan(t: DType) -> PhysicalPlan {
+    one_stage(&[t, t], 0, |p, x| {
+        let (a, b) = (x[0], x[1]);
+        let mut outs: Vec<Value> = vec![a];
+        for op in UnaryOp::ALL {
+            if op.accepts(t) {
+                outs.push(p.push(Node::Unary(op, a)).unwrap());
+            }
+        }
+        for op in BinaryOp::ALL {
+            if op.result_type(t).is_some() {
+                outs.push(p.push(Node::Binary(op, a, b)).unwrap());
+            }
+        }
+        for to in DType::ALL {
+            if to != t {
+                outs.push(p.push_typed(Node::Cast(a), to).unwrap());
+            }
+        }
+        if t.is_numeric() {
+            outs.push(p.push(Node::MulAdd(a, b, a)).unwrap());
+            outs.push(p.push(Node::Powi(a, 5)).unwrap());
+            outs.push(p.push(Node::Powi(a, -3)).unwrap());
+            let m1 = c(p, Scalar::I64(-1).cast(t));
+            outs.push(bin(p, BinaryOp::Div, a, m1));
+            outs.push(bin(p, BinaryOp::Rem, a, m1));
+        }
+        let cond = if t == DType::Bool {
+            a
+        } else {
+            bin(p, BinaryOp::Lt, a, b)
+        };
+        outs.push(p.push(Node::Select(cond, b, a)).unwrap());
+        (None, Terminal::Collect(outs.into_iter().collect()))
+    })
+}
+
+/// Values of `t` that exercise every guard: zeros of both signs, ±1,
+/// extremes, NaN, infinities, halves for rounding, subnormals.
+fn edge_values(t: DType) -> Vec<Scalar> {
+    let f = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        1.5,
+        -2.5,
+        2.5,
+        3.0,
+        -7.25,
+        1e10,
+        -1e10,
+        3e9,
+        -3e9,
+        2e19,
+        -2e19,
+        1e300,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1e-310,
+        -4e-39,
+        4294967296.0,
+        2147483648.0,
+        -2147483649.0,
+        123.456,
+        1e-5,
+    ];
+    match t {
+        DType::Bool => vec![Scalar::Bool(false), Scalar::Bool(true)],
+        DType::F32 | DType::F64 => f.iter().map(|&v| Scalar::F64(v).cast(t)).collect(),
+        _ => [
+            0i64,
+            1,
+            -1,
+            2,
+            -2,
+            7,
+            -7,
+            255,
+            i32::MIN as i64,
+            i32::MAX as i64,
+            u32::MAX as i64,
+            i64::MIN,
+            i64::MAX,
+            1 << 40,
+        ]
+        .iter()
+        .map(|&v| Scalar::I64(v).cast(t))
+        .collect(),
+    }
+}
+
+#[test]
+fn every_operation_on_every_type_matches_the_reference_on_edge_values() {
+    let pt = ptxas();
+    for t in DType::ALL {
+        let plan = every_op_plan(t);
+        let ptx = compile(&plan, &cuda_caps(), &PtxOptions::default()).unwrap();
+        if let Some(pt) = &pt {
+            ptxas_check(pt, &format!("ops-{t}"), &ptx.stages[0].module.text).unwrap();
+        }
+        // Every pair of edge values.
+        let e = edge_values(t);
+        let (mut xs, mut ys) = (Column::with_capacity(t, 0), Column::with_capacity(t, 0));
+        for &x in &e {
+            for &y in &e {
+                xs.push(x);
+                ys.push(y);
+            }
+        }
+        let inputs = [xs, ys];
+        let refs: Vec<ColumnRef<'_>> = inputs.iter().map(|c| c.as_ref()).collect();
+        let want = cpu_scalar::run_plan(&plan, &refs, &[]).unwrap();
+        let (got, _) = run_compiled(&plan, &ptx, &inputs, &[], RunLimits::default()).unwrap();
+        // Elementwise results are exact but for the transcendental helpers
+        // (within a few ulps): compare per column with that in mind.
+        let (PlanOutput::Columns(w), PlanOutput::Columns(g)) = (&want, &got) else {
+            panic!()
+        };
+        let Terminal::Collect(cols) = &plan.stages[0].terminal else {
+            panic!()
+        };
+        for (ci, ((wc, gc), v)) in w.iter().zip(g).zip(cols).enumerate() {
+            let node = plan.stages[0].program.get(*v).node;
+            let approx = matches!(
+                node,
+                Node::Unary(UnaryOp::Exp | UnaryOp::Ln | UnaryOp::Sin | UnaryOp::Cos, _)
+            );
+            for i in 0..wc.len() {
+                let (a, b) = (wc.as_ref().get(i), gc.as_ref().get(i));
+                let ok = if approx {
+                    ulps_close(a, b, 2)
+                } else {
+                    a == b || (is_nan(a) && is_nan(b)) || both_zero(a, b)
+                };
+                assert!(
+                    ok,
+                    "{t}: output {ci} ({node:?}) at {:?}, {:?}: got {b:?}, want {a:?}",
+                    inputs[0].as_ref().get(i),
+                    inputs[1].as_ref().get(i)
+                );
+            }
+        }
+    }
+}
+
+fn is_nan(s: Scalar) -> bool {
+    matches!(s, Scalar::F32(v) if v.is_nan()) || matches!(s, Scalar::F64(v) if v.is_nan())
+}
+
+fn both_zero(a: Scalar, b: Scalar) -> bool {
+    match (a, b) {
+        (Scalar::F32(x), Scalar::F32(y)) => x == 0.0 && y == 0.0,
+        (Scalar::F64(x), Scalar::F64(y)) => x == 0.0 && y == 0.0,
+        _ => false,
+    }
+}
+
+/// Within `n` ulps (the transcendental helpers, see `codegen::ptx::math`).
+fn ulps_close(a: Scalar, b: Scalar, n: u64) -> bool {
+    let ulps = |x: u64, y: u64| (x as i64).wrapping_sub(y as i64).unsigned_abs();
+    match (a, b) {
+        (Scalar::F32(x), Scalar::F32(y)) => {
+            (x.is_nan() && y.is_nan())
+                || x == y
+                || ulps(x.to_bits() as u64, y.to_bits() as u64) <= n
+        }
+        (Scalar::F64(x), Scalar::F64(y)) => {
+            (x.is_nan() && y.is_nan()) || x == y || ulps(x.to_bits(), y.to_bits()) <= n
+        }
+        _ => a == b,
+    }
+}
+
+#[test]
+fn math_helpers_are_accurate_over_a_sweep() {
+    let xs: Vec<f64> = (0..4000)
+        .map(|i| {
+            let u = i as f64 / 4000.0;
+            match i % 4 {
+                0 => (u - 0.5) * 1400.0,            // exp's whole range
+                1 => 10f64.powf(u * 600.0 - 300.0), // ln over many decades
+                2 => (u - 0.5) * 2e5,               // sin/cos, moderate
+                _ => (u - 0.5) * 20.0,
+            }
+        })
+        .collect();
+    let ys: Vec<f64> = xs
+        .iter()
+        .enumerate()
+        .map(|(i, x)| x / ((i % 7) as f64 + 0.37) - 0.125)
+        .collect();
+    for t in [DType::F64, DType::F32] {
+        let plan = one_stage(&[t, t], 0, |p, x| {
+            let mut outs = Vec::new();
+            for op in [UnaryOp::Exp, UnaryOp::Ln, UnaryOp::Sin, UnaryOp::Cos] {
+                outs.push(p.push(Node::Unary(op, x[0])).unwrap());
+            }
+            outs.push(bin(p, BinaryOp::Rem, x[0], x[1]));
+            (None, Terminal::Collect(outs.into_iter().collect()))
+        });
+        let a = Column::F64(xs.clone());
+        let b = Column::F64(ys.clone());
+        let (a, b) = if t == DType::F32 {
+            let f = |c: &Column| match c {
+                Column::F64(v) => Column::F32(v.iter().map(|&x| x as f32).collect()),
+                _ => unreachable!(),
+            };
+            (f(&a), f(&b))
+        } else {
+            (a, b)
+        };
+        let inputs = [a, b];
+        let refs: Vec<ColumnRef<'_>> = inputs.iter().map(|c| c.as_ref()).collect();
+        let want = cpu_scalar::run_plan(&plan, &refs, &[]).unwrap();
+        let (got, _) = run_interp(&plan, &inputs, &[], &cuda_caps(), RunLimits::default()).unwrap();
+        let (PlanOutput::Columns(w), PlanOutput::Columns(g)) = (&want, &got) else {
+            panic!()
+        };
+        let names = ["exp", "ln", "sin", "cos", "fmod"];
+        for (k, (wc, gc)) in w.iter().zip(g).enumerate() {
+            let mut worst = 0u64;
+            for i in 0..wc.len() {
+                let (x, y) = (wc.as_ref().get(i), gc.as_ref().get(i));
+                let d = match (x, y) {
+                    (Scalar::F64(p), Scalar::F64(q)) if !(p.is_nan() && q.is_nan()) => {
+                        (p.to_bits() as i64 - q.to_bits() as i64).unsigned_abs()
+                    }
+                    (Scalar::F32(p), Scalar::F32(q)) if !(p.is_nan() && q.is_nan()) => {
+                        (p.to_bits() as i64 - q.to_bits() as i64).unsigned_abs()
+                    }
+                    _ => 0,
+                };
+                let limit = if names[k] == "fmod" { 0 } else { 2 };
+                assert!(
+                    d <= limit,
+                    "{t} {}({:?}): got {y:?}, want {x:?} ({d} ulps)",
+                    names[k],
+                    inputs[0].as_ref().get(i)
+                );
+                worst = worst.max(d);
+            }
+            eprintln!(
+                "{t} {}: worst {worst} ulps over {} arguments",
+                names[k],
+                wc.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn every_shape_matches_the_reference_at_boundary_lengths() {
+    for caps in [
+        small_caps(),
+        Caps {
+            subgroups: false,
+            ..small_caps()
+        },
+        cuda_caps(),
+    ] {
+        let lens = if caps == cuda_caps() {
+            vec![0, 1, 1000, 1025, 3000]
+        } else {
+            lengths(&caps)
+        };
+        for t in NUMERIC {
+            for (name, plan) in every_shape(t) {
+                for &n in &lens {
+                    let inputs: Vec<Column> = plan
+                        .input_dtypes
+                        .iter()
+                        .enumerate()
+                        .map(|(s, &dt)| column(dt, n, n as u64 * 7 + s as u64))
+                        .collect();
+                    let params = [Scalar::zero(t)];
+                    check(
+                        &plan,
+                        &inputs,
+                        &params[..plan.param_count],
+                        &caps,
+                        RunLimits::default(),
+                        1e-4,
+                    )
+                    .unwrap_or_else(|e| panic!("{name} {t} n={n} caps={caps:?}: {e}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn chunked_runs_carry_scans_compaction_and_aggregates_across_chunks() {
+    let caps = small_caps();
+    for t in [DType::I32, DType::F64, DType::U64] {
+        for (name, plan) in every_shape(t) {
+            for (n, chunk) in [(1000, 300), (777, 1), (2049, 1024), (50, 7)] {
+                let inputs: Vec<Column> = plan
+                    .input_dtypes
+                    .iter()
+                    .enumerate()
+                    .map(|(s, &dt)| column(dt, n, 99 + s as u64))
+                    .collect();
+                let params = [Scalar::zero(t)];
+                check(
+                    &plan,
+                    &inputs,
+                    &params[..plan.param_count],
+                    &caps,
+                    RunLimits { max_chunk: chunk },
+                    1e-4,
+                )
+                .unwrap_or_else(|e| panic!("{name} {t} n={n} chunk={chunk}: {e}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn golden_ptx() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/ptx");
+    let bless = std::env::var("BLESS").is_ok_and(|v| v == "1");
+    let pt = ptxas();
+    let plans = [
+        ("map_f32", map_plan(DType::F32)),
+        ("reduce_multi_f32", multi_agg_plan(DType::F32, true)),
+        ("reduce_multi_i64", multi_agg_plan(DType::I64, false)),
+        ("scan_sum_i32", scan_plan(DType::I32, false, false)),
+        ("scan_custom_i32", scan_plan(DType::I32, true, true)),
+        ("compact_f64", compact_plan(DType::F64)),
+        (
+            "math_f32",
+            one_stage(&[DType::F32, DType::F32], 0, |p, x| {
+                let e = p.push(Node::Unary(UnaryOp::Exp, x[0])).unwrap();
+                let l = p.push(Node::Unary(UnaryOp::Ln, x[0])).unwrap();
+                let s = p.push(Node::Unary(UnaryOp::Sin, x[0])).unwrap();
+                let co = p.push(Node::Unary(UnaryOp::Cos, x[0])).unwrap();
+                let r = bin(p, BinaryOp::Rem, x[0], x[1]);
+                let rd = p.push(Node::Unary(UnaryOp::Round, x[0])).unwrap();
+                let ci = p.push_typed(Node::Cast(x[0]), DType::I64).unwrap();
+                (None, Terminal::Collect(smallvec![e, l, s, co, r, rd, ci]))
+            }),
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, plan) in &plans {
+        let ptx = compile(plan, &cuda_caps(), &PtxOptions::default()).unwrap();
+        let text = &ptx.stages[0].module.text;
+        if let Some(pt) = &pt {
+            ptxas_check(pt, name, text).unwrap();
+        }
+        let file = dir.join(format!("{name}.ptx"));
+        if bless {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&file, text).unwrap();
+        } else {
+            match std::fs::read_to_string(&file) {
+                Ok(want) if want == *text => {}
+                Ok(_) => failures.push(format!("{} differs (BLESS=1 rewrites)", file.display())),
+                Err(_) => failures.push(format!("{} is missing (BLESS=1 writes)", file.display())),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn golden_files_all_assemble() {
+    // Every file under tests/golden/ptx, including ones no test writes.
+    let Some(pt) = ptxas() else { return };
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/ptx");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    for e in entries {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "ptx") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            ptxas_check(&pt, &path.file_stem().unwrap().to_string_lossy(), &text).unwrap();
+        }
+    }
+}
+
+#[test]
+fn options_set_version_and_target() {
+    let plan = map_plan(DType::F32);
+    let opts = PtxOptions {
+        version: (7, 8),
+        target: "sm_80".into(),
+    };
+    let ptx = compile(&plan, &cuda_caps(), &opts).unwrap();
+    let text = &ptx.stages[0].module.text;
+    assert!(text.contains(".version 7.8\n.target sm_80\n.address_size 64"));
+    let default = compile(&plan, &cuda_caps(), &PtxOptions::default()).unwrap();
+    assert!(default.stages[0]
+        .module
+        .text
+        .contains(".version 7.0\n.target sm_70\n"));
+}
+
+#[test]
+fn captured_values_are_parameters_not_text() {
+    // `x * p0 + p1` with two parameter sets: one module, both results right.
+    let plan = one_stage(&[DType::F32], 2, |p, x| {
+        let k = p.push_typed(Node::Param(0), DType::F32).unwrap();
+        let b = p.push_typed(Node::Param(1), DType::F32).unwrap();
+        let m = p.push(Node::MulAdd(x[0], k, b)).unwrap();
+        (None, Terminal::Collect(smallvec![m]))
+    });
+    let ptx = compile(&plan, &cuda_caps(), &PtxOptions::default()).unwrap();
+    let text = &ptx.stages[0].module.text;
+    for (k, b) in [(3.0f32, 0.25f32), (-1.5, 7.0)] {
+        assert!(!text.contains(&ptx::immediate(Scalar::F32(k))));
+        let x = column(DType::F32, 300, 5);
+        let params = [Scalar::F32(k), Scalar::F32(b)];
+        let refs = [x.as_ref()];
+        let want = cpu_scalar::run_plan(&plan, &refs, &params).unwrap();
+        let (got, _) = run_compiled(
+            &plan,
+            &ptx,
+            std::slice::from_ref(&x),
+            &params,
+            RunLimits::default(),
+        )
+        .unwrap();
+        compare(&want, &got, 0.0).unwrap();
+    }
+}
+
+// ------------------------------------------------------------------ strictness
+
+fn run_text(
+    plan: &PhysicalPlan,
+    text: String,
+    caps: &Caps,
+    inputs: &[Column],
+) -> Result<PlanOutput, String> {
+    let mut ptx = compile(plan, caps, &PtxOptions::default())?;
+    ptx.stages[0].module.text = text;
+    run_compiled(plan, &ptx, inputs, &[], RunLimits::default()).map(|r| r.0)
+}
+
+#[test]
+fn a_mutated_instruction_is_caught() {
+    // `x * 2 + 1` with the add turned into a sub: the interpreter runs it
+    // and the comparison with cpu-scalar fails.
+    let plan = map_plan(DType::F32);
+    let caps = small_caps();
+    let ptx = compile(&plan, &caps, &PtxOptions::default()).unwrap();
+    let text = &ptx.stages[0].module.text;
+    assert!(text.contains("add.rn.f32"));
+    let x = column(DType::F32, 200, 1);
+    let want = cpu_scalar::run_plan(&plan, &[x.as_ref()], &[]).unwrap();
+    let good = run_text(&plan, text.clone(), &caps, std::slice::from_ref(&x)).unwrap();
+    compare(&want, &good, 0.0).unwrap();
+    let bad = run_text(
+        &plan,
+        text.replacen("add.rn.f32", "sub.rn.f32", 1),
+        &caps,
+        std::slice::from_ref(&x),
+    )
+    .unwrap();
+    assert!(
+        compare(&want, &bad, 1e-4).is_err(),
+        "a wrong kernel went unnoticed"
+    );
+}
+
+#[test]
+fn a_missing_barrier_is_a_race() {
+    let plan = multi_agg_plan(DType::I32, false);
+    let caps = Caps {
+        subgroups: false,
+        ..small_caps()
+    };
+    let ptx = compile(&plan, &caps, &PtxOptions::default()).unwrap();
+    let text = ptx.stages[0].module.text.clone();
+    let x = column(DType::I32, 500, 3);
+    run_text(&plan, text.clone(), &caps, std::slice::from_ref(&x)).unwrap();
+    // Drop the first barrier of the partial kernel.
+    let broken = text.replacen("bar.sync 0;", "", 1);
+    let e = run_text(&plan, broken, &caps, &[x]).unwrap_err();
+    assert!(e.contains("race"), "{e}");
+}
+
+#[test]
+fn a_divergent_shuffle_is_an_error() {
+    let plan = one_stage(&[DType::I32], 0, |_, x| {
+        (
+            None,
+            Terminal::Reduce(smallvec![agg(AggKind::Sum, Some(x[0]))]),
+        )
+    });
+    let caps = small_caps();
+    let ptx = compile(&plan, &caps, &PtxOptions::default()).unwrap();
+    let text = ptx.stages[0].module.text.clone();
+    let x = column(DType::I32, 500, 3);
+    run_text(&plan, text.clone(), &caps, std::slice::from_ref(&x)).unwrap();
+    // Let only the lower half of each warp execute the first shuffle.
+    let mut broken = text.replacen(
+        ".reqntid 64, 1, 1\n{\n",
+        ".reqntid 64, 1, 1\n{\n\t.reg .pred %qq;\n\t.reg .b32 %qr;\n",
+        1,
+    );
+    let at = broken.find("\tshfl.sync.bfly.b32").expect("a shuffle");
+    broken.insert_str(
+        at,
+        "\tmov.u32 %qr, %laneid;\n\tsetp.lt.u32 %qq, %qr, 16;\n\t@%qq",
+    );
+    let e = run_text(&plan, broken, &caps, &[x]).unwrap_err();
+    assert!(e.contains("not converged"), "{e}");
+}
+
+#[test]
+fn unknown_instructions_and_operands_are_errors() {
+    let plan = map_plan(DType::F32);
+    let caps = small_caps();
+    let ptx = compile(&plan, &caps, &PtxOptions::default()).unwrap();
+    let text = ptx.stages[0].module.text.clone();
+    let x = column(DType::F32, 10, 1);
+    for (from, to) in [
+        ("add.rn.f32", "add.rz.f32"),
+        ("add.rn.f32", "ex2.approx.f32"),
+        ("mul.rn.f32", "mul.f32"),
+        ("ld.global.f32", "ld.global.nc.f32"),
+        ("ret;", "exit;"),
+    ] {
+        let e = run_text(
+            &plan,
+            text.replacen(from, to, 1),
+            &caps,
+            std::slice::from_ref(&x),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("unsupported") || e.contains("unexpected"),
+            "{from} → {to}: {e}"
+        );
+    }
+    // A register used with the wrong type.
+    let bad = text.replacen("mul.rn.f32 %f", "mul.rn.f64 %f", 1);
+    let e = run_text(&plan, bad, &caps, &[x]).unwrap_err();
+    assert!(e.contains("used as"), "{e}");
+}
+
+#[test]
+fn out_of_bounds_accesses_are_errors() {
+    let plan = map_plan(DType::F32);
+    let caps = small_caps();
+    let ptx = compile(&plan, &caps, &PtxOptions::default()).unwrap();
+    let text = ptx.stages[0].module.text.clone();
+    // Store at index * 4 + 4096: past the end of the output.
+    let at = text.find("st.global.f32 [").unwrap();
+    let close = at + text[at..].find(']').unwrap();
+    let mut bad = text.clone();
+    bad.insert_str(close, "+4096");
+    let x = column(DType::F32, 100, 1);
+    let e = run_text(&plan, bad, &caps, &[x]).unwrap_err();
+    assert!(e.contains("past") || e.contains("bytes at offset"), "{e}");
+}
+
+// ------------------------------------------------------------------ real queries
+
+/// A `cuda` backend that runs the PTX in the interpreter: real queries'
+/// plans go through the engine exactly as they would to the GPU.
+struct InterpBackend {
+    caps: Caps,
+    chunk: usize,
+}
+
+impl Backend for InterpBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+    fn availability(&self) -> Availability {
+        Availability::Available
+    }
+    fn supports(&self, _: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
+        Ok(())
+    }
+    fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {
+        let plan = &job.plan.plan;
+        let cols: Vec<Column> = job
+            .inputs
+            .iter()
+            .map(|i| match i {
+                Input::Host(c) => Ok(column_of(*c)),
+                Input::Device(d) => d.download(),
+            })
+            .collect::<Result<_, _>>()?;
+        let _ = stats;
+        let (out, _) = run_interp(
+            plan,
+            &cols,
+            job.params,
+            &self.caps,
+            RunLimits {
+                max_chunk: self.chunk,
+            },
+        )
+        .map_err(|e| BackendError::new(BackendKind::Cuda, Phase::Execute, e))?;
+        Ok(out)
+    }
+}
+
+fn column_of(c: ColumnRef<'_>) -> Column {
+    let mut out = Column::with_capacity(c.dtype(), c.len());
+    for i in 0..c.len() {
+        out.push(c.get(i));
+    }
+    out
+}
+
+fn interp_engine(caps: Caps, chunk: usize) -> Engine {
+    Engine::with_config(Config::default()).with_backend(Arc::new(InterpBackend { caps, chunk }))
+}
+
+#[test]
+fn real_queries_run_in_the_interpreter() {
+    let e = interp_engine(small_caps(), 1 << 20);
+    for n in [0usize, 1, 33, 200, 777] {
+        let xs: Vec<f32> = (0..n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.5)
+            .collect();
+        let ys: Vec<i64> = (0..n).map(|i| (i as i64 * 7919) % 1000 - 500).collect();
+        let k = 3.0f32;
+
+        let q = || e.query(&xs).on(BackendKind::Cuda).no_fallback();
+        let cpu = || e.query(&xs).on(BackendKind::CpuScalar);
+
+        let a: f32 = q().map(|x| x * k + 1.0).filter(|x| x.gt(0.5)).sum();
+        let b: f32 = cpu().map(|x| x * k + 1.0).filter(|x| x.gt(0.5)).sum();
+        assert!(close_f(a as f64, b as f64, 1e-5), "n={n}: {a} vs {b}");
+
+        assert_eq!(
+            q().filter(|x| x.gt(0.0)).count(),
+            cpu().filter(|x| x.gt(0.0)).count()
+        );
+        assert_eq!(q().argmin(), cpu().argmin());
+        assert_eq!(q().max(), cpu().max());
+        let c1: Vec<f32> = q()
+            .map(|x| x.abs().sqrt() * 3.0 - x)
+            .filter(|x| x.lt(10.0))
+            .collect();
+        let c2: Vec<f32> = cpu()
+            .map(|x| x.abs().sqrt() * 3.0 - x)
+            .filter(|x| x.lt(10.0))
+            .collect();
+        assert_eq!(c1, c2, "n={n}");
+        let s1: Vec<f32> = q().scan_sum().collect();
+        let s2: Vec<f32> = cpu().scan_sum().collect();
+        assert_eq!(s1.len(), s2.len());
+        for (x, y) in s1.iter().zip(&s2) {
+            assert!(
+                close_f(*x as f64, *y as f64, 1e-5),
+                "n={n}: scan {x} vs {y}"
+            );
+        }
+
+        let qi = || e.query(&ys).on(BackendKind::Cuda).no_fallback();
+        let ci = || e.query(&ys).on(BackendKind::CpuScalar);
+        let s1: i64 = qi()
+            .enumerate()
+            .map(|(i, y)| y * 3 - i.cast::<i64>())
+            .skip(3)
+            .take(500)
+            .sum();
+        let s2: i64 = ci()
+            .enumerate()
+            .map(|(i, y)| y * 3 - i.cast::<i64>())
+            .skip(3)
+            .take(500)
+            .sum();
+        assert_eq!(s1, s2, "n={n}");
+        assert_eq!(
+            qi().zip(&xs)
+                .map(|(y, x)| (y / 7) % 5 + x.cast::<i64>())
+                .collect::<Vec<i64>>(),
+            ci().zip(&xs)
+                .map(|(y, x)| (y / 7) % 5 + x.cast::<i64>())
+                .collect::<Vec<i64>>()
+        );
+        assert_eq!(
+            qi().reduce(i64::MIN, |a, b| a.max(b)),
+            ci().reduce(i64::MIN, |a, b| a.max(b))
+        );
+        assert_eq!(qi().any(|y| y.gt(490)), ci().any(|y| y.gt(490)));
+        assert_eq!(
+            qi().scan(0, |a, b| a.max(b)).collect::<Vec<i64>>(),
+            ci().scan(0, |a, b| a.max(b)).collect::<Vec<i64>>()
+        );
+    }
+}
+
+#[test]
+fn real_queries_with_default_cuda_caps_and_chunks() {
+    let e = interp_engine(cuda_caps(), 1500);
+    let xs: Vec<f64> = (0..4100)
+        .map(|i| ((i * 7 % 1009) as f64).sin() * 100.0)
+        .collect();
+    let q = || e.query(&xs).on(BackendKind::Cuda).no_fallback();
+    let cpu = || e.query(&xs).on(BackendKind::CpuScalar);
+    let a: f64 = q().map(|x| x.exp().ln() + x.cos()).sum();
+    let b: f64 = cpu().map(|x| x.exp().ln() + x.cos()).sum();
+    assert!(close_f(a, b, 1e-9), "{a} vs {b}");
+    assert_eq!(q().argmax(), cpu().argmax());
+    let c1: Vec<i32> = q()
+        .filter(|x| x.gt(10.0))
+        .map(|x| x.round().cast::<i32>())
+        .collect();
+    let c2: Vec<i32> = cpu()
+        .filter(|x| x.gt(10.0))
+        .map(|x| x.round().cast::<i32>())
+        .collect();
+    assert_eq!(c1, c2);
+    let s1: Vec<f64> = q().scan_sum_exclusive().collect();
+    let s2: Vec<f64> = cpu().scan_sum_exclusive().collect();
+    for (x, y) in s1.iter().zip(&s2) {
+        assert!(close_f(*x, *y, 1e-9), "{x} vs {y}");
+    }
+}
+
+// ------------------------------------------------------------------ random stages
+
+/// A random element program over inputs of `t`: a DAG of operations valid
+/// for their operand types, and a random terminal.
+#[derive(Clone, Debug)]
+struct RandomStage {
+    t: DType,
+    ops: Vec<(u8, u8, u8, u8)>,
+    terminal: u8,
+    filter: bool,
+    n: usize,
+    seed: u64,
+}
+
+fn random_stage() -> impl Strategy<Value = RandomStage> {
+    (
+        prop::sample::select(NUMERIC.to_vec()),
+        prop::collection::vec((any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>()), 1..10),
+        any::<u8>(),
+        any::<bool>(),
+        prop::sample::select(vec![0usize, 1, 31, 64, 65, 129, 300, 700]),
+        any::<u64>(),
+    )
+        .prop_map(|(t, ops, terminal, filter, n, seed)| RandomStage {
+            t,
+            ops,
+            terminal,
+            filter,
+            n,
+            seed,
+        })
+}
+
+impl RandomStage {
+    fn plan(&self) -> PhysicalPlan {
+        let t = self.t;
+        one_stage(&[t, t], 1, |p, x| {
+            let mut vals: Vec<Value> = vec![x[0], x[1]];
+            let param = p.push_typed(Node::Param(0), t).unwrap();
+            vals.push(param);
+            for &(kind, a, b, extra) in &self.ops {
+                let pick = |i: u8, vals: &[Value], p: &ExprArena| {
+                    let same: Vec<Value> = vals.iter().copied().filter(|&v| p.ty(v) == t).collect();
+                    same[i as usize % same.len()]
+                };
+                let (a, b) = (pick(a, &vals, p), pick(b, &vals, p));
+                let v = match kind % 8 {
+                    0 => {
+                        let ops: Vec<BinaryOp> = BinaryOp::ALL
+                            .into_iter()
+                            .filter(|o| o.result_type(t) == Some(t))
+                            .collect();
+                        bin(p, ops[extra as usize % ops.len()], a, b)
+                    }
+                    1 => {
+                        let ops: Vec<UnaryOp> =
+                            UnaryOp::ALL.into_iter().filter(|o| o.accepts(t)).collect();
+                        p.push(Node::Unary(ops[extra as usize % ops.len()], a))
+                            .unwrap()
+                    }
+                    2 => {
+                        let ops: Vec<BinaryOp> = BinaryOp::ALL
+                            .into_iter()
+                            .filter(|o| o.is_comparison())
+                            .collect();
+                        let cnd = bin(p, ops[extra as usize % ops.len()], a, b);
+                        p.push(Node::Select(cnd, a, b)).unwrap()
+                    }
+                    3 => p.push(Node::MulAdd(a, b, a)).unwrap(),
+                    4 => {
+                        let via = DType::ALL[extra as usize % DType::ALL.len()];
+                        let m = p.push_typed(Node::Cast(a), via).unwrap();
+                        p.push_typed(Node::Cast(m), t).unwrap()
+                    }
+                    5 => p.push(Node::Powi(a, (extra % 7) as i32 - 2)).unwrap(),
+                    6 => {
+                        let k = c(p, Scalar::I64(extra as i64 - 128).cast(t));
+                        bin(p, BinaryOp::Mul, a, k)
+                    }
+                    _ => bin(p, BinaryOp::Add, a, param),
+                };
+                vals.push(v);
+            }
+            let last = *vals.last().unwrap();
+            let zero = c(p, Scalar::zero(t));
+            let pred = bin(p, BinaryOp::Ge, last, zero);
+            let terminal = match self.terminal % 6 {
+                0 => Terminal::Collect(smallvec![last, x[0]]),
+                1 => Terminal::Reduce(smallvec![
+                    agg(AggKind::Sum, Some(last)),
+                    agg(AggKind::Max, Some(last)),
+                    agg(AggKind::ArgMin, Some(last)),
+                    agg(AggKind::Count, None),
+                ]),
+                2 => Terminal::Reduce(smallvec![
+                    agg(AggKind::Min, Some(last)),
+                    agg(AggKind::All, Some(pred))
+                ]),
+                3 => Terminal::Scan {
+                    column: last,
+                    op: ScanOp::Sum,
+                    exclusive: self.filter,
+                },
+                4 => Terminal::Collect(smallvec![last]),
+                _ => Terminal::Reduce(smallvec![
+                    agg(AggKind::Any, Some(pred)),
+                    agg(AggKind::ArgMax, Some(last))
+                ]),
+            };
+            let scan = matches!(terminal, Terminal::Scan { .. });
+            (
+                ((self.filter && !scan) || self.terminal % 6 == 4).then_some(pred),
+                terminal,
+            )
+        })
+    }
+}
+
+fn tolerance(t: DType) -> f64 {
+    if t == DType::F32 {
+        1e-3
+    } else {
+        1e-9
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, .. ProptestConfig::default() })]
+
+    #[test]
+    fn random_stages_assemble_and_match_the_reference(r in random_stage()) {
+        let plan = r.plan();
+        let caps = small_caps();
+        let ptx = compile(&plan, &caps, &PtxOptions::default()).unwrap();
+        if let Some(pt) = ptxas() {
+            ptxas_check(&pt, "random", &ptx.stages[0].module.text).unwrap();
+        }
+        let inputs = [column(r.t, r.n, r.seed), column(r.t, r.n, r.seed ^ 0x55)];
+        let params = [Scalar::I64(3).cast(r.t)];
+        let refs: Vec<ColumnRef<'_>> = inputs.iter().map(|c| c.as_ref()).collect();
+        let want = cpu_scalar::run_plan(&plan, &refs, &params).unwrap();
+        let (got, _) = run_compiled(&plan, &ptx, &inputs, &params, RunLimits { max_chunk: 250 }).unwrap();
+        // Float sums of random programs can cancel catastrophically; only
+        // integers and booleans must agree exactly here, floats loosely.
+        if r.t.is_float() {
+            if let Err(e) = compare(&want, &got, tolerance(r.t)) {
+                prop_assert!(float_noise_only(&want, &got), "{e}\n{r:?}");
+            }
+        } else {
+            prop_assert!(compare(&want, &got, 0.0).is_ok(), "{:?}\n{r:?}", compare(&want, &got, 0.0));
+        }
+    }
+}
+
+/// Float outputs that differ only where the reference itself is
+/// ill-conditioned (a sum whose terms cancel, an argmin between values that
+/// tie within rounding): everything but floats must still agree.
+fn float_noise_only(want: &PlanOutput, got: &PlanOutput) -> bool {
+    match (want, got) {
+        (PlanOutput::Aggregates(w), PlanOutput::Aggregates(g)) => w
+            .iter()
+            .zip(g)
+            .all(|(a, b)| a.dtype().is_float() || a.dtype() == DType::U64 || a == b),
+        (PlanOutput::Columns(w), PlanOutput::Columns(g)) => {
+            w.iter().zip(g).all(|(a, b)| a.len() == b.len())
+        }
+        _ => false,
+    }
+}
+
+// ------------------------------------------------------------------ faults
+
+/// The CUDA backend's fault layer over the interpreter: every injected
+/// fault is an error of the right phase, out-of-memory is flagged.
+#[cfg(feature = "cuda")]
+#[test]
+fn injected_faults_are_errors_of_their_phase() {
+    use computeq::backend::cuda::{FaultPlan, FaultyDevice};
+    let plan = map_plan(DType::F32);
+    let ptx = compile(&plan, &small_caps(), &PtxOptions::default()).unwrap();
+    let x = column(DType::F32, 100, 1);
+    let cases = [
+        (
+            FaultPlan {
+                compile: true,
+                ..FaultPlan::NONE
+            },
+            Phase::Compile,
+        ),
+        (
+            FaultPlan {
+                upload: true,
+                ..FaultPlan::NONE
+            },
+            Phase::Upload,
+        ),
+        (
+            FaultPlan {
+                launch: true,
+                ..FaultPlan::NONE
+            },
+            Phase::Execute,
+        ),
+        (
+            FaultPlan {
+                download: true,
+                ..FaultPlan::NONE
+            },
+            Phase::Download,
+        ),
+        (
+            FaultPlan {
+                oom: true,
+                ..FaultPlan::NONE
+            },
+            Phase::Execute,
+        ),
+    ];
+    for (faults, phase) in cases {
+        let mut inner = InterpDevice::new();
+        let mut dev = FaultyDevice {
+            inner: &mut inner,
+            faults,
+        };
+        let r = (|| -> Result<(), BackendError> {
+            let m = dev.load(&ptx.stages[0].module)?;
+            let ins = [RunInput::Host(x.as_ref())];
+            let out = run_plan(
+                &mut dev,
+                &plan,
+                &ptx,
+                &[&m],
+                &ins,
+                &[],
+                &RunLimits::default(),
+                &mut RunStats::default(),
+            )?;
+            if let RunOutput::Columns(c) = out {
+                download_column(&mut dev, &c[0], &mut RunStats::default())?;
+            }
+            Ok(())
+        })();
+        let e = r.expect_err("an injected fault must fail the run");
+        assert_eq!(e.phase, phase, "{faults:?}: {e}");
+        assert_eq!(e.out_of_memory, faults.oom);
+        assert!(e.message.contains("injected fault"));
+    }
+    // And with no fault the same run succeeds.
+    let mut inner = InterpDevice::new();
+    let mut dev = FaultyDevice {
+        inner: &mut inner,
+        faults: FaultPlan::NONE,
+    };
+    let m = dev.load(&ptx.stages[0].module).unwrap();
+    let ins = [RunInput::Host(x.as_ref())];
+    run_plan(
+        &mut dev,
+        &plan,
+        &ptx,
+        &[&m],
+        &ins,
+        &[],
+        &RunLimits::default(),
+        &mut RunStats::default(),
+    )
+    .unwrap();
+}

@@ -1,0 +1,17 @@
+//! A PTX interpreter for the tests: executes exactly the instruction subset
+//! the PTX writer emits, strictly (an unknown instruction, operand form or
+//! type mismatch is an error), on a grid of blocks with warps of 32 lanes,
+//! shared memory with a race detector, `bar.sync`, warp shuffles and votes,
+//! atomics, predicates and every dtype. Never part of the library.
+//!
+//! - `parse`: PTX text → functions of resolved instructions.
+//! - `machine`: the SIMT execution of one launch.
+//! - `device`: the interpreter as a `PtxDevice`, so the library's own host
+//!   protocol (`computeq::codegen::ptx::run_plan`) drives it.
+#![allow(dead_code)]
+
+pub mod device;
+pub mod machine;
+pub mod parse;
+
+pub use device::InterpDevice;
