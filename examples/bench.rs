@@ -320,6 +320,7 @@ fn device_section(sizes: &[usize]) {
             black_box(v);
             m
         };
+        #[allow(clippy::type_complexity)]
         let cases: [(&str, &dyn Fn(&[f32]) -> ExecutionMetrics); 2] =
             [("P1 sum(x*2+1)", &p1), ("P4 collect", &p4)];
         for (name, f) in cases {

@@ -1,3 +1,4 @@
+#![allow(clippy::modulo_one, clippy::excessive_precision)] // edge cases on purpose: MIN % -1, float literals at the precision limit
 //! Targeted edge cases of the semantics DESIGN.md and the crate docs state,
 //! each checked on every backend that can run here (forced, no fallback,
 //! and the run log checked to say it ran there): empty inputs, NaN and

@@ -508,6 +508,7 @@ impl<'a> Lower<'a> {
 
     /// Reduces every invocation's `states` over the workgroup; `sink` runs
     /// in invocation 0 with the workgroup's states.
+    #[allow(clippy::redundant_closure_call)] // the closure scopes `?` inside the builder callback
     fn workgroup_reduce(
         &self,
         b: &mut KernelBuilder,

@@ -201,9 +201,12 @@ macro_rules! lane {
             }
             #[inline(always)]
             fn from_scalar(s: Scalar) -> Self {
-                match s.cast(DType::$v) {
+                match s {
                     Scalar::$v(x) => x,
-                    _ => Self::default(),
+                    other => match other.cast(DType::$v) {
+                        Scalar::$v(x) => x,
+                        _ => Self::default(),
+                    },
                 }
             }
             #[inline(always)]
