@@ -49,9 +49,9 @@ pub fn required_backends() -> Vec<BackendKind> {
             out.extend(BackendKind::ALL);
             continue;
         }
-        match BackendKind::parse(name) {
-            Some(k) => out.push(k),
-            None => panic!("COMPUTEQ_REQUIRE: `{name}` is not a backend name"),
+        // Tool names (`ptxas`) are required by other suites, not backends.
+        if let Some(k) = BackendKind::parse(name) {
+            out.push(k);
         }
     }
     out
