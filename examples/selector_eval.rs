@@ -445,7 +445,7 @@ fn main() {
     let sizes: Vec<usize> = (4..=(if quick { 14 } else { 16 }))
         .map(|h| (10f64.powf(h as f64 / 2.0)).round() as usize)
         .collect();
-    let mut chart: Vec<(usize, Vec<(BackendKind, f64)>, BackendKind, f64)> = Vec::new();
+    let mut chart: Vec<ChartRow> = Vec::new();
     for &n in &sizes {
         let w = float_workload!(f32, "f32", reduce, n);
         let m = measure(&w, &engines, &available, warmup);
@@ -483,7 +483,10 @@ fn main() {
     );
 }
 
-type Chart = [(usize, Vec<(BackendKind, f64)>, BackendKind, f64)];
+/// One size of the crossover chart: N, each backend's time, the selector's
+/// choice and its time.
+type ChartRow = (usize, Vec<(BackendKind, f64)>, BackendKind, f64);
+type Chart = [ChartRow];
 
 fn draw(
     path: &str,

@@ -507,6 +507,53 @@ fn zip_after_a_filter_stops_at_the_shorter_stream() {
     );
 }
 
+#[test]
+#[ignore = "engine bug (known_bugs::DEAD_JOIN): a stage that reads only the enumerate index loses the filtered length"]
+fn enumerate_after_a_filter_then_zip_stops_at_the_shorter_stream() {
+    let e = engine();
+    let xs = vec![1i32, 2, 3, -4];
+    all_eq(
+        each(&e, |k| {
+            q(&e, &xs, k)
+                .filter(|x| x.gt(0))
+                .enumerate()
+                .map(|(i, _)| i)
+                .zip(&xs)
+                .collect::<Vec<(u64, i32)>>()
+        }),
+        vec![(0u64, 1i32), (1, 2), (2, 3)],
+    );
+}
+
+#[test]
+#[ignore = "engine bug (known_bugs::DOUBLE_NEGATION_ACROSS_STAGES): constant_fold rewrites -(-x) across a stage boundary"]
+fn double_negation_across_a_stage_boundary_is_a_valid_query() {
+    let e = engine();
+    let xs = vec![1i32, 2];
+    all_eq(
+        each(&e, |k| {
+            q(&e, &xs, k)
+                .map(|x| -x)
+                .filter(|x| x.lt(0))
+                .take(1)
+                .map(|x| -x)
+                .sum()
+        }),
+        1i32,
+    );
+    all_eq(
+        each(&e, |k| {
+            q(&e, &xs, k)
+                .map(|x| -x)
+                .filter(|x| x.lt(0))
+                .take(1)
+                .filter(|x| (-x).lt(8))
+                .count()
+        }),
+        1usize,
+    );
+}
+
 // ------------------------------------------------------------- skip, take
 
 #[test]

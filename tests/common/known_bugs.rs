@@ -17,6 +17,9 @@ pub fn known_bug(case: &Case, kind: BackendKind) -> Option<&'static str> {
     if zip_after_stage_break_with_dead_values(case) {
         return Some(DEAD_JOIN);
     }
+    if double_negation_across_stages(case) {
+        return Some(DOUBLE_NEGATION_ACROSS_STAGES);
+    }
     if kind == BackendKind::Wgpu && any_expr(case, &|e| f64_transcendental(e)) {
         return Some(WGPU_F64_TRANSCENDENTAL);
     }
@@ -88,31 +91,91 @@ fn breaks_stage(s: &Step) -> bool {
     )
 }
 
-fn zip_after_stage_break_with_dead_values(case: &Case) -> bool {
-    // Whether the stream's values are read after each step (backwards).
-    let mut live = match &case.term {
+/// Whether the stream's values entering each step (and, last, the
+/// terminal) are read by anything downstream.
+fn live_in(case: &Case) -> Vec<bool> {
+    let n = case.steps.len();
+    let mut live = vec![false; n + 1];
+    live[n] = match &case.term {
         Term::Count => false,
         Term::Any(e) | Term::All(e) | Term::CollectBool(e) => uses_x(e),
         _ => true,
     };
-    let n = case.steps.len();
-    let broken_before = |k: usize| case.steps[..k].iter().any(breaks_stage);
-    if matches!(case.term, Term::CollectZipped(_)) && broken_before(n) && !live {
-        return true;
-    }
     for k in (0..n).rev() {
-        let before = match &case.steps[k] {
-            Step::Map(e) | Step::ZipMap(_, e) | Step::EnumMap(e) => live && uses_x(e),
-            Step::Filter(e) | Step::ZipFilter(_, e) | Step::EnumFilter(e) => live || uses_x(e),
-            _ => live,
+        let after = live[k + 1];
+        live[k] = match &case.steps[k] {
+            Step::Map(e) | Step::ZipMap(_, e) | Step::EnumMap(e) => after && uses_x(e),
+            Step::Filter(e) | Step::ZipFilter(_, e) | Step::EnumFilter(e) => after || uses_x(e),
+            _ => after,
         };
-        if matches!(case.steps[k], Step::ZipMap(..) | Step::ZipFilter(..))
-            && !before
-            && broken_before(k)
-        {
-            return true;
+    }
+    live
+}
+
+fn zip_after_stage_break_with_dead_values(case: &Case) -> bool {
+    let n = case.steps.len();
+    let live = live_in(case);
+    let zips = (0..n)
+        .filter(|&k| matches!(case.steps[k], Step::ZipMap(..) | Step::ZipFilter(..)))
+        .chain(matches!(case.term, Term::CollectZipped(_)).then_some(n));
+    for z in zips {
+        // The zip's stage starts after the last stage break before it; it
+        // loses the previous stage's length when it reads none of its values.
+        if let Some(b) = (0..z).rev().find(|&j| breaks_stage(&case.steps[j])) {
+            if !live[b + 1] {
+                return true;
+            }
         }
-        live = before;
     }
     false
+}
+
+/// `constant_fold` rewrites `-(-x)` (and `!!b`) to `x` even when the inner
+/// negation belongs to an earlier stage, so a later stage reads a value it
+/// cannot see: the plan is rejected as invalid.
+pub const DOUBLE_NEGATION_ACROSS_STAGES: &str = "constant_fold simplifies -(-x) across a stage \
+     boundary (`[1, 2].compute().map(|x| -x).filter(|x| x.lt(0)).take(1).map(|x| -x).sum()` fails \
+     with InvalidQuery: stage 1 reads v0 which belongs to another stage)";
+
+fn negates_x(e: &Ex) -> bool {
+    match &e.kind {
+        ExKind::Un(Un::Neg, a) => matches!(a.kind, ExKind::X) || negates_x(a),
+        ExKind::X | ExKind::Y | ExKind::I | ExKind::Lit(..) => false,
+        ExKind::Un(_, a) | ExKind::Cast(a) | ExKind::Powi(a, _) => negates_x(a),
+        ExKind::Bin(_, a, b) | ExKind::Cmp(_, a, b) => negates_x(a) || negates_x(b),
+        ExKind::Select(a, b, c) | ExKind::MulAdd(a, b, c) | ExKind::Clamp(a, b, c) => {
+            negates_x(a) || negates_x(b) || negates_x(c)
+        }
+    }
+}
+
+fn double_negation_across_stages(case: &Case) -> bool {
+    let mut neg_root = false;
+    let mut broke = false;
+    let later = |e: &Ex, neg_root: bool, broke: bool| neg_root && broke && negates_x(e);
+    for s in &case.steps {
+        match s {
+            Step::Map(e) | Step::ZipMap(_, e) | Step::EnumMap(e) => {
+                if later(e, neg_root, broke) {
+                    return true;
+                }
+                neg_root = matches!(e.kind, ExKind::Un(Un::Neg, _));
+                broke = false;
+            }
+            Step::Filter(e) | Step::ZipFilter(_, e) | Step::EnumFilter(e) => {
+                if later(e, neg_root, broke) {
+                    return true;
+                }
+                broke = true;
+            }
+            Step::ScanSum { .. } | Step::Scan { .. } => neg_root = false,
+            Step::Take(_) | Step::Skip(_) => broke = true,
+        }
+    }
+    match &case.term {
+        Term::Any(e) | Term::All(e) | Term::CollectPred(e) | Term::CollectBool(e) => {
+            later(e, neg_root, broke)
+        }
+        _ => false,
+    }
 }

@@ -77,8 +77,8 @@ pub(crate) fn unary<A: Copy, R>(a: &[A], out: &mut [R], f: impl Fn(A) -> R) {
     let Some(a) = a.get(..n) else {
         return;
     };
-    for i in 0..n {
-        out[i] = f(a[i]);
+    for (o, &x) in out.iter_mut().zip(a) {
+        *o = f(x);
     }
 }
 
@@ -88,8 +88,8 @@ fn bin_loop<A: Copy, R, X: Src<A>, Y: Src<A>>(x: X, y: Y, out: &mut [R], f: impl
     let (Some(x), Some(y)) = (x.fit(n), y.fit(n)) else {
         return;
     };
-    for i in 0..n {
-        out[i] = f(x.at(i), y.at(i));
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = f(x.at(i), y.at(i));
     }
 }
 
@@ -116,8 +116,8 @@ fn tern_loop<A: Copy, B: Copy, R, X: Src<A>, Y: Src<B>, Z: Src<B>>(
     let (Some(x), Some(y), Some(z)) = (x.fit(n), y.fit(n), z.fit(n)) else {
         return;
     };
-    for i in 0..n {
-        out[i] = f(x.at(i), y.at(i), z.at(i));
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = f(x.at(i), y.at(i), z.at(i));
     }
 }
 
