@@ -481,7 +481,6 @@ fn zip_stops_at_the_shorter_input() {
 }
 
 #[test]
-#[ignore = "engine bug (known_bugs::DEAD_JOIN): dead_code drops the filtered column a zip still needs for its length"]
 fn zip_after_a_filter_stops_at_the_shorter_stream() {
     let e = engine();
     let xs = vec![0i32, 1, 2, 0, 3];
@@ -508,7 +507,6 @@ fn zip_after_a_filter_stops_at_the_shorter_stream() {
 }
 
 #[test]
-#[ignore = "engine bug (known_bugs::DEAD_JOIN): a stage that reads only the enumerate index loses the filtered length"]
 fn enumerate_after_a_filter_then_zip_stops_at_the_shorter_stream() {
     let e = engine();
     let xs = vec![1i32, 2, 3, -4];
@@ -526,7 +524,6 @@ fn enumerate_after_a_filter_then_zip_stops_at_the_shorter_stream() {
 }
 
 #[test]
-#[ignore = "engine bug (known_bugs::DOUBLE_NEGATION_ACROSS_STAGES): constant_fold rewrites -(-x) across a stage boundary"]
 fn double_negation_across_a_stage_boundary_is_a_valid_query() {
     let e = engine();
     let xs = vec![1i32, 2];
@@ -1084,7 +1081,6 @@ fn a_forced_backend_that_cannot_run_is_an_error_not_a_silent_fallback() {
 }
 
 #[test]
-#[ignore = "wgpu bug (known_bugs::WGPU_F64_TRANSCENDENTAL): f64 exp/ln/sin/cos return garbage instead of being declined"]
 fn wgpu_f64_transcendentals_match_the_cpu_or_decline() {
     let e = engine();
     if !kinds(&e).contains(&BackendKind::Wgpu) {

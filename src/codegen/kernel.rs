@@ -383,6 +383,10 @@ pub struct KernelNeeds {
     pub subgroups: bool,
     /// Bytes of workgroup memory.
     pub shared_bytes: u32,
+    /// An `exp`, `ln`, `sin` or `cos` on `f64`: WGSL defines these for
+    /// `f32` and `f16` only, and the SPIR-V and GL paths have no 64-bit
+    /// versions, so a WGSL target must decline the kernel.
+    pub f64_transcendental: Option<UnaryOp>,
 }
 
 impl Kernel {
@@ -417,16 +421,22 @@ impl Kernel {
         self.uniforms.iter().for_each(|u| note(u.ty));
         self.shared.iter().for_each(|s| note(s.elem));
         let mut subgroups = false;
+        let mut f64_transcendental = None;
         visit(&self.body, &mut |s| {
             if let Stmt::Assign(_, op) = s {
                 match op {
                     Op::Subgroup(..) => subgroups = true,
                     Op::Builtin(b) if b.is_subgroup() => subgroups = true,
+                    Op::Unary(
+                        u @ (UnaryOp::Exp | UnaryOp::Ln | UnaryOp::Sin | UnaryOp::Cos),
+                        a,
+                    ) if self.operand_ty(*a) == DType::F64 => f64_transcendental = Some(*u),
                     _ => {}
                 }
             }
         });
         n.subgroups = subgroups;
+        n.f64_transcendental = f64_transcendental;
         n.shared_bytes = self
             .shared
             .iter()

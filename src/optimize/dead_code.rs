@@ -44,9 +44,22 @@ impl Pass for DeadCode {
                 .map(|(src, v)| !matches!(src, SlotSource::Previous(_)) || used.contains(v))
                 .collect();
             let mut keep = keep;
-            // The next node's length comes from its slots: keep one.
-            if !keep.iter().any(|&k| k) {
-                keep[0] = true;
+            // The next node's length is the shortest of its slots, and the
+            // previous node's length is known only through its columns: when
+            // none of them is read (`filter(..).zip(ys).count()`), one is
+            // still carried so that the zip stops at the shorter stream.
+            let previous = |src: &SlotSource| matches!(src, SlotSource::Previous(_));
+            let reads_previous = b
+                .slots
+                .iter()
+                .zip(&keep)
+                .any(|((src, _), &k)| k && previous(src));
+            if !reads_previous {
+                if let Some(first) = b.slots.iter().position(|(src, _)| previous(src)) {
+                    keep[first] = true;
+                } else if !keep.iter().any(|&k| k) {
+                    keep[0] = true;
+                }
             }
             if keep.iter().all(|&k| k) {
                 continue;
@@ -149,5 +162,16 @@ mod tests {
         FuseElementwise.rewrite(&mut g);
         DeadCode.rewrite(&mut g);
         assert_eq!(g.graph.node_count(), 2, "{g}");
+    }
+
+    #[test]
+    fn a_zip_keeps_one_unread_column_for_the_previous_length() {
+        let (xs, ys) = ([0i32, 1, 2], [5i32, 5, 5]);
+        let mut g = graph_of(xs.compute().filter(|x| x.eq(0)).zip(&ys).map(|(_, y)| y));
+        FuseElementwise.rewrite(&mut g);
+        DeadCode.rewrite(&mut g);
+        let text = g.to_string();
+        assert!(text.contains("compact [v0]"), "{text}");
+        assert_eq!(xs.compute().filter(|x| x.eq(0)).zip(&ys).count(), 1);
     }
 }

@@ -166,8 +166,64 @@ impl Pass for FuseElementwise {
             b.cur = Some(s);
             b.finish(FusedTerminal::Collect(cols));
         }
+        carry_free_values(&mut b.done, &graph.arena);
         graph.replace_chain(b.done);
         Transformed::Yes
+    }
+}
+
+/// Makes every stage read only what it can see. The expression rules run on
+/// the whole chain before it is cut into stages, so a later stage may refer
+/// to a leaf of an earlier one: `constant_fold` turns `-(-x)` into the `x`
+/// of a previous stage, and `common_subexpr` merges equal leaves. Such a
+/// leaf (an input or an index the stage does not own) is carried through the
+/// previous stage's materialized columns, stage by stage from the last, so it
+/// reaches the stage that uses it compacted like every other column.
+/// Computed values are recomputed from the stage's own slots instead.
+fn carry_free_values(stages: &mut [OpNode], arena: &crate::expr::ExprArena) {
+    for k in (1..stages.len()).rev() {
+        let (head, tail) = stages.split_at_mut(k);
+        let (OpNode::Fused(prev), OpNode::Fused(cur)) = (&mut head[k - 1], &mut tail[0]) else {
+            continue;
+        };
+        let FusedTerminal::Collect(cols) = &mut prev.terminal else {
+            continue;
+        };
+        let own: Vec<Value> = cur
+            .slots
+            .iter()
+            .map(|&(_, v)| v)
+            .chain(cur.enumerates.iter().copied())
+            .collect();
+        let mut seen: Vec<Value> = Vec::new();
+        let mut free: Vec<Value> = Vec::new();
+        let mut stack: Vec<Value> = cur.roots().into_vec();
+        while let Some(v) = stack.pop() {
+            if seen.contains(&v) || own.contains(&v) {
+                continue;
+            }
+            seen.push(v);
+            match arena.get(v).node {
+                Node::Input(_) | Node::Index(_) => free.push(v),
+                node => stack.extend(node.operands()),
+            }
+        }
+        free.sort_unstable();
+        for v in free {
+            let j = match cols.iter().position(|&c| c == v) {
+                Some(j) => j,
+                None => {
+                    cols.push(v);
+                    prev.columns.push(v);
+                    cols.len() - 1
+                }
+            };
+            let slot = cur.slots.len() as u16;
+            cur.slots.push((SlotSource::Previous(j as u16), v));
+            // Every column of the previous stage has the same length and is
+            // joined before any skip, like the slots `split` made.
+            cur.range.insert(0, RangeOp::Join(slot));
+        }
     }
 }
 

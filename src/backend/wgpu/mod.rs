@@ -238,6 +238,13 @@ impl Backend for WgpuBackend {
                         "f64 needs SHADER_F64 and SHADER_INT64, which this adapter lacks".into(),
                     );
                 }
+                if let Some(op) = needs.f64_transcendental {
+                    return Err(format!(
+                        "WGSL has no f64 `{op}`; the query runs on a CPU backend \
+                         (the PTX backend computes it in software)"
+                    )
+                    .into());
+                }
                 if needs.int64 && !gpu.caps.int64 {
                     return Err(
                         "64-bit integers need SHADER_INT64, which this adapter lacks".into(),
