@@ -151,7 +151,7 @@ impl CostModel {
                 shape: &shape,
                 compiled,
                 selectivity: PRIOR_SELECTIVITY,
-                keep_on_device: false,
+                keep_on_device: w.output_on_device,
             },
         )
     }

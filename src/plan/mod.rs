@@ -14,4 +14,4 @@ mod lower;
 mod workload;
 
 pub use lower::{lower, verify};
-pub use workload::{Residency, WorkloadCharacteristics};
+pub use workload::{PlanStatics, Residency, WorkloadCharacteristics};

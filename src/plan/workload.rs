@@ -42,25 +42,29 @@ pub struct WorkloadCharacteristics {
     pub output_on_device: bool,
 }
 
-impl WorkloadCharacteristics {
-    /// Measures `plan` run over `inputs`.
-    pub fn measure(plan: &PhysicalPlan, inputs: &[Input<'_>]) -> WorkloadCharacteristics {
-        let elements = inputs.iter().map(|i| i.len()).min().unwrap_or(0) as u64;
-        let bytes_in: u64 = inputs
-            .iter()
-            .map(|i| (i.len() as u64).min(elements) * i.dtype().size() as u64)
-            .sum();
+/// The parts of a run's shape that depend only on the plan, computed once
+/// per cached plan so that a run only looks at its inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanStatics {
+    /// Result bytes of a reduction, or `None` for a column result.
+    reduce_bytes: Option<u64>,
+    /// Result bytes per element of a column result.
+    out_bytes_per_element: u64,
+    ops_per_element: u32,
+    transcendental_per_element: u32,
+    wide_types: bool,
+    stages: u32,
+    terminal: &'static str,
+}
+
+impl PlanStatics {
+    /// Walks `plan` once.
+    pub fn of(plan: &PhysicalPlan) -> PlanStatics {
         let last = plan.last();
-        let bytes_out = match &last.terminal {
-            Terminal::Reduce(_) => 8 * last.output_dtypes().len() as u64,
-            _ => {
-                elements
-                    * last
-                        .output_dtypes()
-                        .iter()
-                        .map(|d| d.size() as u64)
-                        .sum::<u64>()
-            }
+        let out: u64 = last.output_dtypes().iter().map(|d| d.size() as u64).sum();
+        let reduce_bytes = match &last.terminal {
+            Terminal::Reduce(_) => Some(8 * last.output_dtypes().len() as u64),
+            _ => None,
         };
         let mut ops = 0u32;
         let mut trans = 0u32;
@@ -74,6 +78,34 @@ impl WorkloadCharacteristics {
                 .filter(|(_, n)| matches!(n.node, Node::Unary(op, _) if op.is_transcendental()))
                 .count() as u32;
         }
+        PlanStatics {
+            reduce_bytes,
+            out_bytes_per_element: out,
+            ops_per_element: ops,
+            transcendental_per_element: trans,
+            wide_types: wide,
+            stages: plan.stages.len() as u32,
+            terminal: last.terminal.kind_name(),
+        }
+    }
+}
+
+impl WorkloadCharacteristics {
+    /// Measures `plan` run over `inputs`.
+    pub fn measure(plan: &PhysicalPlan, inputs: &[Input<'_>]) -> WorkloadCharacteristics {
+        WorkloadCharacteristics::with_statics(&PlanStatics::of(plan), inputs)
+    }
+
+    /// Measures a run over `inputs` of the plan whose statics are `st`.
+    pub fn with_statics(st: &PlanStatics, inputs: &[Input<'_>]) -> WorkloadCharacteristics {
+        let elements = inputs.iter().map(|i| i.len()).min().unwrap_or(0) as u64;
+        let bytes_in: u64 = inputs
+            .iter()
+            .map(|i| (i.len() as u64).min(elements) * i.dtype().size() as u64)
+            .sum();
+        let bytes_out = st
+            .reduce_bytes
+            .unwrap_or(elements * st.out_bytes_per_element);
         let mut devices = inputs.iter().map(|i| i.device());
         let first = devices.next().flatten();
         let residency = match first {
@@ -85,11 +117,11 @@ impl WorkloadCharacteristics {
             elements,
             bytes_in,
             bytes_out,
-            ops_per_element: ops,
-            transcendental_per_element: trans,
-            wide_types: wide,
-            stages: plan.stages.len() as u32,
-            terminal: last.terminal.kind_name(),
+            ops_per_element: st.ops_per_element,
+            transcendental_per_element: st.transcendental_per_element,
+            wide_types: st.wide_types,
+            stages: st.stages,
+            terminal: st.terminal,
             residency,
             output_on_device: false,
         }

@@ -98,4 +98,29 @@ mod tests {
             None
         );
     }
+
+    #[test]
+    fn explain_sees_an_intermediate_collect_through_the_engine() {
+        let e = Engine::default();
+        let xs = vec![1.0f32; 10_000];
+        let mid: Vec<f32> = e.query(&xs).map(|x| x * 2.0).collect();
+        let x = e.query(&mid).map(|x| x + 1.0).explain_analyze().sum();
+        assert!(
+            kinds(&x.recommendations).contains(&IntermediateCollect),
+            "{x}"
+        );
+        let filtered: Vec<f32> = e.query(&xs).filter(|x| x.gt(0.5)).collect();
+        let x = e.query(&filtered).explain().sum();
+        assert!(
+            kinds(&x.recommendations).contains(&CollectThenAggregate),
+            "{x}"
+        );
+        let fresh = vec![1.0f32; 10_000];
+        let x = e.query(&fresh).map(|x| x + 1.0).explain_analyze().sum();
+        let k = kinds(&x.recommendations);
+        assert!(
+            !k.contains(&IntermediateCollect) && !k.contains(&CollectThenAggregate),
+            "{x}"
+        );
+    }
 }

@@ -52,6 +52,8 @@ mod tests {
         let x = e.query(&xs).map(|x| x * 2.0).explain_analyze().sum();
         assert!(x.declined.iter().any(|a| a.backend == BackendKind::Wgpu));
         assert!(kinds(&analyzed_with(&x, None)).contains(&UnsupportedType));
+        // Explain itself hands the declined backends to the rules.
+        assert!(kinds(&x.recommendations).contains(&UnsupportedType), "{x}");
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub struct CompiledPlan {
     pub fingerprint: u64,
     /// How it was made.
     pub report: PlanReport,
+    /// The plan's part of every run's workload, computed once.
+    pub statics: crate::plan::PlanStatics,
     artifacts: [OnceLock<Arc<dyn Any + Send + Sync>>; BackendKind::COUNT],
     support: [OnceLock<Result<(), Cow<'static, str>>>; BackendKind::COUNT],
 }
@@ -47,6 +49,7 @@ impl CompiledPlan {
     /// Wraps an optimized plan.
     pub fn new(plan: PhysicalPlan, fingerprint: u64, report: PlanReport) -> CompiledPlan {
         CompiledPlan {
+            statics: crate::plan::PlanStatics::of(&plan),
             plan,
             fingerprint,
             report,

@@ -42,6 +42,9 @@ pub struct Engine {
     runs: AtomicU64,
     /// Device backends whose own profile was handed to the selector.
     pub(crate) profiled: [std::sync::atomic::AtomicBool; BackendKind::COUNT],
+    /// Recent large collects, so that explain can tell a query that it
+    /// reads another query's intermediate result.
+    pub(crate) outputs: crate::recommend::OutputTracker,
 }
 
 impl std::fmt::Debug for Engine {
@@ -91,6 +94,7 @@ impl Engine {
             config,
             runs: AtomicU64::new(0),
             profiled: Default::default(),
+            outputs: Default::default(),
         }
     }
 

@@ -64,7 +64,7 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
     }
     let t1 = Instant::now();
     let _select = tracing::trace_span!("computeq.select").entered();
-    let mut workload = WorkloadCharacteristics::measure(&plan.plan, &p.inputs);
+    let mut workload = WorkloadCharacteristics::with_statics(&plan.statics, &p.inputs);
     workload.output_on_device = p.options.keep_on_device;
     let forced = p
         .options
@@ -171,7 +171,20 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 
 /// Runs the query: plan, select, execute with fallback, record metrics.
 pub fn run(p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
-    run_with(p, |b, job, stats| b.execute(job, stats), output_size)
+    run_with(
+        p,
+        |b, job, stats| b.execute(job, stats),
+        output_size,
+        |engine, plan, out, m| {
+            engine.outputs.record(
+                m.fingerprint,
+                &plan.plan,
+                out,
+                m.elements_in,
+                m.phases.execute,
+            )
+        },
+    )
 }
 
 fn output_size(out: &PlanOutput) -> (u64, u64) {
@@ -215,8 +228,12 @@ pub fn run_to_device(mut p: Prepared<'_>) -> Result<(Collected, ExecutionMetrics
                     .map(|c| (c.len() * c.dtype().size()) as u64)
                     .sum(),
             ),
-            Collected::Host(cols) => output_size(&PlanOutput::Columns(cols.clone())),
+            Collected::Host(cols) => (
+                cols.first().map_or(0, |c| c.len() as u64),
+                cols.iter().map(|c| c.byte_len() as u64).sum(),
+            ),
         },
+        |_, _, _, _| {},
     )
 }
 
@@ -224,6 +241,7 @@ fn run_with<O>(
     p: Prepared<'_>,
     exec: impl Fn(&dyn crate::backend::Backend, &Job<'_>, &mut RunStats) -> Result<O, BackendError>,
     size: impl Fn(&O) -> (u64, u64),
+    record: impl Fn(&Engine, &CompiledPlan, &O, &ExecutionMetrics),
 ) -> Result<(O, ExecutionMetrics), Error> {
     // Levels keep tiny queries cheap: with no subscriber at debug level a
     // disabled span costs one cached interest check.
@@ -313,6 +331,7 @@ fn run_with<O>(
                     "computeq.done"
                 );
                 engine.selector.observe(&planned.workload, &m);
+                record(engine, &planned.plan, &out, &m);
                 engine.run_log().push(m.clone());
                 return Ok((out, m));
             }
@@ -404,19 +423,30 @@ fn metrics(
     }
 }
 
-fn explain_of(engine: &Engine, planned: &Planned, metrics: Option<ExecutionMetrics>) -> Explain {
+fn explain_of(
+    engine: &Engine,
+    planned: &Planned,
+    metrics: Option<ExecutionMetrics>,
+    producer: Option<recommend::Produced>,
+) -> Explain {
     let backend = metrics
         .as_ref()
         .map(|m| m.backend)
         .or(planned.decision.order.first().copied())
         .unwrap_or(BackendKind::CpuScalar);
-    let recommendations = recommend::recommend(&recommend::Context {
-        plan: &planned.plan.plan,
-        workload: &planned.workload,
-        estimates: &planned.decision.estimates,
-        backend,
-        metrics: metrics.as_ref(),
-    });
+    let recommendations = recommend::recommend_with(
+        &recommend::Context {
+            plan: &planned.plan.plan,
+            workload: &planned.workload,
+            estimates: &planned.decision.estimates,
+            backend,
+            metrics: metrics.as_ref(),
+        },
+        &recommend::Evidence {
+            declined: &planned.declined,
+            producer,
+        },
+    );
     let mut settings = engine.selector.settings();
     if let Some(k) = engine.config.forced_backend {
         settings.push(("COMPUTEQ_BACKEND", k.name().into()));
@@ -443,13 +473,15 @@ fn explain_of(engine: &Engine, planned: &Planned, metrics: Option<ExecutionMetri
 /// The plan and decision, without running.
 pub fn explain(p: Prepared<'_>) -> Result<Explain, Error> {
     let planned = plan(&p)?;
-    Ok(explain_of(p.engine, &planned, None))
+    let producer = p.engine.outputs.producer_of(&p.inputs);
+    Ok(explain_of(p.engine, &planned, None, producer))
 }
 
 /// Runs the query and returns the plan with its measured metrics.
 pub fn analyze(p: Prepared<'_>) -> Result<Explain, Error> {
     let engine = p.engine;
     let planned = plan(&p)?;
+    let producer = engine.outputs.producer_of(&p.inputs);
     let (_, m) = run(p)?;
-    Ok(explain_of(engine, &planned, Some(m)))
+    Ok(explain_of(engine, &planned, Some(m), producer))
 }

@@ -215,7 +215,7 @@ impl Selector for LearningSelector {
             shape,
             compiled: true,
             selectivity,
-            keep_on_device: false,
+            keep_on_device: input.workload.output_on_device,
         };
         let work = model.work(&e);
         let mut cands: SmallVec<[Cand; 5]> = SmallVec::new();
@@ -379,7 +379,7 @@ impl Selector for LearningSelector {
                 shape: &shape,
                 compiled: true,
                 selectivity,
-                keep_on_device: false,
+                keep_on_device: workload.output_on_device,
             },
         );
         let bucket = plan.bucket_mut(key);

@@ -148,10 +148,75 @@ type Accs = SmallVec<[Acc; 4]>;
 
 /// Per-thread scratch of a stage run: the block registers and the survivor
 /// index list of compaction.
+///
+/// Scratch is recycled through a small per-thread pool: a query over a
+/// thousand elements would otherwise spend more time zeroing fresh
+/// registers than computing (several KiB per run, see `new_state`).
 #[derive(Debug)]
 pub(crate) struct Exec {
     regs: Regs,
     idx: Vec<u32>,
+}
+
+/// Scratch states kept per thread for reuse; bounded so that a thread
+/// that once ran a huge program does not hold its registers forever.
+const POOLED_STATES: usize = 4;
+
+/// Largest register file (bytes) worth keeping for reuse.
+const POOLED_BYTES: u64 = 256 << 10;
+
+thread_local! {
+    static POOL: std::cell::RefCell<Vec<Exec>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Exec {
+    /// A recycled state, or an empty one to be shaped by the caller.
+    fn recycled() -> Exec {
+        POOL.try_with(|p| p.try_borrow_mut().ok().and_then(|mut p| p.pop()))
+            .ok()
+            .flatten()
+            .unwrap_or(Exec {
+                regs: Regs::default(),
+                idx: Vec::new(),
+            })
+    }
+
+    fn pooled_bytes(&self) -> u64 {
+        let r = &self.regs;
+        let files = [
+            r.b.len(),
+            r.i32.len() * 4,
+            r.u32.len() * 4,
+            r.i64.len() * 8,
+            r.u64.len() * 8,
+            r.f32.len() * 4,
+            r.f64.len() * 8,
+        ];
+        (files.iter().sum::<usize>() * BLOCK + self.idx.len() * 4) as u64
+    }
+}
+
+impl Drop for Exec {
+    fn drop(&mut self) {
+        if self.regs.is_empty() || self.pooled_bytes() > POOLED_BYTES {
+            return;
+        }
+        // `try_with` fails only while the thread is being torn down; the
+        // registers are then simply freed. The state pushed is built from
+        // the taken fields; one that does not fit is dropped as plain
+        // fields, and `self` is left empty, so dropping never recurses.
+        let (regs, idx) = (
+            std::mem::take(&mut self.regs),
+            std::mem::take(&mut self.idx),
+        );
+        let _ = POOL.try_with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                if p.len() < POOLED_STATES {
+                    p.push(Exec { regs, idx });
+                }
+            }
+        });
+    }
 }
 
 /// What a run allocated and how many sequential tasks it ran; shared by
@@ -214,13 +279,13 @@ pub(crate) struct StageRun<'a> {
     offsets: SmallVec<[usize; 4]>,
     index_offsets: SmallVec<[u64; 2]>,
     len: usize,
-    uniforms: Vec<Scalar>,
+    uniforms: SmallVec<[Scalar; 16]>,
     params: &'a [Scalar],
     isa: Isa,
 }
 
-fn eval_uniforms(prog: &ExprArena, list: &[u32], params: &[Scalar]) -> Vec<Scalar> {
-    let mut vals = vec![Scalar::Bool(false); prog.len()];
+fn eval_uniforms(prog: &ExprArena, list: &[u32], params: &[Scalar]) -> SmallVec<[Scalar; 16]> {
+    let mut vals: SmallVec<[Scalar; 16]> = smallvec::smallvec![Scalar::Bool(false); prog.len()];
     for &i in list {
         let i = i as usize;
         let d = prog.get(Value::new(i));
@@ -356,21 +421,23 @@ impl<'a> StageRun<'a> {
 
     /// Fresh per-thread scratch, with uniform terminal columns splatted.
     pub(crate) fn new_state(&self) -> Exec {
-        let mut regs = Regs::new(&self.prog.regs);
+        let mut st = Exec::recycled();
+        st.regs.reshape(&self.prog.regs);
+        let regs = &mut st.regs;
         for s in &self.prog.splats {
             let v = self.uniforms[s.node as usize];
             with_lane!(s.ty, T => {
-                if let Some(r) = T::file_mut(&mut regs).get_mut(s.reg as usize) {
+                if let Some(r) = T::file_mut(regs).get_mut(s.reg as usize) {
                     kernels::splat(r, T::from_scalar(v));
                 }
             })
         }
-        let idx = if self.has_predicate() {
-            vec![0u32; BLOCK]
+        if self.has_predicate() {
+            st.idx.resize(BLOCK, 0);
         } else {
-            Vec::new()
-        };
-        Exec { regs, idx }
+            st.idx.clear();
+        }
+        st
     }
 
     // ---- operands ------------------------------------------------------

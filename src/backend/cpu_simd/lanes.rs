@@ -40,20 +40,34 @@ pub(crate) struct Regs {
 }
 
 impl Regs {
-    /// A register file with `counts[dtype_index(t)]` registers of type `t`.
-    pub(crate) fn new(counts: &[u16; 7]) -> Regs {
-        fn file<T: Clone + Default>(n: u16) -> Vec<Vec<T>> {
-            (0..n).map(|_| vec![T::default(); BLOCK]).collect()
+    /// Gives the file exactly `counts` registers per type, keeping the ones
+    /// it has. A kept register holds lanes of an earlier run: every
+    /// instruction writes the lanes it later reads, so nothing depends on
+    /// what a register held before (the same holds between the blocks of
+    /// one run).
+    pub(crate) fn reshape(&mut self, counts: &[u16; 7]) {
+        fn file<T: Clone + Default>(f: &mut Vec<Vec<T>>, n: u16) {
+            f.truncate(n as usize);
+            f.resize_with(n as usize, || vec![T::default(); BLOCK]);
         }
-        Regs {
-            b: file(counts[0]),
-            i32: file(counts[1]),
-            u32: file(counts[2]),
-            i64: file(counts[3]),
-            u64: file(counts[4]),
-            f32: file(counts[5]),
-            f64: file(counts[6]),
-        }
+        file(&mut self.b, counts[0]);
+        file(&mut self.i32, counts[1]);
+        file(&mut self.u32, counts[2]);
+        file(&mut self.i64, counts[3]);
+        file(&mut self.u64, counts[4]);
+        file(&mut self.f32, counts[5]);
+        file(&mut self.f64, counts[6]);
+    }
+
+    /// Whether the file has no registers at all.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.b.is_empty()
+            && self.i32.is_empty()
+            && self.u32.is_empty()
+            && self.i64.is_empty()
+            && self.u64.is_empty()
+            && self.f32.is_empty()
+            && self.f64.is_empty()
     }
 
     /// Bytes held by registers of the given counts.
