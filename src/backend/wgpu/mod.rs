@@ -19,7 +19,8 @@
 //! Files: `device` (opening, features, limits), `pipeline` (cache, error
 //! scopes), `buffers` (pool), `transfer` (uploads, readbacks, bool words),
 //! `exec` (the run loop), `array` (device-resident columns), `fault`
-//! (fault injection).
+//! (fault injection), `raw` (the bare wgpu replay the overhead benchmark
+//! compares against).
 
 mod array;
 mod buffers;
@@ -27,10 +28,13 @@ mod device;
 mod exec;
 mod fault;
 mod pipeline;
+mod raw;
 mod transfer;
 
 pub use array::WgpuColumn;
 pub use fault::FaultPlan;
+#[doc(hidden)]
+pub use raw::{measure_overhead, Overhead, RawDispatch};
 
 use super::{Availability, Backend, BackendError, BackendKind, DeviceColumn, Job, Phase, RunStats};
 use crate::codegen::{lower_plan, Caps, KernelPlan};
