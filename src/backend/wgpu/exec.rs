@@ -14,7 +14,7 @@ use super::array::WgpuColumn;
 use super::buffers::{Pool, PooledBuffer, RESOLVE, STORAGE, UNIFORM};
 use super::device::{Gpu, TIMESTAMP_BYTES};
 use super::fault::FaultPlan;
-use super::pipeline::{Pipeline, PipelineCache};
+use super::pipeline::{BindKey, Pipeline, PipelineCache};
 use super::transfer::{
     device_size, download_many, encode_readback, finish_readback, from_device_bytes, slice, upload,
 };
@@ -451,54 +451,36 @@ impl Exec<'_> {
                         end_of_pass_write_index: Some(1),
                     }),
                 });
-                let mut entries: SmallVec<[wgpu::BindGroupEntry<'_>; 8]> = SmallVec::new();
+                let mut key = BindKey::new();
                 for d in &kp.dispatches {
                     let pipe = &pipes[d.kernel];
-                    entries.clear();
-                    for (b, r) in d.buffers.iter().enumerate() {
-                        let resource = match *r {
+                    key.clear();
+                    for r in &d.buffers {
+                        key.push(match *r {
                             BufferRef::Input(s) => {
                                 let s = s as usize;
                                 if is_resident[s] {
                                     let k = is_resident[..s].iter().filter(|&&x| x).count();
                                     let (col, offset, size) = resident[k];
-                                    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                        buffer: col.buffer.buffer(),
-                                        offset,
-                                        size: std::num::NonZeroU64::new(size),
-                                    })
+                                    (col.buffer.buffer().clone(), offset, size)
                                 } else {
                                     let k = is_resident[..s].iter().filter(|&&x| !x).count();
-                                    input_bufs[k].0.buffer().as_entire_binding()
+                                    (input_bufs[k].0.buffer().clone(), 0, 0)
                                 }
                             }
-                            BufferRef::Output(o) => {
-                                outputs[o as usize].buffer().as_entire_binding()
-                            }
+                            BufferRef::Output(o) => (outputs[o as usize].buffer().clone(), 0, 0),
                             BufferRef::Scratch(j) => {
                                 let j = j as usize;
-                                persistent[j]
+                                let b = persistent[j]
                                     .as_ref()
                                     .or(scratch[j].as_ref())
-                                    .expect("scratch allocated")
-                                    .buffer()
-                                    .as_entire_binding()
+                                    .expect("scratch allocated");
+                                (b.buffer().clone(), 0, 0)
                             }
-                        };
-                        entries.push(wgpu::BindGroupEntry {
-                            binding: b as u32,
-                            resource,
                         });
                     }
-                    entries.push(wgpu::BindGroupEntry {
-                        binding: d.buffers.len() as u32,
-                        resource: uniform.buffer().as_entire_binding(),
-                    });
-                    let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-                        label: None,
-                        layout: &pipe.layout,
-                        entries: &entries,
-                    });
+                    key.push((uniform.buffer().clone(), 0, 0));
+                    let group = pipe.bind_group(device, &key);
                     pass.set_pipeline(&pipe.pipeline);
                     pass.set_bind_group(0, &group, &[]);
                     let groups = match d.groups {
