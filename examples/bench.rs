@@ -344,4 +344,30 @@ fn device_section(sizes: &[usize]) {
             );
         }
     }
+    dispatch_overhead();
+}
+
+/// The executor's own cost per dispatch on a cached pipeline: a 1k-element
+/// sum through the wgpu backend minus the same device work done directly
+/// with wgpu (`benches/wgpu_dispatch.rs` has the criterion version).
+fn dispatch_overhead() {
+    use computeq::backend::wgpu::{measure_overhead, FaultPlan, WgpuBackend};
+    use computeq::runtime::column::ColumnRef;
+    use computeq::runtime::compiled::{CompiledPlan, PlanReport};
+    let backend = WgpuBackend::new(FaultPlan::NONE);
+    let xs: Vec<f32> = (0..1024).map(|i| i as f32 * 0.25).collect();
+    let e = xs.compute().map(|x| x * 2.0 + 1.0).explain().sum();
+    let plan = CompiledPlan::new(e.plan.clone(), e.fingerprint, PlanReport::default());
+    let params = vec![computeq::expr::Scalar::F32(1.0); plan.plan.param_count];
+    match measure_overhead(&backend, &plan, ColumnRef::F32(&xs), &params, 2000) {
+        Ok(o) => println!(
+            "\nwgpu executor overhead per dispatch (cached pipeline, 1k sum): median {} \
+             (executor {}, raw wgpu {}); target < 20µs: {}",
+            fmt_secs(o.overhead.as_secs_f64()),
+            fmt_secs(o.executor.as_secs_f64()),
+            fmt_secs(o.raw.as_secs_f64()),
+            verdict(o.overhead < Duration::from_micros(20))
+        ),
+        Err(e) => println!("\nwgpu executor overhead: not measured ({e})"),
+    }
 }

@@ -7,7 +7,9 @@
 
 use computeq::backend::cpu_scalar::run_plan;
 use computeq::backend::wgpu::{FaultPlan, WgpuBackend};
-use computeq::backend::{Availability, Backend, Input, Job, Phase, RunStats};
+use computeq::backend::{
+    Availability, Backend, BackendKind, DeviceColumn, Input, Job, Phase, RunStats, TimingSource,
+};
 use computeq::codegen::{lower_stage, wgsl, Caps};
 use computeq::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
 use computeq::plan::{
@@ -16,8 +18,10 @@ use computeq::plan::{
 };
 use computeq::runtime::column::{Column, ColumnRef};
 use computeq::runtime::compiled::CompiledPlan;
+use computeq::runtime::{Config, Engine};
 use smallvec::{smallvec, SmallVec};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------- helpers
 
@@ -944,6 +948,265 @@ fn unsupported_plans_are_declined_with_a_reason() {
     let plan = s.finish(None, Terminal::Collect(smallvec![i]));
     let why = b.supports(&plan.plan).unwrap_err();
     assert!(why.contains("SHADER_INT64"), "{why}");
+}
+
+/// Runs `plan` keeping its collected columns on the device.
+fn run_to_device(
+    b: &WgpuBackend,
+    plan: &CompiledPlan,
+    inputs: &[Input<'_>],
+) -> (Vec<Arc<dyn DeviceColumn>>, RunStats) {
+    let job = Job {
+        plan,
+        inputs,
+        params: &[],
+        keep_on_device: true,
+    };
+    let mut stats = RunStats::default();
+    let cols = b
+        .execute_to_device(&job, &mut stats)
+        .unwrap_or_else(|e| panic!("wgpu failed: {e}"));
+    (cols, stats)
+}
+
+#[test]
+fn execute_times_say_which_clock_measured_them() {
+    let Some(b) = open(FaultPlan::NONE) else {
+        return;
+    };
+    let has = b.has_timestamps().expect("opened");
+    if has {
+        eprintln!("timestamp queries available on {:?}", b.adapter());
+    } else {
+        eprintln!(
+            "timestamp queries unavailable on {:?}: host clocks only",
+            b.adapter()
+        );
+    }
+    let mut rng = Rng(21);
+    let xs = rng.f32s(100_000, false);
+    let is = rng.i32s(100_000);
+    let cases: [(CompiledPlan, usize, Vec<Scalar>); 3] = [
+        (multi_agg_plan(DType::F32, false), 1, vec![Scalar::F32(2.0)]),
+        (map_plan(), 1, vec![]),
+        (compact_plan(), 2, vec![]),
+    ];
+    let cols = [ColumnRef::F32(&xs), ColumnRef::I32(&is)];
+    for timestamps in [true, false] {
+        b.set_timestamps(timestamps);
+        for chunk in [None, Some(30_000)] {
+            b.set_max_chunk(chunk);
+            for (plan, arity, params) in &cases {
+                let t = Instant::now();
+                let stats = check(&b, plan, &cols[..*arity], params, 1e-4);
+                let wall = t.elapsed();
+                let want = if timestamps && has {
+                    TimingSource::DeviceTimestamps
+                } else {
+                    TimingSource::HostClock
+                };
+                assert_eq!(
+                    stats.timing, want,
+                    "timestamps {timestamps}, chunk {chunk:?}"
+                );
+                assert!(
+                    stats.execute > Duration::ZERO && stats.execute <= wall,
+                    "execute {:?} outside (0, {wall:?}]",
+                    stats.execute
+                );
+                assert!(stats.execute + stats.transfer_in + stats.transfer_out <= wall);
+                eprintln!(
+                    "timing={} execute={:?} transfer_out={:?} wall={wall:?}",
+                    stats.timing, stats.execute, stats.transfer_out
+                );
+            }
+        }
+    }
+    b.set_timestamps(true);
+    b.set_max_chunk(None);
+
+    // The metrics of a query carry the source, and print it.
+    let engine = Engine::with_config(Config::default()).with_backend(Arc::new(b));
+    let (_, m) = engine
+        .query(&xs)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .map(|x| x * 2.0)
+        .with_metrics()
+        .sum();
+    assert_eq!(m.backend, BackendKind::Wgpu);
+    let want = if has {
+        TimingSource::DeviceTimestamps
+    } else {
+        TimingSource::HostClock
+    };
+    assert_eq!(m.phases.timing, want);
+    assert!(m.to_string().contains(&format!("timing={want}")), "{m}");
+}
+
+#[test]
+fn out_of_memory_retries_in_smaller_chunks_then_falls_back() {
+    let Some(b) = open(FaultPlan::parse("wgpu:oom:1")) else {
+        return;
+    };
+    let baseline = b.live_buffers();
+    let mut rng = Rng(22);
+    let xs = rng.f32s(20_000, true);
+    let is = rng.i32s(20_000);
+    let cols = [ColumnRef::F32(&xs), ColumnRef::I32(&is)];
+    let plans = [
+        (multi_agg_plan(DType::F32, true), 1, vec![Scalar::F32(2.0)]),
+        (map_plan(), 1, vec![]),
+        (compact_plan(), 2, vec![]),
+        (scan_plan(DType::F32, None, false).0, 1, vec![]),
+    ];
+    for (plan, arity, params) in &plans {
+        b.set_faults(FaultPlan::parse("wgpu:oom:1"));
+        let stats = check(&b, plan, &cols[..*arity], params, 1e-3);
+        assert_eq!(stats.oom_retries, 1, "one smaller-chunk retry");
+        assert!(stats.launches >= 2, "the retry ran in two chunks or more");
+        assert_eq!(b.live_buffers(), baseline, "retries leak nothing");
+        // Twice: two halvings.
+        b.set_faults(FaultPlan::parse("wgpu:oom:2"));
+        let stats = check(&b, plan, &cols[..*arity], params, 1e-3);
+        assert_eq!(stats.oom_retries, 2);
+        assert_eq!(b.live_buffers(), baseline);
+    }
+    b.set_faults(FaultPlan::NONE);
+
+    // Through the runtime: a retried run is still a wgpu run, and says so.
+    let b = Arc::new(b);
+    b.set_faults(FaultPlan::parse("wgpu:oom:1"));
+    let engine = Engine::with_config(Config::default()).with_backend(b.clone());
+    let ys = rng.f32s(20_000, false);
+    let want: f32 = ys.iter().map(|x| x * 0.5).sum();
+    let (s, m) = engine
+        .query(&ys)
+        .on(BackendKind::Wgpu)
+        .map(|x| x * 0.5)
+        .with_metrics()
+        .sum();
+    assert!(
+        (s - want).abs() <= 1e-2 * (1.0 + want.abs()),
+        "{s} vs {want}"
+    );
+    assert_eq!(m.backend, BackendKind::Wgpu);
+    assert_eq!(m.oom_retries, 1);
+    assert!(m.to_string().contains("oom_retries=1"), "{m}");
+    assert_eq!(b.live_buffers(), baseline);
+
+    // Out of memory for good: the retries give up at the floor and the
+    // runtime falls back to a CPU backend, with the failure recorded.
+    b.set_faults(FaultPlan::parse("wgpu:oom"));
+    let (s, m) = engine
+        .query(&ys)
+        .on(BackendKind::Wgpu)
+        .map(|x| x * 0.5)
+        .with_metrics()
+        .sum();
+    assert!(
+        (s - want).abs() <= 1e-2 * (1.0 + want.abs()),
+        "{s} vs {want}"
+    );
+    assert_ne!(m.backend, BackendKind::Wgpu);
+    assert!(m.fell_back(), "{m}");
+    let a = &m.attempts[0];
+    assert_eq!(a.backend, BackendKind::Wgpu);
+    assert!(a.message.contains("smaller chunks"), "{}", a.message);
+    eprintln!("fell back: {}", a.message);
+    assert_eq!(
+        b.live_buffers(),
+        baseline,
+        "the failed retries leaked buffers"
+    );
+    b.set_faults(FaultPlan::NONE);
+}
+
+#[test]
+fn multi_chunk_results_stay_on_the_device() {
+    let Some(b) = open(FaultPlan::NONE) else {
+        return;
+    };
+    let baseline = b.live_buffers();
+    b.set_max_chunk(Some(1000));
+    let mut rng = Rng(23);
+    let n = 4321;
+    let xs = rng.f32s(n, true);
+    let is = rng.i32s(n);
+    let xdev = b.upload(ColumnRef::F32(&xs)).unwrap();
+    let idev = b.upload(ColumnRef::I32(&is)).unwrap();
+
+    // A map: every row survives; nothing moves but the timestamps.
+    let map = map_plan();
+    let (cols, stats) = run_to_device(&b, &map, &[Input::Device(&*xdev)]);
+    assert_eq!(stats.bytes_uploaded, 0, "no host round trip");
+    assert_eq!(stats.bytes_downloaded, 0, "no host round trip");
+    assert_eq!(stats.bytes_resident, (n * 4) as u64);
+    assert!(stats.launches >= 5, "ran in chunks: {}", stats.launches);
+    let PlanOutput::Columns(want) = run_plan(&map.plan, &[ColumnRef::F32(&xs)], &[]).unwrap()
+    else {
+        unreachable!()
+    };
+    assert_eq!(cols.len(), want.len());
+    for (c, w) in cols.iter().zip(&want) {
+        same_column(&c.download().unwrap(), w, 1e-6).unwrap();
+    }
+
+    // A compaction: only the survivor count of each chunk comes back.
+    let compact = compact_plan();
+    let inputs = [Input::Device(&*xdev), Input::Device(&*idev)];
+    let (kept, stats) = run_to_device(&b, &compact, &inputs);
+    assert_eq!(stats.bytes_uploaded, 0);
+    assert_eq!(stats.bytes_downloaded, 5 * 4, "one count per chunk");
+    assert_eq!(stats.bytes_resident, (n * 8) as u64);
+    let PlanOutput::Columns(want) = run_plan(
+        &compact.plan,
+        &[ColumnRef::F32(&xs), ColumnRef::I32(&is)],
+        &[],
+    )
+    .unwrap() else {
+        unreachable!()
+    };
+    for (c, w) in kept.iter().zip(&want) {
+        same_column(&c.download().unwrap(), w, 0.0).unwrap();
+    }
+
+    // A later query reads the kept columns chunk by chunk, on the device.
+    let sum = multi_agg_plan(DType::F32, false);
+    let inputs = [Input::Device(&*kept[2])];
+    let job = Job {
+        plan: &sum,
+        inputs: &inputs,
+        params: &[Scalar::F32(1.0)],
+        keep_on_device: false,
+    };
+    let mut stats = RunStats::default();
+    let got = b.execute(&job, &mut stats).unwrap();
+    let PlanOutput::Columns(kx) = run_plan(
+        &compact.plan,
+        &[ColumnRef::F32(&xs), ColumnRef::I32(&is)],
+        &[],
+    )
+    .unwrap() else {
+        unreachable!()
+    };
+    let Column::F32(kx) = &kx[2] else {
+        unreachable!()
+    };
+    let want = run_plan(&sum.plan, &[ColumnRef::F32(kx)], &[Scalar::F32(1.0)]).unwrap();
+    match (got, want) {
+        (PlanOutput::Aggregates(g), PlanOutput::Aggregates(w)) => {
+            for (x, y) in g.iter().zip(&w) {
+                assert!(same_scalar(*x, *y, 1e-4), "{x} vs {y}");
+            }
+        }
+        _ => unreachable!(),
+    }
+    assert_eq!(stats.bytes_uploaded, 0);
+    assert_eq!(stats.bytes_resident, (kx.len() * 4) as u64);
+
+    drop((cols, kept, xdev, idev));
+    assert_eq!(b.live_buffers(), baseline);
 }
 
 // ---------------------------------------------------------------- golden WGSL

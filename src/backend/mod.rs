@@ -216,6 +216,37 @@ pub struct RunStats {
     pub parallelism: u32,
     /// Device dispatches or parallel tasks launched.
     pub launches: u32,
+    /// Which clock measured `execute`.
+    pub timing: TimingSource,
+    /// Times the run was retried with smaller chunks after the device ran
+    /// out of memory.
+    pub oom_retries: u32,
+}
+
+/// The clock behind a run's `execute` time.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TimingSource {
+    /// Host timers around the work (on a device: around its fences).
+    #[default]
+    HostClock,
+    /// The device's own timestamp queries around its kernels.
+    DeviceTimestamps,
+}
+
+impl TimingSource {
+    /// Lower-case name: `host-clock`, `device-timestamps`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TimingSource::HostClock => "host-clock",
+            TimingSource::DeviceTimestamps => "device-timestamps",
+        }
+    }
+}
+
+impl fmt::Display for TimingSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// The step of an execution where an error happened.

@@ -1,7 +1,7 @@
 //! `ExecutionMetrics`: everything measured about one run.
 
 use super::{fmt_bytes, fmt_duration};
-use crate::backend::{BackendKind, Phase};
+use crate::backend::{BackendKind, Phase, TimingSource};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::fmt;
@@ -111,6 +111,8 @@ pub struct PhaseTimes {
     pub transfer_out: Duration,
     /// Wall time of the whole query, tracing included.
     pub total: Duration,
+    /// Which clock measured `execute` (device timestamps or host timers).
+    pub timing: TimingSource,
 }
 
 /// Everything measured about one run of one query.
@@ -158,6 +160,9 @@ pub struct ExecutionMetrics {
     pub stages: u32,
     /// `reduce`, `collect` or `scan`.
     pub terminal: &'static str,
+    /// Retries of the backend with smaller chunks after it ran out of
+    /// device memory (0 normally).
+    pub oom_retries: u32,
 }
 
 impl ExecutionMetrics {
@@ -231,6 +236,12 @@ impl fmt::Display for ExecutionMetrics {
                 fmt_bytes(self.bytes_downloaded),
                 fmt_bytes(self.bytes_resident)
             )?;
+        }
+        if self.backend.is_device() {
+            write!(f, " timing={}", p.timing)?;
+        }
+        if self.oom_retries > 0 {
+            write!(f, " oom_retries={}", self.oom_retries)?;
         }
         for a in &self.attempts {
             write!(f, " failed[{}@{}: {}]", a.backend, a.phase, a.message)?;

@@ -408,6 +408,7 @@ fn metrics(
             execute,
             transfer_out: stats.transfer_out,
             total: started.elapsed(),
+            timing: stats.timing,
         },
         plan_cache_hit: planned.plan_cache_hit,
         compile_cache_hit: stats.compile_cached,
@@ -420,6 +421,7 @@ fn metrics(
         launches: stats.launches,
         stages: planned.workload.stages,
         terminal: planned.workload.terminal,
+        oom_retries: stats.oom_retries,
     }
 }
 

@@ -548,6 +548,7 @@ mod tests {
             launches: 1,
             stages: 1,
             terminal: "reduce",
+            oom_retries: 0,
         }
     }
 

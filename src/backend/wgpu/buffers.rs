@@ -174,3 +174,6 @@ pub(crate) const UNIFORM: wgpu::BufferUsages =
 /// Usage of readback staging buffers.
 pub(crate) const READBACK: wgpu::BufferUsages =
     wgpu::BufferUsages::MAP_READ.union(wgpu::BufferUsages::COPY_DST);
+/// Usage of the buffers timestamp queries resolve into.
+pub(crate) const RESOLVE: wgpu::BufferUsages =
+    wgpu::BufferUsages::QUERY_RESOLVE.union(wgpu::BufferUsages::COPY_SRC);

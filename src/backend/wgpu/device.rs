@@ -19,9 +19,36 @@ pub(crate) struct Gpu {
     pub limits: wgpu::Limits,
     /// What the lowering may use.
     pub caps: Caps,
+    /// Timestamp queries around compute passes, when the adapter has
+    /// `TIMESTAMP_QUERY` (and `COMPUTEQ_WGPU_TIMESTAMPS` is not `0`).
+    pub timestamps: Option<Timestamps>,
     /// Errors no scope captured (device loss, late validation errors); the
     /// executor turns them into error values after each submission.
     pub uncaptured: Arc<Mutex<Vec<String>>>,
+}
+
+/// The query set of a pass's begin and end timestamps. Shared by the runs
+/// of the device: each run writes and resolves it inside one command
+/// buffer, and the queue runs command buffers in order.
+pub(crate) struct Timestamps {
+    pub set: wgpu::QuerySet,
+    /// Nanoseconds per tick (`Queue::get_timestamp_period`).
+    pub period: f32,
+}
+
+/// Bytes of one resolved begin/end pair.
+pub(crate) const TIMESTAMP_BYTES: u64 = 2 * wgpu::QUERY_SIZE as u64;
+
+impl Timestamps {
+    /// The pass time from resolved begin/end ticks; `None` when the device
+    /// wrote nothing usable (end not after begin).
+    pub fn elapsed(&self, bytes: &[u8]) -> Option<std::time::Duration> {
+        let begin = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+        let end = u64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?);
+        (end > begin).then(|| {
+            std::time::Duration::from_nanos(((end - begin) as f64 * self.period as f64) as u64)
+        })
+    }
 }
 
 impl std::fmt::Debug for Gpu {
@@ -52,8 +79,11 @@ impl Gpu {
                 }),
             )
             .map_err(|e| format!("no wgpu adapter: {e}"))?;
-        let wanted =
+        let mut wanted =
             wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64 | wgpu::Features::SUBGROUP;
+        if std::env::var("COMPUTEQ_WGPU_TIMESTAMPS").map_or(true, |v| v != "0") {
+            wanted |= wgpu::Features::TIMESTAMP_QUERY;
+        }
         let features = adapter.features() & wanted;
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -90,8 +120,19 @@ impl Gpu {
             f64: features.contains(wgpu::Features::SHADER_F64)
                 && features.contains(wgpu::Features::SHADER_INT64),
         };
+        let timestamps = features
+            .contains(wgpu::Features::TIMESTAMP_QUERY)
+            .then(|| Timestamps {
+                set: device.create_query_set(&wgpu::QuerySetDescriptor {
+                    label: Some("computeq.timestamps"),
+                    ty: wgpu::QueryType::Timestamp,
+                    count: 2,
+                }),
+                period: queue.get_timestamp_period(),
+            });
         Ok(Gpu {
             id: NEXT_DEVICE.fetch_add(1, Ordering::Relaxed),
+            timestamps,
             device,
             queue,
             info: adapter.get_info(),

@@ -1,20 +1,25 @@
-//! Runs a plan: per stage and per chunk, upload → dispatch → readback, with
-//! CPU timers around each phase (the waits are fences, so the times are the
-//! device's).
+//! Runs a plan: per stage and per chunk, upload → dispatch → readback. The
+//! kernels are timed by the device's timestamp queries when it has them
+//! (and the readback then shares their submission), else by host timers
+//! around fences; `RunStats::timing` says which.
 //!
 //! Chunks: a stage whose inputs or outputs do not fit one storage binding
 //! runs over consecutive chunks of positions. Reductions merge the chunks'
 //! states on the host in order; scans carry their running value from chunk
-//! to chunk in a device buffer; collected columns are appended in order.
+//! to chunk in a device buffer; collected columns are appended in order, on
+//! the host or, when the result stays on the device, into one device buffer
+//! per column.
 
 use super::array::WgpuColumn;
-use super::buffers::{Pool, PooledBuffer, STORAGE, UNIFORM};
-use super::device::Gpu;
+use super::buffers::{Pool, PooledBuffer, RESOLVE, STORAGE, UNIFORM};
+use super::device::{Gpu, TIMESTAMP_BYTES};
 use super::fault::FaultPlan;
-use super::pipeline::{Pipeline, PipelineCache};
-use super::transfer::{device_size, download_many, from_device_bytes, slice, upload};
+use super::pipeline::{BindKey, Pipeline, PipelineCache};
+use super::transfer::{
+    device_size, download_many, encode_readback, finish_readback, from_device_bytes, slice, upload,
+};
 use crate::backend::cpu_scalar::arg_better;
-use crate::backend::{BackendError, BackendKind, Input, Phase, RunStats};
+use crate::backend::{BackendError, BackendKind, Input, Phase, RunStats, TimingSource};
 use crate::codegen::{
     lower_plan, BufferRef, Groups, KernelPlan, Readback, ScratchInit, ScratchLen, UniformSource,
     UniformValues,
@@ -126,14 +131,39 @@ pub(crate) struct Exec<'a> {
     pub pool: &'a Pool,
     pub faults: FaultPlan,
     pub fault_cell: &'a Arc<Mutex<FaultPlan>>,
-    /// Most positions per chunk (tests lower it to exercise chunking).
+    /// Most positions per chunk (tests lower it to exercise chunking, and
+    /// the backend halves it after running out of memory).
     pub max_chunk: usize,
+    /// Most positions of one chunk this run has tried.
+    pub widest_chunk: usize,
+    /// Time the kernels with the device's timestamps when it has them.
+    pub use_timestamps: bool,
+    /// Chunks whose execute time came from device timestamps / host timers.
+    pub device_timed_chunks: u32,
+    pub host_timed_chunks: u32,
     pub stats: &'a mut RunStats,
 }
 
 impl Exec<'_> {
     /// Runs every stage; the last one's output is the result.
     pub fn run(
+        &mut self,
+        art: &Artifact,
+        plan: &PhysicalPlan,
+        inputs: &[Input<'_>],
+        params: &[Scalar],
+        want: Want,
+    ) -> Result<RunOutput, BackendError> {
+        let out = self.run_stages(art, plan, inputs, params, want)?;
+        self.stats.timing = if self.device_timed_chunks > 0 && self.host_timed_chunks == 0 {
+            TimingSource::DeviceTimestamps
+        } else {
+            TimingSource::HostClock
+        };
+        Ok(out)
+    }
+
+    fn run_stages(
         &mut self,
         art: &Artifact,
         plan: &PhysicalPlan,
@@ -246,6 +276,7 @@ impl Exec<'_> {
         let range = stage.resolve_range(&lens, params);
         let chunk = self.chunk_len(kp, srcs);
         let chunks = range.len.div_ceil(chunk).max(1);
+        self.widest_chunk = self.widest_chunk.max(chunk.min(range.len));
 
         // Scratch that lives across chunks (scan carries), set up once.
         let mut persistent: Vec<Option<PooledBuffer>> = Vec::new();
@@ -273,6 +304,27 @@ impl Exec<'_> {
             .map(|&t| Column::with_capacity(t, 0))
             .collect();
         let mut dev_cols: Option<Vec<WgpuColumn>> = None;
+        // Columns of several chunks kept on the device: one buffer each,
+        // filled chunk by chunk on the device (when one buffer can hold
+        // them; else they gather on the host and go back up).
+        let gather_fits = kp
+            .outputs
+            .iter()
+            .all(|&t| (range.len * device_size(t)) as u64 <= self.gpu.limits.max_buffer_size);
+        let gather: Option<Vec<PooledBuffer>> = if want == Want::Device
+            && chunks > 1
+            && matches!(kp.readback, Readback::Columns { .. })
+            && gather_fits
+        {
+            let mut v = Vec::new();
+            for &t in &kp.outputs {
+                v.push(self.alloc((range.len * device_size(t)) as u64, STORAGE, true)?);
+            }
+            Some(v)
+        } else {
+            None
+        };
+        let mut gathered = 0usize;
 
         for c in 0..chunks {
             let c0 = c * chunk;
@@ -363,8 +415,27 @@ impl Exec<'_> {
                 .queue
                 .write_buffer(uniform.buffer(), 0, &uniform_bytes);
 
-            // Dispatch.
+            // Dispatch, timed by the device's timestamps when it has them:
+            // then the readback rides in the same submission (one wait);
+            // otherwise a fence after the kernels splits execute from
+            // readback for the host timers.
             self.faults.check(Phase::Execute)?;
+            let ts = if self.use_timestamps {
+                self.gpu.timestamps.as_ref()
+            } else {
+                None
+            };
+            let resolve = match ts {
+                Some(_) => Some(self.pool.get(
+                    self.gpu,
+                    &self.faults,
+                    Phase::Execute,
+                    TIMESTAMP_BYTES,
+                    RESOLVE,
+                    false,
+                )?),
+                None => None,
+            };
             let t_ex = Instant::now();
             let device = &self.gpu.device;
             let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -372,59 +443,44 @@ impl Exec<'_> {
                 label: Some("computeq"),
             });
             {
-                let mut input_iter_host = 0;
-                let _ = &mut input_iter_host;
                 let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("computeq"),
-                    timestamp_writes: None,
+                    timestamp_writes: ts.map(|t| wgpu::ComputePassTimestampWrites {
+                        query_set: &t.set,
+                        beginning_of_pass_write_index: Some(0),
+                        end_of_pass_write_index: Some(1),
+                    }),
                 });
+                let mut key = BindKey::new();
                 for d in &kp.dispatches {
                     let pipe = &pipes[d.kernel];
-                    let mut entries = Vec::new();
-                    for (b, r) in d.buffers.iter().enumerate() {
-                        let resource = match *r {
+                    key.clear();
+                    for r in &d.buffers {
+                        key.push(match *r {
                             BufferRef::Input(s) => {
                                 let s = s as usize;
                                 if is_resident[s] {
                                     let k = is_resident[..s].iter().filter(|&&x| x).count();
                                     let (col, offset, size) = resident[k];
-                                    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                        buffer: col.buffer.buffer(),
-                                        offset,
-                                        size: std::num::NonZeroU64::new(size),
-                                    })
+                                    (col.buffer.buffer().clone(), offset, size)
                                 } else {
                                     let k = is_resident[..s].iter().filter(|&&x| !x).count();
-                                    input_bufs[k].0.buffer().as_entire_binding()
+                                    (input_bufs[k].0.buffer().clone(), 0, 0)
                                 }
                             }
-                            BufferRef::Output(o) => {
-                                outputs[o as usize].buffer().as_entire_binding()
-                            }
+                            BufferRef::Output(o) => (outputs[o as usize].buffer().clone(), 0, 0),
                             BufferRef::Scratch(j) => {
                                 let j = j as usize;
-                                persistent[j]
+                                let b = persistent[j]
                                     .as_ref()
                                     .or(scratch[j].as_ref())
-                                    .expect("scratch allocated")
-                                    .buffer()
-                                    .as_entire_binding()
+                                    .expect("scratch allocated");
+                                (b.buffer().clone(), 0, 0)
                             }
-                        };
-                        entries.push(wgpu::BindGroupEntry {
-                            binding: b as u32,
-                            resource,
                         });
                     }
-                    entries.push(wgpu::BindGroupEntry {
-                        binding: d.buffers.len() as u32,
-                        resource: uniform.buffer().as_entire_binding(),
-                    });
-                    let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-                        label: None,
-                        layout: &pipe.layout,
-                        entries: &entries,
-                    });
+                    key.push((uniform.buffer().clone(), 0, 0));
+                    let group = pipe.bind_group(device, &key);
                     pass.set_pipeline(&pipe.pipeline);
                     pass.set_bind_group(0, &group, &[]);
                     let groups = match d.groups {
@@ -435,24 +491,35 @@ impl Exec<'_> {
                     self.stats.launches += 1;
                 }
             }
-            self.gpu.queue.submit([enc.finish()]);
-            if let Some(e) = pollster::block_on(scope.pop()) {
-                return Err(error(Phase::Execute, format!("dispatch rejected: {e}")));
+            if let (Some(t), Some(r)) = (ts, &resolve) {
+                enc.resolve_query_set(&t.set, 0..2, r.buffer(), 0);
             }
-            self.gpu
-                .device
-                .poll(wgpu::PollType::wait_indefinitely())
-                .map_err(|e| error(Phase::Execute, format!("waiting for the kernels: {e}")))?;
-            if let Some(e) = self.gpu.take_uncaptured() {
-                return Err(error(Phase::Execute, e));
+            let mut enc = Some(enc);
+            let mut scope = Some(scope);
+            if ts.is_none() {
+                let enc = enc.take().expect("not submitted yet");
+                self.gpu.queue.submit([enc.finish()]);
+                if let Some(e) = pollster::block_on(scope.take().expect("pushed").pop()) {
+                    return Err(error(Phase::Execute, format!("dispatch rejected: {e}")));
+                }
+                self.gpu
+                    .device
+                    .poll(wgpu::PollType::wait_indefinitely())
+                    .map_err(|e| error(Phase::Execute, format!("waiting for the kernels: {e}")))?;
+                if let Some(e) = self.gpu.take_uncaptured() {
+                    return Err(error(Phase::Execute, e));
+                }
+                self.stats.execute += t_ex.elapsed();
+                self.host_timed_chunks += 1;
             }
-            self.stats.execute += t_ex.elapsed();
             self.stats.parallelism = self
                 .stats
                 .parallelism
                 .max(launch.groups * kp.kernels[0].workgroup_size);
 
-            // Readback.
+            // Readback: what the host needs after this chunk (timestamps,
+            // aggregate states, the survivor count or the columns), copied
+            // into one staging buffer.
             let t_out = Instant::now();
             let scratch_buf = |j: u16| -> &wgpu::Buffer {
                 persistent[j as usize]
@@ -461,19 +528,100 @@ impl Exec<'_> {
                     .expect("scratch allocated")
                     .buffer()
             };
+            let mut enc = match enc.take() {
+                Some(e) => e,
+                None => device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("readback"),
+                }),
+            };
+            let mut encoded = ts.is_some();
+            // Several chunks kept on the device: each chunk's outputs go
+            // after the previous ones' survivors, device to device. With a
+            // count the copy takes all `n` rows; the next chunk overwrites
+            // the rows that did not survive.
+            if let Some(big) = &gather {
+                for ((out, big), &t) in outputs.iter().zip(big).zip(&kp.outputs) {
+                    let size = device_size(t) as u64;
+                    if n > 0 {
+                        enc.copy_buffer_to_buffer(
+                            out.buffer(),
+                            0,
+                            big.buffer(),
+                            gathered as u64 * size,
+                            n as u64 * size,
+                        );
+                        encoded = true;
+                    }
+                }
+            }
+            let mut ranges: SmallVec<[(&wgpu::Buffer, u64, u64); 8]> = SmallVec::new();
+            if let Some(r) = &resolve {
+                ranges.push((r.buffer(), 0, TIMESTAMP_BYTES));
+            }
+            let first = ranges.len();
             match &kp.readback {
                 Readback::Aggregates(list) => {
-                    let ranges: Vec<(&wgpu::Buffer, u64, u64)> = list
-                        .iter()
-                        .flat_map(|a| a.fields.iter())
-                        .map(|&f| {
-                            let ty = kp.scratch[f as usize].elem;
-                            (scratch_buf(f), 0, device_size(ty) as u64)
-                        })
-                        .collect();
-                    let bytes = download_many(self.gpu, self.pool, &self.faults, &ranges)?;
-                    self.stats.bytes_downloaded +=
-                        bytes.iter().map(|b| b.len() as u64).sum::<u64>();
+                    for &f in list.iter().flat_map(|a| a.fields.iter()) {
+                        let ty = kp.scratch[f as usize].elem;
+                        ranges.push((scratch_buf(f), 0, device_size(ty) as u64));
+                    }
+                }
+                Readback::Columns { count: Some(j) } => ranges.push((scratch_buf(*j), 0, 4)),
+                Readback::Columns { count: None } => {
+                    if !keep && gather.is_none() {
+                        for (b, &t) in outputs.iter().zip(&kp.outputs) {
+                            ranges.push((b.buffer(), 0, (n * device_size(t)) as u64));
+                        }
+                    }
+                }
+            }
+            let pending = if ranges.is_empty() {
+                None
+            } else {
+                encoded = true;
+                Some(encode_readback(
+                    self.gpu,
+                    self.pool,
+                    &self.faults,
+                    &mut enc,
+                    &ranges,
+                )?)
+            };
+            drop(ranges);
+            if encoded {
+                self.gpu.queue.submit([enc.finish()]);
+            }
+            if let Some(scope) = scope.take() {
+                if let Some(e) = pollster::block_on(scope.pop()) {
+                    return Err(error(Phase::Execute, format!("dispatch rejected: {e}")));
+                }
+            }
+            let bytes = match pending {
+                Some(p) => finish_readback(self.gpu, p)?,
+                None => Vec::new(),
+            };
+            self.stats.bytes_downloaded +=
+                bytes[first..].iter().map(|b| b.len() as u64).sum::<u64>();
+            if let Some(t) = ts {
+                // Kernels and readback shared one wait: the device's clock
+                // splits them.
+                let wall = t_ex.elapsed();
+                match t.elapsed(&bytes[0]) {
+                    Some(gpu) => {
+                        let exec = gpu.min(wall);
+                        self.stats.execute += exec;
+                        self.stats.transfer_out += wall - exec;
+                        self.device_timed_chunks += 1;
+                    }
+                    None => {
+                        self.stats.execute += wall;
+                        self.host_timed_chunks += 1;
+                    }
+                }
+            }
+            let bytes = &bytes[first..];
+            match &kp.readback {
+                Readback::Aggregates(list) => {
                     let mut at = 0;
                     let states: Vec<HostAgg> = list
                         .iter()
@@ -496,15 +644,8 @@ impl Exec<'_> {
                 Readback::Columns { count } => {
                     let kept = match count {
                         None => n,
-                        Some(j) => {
-                            let b = download_many(
-                                self.gpu,
-                                self.pool,
-                                &self.faults,
-                                &[(scratch_buf(*j), 0, 4)],
-                            )?;
-                            self.stats.bytes_downloaded += 4;
-                            u32::from_le_bytes(b[0][..4].try_into().expect("4 bytes")) as usize
+                        Some(_) => {
+                            u32::from_le_bytes(bytes[0][..4].try_into().expect("4 bytes")) as usize
                         }
                     };
                     if keep {
@@ -522,6 +663,12 @@ impl Exec<'_> {
                                 })
                                 .collect(),
                         );
+                    } else if gather.is_some() {
+                        gathered += kept;
+                    } else if count.is_none() {
+                        for ((col, b), &t) in host_cols.iter_mut().zip(bytes).zip(&kp.outputs) {
+                            append(col, from_device_bytes(t, b));
+                        }
                     } else {
                         let ranges: Vec<(&wgpu::Buffer, u64, u64)> = outputs
                             .iter()
@@ -536,7 +683,9 @@ impl Exec<'_> {
                     }
                 }
             }
-            self.stats.transfer_out += t_out.elapsed();
+            if ts.is_none() {
+                self.stats.transfer_out += t_out.elapsed();
+            }
         }
 
         Ok(match &kp.readback {
@@ -555,6 +704,21 @@ impl Exec<'_> {
             }
             Readback::Columns { .. } => match (want, dev_cols) {
                 (Want::Device, Some(cols)) => RunOutput::Device(cols),
+                (Want::Device, None) if gather.is_some() => RunOutput::Device(
+                    gather
+                        .into_iter()
+                        .flatten()
+                        .zip(&kp.outputs)
+                        .map(|(buffer, &dtype)| WgpuColumn {
+                            buffer,
+                            dtype,
+                            len: gathered,
+                            gpu: self.gpu.clone(),
+                            pool: self.pool.clone(),
+                            faults: self.fault_cell.clone(),
+                        })
+                        .collect(),
+                ),
                 (Want::Device, None) => {
                     // Several chunks: gathered on the host, now one column each.
                     let mut cols = Vec::new();

@@ -8,7 +8,9 @@
 
 use crate::backend::{BackendError, BackendKind, Phase};
 
-/// Which phases fail. Every flag fails every run until cleared.
+/// Which phases fail. Every flag fails every run until cleared, except an
+/// out-of-memory fault with a count (`wgpu:oom:N`), which fails the first
+/// allocation of the next `N` attempts and then clears itself.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct FaultPlan {
     /// Shader or pipeline creation fails (`wgpu:compile`).
@@ -21,6 +23,9 @@ pub struct FaultPlan {
     pub readback: bool,
     /// Buffer allocation reports out of memory (`wgpu:oom`).
     pub oom: bool,
+    /// With `oom`: how many failing attempts remain (`wgpu:oom:N`); 0 means
+    /// every attempt fails.
+    pub oom_times: u32,
 }
 
 impl FaultPlan {
@@ -31,6 +36,7 @@ impl FaultPlan {
         dispatch: false,
         readback: false,
         oom: false,
+        oom_times: 0,
     };
 
     /// Parses a comma list such as `wgpu:compile,cuda:launch,wgpu:oom`;
@@ -43,8 +49,17 @@ impl FaultPlan {
                 Some("upload") => f.upload = true,
                 Some("dispatch") => f.dispatch = true,
                 Some("readback") => f.readback = true,
-                Some("oom") => f.oom = true,
-                _ => {}
+                Some("oom") => {
+                    f.oom = true;
+                    f.oom_times = 0;
+                }
+                Some(other) => {
+                    if let Some(Ok(n)) = other.strip_prefix("oom:").map(str::parse::<u32>) {
+                        f.oom = n > 0;
+                        f.oom_times = n;
+                    }
+                }
+                None => {}
             }
         }
         f
@@ -55,6 +70,15 @@ impl FaultPlan {
         std::env::var("COMPUTEQ_FAULT")
             .map(|v| FaultPlan::parse(&v))
             .unwrap_or_default()
+    }
+
+    /// Counts one attempt failed by an injected out-of-memory fault; a
+    /// counted fault clears itself after its last attempt.
+    pub(crate) fn spend_oom(&mut self) {
+        if self.oom && self.oom_times > 0 {
+            self.oom_times -= 1;
+            self.oom = self.oom_times > 0;
+        }
     }
 
     /// The injected error for `phase`, when that phase is set to fail.
@@ -119,5 +143,19 @@ mod tests {
         assert!(f.check(Phase::Compile).is_err());
         assert!(f.check(Phase::Upload).is_ok());
         assert!(f.check_alloc(Phase::Upload).unwrap_err().out_of_memory);
+    }
+
+    #[test]
+    fn a_counted_oom_clears_itself() {
+        let mut f = FaultPlan::parse("wgpu:oom:2");
+        assert!(f.oom && f.oom_times == 2);
+        f.spend_oom();
+        assert!(f.check_alloc(Phase::Execute).is_err());
+        f.spend_oom();
+        assert!(f.check_alloc(Phase::Execute).is_ok());
+        assert_eq!(f, FaultPlan::NONE);
+        let mut always = FaultPlan::parse("wgpu:oom");
+        always.spend_oom();
+        assert!(always.oom);
     }
 }

@@ -10,10 +10,17 @@
 //! reuses the pipeline. Buffers come from a pool ([`WgpuBackend::live_buffers`]
 //! shows how many are checked out).
 //!
+//! Kernels are timed by the device's timestamp queries when the adapter has
+//! `TIMESTAMP_QUERY`, else by host timers around fences
+//! ([`RunStats::timing`] says which). A run that runs out of device memory
+//! is retried with chunks of half the positions, down to
+//! [`MIN_OOM_CHUNK`] ([`RunStats::oom_retries`] counts the retries).
+//!
 //! Files: `device` (opening, features, limits), `pipeline` (cache, error
 //! scopes), `buffers` (pool), `transfer` (uploads, readbacks, bool words),
 //! `exec` (the run loop), `array` (device-resident columns), `fault`
-//! (fault injection).
+//! (fault injection), `raw` (the bare wgpu replay the overhead benchmark
+//! compares against).
 
 mod array;
 mod buffers;
@@ -21,10 +28,13 @@ mod device;
 mod exec;
 mod fault;
 mod pipeline;
+mod raw;
 mod transfer;
 
 pub use array::WgpuColumn;
 pub use fault::FaultPlan;
+#[doc(hidden)]
+pub use raw::{measure_overhead, Overhead, RawDispatch};
 
 use super::{Availability, Backend, BackendError, BackendKind, DeviceColumn, Job, Phase, RunStats};
 use crate::codegen::{lower_plan, Caps, KernelPlan};
@@ -36,7 +46,7 @@ use exec::{build_artifact, Artifact, Exec, RunOutput, Want};
 use parking_lot::Mutex;
 use pipeline::PipelineCache;
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -47,7 +57,12 @@ pub struct WgpuBackend {
     pool: Pool,
     faults: Arc<Mutex<FaultPlan>>,
     max_chunk: AtomicUsize,
+    timestamps: AtomicBool,
 }
+
+/// Fewest positions per chunk the out-of-memory retries go down to: below
+/// it the per-chunk costs dominate and a CPU backend is the better place.
+pub const MIN_OOM_CHUNK: usize = 1024;
 
 impl std::fmt::Debug for WgpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -75,6 +90,23 @@ impl WgpuBackend {
             pool: Pool::default(),
             faults: Arc::new(Mutex::new(faults)),
             max_chunk: AtomicUsize::new(usize::MAX),
+            timestamps: AtomicBool::new(true),
+        }
+    }
+
+    /// Whether to time kernels with the device's timestamp queries when it
+    /// has them (the default); `false` uses host timers around fences, as
+    /// on devices without `TIMESTAMP_QUERY`.
+    pub fn set_timestamps(&self, on: bool) {
+        self.timestamps.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether the opened device offers timestamp queries (`None` before it
+    /// opens or when it failed to).
+    pub fn has_timestamps(&self) -> Option<bool> {
+        match self.gpu.get() {
+            Some(Ok(g)) => Some(g.timestamps.is_some()),
+            _ => None,
         }
     }
 
@@ -203,15 +235,56 @@ impl WgpuBackend {
         };
         stats.compile += t.elapsed();
         stats.compile_cached = cached;
-        let mut exec = Exec {
-            gpu,
-            pool: &self.pool,
-            faults,
-            fault_cell: &self.faults,
-            max_chunk: self.max_chunk.load(Ordering::Relaxed),
-            stats,
-        };
-        exec.run(&art, plan, job.inputs, job.params, want)
+        // Out of device memory: run the plan again in chunks of half the
+        // positions, down to `MIN_OOM_CHUNK`, before giving up (the runtime
+        // then falls back to a CPU backend).
+        let mut max_chunk = self.max_chunk.load(Ordering::Relaxed);
+        let mut faults = faults;
+        loop {
+            let mut exec = Exec {
+                gpu,
+                pool: &self.pool,
+                faults,
+                fault_cell: &self.faults,
+                max_chunk,
+                widest_chunk: 0,
+                use_timestamps: self.timestamps.load(Ordering::Relaxed),
+                device_timed_chunks: 0,
+                host_timed_chunks: 0,
+                stats,
+            };
+            let result = exec.run(&art, plan, job.inputs, job.params, want);
+            let widest = exec.widest_chunk;
+            match result {
+                Err(e) if e.out_of_memory => {
+                    if faults.oom {
+                        self.faults.lock().spend_oom();
+                    }
+                    let next = (widest / 2).max(MIN_OOM_CHUNK);
+                    if next >= widest {
+                        let mut e = e;
+                        if stats.oom_retries > 0 {
+                            e.message = format!(
+                                "{} (after {} retries in smaller chunks, down to {widest} positions)",
+                                e.message, stats.oom_retries
+                            )
+                            .into();
+                        }
+                        return Err(e);
+                    }
+                    tracing::debug!(
+                        from = widest,
+                        to = next,
+                        error = %e.message,
+                        "computeq.wgpu.oom_retry"
+                    );
+                    stats.oom_retries += 1;
+                    max_chunk = next;
+                    faults = *self.faults.lock();
+                }
+                r => return r,
+            }
+        }
     }
 }
 

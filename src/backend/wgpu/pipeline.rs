@@ -17,6 +17,50 @@ use std::sync::Arc;
 pub(crate) struct Pipeline {
     pub pipeline: wgpu::ComputePipeline,
     pub layout: wgpu::BindGroupLayout,
+    /// Bind groups by the buffer ranges they bind: the pool hands the same
+    /// buffers back run after run, so a cached plan rarely makes a new one.
+    groups: Mutex<HashMap<BindKey, wgpu::BindGroup>>,
+}
+
+/// The `(buffer, offset, size)` of every binding, in binding order (size 0
+/// binds the rest of the buffer).
+pub(crate) type BindKey = smallvec::SmallVec<[(wgpu::Buffer, u64, u64); 8]>;
+
+/// Most bind groups kept per pipeline; past it the cache starts over (a
+/// group holds its buffers' handles, though not their memory once a
+/// device column's buffer is destroyed).
+const MAX_BIND_GROUPS: usize = 64;
+
+impl Pipeline {
+    /// The bind group of `key`, made on first use.
+    pub fn bind_group(&self, device: &wgpu::Device, key: &BindKey) -> wgpu::BindGroup {
+        let mut groups = self.groups.lock();
+        if let Some(g) = groups.get(key) {
+            return g.clone();
+        }
+        let entries: smallvec::SmallVec<[wgpu::BindGroupEntry<'_>; 8]> = key
+            .iter()
+            .enumerate()
+            .map(|(i, (buffer, offset, size))| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer,
+                    offset: *offset,
+                    size: std::num::NonZeroU64::new(*size),
+                }),
+            })
+            .collect();
+        let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &self.layout,
+            entries: &entries,
+        });
+        if groups.len() >= MAX_BIND_GROUPS {
+            groups.clear();
+        }
+        groups.insert(key.clone(), group.clone());
+        group
+    }
 }
 
 /// The pipelines of one device.
@@ -157,5 +201,9 @@ fn build(gpu: &Gpu, faults: &FaultPlan, k: &Kernel) -> Result<Pipeline, BackendE
             errors.join("; ")
         )));
     }
-    Ok(Pipeline { pipeline, layout })
+    Ok(Pipeline {
+        pipeline,
+        layout,
+        groups: Mutex::default(),
+    })
 }

@@ -102,29 +102,71 @@ pub(crate) fn download_many(
     faults: &FaultPlan,
     ranges: &[(&wgpu::Buffer, u64, u64)],
 ) -> Result<Vec<Vec<u8>>, BackendError> {
-    faults.check(Phase::Download)?;
-    let mut at = Vec::with_capacity(ranges.len());
-    let mut total = 0u64;
-    for &(_, _, size) in ranges {
-        at.push(total);
-        total += size.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
-    }
-    if total == 0 {
-        return Ok(ranges.iter().map(|_| Vec::new()).collect());
-    }
-    let staging = pool.get(gpu, faults, Phase::Download, total, READBACK, false)?;
     let mut enc = gpu
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("readback"),
         });
-    for (&(src, offset, size), &dst) in ranges.iter().zip(&at) {
+    let pending = encode_readback(gpu, pool, faults, &mut enc, ranges)?;
+    gpu.queue.submit([enc.finish()]);
+    finish_readback(gpu, pending)
+}
+
+/// A readback recorded into a command encoder: read it with
+/// [`finish_readback`] once the encoder is submitted.
+pub(crate) struct PendingReadback {
+    staging: Option<PooledBuffer>,
+    /// Offset and size of each range in the staging buffer.
+    parts: Vec<(u64, u64)>,
+    total: u64,
+}
+
+/// Records copies of `ranges` into one staging buffer, so a readback can
+/// ride in the same submission as the kernels that produce the data.
+pub(crate) fn encode_readback(
+    gpu: &Gpu,
+    pool: &Pool,
+    faults: &FaultPlan,
+    enc: &mut wgpu::CommandEncoder,
+    ranges: &[(&wgpu::Buffer, u64, u64)],
+) -> Result<PendingReadback, BackendError> {
+    faults.check(Phase::Download)?;
+    let mut parts = Vec::with_capacity(ranges.len());
+    let mut total = 0u64;
+    for &(_, _, size) in ranges {
+        parts.push((total, size));
+        total += size.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+    }
+    if total == 0 {
+        return Ok(PendingReadback {
+            staging: None,
+            parts,
+            total,
+        });
+    }
+    let staging = pool.get(gpu, faults, Phase::Download, total, READBACK, false)?;
+    for (&(src, offset, size), &(dst, _)) in ranges.iter().zip(&parts) {
         if size > 0 {
             let padded = size.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
             enc.copy_buffer_to_buffer(src, offset, staging.buffer(), dst, padded);
         }
     }
-    gpu.queue.submit([enc.finish()]);
+    Ok(PendingReadback {
+        staging: Some(staging),
+        parts,
+        total,
+    })
+}
+
+/// Waits for a submitted readback and returns the bytes of each range.
+pub(crate) fn finish_readback(
+    gpu: &Gpu,
+    pending: PendingReadback,
+) -> Result<Vec<Vec<u8>>, BackendError> {
+    let Some(staging) = pending.staging else {
+        return Ok(pending.parts.iter().map(|_| Vec::new()).collect());
+    };
+    let total = pending.total;
     let (tx, rx) = std::sync::mpsc::channel();
     staging
         .buffer()
@@ -146,10 +188,10 @@ pub(crate) fn download_many(
             .buffer()
             .get_mapped_range(0..total)
             .map_err(|e| fail(format!("reading the mapped buffer: {e}")))?;
-        ranges
+        pending
+            .parts
             .iter()
-            .zip(&at)
-            .map(|(&(_, _, size), &dst)| view[dst as usize..(dst + size) as usize].to_vec())
+            .map(|&(at, size)| view[at as usize..(at + size) as usize].to_vec())
             .collect()
     };
     staging.buffer().unmap();
