@@ -11,9 +11,7 @@
 mod ptx_interp;
 
 use computeq::backend::cpu_scalar;
-use computeq::backend::{
-    Availability, Backend, BackendError, BackendKind, Input, Job, Phase, RunStats,
-};
+use computeq::backend::{BackendError, BackendKind, Phase, RunStats};
 use computeq::codegen::ptx::{
     self, compile, cuda_caps, download_column, run_plan, PtxDevice, PtxOptions, PtxPlan, RunInput,
     RunLimits, RunOutput,
@@ -27,95 +25,14 @@ use computeq::plan::{
 use computeq::runtime::column::{Column, ColumnRef};
 use computeq::runtime::{Config, Engine};
 use proptest::prelude::*;
+use ptx_interp::backend::InterpBackend;
 use ptx_interp::InterpDevice;
 use smallvec::smallvec;
-use std::borrow::Cow;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 // ------------------------------------------------------------------ ptxas
 
-fn required(what: &str) -> bool {
-    std::env::var("COMPUTEQ_REQUIRE")
-        .is_ok_and(|v| v.split(',').any(|s| s.trim().eq_ignore_ascii_case(what)))
-}
-
-/// The `ptxas` binary, or `None` (after printing why) when the tests may
-/// skip it.
-fn ptxas() -> Option<PathBuf> {
-    let candidates = std::env::var_os("PTXAS")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(
-            std::env::var_os("PATH")
-                .map(|p| {
-                    std::env::split_paths(&p)
-                        .map(|d| d.join("ptxas"))
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default(),
-        )
-        .chain(std::iter::once(
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/pip/nvidia/cuda_nvcc/bin/ptxas"),
-        ));
-    for c in candidates {
-        if c.is_file() {
-            return Some(c);
-        }
-    }
-    assert!(
-        !required("ptxas"),
-        "COMPUTEQ_REQUIRE lists ptxas but it was found neither in PTXAS nor on PATH"
-    );
-    eprintln!("skipping ptxas validation: no ptxas (set PTXAS, or COMPUTEQ_REQUIRE=ptxas to fail)");
-    None
-}
-
-const TARGETS: [&str; 3] = ["sm_70", "sm_80", "sm_90"];
-
-/// Assembles `text` for every target of [`TARGETS`].
-fn ptxas_check(ptxas: &PathBuf, name: &str, text: &str) -> Result<(), String> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!("computeq-ptx-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let file = dir.join(format!("{name}-{}.ptx", N.fetch_add(1, Ordering::Relaxed)));
-    for target in TARGETS {
-        // The module stays `.target sm_70`: the driver JIT-compiles it for
-        // newer GPUs exactly as ptxas does here for `--gpu-name`.
-        std::fs::write(&file, text).map_err(|e| e.to_string())?;
-        let out = std::process::Command::new(ptxas)
-            .args(["--gpu-name", target, "-o", "/dev/null"])
-            .arg(&file)
-            .output()
-            .map_err(|e| format!("running ptxas: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "ptxas {target} rejected {name}:\n{}\n{}",
-                String::from_utf8_lossy(&out.stderr),
-                context(text, &String::from_utf8_lossy(&out.stderr))
-            ));
-        }
-    }
-    let _ = std::fs::remove_file(&file);
-    Ok(())
-}
-
-/// The lines around the first line ptxas complains about.
-fn context(text: &str, stderr: &str) -> String {
-    let line = stderr
-        .split(", line ")
-        .nth(1)
-        .and_then(|s| s.split(';').next())
-        .and_then(|n| n.trim().parse::<usize>().ok())
-        .unwrap_or(1);
-    text.lines()
-        .enumerate()
-        .skip(line.saturating_sub(15))
-        .take(30)
-        .map(|(i, l)| format!("{:5} {l}\n", i + 1))
-        .collect()
-}
+use ptx_interp::ptxas::{check as ptxas_check, find as ptxas};
 
 // ------------------------------------------------------------------ plans
 
@@ -1076,58 +993,8 @@ fn out_of_bounds_accesses_are_errors() {
 
 // ------------------------------------------------------------------ real queries
 
-/// A `cuda` backend that runs the PTX in the interpreter: real queries'
-/// plans go through the engine exactly as they would to the GPU.
-struct InterpBackend {
-    caps: Caps,
-    chunk: usize,
-}
-
-impl Backend for InterpBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cuda
-    }
-    fn availability(&self) -> Availability {
-        Availability::Available
-    }
-    fn supports(&self, _: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
-        Ok(())
-    }
-    fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {
-        let plan = &job.plan.plan;
-        let cols: Vec<Column> = job
-            .inputs
-            .iter()
-            .map(|i| match i {
-                Input::Host(c) => Ok(column_of(*c)),
-                Input::Device(d) => d.download(),
-            })
-            .collect::<Result<_, _>>()?;
-        let _ = stats;
-        let (out, _) = run_interp(
-            plan,
-            &cols,
-            job.params,
-            &self.caps,
-            RunLimits {
-                max_chunk: self.chunk,
-            },
-        )
-        .map_err(|e| BackendError::new(BackendKind::Cuda, Phase::Execute, e))?;
-        Ok(out)
-    }
-}
-
-fn column_of(c: ColumnRef<'_>) -> Column {
-    let mut out = Column::with_capacity(c.dtype(), c.len());
-    for i in 0..c.len() {
-        out.push(c.get(i));
-    }
-    out
-}
-
 fn interp_engine(caps: Caps, chunk: usize) -> Engine {
-    Engine::with_config(Config::default()).with_backend(Arc::new(InterpBackend { caps, chunk }))
+    Engine::with_config(Config::default()).with_backend(Arc::new(InterpBackend::new(caps, chunk)))
 }
 
 #[test]
