@@ -1369,3 +1369,92 @@ fn injected_faults_are_errors_of_their_phase() {
     )
     .unwrap();
 }
+
+/// The same faults through the engine: the `cuda` backend (the interpreter
+/// behind the CUDA fault layer) fails in the injected phase, the runtime
+/// falls back to a CPU backend with the right answer, and the metrics
+/// record the failed attempt; without fallback the error carries it.
+#[cfg(feature = "cuda")]
+#[test]
+fn injected_faults_fall_back_through_the_runtime() {
+    use computeq::backend::cuda::FaultPlan;
+    let b = Arc::new(InterpBackend::new(small_caps(), 1 << 20));
+    let e = Engine::with_config(Config::default()).with_backend(b.clone());
+    let xs: Vec<f32> = (0..500).map(|i| (i % 37) as f32 - 18.0).collect();
+    let want_sum: f32 = e
+        .query(&xs)
+        .on(BackendKind::CpuScalar)
+        .map(|x| x * 2.0)
+        .sum();
+    let want_kept: Vec<f32> = e
+        .query(&xs)
+        .on(BackendKind::CpuScalar)
+        .filter(|x| x.gt(0.0))
+        .collect();
+    for (name, phase) in [
+        ("compile", Phase::Compile),
+        ("upload", Phase::Upload),
+        ("launch", Phase::Execute),
+        ("download", Phase::Download),
+        ("oom", Phase::Execute),
+    ] {
+        let faults = FaultPlan::parse(&format!("cuda:{name}"));
+        assert_ne!(faults, FaultPlan::NONE, "{name} does not parse");
+        *b.faults.lock() = faults;
+        let attempt = |m: &computeq::metrics::ExecutionMetrics| {
+            let a = m
+                .attempts
+                .iter()
+                .find(|a| a.backend == BackendKind::Cuda)
+                .unwrap_or_else(|| panic!("cuda:{name}: no failed cuda attempt recorded"));
+            assert_eq!(a.phase, phase, "cuda:{name}: {}", a.message);
+            assert!(
+                a.message.contains(&format!("injected fault (cuda:{name})")),
+                "{}",
+                a.message
+            );
+        };
+        let (s, m) = e
+            .query(&xs)
+            .on(BackendKind::Cuda)
+            .with_metrics()
+            .map(|x| x * 2.0)
+            .sum();
+        assert_eq!(s, want_sum, "cuda:{name}");
+        assert_ne!(m.backend, BackendKind::Cuda, "cuda:{name} did not fire");
+        assert!(m.fell_back(), "cuda:{name}");
+        attempt(&m);
+        let (kept, m): (Vec<f32>, _) = e
+            .query(&xs)
+            .on(BackendKind::Cuda)
+            .with_metrics()
+            .filter(|x| x.gt(0.0))
+            .collect();
+        assert_eq!(kept, want_kept, "cuda:{name}");
+        assert_ne!(m.backend, BackendKind::Cuda, "cuda:{name} did not fire");
+        attempt(&m);
+        let err = e
+            .query(&xs)
+            .on(BackendKind::Cuda)
+            .no_fallback()
+            .map(|x| x * 2.0)
+            .try_collect::<Vec<f32>>()
+            .expect_err("no fallback: the fault is the answer");
+        let last = err.attempts().last().expect("the attempt");
+        assert_eq!(
+            (last.backend, last.phase),
+            (BackendKind::Cuda, phase),
+            "{err}"
+        );
+    }
+    // Cleared, the same queries run on cuda.
+    *b.faults.lock() = FaultPlan::NONE;
+    let (s, m) = e
+        .query(&xs)
+        .on(BackendKind::Cuda)
+        .with_metrics()
+        .map(|x| x * 2.0)
+        .sum();
+    assert_eq!((s, m.backend), (want_sum, BackendKind::Cuda));
+    assert!(m.attempts.is_empty(), "{:?}", m.attempts);
+}
