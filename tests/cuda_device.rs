@@ -188,6 +188,13 @@ fn explain_says_whether_cuda_can_run_and_why() {
                     lines[0].contains("no CUDA driver (libcuda not found)"),
                     "{text}"
                 );
+                // Asking costs nothing without a driver: even a tiny query
+                // says why, not "not probed".
+                let tiny = e.query(&xs[..10]).explain().sum().to_string();
+                assert!(
+                    tiny.contains("not considered: no CUDA driver (libcuda not found)"),
+                    "{tiny}"
+                );
             }
             assert!(!text.contains("choice: cuda"), "{text}");
             eprintln!("{}", lines[0].trim());
