@@ -6,7 +6,7 @@
 //! in which case it fails.
 #![cfg(feature = "cuda")]
 
-use computeq::backend::cuda::{CudaBackend, FaultPlan};
+use computeq::backend::cuda::{driver_present, CudaBackend, FaultPlan};
 use computeq::backend::{Availability, Backend, BackendKind};
 use computeq::runtime::{Config, Engine};
 use std::sync::Arc;
@@ -154,5 +154,50 @@ fn injected_faults_fall_back_to_the_cpu() {
             BackendKind::Cuda,
             "{faults}: the fault did not fire"
         );
+    }
+}
+
+/// `explain` names cuda and says why it is not a candidate when it cannot
+/// run here (no driver, no device), and lists it with a cost when it can.
+/// Runs everywhere: it is the proof that the cost model never picks CUDA on
+/// a machine without one.
+#[test]
+fn explain_says_whether_cuda_can_run_and_why() {
+    let e = Engine::with_config(Config::default());
+    let xs: Vec<f32> = (0..1 << 16).map(|i| i as f32).collect();
+    let text = e.query(&xs).explain().map(|x| x * 2.0).sum().to_string();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("cuda "))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line about cuda in:\n{text}");
+    let b = CudaBackend::with_faults(FaultPlan::NONE);
+    match b.availability() {
+        Availability::Available => assert!(lines[0].contains("estimated"), "{text}"),
+        Availability::Unavailable(why) => {
+            assert!(
+                !required(),
+                "COMPUTEQ_REQUIRE=cuda but CUDA cannot run here: {why}"
+            );
+            assert!(
+                lines[0].contains(&format!("not considered: {why}")),
+                "{text}"
+            );
+            if !driver_present() {
+                assert!(
+                    lines[0].contains("no CUDA driver (libcuda not found)"),
+                    "{text}"
+                );
+                // Asking costs nothing without a driver: even a tiny query
+                // says why, not "not probed".
+                let tiny = e.query(&xs[..10]).explain().sum().to_string();
+                assert!(
+                    tiny.contains("not considered: no CUDA driver (libcuda not found)"),
+                    "{tiny}"
+                );
+            }
+            assert!(!text.contains("choice: cuda"), "{text}");
+            eprintln!("{}", lines[0].trim());
+        }
     }
 }

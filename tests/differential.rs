@@ -17,6 +17,7 @@
 //! same infinity.
 
 mod common;
+mod ptx_interp;
 
 use common::ast::{self, Bin, Case, Cmp, Comb, Ex, ExKind, LitForm, Step, Term};
 use common::data::{DataSpec, Dist, LENGTHS};
@@ -117,6 +118,153 @@ differential_suite! {
     cpu_parallel => BackendKind::CpuParallel;
     wgpu => BackendKind::Wgpu;
     cuda => BackendKind::Cuda;
+}
+
+// ---------------------------------------- cuda through the PTX interpreter
+
+/// The same suite for the `cuda` backend with the PTX interpreter as its
+/// device (no GPU needed): the generated PTX of every random and boundary
+/// pipeline runs in `tests/ptx_interp` through the library's host
+/// protocol, and every distinct module is assembled by `ptxas` for sm_70,
+/// sm_80 and sm_90 (skipped without ptxas unless `COMPUTEQ_REQUIRE` lists
+/// it). Blocks of 64 threads × 2 items, at most 8 blocks per launch and
+/// chunks of 2000 positions, so small lengths already cover partial warps,
+/// several blocks, grid-stride loops and chunk carries. Lengths above
+/// [`cuda_interp::MAX_LEN`] are skipped (the interpreter is slow).
+mod cuda_interp {
+    use super::*;
+    use crate::ptx_interp::backend::{InterpBackend, Mutation};
+    use crate::ptx_interp::ptxas;
+    use computeq::codegen::ptx::cuda_caps;
+    use computeq::codegen::Caps;
+    use computeq::runtime::Engine;
+    use std::sync::Arc;
+
+    /// Longest input the interpreter runs.
+    pub const MAX_LEN: usize = 5000;
+
+    /// Random cases (override with `COMPUTEQ_DIFF_CASES`).
+    const INTERP_CASES: u32 = 64;
+
+    fn caps() -> Caps {
+        Caps {
+            workgroup_size: 64,
+            items_per_thread: 2,
+            max_groups: 8,
+            ..cuda_caps()
+        }
+    }
+
+    fn backend() -> InterpBackend {
+        InterpBackend::new(caps(), 2000)
+    }
+
+    fn engine(b: InterpBackend) -> (Engine, Arc<InterpBackend>) {
+        let b = Arc::new(b);
+        (common::engine().with_backend(b.clone()), b)
+    }
+
+    fn short(case: &Case) -> bool {
+        std::iter::once(&case.source)
+            .chain(&case.partners)
+            .all(|d| d.len <= MAX_LEN)
+    }
+
+    #[test]
+    fn random_pipelines_agree() {
+        let (engine, b) = engine(backend().with_ptxas(ptxas::find()));
+        let summary = RefCell::new(Summary::default());
+        let skipped = RefCell::new(0usize);
+        let mut runner = TestRunner::new(differential_config(INTERP_CASES));
+        let result = runner.run(&ast::case(), |case| {
+            if !short(&case) {
+                *skipped.borrow_mut() += 1;
+                return Ok(());
+            }
+            let o = run_case(&engine, BackendKind::Cuda, &case).map_err(TestCaseError::fail)?;
+            summary.borrow_mut().add(&o);
+            Ok(())
+        });
+        eprintln!(
+            "cuda (interpreter): random pipelines: {}; {} longer than {MAX_LEN} skipped; \
+             {} distinct modules assembled by ptxas; {} lane-instructions",
+            summary.borrow(),
+            skipped.borrow(),
+            b.modules_assembled(),
+            b.lane_instructions.lock()
+        );
+        if let Err(e) = result {
+            panic!("cuda (interpreter): {e}");
+        }
+        let s = summary.borrow();
+        assert!(
+            s.agreed > INTERP_CASES as usize / 2,
+            "too few cases compared: {s}"
+        );
+    }
+
+    #[test]
+    fn boundary_lengths_agree() {
+        let (engine, b) = engine(backend().with_ptxas(ptxas::find()));
+        let mut summary = Summary::default();
+        for (d, &t) in NUMERIC.iter().enumerate() {
+            for (l, &len) in LENGTHS.iter().enumerate() {
+                if len > MAX_LEN {
+                    continue;
+                }
+                for case in fixed_pipelines(t, len, (d * 100 + l) as u64) {
+                    match run_case(&engine, BackendKind::Cuda, &case) {
+                        Ok(o) => summary.add(&o),
+                        Err(m) => panic!("cuda (interpreter): boundary case failed: {m}"),
+                    }
+                }
+            }
+        }
+        eprintln!(
+            "cuda (interpreter): boundary lengths: {summary}; {} distinct modules assembled by ptxas",
+            b.modules_assembled()
+        );
+        assert_eq!(summary.unavailable, 0);
+    }
+
+    /// Every float addition turned into a subtraction.
+    const SUB_FOR_ADD: Mutation = |t| {
+        t.contains("add.rn.f").then(|| {
+            t.replace("add.rn.f32", "sub.rn.f32")
+                .replace("add.rn.f64", "sub.rn.f64")
+        })
+    };
+
+    #[test]
+    fn a_wrong_kernel_is_caught() {
+        let (engine, _) = engine(backend().with_mutation(SUB_FOR_ADD));
+        let t = DType::F32;
+        let sum = case(t, 300, Dist::Small, 7, vec![], Term::Sum);
+        let err = run_case(&engine, BackendKind::Cuda, &sum).expect_err("a wrong sum passed");
+        assert!(err.contains("cuda disagrees with cpu-scalar"), "{err}");
+        let (good, _) = super::cuda_interp::engine(backend());
+        assert_eq!(
+            run_case(&good, BackendKind::Cuda, &sum),
+            Ok(Outcome::Agreed)
+        );
+
+        let mut config = differential_config(256);
+        config.cases = 256;
+        config.max_shrink_iters = 8;
+        let mut runner = TestRunner::new(config);
+        let result = runner.run(&ast::case(), |case| {
+            if !short(&case) {
+                return Ok(());
+            }
+            run_case(&engine, BackendKind::Cuda, &case)
+                .map(|_| ())
+                .map_err(TestCaseError::fail)
+        });
+        let text = result
+            .expect_err("the suite did not notice a wrong kernel")
+            .to_string();
+        assert!(text.contains("cuda disagrees with cpu-scalar"), "{text}");
+    }
 }
 
 // ------------------------------------------------------ fixed pipelines

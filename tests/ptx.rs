@@ -11,9 +11,7 @@
 mod ptx_interp;
 
 use computeq::backend::cpu_scalar;
-use computeq::backend::{
-    Availability, Backend, BackendError, BackendKind, Input, Job, Phase, RunStats,
-};
+use computeq::backend::{BackendError, BackendKind, Phase, RunStats};
 use computeq::codegen::ptx::{
     self, compile, cuda_caps, download_column, run_plan, PtxDevice, PtxOptions, PtxPlan, RunInput,
     RunLimits, RunOutput,
@@ -27,95 +25,14 @@ use computeq::plan::{
 use computeq::runtime::column::{Column, ColumnRef};
 use computeq::runtime::{Config, Engine};
 use proptest::prelude::*;
+use ptx_interp::backend::InterpBackend;
 use ptx_interp::InterpDevice;
 use smallvec::smallvec;
-use std::borrow::Cow;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 // ------------------------------------------------------------------ ptxas
 
-fn required(what: &str) -> bool {
-    std::env::var("COMPUTEQ_REQUIRE")
-        .is_ok_and(|v| v.split(',').any(|s| s.trim().eq_ignore_ascii_case(what)))
-}
-
-/// The `ptxas` binary, or `None` (after printing why) when the tests may
-/// skip it.
-fn ptxas() -> Option<PathBuf> {
-    let candidates = std::env::var_os("PTXAS")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(
-            std::env::var_os("PATH")
-                .map(|p| {
-                    std::env::split_paths(&p)
-                        .map(|d| d.join("ptxas"))
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default(),
-        )
-        .chain(std::iter::once(
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/pip/nvidia/cuda_nvcc/bin/ptxas"),
-        ));
-    for c in candidates {
-        if c.is_file() {
-            return Some(c);
-        }
-    }
-    assert!(
-        !required("ptxas"),
-        "COMPUTEQ_REQUIRE lists ptxas but it was found neither in PTXAS nor on PATH"
-    );
-    eprintln!("skipping ptxas validation: no ptxas (set PTXAS, or COMPUTEQ_REQUIRE=ptxas to fail)");
-    None
-}
-
-const TARGETS: [&str; 3] = ["sm_70", "sm_80", "sm_90"];
-
-/// Assembles `text` for every target of [`TARGETS`].
-fn ptxas_check(ptxas: &PathBuf, name: &str, text: &str) -> Result<(), String> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!("computeq-ptx-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let file = dir.join(format!("{name}-{}.ptx", N.fetch_add(1, Ordering::Relaxed)));
-    for target in TARGETS {
-        // The module stays `.target sm_70`: the driver JIT-compiles it for
-        // newer GPUs exactly as ptxas does here for `--gpu-name`.
-        std::fs::write(&file, text).map_err(|e| e.to_string())?;
-        let out = std::process::Command::new(ptxas)
-            .args(["--gpu-name", target, "-o", "/dev/null"])
-            .arg(&file)
-            .output()
-            .map_err(|e| format!("running ptxas: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "ptxas {target} rejected {name}:\n{}\n{}",
-                String::from_utf8_lossy(&out.stderr),
-                context(text, &String::from_utf8_lossy(&out.stderr))
-            ));
-        }
-    }
-    let _ = std::fs::remove_file(&file);
-    Ok(())
-}
-
-/// The lines around the first line ptxas complains about.
-fn context(text: &str, stderr: &str) -> String {
-    let line = stderr
-        .split(", line ")
-        .nth(1)
-        .and_then(|s| s.split(';').next())
-        .and_then(|n| n.trim().parse::<usize>().ok())
-        .unwrap_or(1);
-    text.lines()
-        .enumerate()
-        .skip(line.saturating_sub(15))
-        .take(30)
-        .map(|(i, l)| format!("{:5} {l}\n", i + 1))
-        .collect()
-}
+use ptx_interp::ptxas::{check as ptxas_check, find as ptxas};
 
 // ------------------------------------------------------------------ plans
 
@@ -809,7 +726,7 @@ fn chunked_runs_carry_scans_compaction_and_aggregates_across_chunks() {
     let caps = small_caps();
     for t in [DType::I32, DType::F64, DType::U64] {
         for (name, plan) in every_shape(t) {
-            for (n, chunk) in [(1000, 300), (777, 1), (2049, 1024), (50, 7)] {
+            for (n, chunk) in [(1000, 300), (97, 1), (2049, 1024), (50, 7)] {
                 let inputs: Vec<Column> = plan
                     .input_dtypes
                     .iter()
@@ -1076,58 +993,8 @@ fn out_of_bounds_accesses_are_errors() {
 
 // ------------------------------------------------------------------ real queries
 
-/// A `cuda` backend that runs the PTX in the interpreter: real queries'
-/// plans go through the engine exactly as they would to the GPU.
-struct InterpBackend {
-    caps: Caps,
-    chunk: usize,
-}
-
-impl Backend for InterpBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cuda
-    }
-    fn availability(&self) -> Availability {
-        Availability::Available
-    }
-    fn supports(&self, _: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
-        Ok(())
-    }
-    fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {
-        let plan = &job.plan.plan;
-        let cols: Vec<Column> = job
-            .inputs
-            .iter()
-            .map(|i| match i {
-                Input::Host(c) => Ok(column_of(*c)),
-                Input::Device(d) => d.download(),
-            })
-            .collect::<Result<_, _>>()?;
-        let _ = stats;
-        let (out, _) = run_interp(
-            plan,
-            &cols,
-            job.params,
-            &self.caps,
-            RunLimits {
-                max_chunk: self.chunk,
-            },
-        )
-        .map_err(|e| BackendError::new(BackendKind::Cuda, Phase::Execute, e))?;
-        Ok(out)
-    }
-}
-
-fn column_of(c: ColumnRef<'_>) -> Column {
-    let mut out = Column::with_capacity(c.dtype(), c.len());
-    for i in 0..c.len() {
-        out.push(c.get(i));
-    }
-    out
-}
-
 fn interp_engine(caps: Caps, chunk: usize) -> Engine {
-    Engine::with_config(Config::default()).with_backend(Arc::new(InterpBackend { caps, chunk }))
+    Engine::with_config(Config::default()).with_backend(Arc::new(InterpBackend::new(caps, chunk)))
 }
 
 #[test]
@@ -1501,4 +1368,93 @@ fn injected_faults_are_errors_of_their_phase() {
         &mut RunStats::default(),
     )
     .unwrap();
+}
+
+/// The same faults through the engine: the `cuda` backend (the interpreter
+/// behind the CUDA fault layer) fails in the injected phase, the runtime
+/// falls back to a CPU backend with the right answer, and the metrics
+/// record the failed attempt; without fallback the error carries it.
+#[cfg(feature = "cuda")]
+#[test]
+fn injected_faults_fall_back_through_the_runtime() {
+    use computeq::backend::cuda::FaultPlan;
+    let b = Arc::new(InterpBackend::new(small_caps(), 1 << 20));
+    let e = Engine::with_config(Config::default()).with_backend(b.clone());
+    let xs: Vec<f32> = (0..500).map(|i| (i % 37) as f32 - 18.0).collect();
+    let want_sum: f32 = e
+        .query(&xs)
+        .on(BackendKind::CpuScalar)
+        .map(|x| x * 2.0)
+        .sum();
+    let want_kept: Vec<f32> = e
+        .query(&xs)
+        .on(BackendKind::CpuScalar)
+        .filter(|x| x.gt(0.0))
+        .collect();
+    for (name, phase) in [
+        ("compile", Phase::Compile),
+        ("upload", Phase::Upload),
+        ("launch", Phase::Execute),
+        ("download", Phase::Download),
+        ("oom", Phase::Execute),
+    ] {
+        let faults = FaultPlan::parse(&format!("cuda:{name}"));
+        assert_ne!(faults, FaultPlan::NONE, "{name} does not parse");
+        *b.faults.lock() = faults;
+        let attempt = |m: &computeq::metrics::ExecutionMetrics| {
+            let a = m
+                .attempts
+                .iter()
+                .find(|a| a.backend == BackendKind::Cuda)
+                .unwrap_or_else(|| panic!("cuda:{name}: no failed cuda attempt recorded"));
+            assert_eq!(a.phase, phase, "cuda:{name}: {}", a.message);
+            assert!(
+                a.message.contains(&format!("injected fault (cuda:{name})")),
+                "{}",
+                a.message
+            );
+        };
+        let (s, m) = e
+            .query(&xs)
+            .on(BackendKind::Cuda)
+            .with_metrics()
+            .map(|x| x * 2.0)
+            .sum();
+        assert_eq!(s, want_sum, "cuda:{name}");
+        assert_ne!(m.backend, BackendKind::Cuda, "cuda:{name} did not fire");
+        assert!(m.fell_back(), "cuda:{name}");
+        attempt(&m);
+        let (kept, m): (Vec<f32>, _) = e
+            .query(&xs)
+            .on(BackendKind::Cuda)
+            .with_metrics()
+            .filter(|x| x.gt(0.0))
+            .collect();
+        assert_eq!(kept, want_kept, "cuda:{name}");
+        assert_ne!(m.backend, BackendKind::Cuda, "cuda:{name} did not fire");
+        attempt(&m);
+        let err = e
+            .query(&xs)
+            .on(BackendKind::Cuda)
+            .no_fallback()
+            .map(|x| x * 2.0)
+            .try_collect::<Vec<f32>>()
+            .expect_err("no fallback: the fault is the answer");
+        let last = err.attempts().last().expect("the attempt");
+        assert_eq!(
+            (last.backend, last.phase),
+            (BackendKind::Cuda, phase),
+            "{err}"
+        );
+    }
+    // Cleared, the same queries run on cuda.
+    *b.faults.lock() = FaultPlan::NONE;
+    let (s, m) = e
+        .query(&xs)
+        .on(BackendKind::Cuda)
+        .with_metrics()
+        .map(|x| x * 2.0)
+        .sum();
+    assert_eq!((s, m.backend), (want_sum, BackendKind::Cuda));
+    assert!(m.attempts.is_empty(), "{:?}", m.attempts);
 }

@@ -8,10 +8,14 @@
 //! - `machine`: the SIMT execution of one launch.
 //! - `device`: the interpreter as a `PtxDevice`, so the library's own host
 //!   protocol (`computeq::codegen::ptx::run_plan`) drives it.
+//! - `backend`: the interpreter as the engine's `cuda` backend.
+//! - `ptxas`: finding and running `ptxas` for sm_70, sm_80 and sm_90.
 #![allow(dead_code)]
 
+pub mod backend;
 pub mod device;
 pub mod machine;
 pub mod parse;
+pub mod ptxas;
 
 pub use device::InterpDevice;

@@ -169,8 +169,12 @@ pub struct DeviceBuffer {
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         // The next owner must not reuse the memory while a kernel still
-        // reads it.
-        if let Some(e) = self.last_use.lock().take() {
+        // uses it or an upload into it (on the other stream) is in flight,
+        // as after a run that failed halfway.
+        for e in [self.last_use.lock().take(), self.ready.lock().take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = e.synchronize();
         }
         self.pool.give(self.class, self.ptr);
@@ -240,7 +244,9 @@ pub(crate) struct Gpu {
     pub(crate) pool: Arc<Pool>,
     pub(crate) staging: Vec<Staging>,
     pub(crate) next_staging: usize,
-    modules: HashMap<u64, Arc<Module>>,
+    /// Loaded modules by the hash of their text, with the text (a hash
+    /// collision must not run another module's kernels).
+    modules: HashMap<u64, Vec<(String, Arc<Module>)>>,
 }
 
 impl Gpu {
@@ -330,8 +336,12 @@ impl Gpu {
         let mut h = rustc_hash::FxHasher::default();
         m.text.hash(&mut h);
         let key = h.finish();
-        if let Some(loaded) = self.modules.get(&key) {
-            return Ok(loaded.clone());
+        if let Some(loaded) = self
+            .modules
+            .get(&key)
+            .and_then(|v| v.iter().find(|(text, _)| *text == m.text))
+        {
+            return Ok(loaded.1.clone());
         }
         let src = CString::new(m.text.as_str()).map_err(|_| {
             BackendError::new(
@@ -384,7 +394,10 @@ impl Gpu {
             module.functions.push(f);
         }
         let module = Arc::new(module);
-        self.modules.insert(key, module.clone());
+        self.modules
+            .entry(key)
+            .or_default()
+            .push((m.text.clone(), module.clone()));
         Ok(module)
     }
 

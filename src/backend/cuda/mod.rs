@@ -270,6 +270,13 @@ impl Backend for CudaBackend {
         }
     }
 
+    /// The context is created on first use; without a driver the answer
+    /// (unavailable) costs nothing, so it counts as initialised and the
+    /// engine reports why rather than "not probed".
+    fn is_initialized(&self) -> bool {
+        self.gpu.get().is_some() || !driver_present()
+    }
+
     fn supports(&self, plan: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
         lower_plan(plan, &self.caps)
             .map(|_| ())

@@ -26,8 +26,9 @@
 //! A stage of `len` positions runs in chunks of at most
 //! [`RunLimits::max_chunk`] positions, each chunk a complete run of the
 //! kernel plan (its own grid). Host inputs are uploaded chunk by chunk into
-//! two alternating buffers, so a device with a copy engine overlaps the
-//! upload of chunk `i + 1` with the kernels of chunk `i`. Scratch buffers
+//! two alternating buffers, and the upload of chunk `i + 1` is issued right
+//! after the launches of chunk `i`, before its results are read back, so a
+//! device with a copy engine overlaps the two. Scratch buffers
 //! initialised from the plan (`ScratchInit::Zero`, `Param`) are set once
 //! per stage: the scan carry flows from chunk to chunk on the device.
 //! Aggregates are read back per chunk and combined on the host in chunk
@@ -425,26 +426,36 @@ fn run_stage<D: PtxDevice>(
     let mut written = 0usize;
     let zero_offsets = vec![0u32; inputs.len()];
 
+    // Host inputs of chunk `ci` into their buffer `ci % 2`.
+    let upload_chunk = |dev: &mut D, ci: usize, stats: &mut RunStats| {
+        let (c0, c1) = chunks[ci];
+        for (s, inp) in inputs.iter().enumerate() {
+            if let (RunInput::Host(c), Some(bufs)) = (inp, &staging[s]) {
+                if c1 > c0 {
+                    let bytes = device_bytes(slice(*c, range.offsets[s] + c0, c1 - c0));
+                    dev.upload(&bufs[ci % 2], 0, &bytes)?;
+                    stats.bytes_uploaded += bytes.len() as u64;
+                }
+            }
+        }
+        Ok::<(), BackendError>(())
+    };
+    upload_chunk(dev, 0, stats)?;
+
     for (ci, &(c0, c1)) in chunks.iter().enumerate() {
         let n = c1 - c0;
         let launch = kp.launch(n);
-        // Inputs of this chunk.
+        // Inputs of this chunk (host ones uploaded already).
         let mut input_args: Vec<BufferArg<'_, D::Buffer>> = Vec::with_capacity(inputs.len());
         for (s, inp) in inputs.iter().enumerate() {
             let first = range.offsets[s] + c0;
             match inp {
-                RunInput::Host(c) => {
+                RunInput::Host(_) => {
                     let bufs = staging[s]
                         .as_ref()
                         .expect("staging buffers of a host input");
-                    let buf = &bufs[ci % 2];
-                    if n > 0 {
-                        let bytes = device_bytes(slice(*c, first, n));
-                        dev.upload(buf, 0, &bytes)?;
-                        stats.bytes_uploaded += bytes.len() as u64;
-                    }
                     input_args.push(BufferArg {
-                        buffer: buf,
+                        buffer: &bufs[ci % 2],
                         offset: 0,
                     });
                 }
@@ -494,6 +505,12 @@ fn run_stage<D: PtxDevice>(
             let k = &kp.kernels[d.kernel];
             dev.launch(module, d.kernel, grid, k.workgroup_size, &args, &uniforms)?;
             stats.launches += 1;
+        }
+        // The next chunk's upload is queued before this chunk's results are
+        // read back, so a device with a copy engine overlaps it with these
+        // kernels (its buffer was last read by chunk `ci - 1`).
+        if ci + 1 < chunks.len() {
+            upload_chunk(dev, ci + 1, stats)?;
         }
         match &kp.readback {
             Readback::Aggregates(list) => {
