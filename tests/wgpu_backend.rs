@@ -1285,3 +1285,54 @@ fn golden_wgsl() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The first run on an opened device measures it through the engine's own
+/// query path (within the calibration budget), hands the profile to the
+/// selector and caches it per device; a second engine reads the cache.
+#[test]
+fn the_device_is_calibrated_through_the_engine_and_cached() {
+    let Some(b) = open(FaultPlan::NONE) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("computeq-calib-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = Config {
+        cache_dir: Some(dir.clone()),
+        ..Config::default()
+    };
+    let engine = Engine::with_config(config.clone()).with_backend(Arc::new(b));
+    let xs = vec![1.0f32; 1 << 16];
+    let t = Instant::now();
+    let s: f32 = engine.query(&xs).on(BackendKind::Wgpu).sum();
+    let first = t.elapsed();
+    assert_eq!(s, (1 << 16) as f32);
+    let ex = engine.query(&xs).explain().sum();
+    let profile = ex
+        .settings
+        .iter()
+        .find(|(k, _)| *k == "wgpu.profile")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    assert!(profile.contains("measured=true"), "{profile}\n{ex}");
+    let cached = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("calibration"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .unwrap_or_default();
+    assert!(cached.contains("wgpu/"), "{cached}");
+    eprintln!("first query with device calibration: {first:?}; {profile}");
+
+    // A new engine on the same machine reads the profile instead.
+    let b2 = open(FaultPlan::NONE).unwrap();
+    let engine2 = Engine::with_config(config).with_backend(Arc::new(b2));
+    let _: f32 = engine2.query(&xs).on(BackendKind::Wgpu).sum();
+    assert_eq!(
+        engine2.run_log().len(),
+        1,
+        "no probes with a cached profile"
+    );
+    // The first engine's log holds its probes and the query.
+    assert!(engine.run_log().len() > 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}

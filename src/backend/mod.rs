@@ -336,6 +336,18 @@ pub trait Backend: Send + Sync + 'static {
         true
     }
 
+    /// A way to measure the device for the cost model through `engine`
+    /// (transfers, launch, bandwidth, compute, compile), once it is created.
+    /// The runtime calls it once per engine and device, within the
+    /// configured calibration budget, and caches the profile on disk; a
+    /// backend without one is priced by [`Backend::device_profile`].
+    fn calibrator<'e>(
+        &'e self,
+        _engine: &'e crate::runtime::Engine,
+    ) -> Option<Box<dyn crate::cost::Calibrate + 'e>> {
+        None
+    }
+
     /// What the device itself says about its speed class, once created
     /// (a software adapter gets the software prior instead of a GPU's).
     fn device_profile(&self) -> Option<crate::cost::DeviceProfile> {

@@ -98,7 +98,18 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
             && b.is_initialized()
             && !engine.profiled[kind.index()].swap(true, std::sync::atomic::Ordering::Relaxed)
         {
-            if let Some(profile) = b.device_profile() {
+            // Measured when the backend can measure itself (bounded by the
+            // calibration budget, cached per device on disk), else what
+            // the device says about its class.
+            let measured = b.calibrator(engine).and_then(|c| {
+                crate::cost::device_profile(
+                    &*c,
+                    engine.config.cache_dir.as_deref(),
+                    engine.config.calibration_budget,
+                )
+            });
+            if let Some(profile) = measured.or_else(|| b.device_profile()) {
+                tracing::debug!(backend = %kind, ?profile, "computeq.device_profile");
                 engine.selector.set_device_profile(kind, profile);
             }
         }

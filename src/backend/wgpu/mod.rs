@@ -24,6 +24,7 @@
 
 mod array;
 mod buffers;
+mod calibrate;
 mod device;
 mod exec;
 mod fault;
@@ -353,6 +354,14 @@ impl Backend for WgpuBackend {
 
     fn is_initialized(&self) -> bool {
         self.gpu.get().is_some()
+    }
+
+    fn calibrator<'e>(
+        &'e self,
+        engine: &'e crate::runtime::Engine,
+    ) -> Option<Box<dyn crate::cost::Calibrate + 'e>> {
+        self.calibration(engine)
+            .map(|c| Box::new(c) as Box<dyn crate::cost::Calibrate + 'e>)
     }
 
     fn device_profile(&self) -> Option<crate::cost::DeviceProfile> {

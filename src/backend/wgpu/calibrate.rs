@@ -1,0 +1,138 @@
+//! The wgpu device measures itself for the cost model: each probe the
+//! [`Calibrate`] trait asks for is a real query forced onto this backend
+//! through the engine, and the figure is read from its `ExecutionMetrics`
+//! (upload, download, execute and compile phases), so the profile prices
+//! exactly the path queries take. `cost::device_profile` fits the figures,
+//! bounds the time spent by the engine's calibration budget and persists
+//! the profile per device in the cache directory.
+
+use super::{FaultPlan, WgpuBackend};
+use crate::backend::BackendKind;
+use crate::cost::Calibrate;
+use crate::expr::Expr;
+use crate::metrics::ExecutionMetrics;
+use crate::runtime::Engine;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// Probes run through `engine` on `backend` (see the module doc).
+pub(crate) struct WgpuCalibration<'e> {
+    engine: &'e Engine,
+    backend: &'e WgpuBackend,
+}
+
+impl WgpuBackend {
+    /// A calibration of this device through `engine`, when one makes sense:
+    /// the device is open and no fault is being injected (a probe would
+    /// consume or trip it).
+    pub(crate) fn calibration<'e>(&'e self, engine: &'e Engine) -> Option<WgpuCalibration<'e>> {
+        let open = matches!(self.gpu.get(), Some(Ok(_)));
+        (open && *self.faults.lock() == FaultPlan::NONE).then_some(WgpuCalibration {
+            engine,
+            backend: self,
+        })
+    }
+}
+
+/// Elements of `f32` in `bytes`, at least one.
+fn elements(bytes: usize) -> usize {
+    (bytes / 4).max(1)
+}
+
+impl WgpuCalibration<'_> {
+    /// The metrics of a probe that really ran on this backend.
+    fn on_device(m: ExecutionMetrics) -> Option<ExecutionMetrics> {
+        (m.backend == BackendKind::Wgpu && m.attempts.is_empty()).then_some(m)
+    }
+
+    fn sum(&self, n: usize) -> Option<ExecutionMetrics> {
+        let xs = vec![1.0f32; n];
+        let (_, m) = self
+            .engine
+            .query(&xs)
+            .on(BackendKind::Wgpu)
+            .with_metrics()
+            .sum();
+        WgpuCalibration::on_device(m)
+    }
+}
+
+impl Calibrate for WgpuCalibration<'_> {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Wgpu
+    }
+
+    fn device_id(&self) -> String {
+        match self.backend.gpu.get() {
+            Some(Ok(g)) => format!(
+                "wgpu/{:?}/{}/{} {}",
+                g.info.backend, g.info.name, g.info.driver, g.info.driver_info
+            ),
+            _ => "wgpu/unopened".into(),
+        }
+    }
+
+    fn software(&self) -> bool {
+        matches!(self.backend.gpu.get(), Some(Ok(g)) if g.info.device_type == wgpu::DeviceType::Cpu)
+    }
+
+    fn time_upload(&self, bytes: usize) -> Option<Duration> {
+        self.sum(elements(bytes)).map(|m| m.phases.transfer_in)
+    }
+
+    fn time_download(&self, bytes: usize) -> Option<Duration> {
+        let xs = vec![1.0f32; elements(bytes)];
+        let (_, m) = self
+            .engine
+            .query(&xs)
+            .on(BackendKind::Wgpu)
+            .with_metrics()
+            .map(|x| x + 1.0)
+            .collect::<Vec<f32>>();
+        WgpuCalibration::on_device(m).map(|m| m.phases.transfer_out)
+    }
+
+    fn time_empty_dispatch(&self) -> Option<Duration> {
+        self.sum(1).map(|m| m.phases.execute)
+    }
+
+    fn time_read(&self, bytes: usize) -> Option<Duration> {
+        self.sum(elements(bytes)).map(|m| m.phases.execute)
+    }
+
+    fn time_ops(&self, elements: usize, ops: u32) -> Option<Duration> {
+        let xs = vec![1.0f32; elements];
+        let (_, m) = self
+            .engine
+            .query(&xs)
+            .on(BackendKind::Wgpu)
+            .with_metrics()
+            .map(move |x| {
+                // A chain of dependent multiply-adds: two ops each.
+                let mut y = x;
+                for _ in 0..ops / 2 {
+                    y = y * 1.000_001 + 0.5;
+                }
+                y
+            })
+            .sum();
+        WgpuCalibration::on_device(m).map(|m| m.phases.execute)
+    }
+
+    fn time_compile(&self) -> Option<Duration> {
+        // A baked constant makes a plan (and pipelines) of its own.
+        static FRESH: AtomicU32 = AtomicU32::new(0);
+        let k = FRESH.fetch_add(1, Ordering::Relaxed) as f32 + 0.25;
+        let xs = vec![1.0f32; 64];
+        let (_, m) = self
+            .engine
+            .query(&xs)
+            .on(BackendKind::Wgpu)
+            .with_metrics()
+            .map(move |x| x * Expr::constant(k))
+            .sum();
+        WgpuCalibration::on_device(m)
+            .filter(|m| !m.compile_cache_hit)
+            .map(|m| m.phases.compile)
+    }
+}
