@@ -287,24 +287,32 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
-/// The wgpu backend, forced, with its phases split out (when available).
+/// Each device backend (wgpu; cuda with `--features cuda`), forced, with its
+/// phases split out, when it is available here.
 fn device_section(sizes: &[usize]) {
-    let available = engine()
-        .backends()
-        .into_iter()
-        .any(|(k, a)| k == BackendKind::Wgpu && a == computeq::backend::Availability::Available);
-    if !available {
-        println!("\nwgpu: no adapter here (or feature off); device figures skipped");
-        return;
+    for kind in [BackendKind::Wgpu, BackendKind::Cuda] {
+        let availability = engine().backends().into_iter().find(|(k, _)| *k == kind);
+        match availability {
+            Some((_, computeq::backend::Availability::Available)) => device_rows(kind, sizes),
+            Some((_, computeq::backend::Availability::Unavailable(why))) => {
+                println!("\n{kind}: unavailable here ({why}); device figures skipped")
+            }
+            None => println!("\n{kind}: feature off; device figures skipped"),
+        }
     }
-    println!("\nwgpu (forced; a software device here, so these figures are about overheads):");
+    dispatch_overhead();
+}
+
+/// P1 and P4 forced onto device backend `kind`, phase by phase.
+fn device_rows(kind: BackendKind, sizes: &[usize]) {
+    println!("\n{kind} (forced; on a software device these figures are about overheads):");
     println!("| pipeline | N | total | upload | execute | download | compile |");
     println!("|---|---|---|---|---|---|---|");
     for &n in sizes.iter().filter(|&&n| n <= 10_000_000) {
         let xs = data(n, 1);
         let p1 = |xs: &[f32]| {
             xs.compute()
-                .on(BackendKind::Wgpu)
+                .on(kind)
                 .map(|x| x * 2.0 + 1.0)
                 .with_metrics()
                 .sum()
@@ -313,7 +321,7 @@ fn device_section(sizes: &[usize]) {
         let p4 = |xs: &[f32]| {
             let (v, m): (Vec<f32>, _) = xs
                 .compute()
-                .on(BackendKind::Wgpu)
+                .on(kind)
                 .map(|x| x.sqrt() * 3.0 - x)
                 .with_metrics()
                 .collect();
@@ -336,7 +344,7 @@ fn device_section(sizes: &[usize]) {
                 fmt_secs(m.phases.execute.as_secs_f64()),
                 fmt_secs(m.phases.transfer_out.as_secs_f64()),
                 fmt_secs(m.phases.compile.as_secs_f64()),
-                if m.backend != BackendKind::Wgpu {
+                if m.backend != kind {
                     " (fell back!)"
                 } else {
                     ""
@@ -344,7 +352,6 @@ fn device_section(sizes: &[usize]) {
             );
         }
     }
-    dispatch_overhead();
 }
 
 /// The executor's own cost per dispatch on a cached pipeline: a 1k-element

@@ -2,8 +2,10 @@
 //!
 //! computeq emits spans and events with `tracing` (`computeq.query` with
 //! the plan fingerprint, element count, terminal and backend;
-//! `computeq.execute`; the `computeq.decision` event with the choice and
-//! its reason; at trace level `computeq.plan` and `computeq.select`). This
+//! `computeq.execute`; `computeq.compile` when a backend builds a plan's
+//! artifact; `computeq.transfer` around device copies; the
+//! `computeq.decision` event with the choice and its reason; at trace level
+//! `computeq.plan` and `computeq.select`). This
 //! module connects them to an OpenTelemetry tracer:
 //!
 //! - [`init_otlp`] installs a global subscriber exporting over OTLP/HTTP

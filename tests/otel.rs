@@ -25,6 +25,8 @@ fn query_spans_are_exported() {
     let spans = exporter.get_finished_spans().unwrap();
     let names: Vec<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
     assert!(names.contains(&"computeq.query"), "{names:?}");
+    // A fresh engine builds the block program: one compile span.
+    assert!(names.contains(&"computeq.compile"), "{names:?}");
     let q = spans.iter().find(|s| s.name == "computeq.query").unwrap();
     let keys: Vec<String> = q.attributes.iter().map(|kv| kv.key.to_string()).collect();
     assert!(keys.iter().any(|k| k == "elements"), "{keys:?}");

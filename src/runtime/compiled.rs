@@ -75,7 +75,15 @@ impl CompiledPlan {
                 return Ok((t, true));
             }
         }
-        let built: Arc<dyn Any + Send + Sync> = Arc::new(build()?);
+        let built: Arc<dyn Any + Send + Sync> = {
+            let _span = tracing::debug_span!(
+                "computeq.compile",
+                backend = backend.name(),
+                fingerprint = self.fingerprint
+            )
+            .entered();
+            Arc::new(build()?)
+        };
         let _ = slot.set(built);
         let stored = slot.get().expect("just set").clone();
         Ok((

@@ -508,44 +508,8 @@ impl<'a> StageRun<'a> {
 
     // ---- instructions --------------------------------------------------
 
-    /// Asks for the inputs of the block after `pos..pos + n` to be brought
-    /// into cache while this block computes. A block program alternates
-    /// between reading memory and working in L1; without this the memory
-    /// stream idles during the L1 work and a reduction falls well short of
-    /// the bandwidth a fused loop reaches.
-    #[inline(always)]
-    fn prefetch_next(&self, pos: usize, n: usize) {
-        #[cfg(target_arch = "x86_64")]
-        for ((t, c), &off) in self
-            .prog
-            .input_types
-            .iter()
-            .zip(&self.inputs)
-            .zip(&self.offsets)
-        {
-            if t.is_none() {
-                continue;
-            }
-            let bytes = c.as_bytes();
-            let size = c.dtype().size();
-            let start = (off + pos + n).saturating_mul(size);
-            let end = start.saturating_add(BLOCK * size).min(bytes.len());
-            let mut at = start;
-            while at < end {
-                // SAFETY: `at` is inside `bytes`, and a prefetch is only a
-                // hint: it never faults and has no visible effect.
-                unsafe {
-                    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                    _mm_prefetch::<_MM_HINT_T0>(bytes.as_ptr().add(at) as *const i8);
-                }
-                at += 64;
-            }
-        }
-    }
-
     /// Runs the instruction list over positions `pos..pos + n` (`n <= BLOCK`).
     fn run_instrs(&self, regs: &mut Regs, pos: usize, n: usize) {
-        self.prefetch_next(pos, n);
         #[cfg(target_arch = "x86_64")]
         if self.isa == Isa::Avx2Fma {
             // SAFETY: `Isa::Avx2Fma` is only chosen by `Isa::detect` when the

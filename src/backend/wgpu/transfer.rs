@@ -67,6 +67,8 @@ pub(crate) fn upload(
     owned: bool,
 ) -> Result<(PooledBuffer, u64), BackendError> {
     faults.check(Phase::Upload)?;
+    let _span =
+        tracing::debug_span!("computeq.transfer", direction = "in", elements = c.len()).entered();
     let bytes = to_device_bytes(c);
     let buf = pool.get(
         gpu,
@@ -102,6 +104,12 @@ pub(crate) fn download_many(
     faults: &FaultPlan,
     ranges: &[(&wgpu::Buffer, u64, u64)],
 ) -> Result<Vec<Vec<u8>>, BackendError> {
+    let _span = tracing::debug_span!(
+        "computeq.transfer",
+        direction = "out",
+        bytes = ranges.iter().map(|r| r.2).sum::<u64>()
+    )
+    .entered();
     let mut enc = gpu
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
