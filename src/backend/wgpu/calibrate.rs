@@ -23,11 +23,13 @@ pub(crate) struct WgpuCalibration<'e> {
 
 impl WgpuBackend {
     /// A calibration of this device through `engine`, when one makes sense:
-    /// the device is open and no fault is being injected (a probe would
-    /// consume or trip it).
+    /// the device is open, no fault is being injected (a probe would
+    /// consume or trip it) and the engine falls back on failure (a probe
+    /// that fails then still returns, and is simply not counted).
     pub(crate) fn calibration<'e>(&'e self, engine: &'e Engine) -> Option<WgpuCalibration<'e>> {
         let open = matches!(self.gpu.get(), Some(Ok(_)));
-        (open && *self.faults.lock() == FaultPlan::NONE).then_some(WgpuCalibration {
+        let usable = open && engine.config().fallback && *self.faults.lock() == FaultPlan::NONE;
+        usable.then_some(WgpuCalibration {
             engine,
             backend: self,
         })
