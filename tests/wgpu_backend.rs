@@ -1326,7 +1326,12 @@ fn the_device_is_calibrated_through_the_engine_and_cached() {
     // A new engine on the same machine reads the profile instead.
     let b2 = open(FaultPlan::NONE).unwrap();
     let engine2 = Engine::with_config(config).with_backend(Arc::new(b2));
+    let t = Instant::now();
     let _: f32 = engine2.query(&xs).on(BackendKind::Wgpu).sum();
+    eprintln!(
+        "first query with a cached profile: {:?} (the difference is calibration)",
+        t.elapsed()
+    );
     assert_eq!(
         engine2.run_log().len(),
         1,

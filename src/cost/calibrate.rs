@@ -483,11 +483,23 @@ pub fn calibrate_device(dev: &dyn Calibrate, budget: Duration) -> Option<DeviceP
     } else {
         DeviceProfile::default()
     };
-    let sizes = [4usize << 10, 256 << 10, 4 << 20, 32 << 20];
+    // Up to 4 MiB: enough to separate latency from bandwidth, small enough
+    // that a slow (software) device stays within the budget.
+    let sizes = [4usize << 10, 64 << 10, 1 << 20, 4 << 20];
     let timed = |f: &dyn Fn(usize) -> Option<Duration>| -> Vec<(f64, f64)> {
         let mut out = Vec::new();
         for &b in &sizes {
-            if Instant::now() > deadline && out.len() >= 2 {
+            // Stop once two sizes are fitted and the next one, extrapolated
+            // from the last (three repetitions), would take more than a
+            // third of what is left: the later probes (launch, read, which
+            // compile a kernel first) need the rest.
+            let next = out
+                .last()
+                .map_or(0.0, |&(lb, lt): &(f64, f64)| 3.0 * lt * b as f64 / lb);
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .as_secs_f64();
+            if out.len() >= 2 && next > left / 3.0 {
                 break;
             }
             // Best of three: the first includes allocation.

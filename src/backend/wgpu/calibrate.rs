@@ -11,9 +11,10 @@ use crate::backend::BackendKind;
 use crate::cost::Calibrate;
 use crate::expr::Expr;
 use crate::metrics::ExecutionMetrics;
+use crate::runtime::column::ColumnRef;
 use crate::runtime::Engine;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Probes run through `engine` on `backend` (see the module doc).
 pub(crate) struct WgpuCalibration<'e> {
@@ -42,6 +43,13 @@ fn elements(bytes: usize) -> usize {
 }
 
 impl WgpuCalibration<'_> {
+    fn gpu(&self) -> Option<&super::device::Gpu> {
+        match self.backend.gpu.get() {
+            Some(Ok(g)) => Some(&**g),
+            _ => None,
+        }
+    }
+
     /// The metrics of a probe that really ran on this backend.
     fn on_device(m: ExecutionMetrics) -> Option<ExecutionMetrics> {
         (m.backend == BackendKind::Wgpu && m.attempts.is_empty()).then_some(m)
@@ -78,20 +86,30 @@ impl Calibrate for WgpuCalibration<'_> {
         matches!(self.backend.gpu.get(), Some(Ok(g)) if g.info.device_type == wgpu::DeviceType::Cpu)
     }
 
+    // Transfers are timed on the backend's own upload and download paths
+    // (the ones queries use), without a kernel: a probe query would first
+    // compile its pipelines, which on a software device alone can exceed
+    // the calibration budget.
     fn time_upload(&self, bytes: usize) -> Option<Duration> {
-        self.sum(elements(bytes)).map(|m| m.phases.transfer_in)
+        let gpu = self.gpu()?;
+        let xs = vec![1.0f32; elements(bytes)];
+        let t = Instant::now();
+        let column = self.backend.upload(ColumnRef::F32(&xs)).ok()?;
+        // `write_buffer` is staged until the next submission: submit and
+        // wait so that the copy is done.
+        gpu.queue.submit([]);
+        gpu.device.poll(wgpu::PollType::wait_indefinitely()).ok()?;
+        let d = t.elapsed();
+        drop(column);
+        Some(d)
     }
 
     fn time_download(&self, bytes: usize) -> Option<Duration> {
         let xs = vec![1.0f32; elements(bytes)];
-        let (_, m) = self
-            .engine
-            .query(&xs)
-            .on(BackendKind::Wgpu)
-            .with_metrics()
-            .map(|x| x + 1.0)
-            .collect::<Vec<f32>>();
-        WgpuCalibration::on_device(m).map(|m| m.phases.transfer_out)
+        let column = self.backend.upload(ColumnRef::F32(&xs)).ok()?;
+        let t = Instant::now();
+        column.download().ok()?;
+        Some(t.elapsed())
     }
 
     fn time_empty_dispatch(&self) -> Option<Duration> {
