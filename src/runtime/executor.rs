@@ -205,11 +205,16 @@ pub fn run(p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
 fn output_size(out: &PlanOutput) -> (u64, u64) {
     match out {
         PlanOutput::Aggregates(a) => (a.len() as u64, 8 * a.len() as u64),
-        PlanOutput::Columns(c) => (
-            c.first().map_or(0, |c| c.len() as u64),
-            c.iter().map(|c| c.byte_len() as u64).sum(),
-        ),
+        PlanOutput::Columns(c) => columns_size(c),
     }
+}
+
+/// Rows and bytes of host result columns.
+fn columns_size(cols: &[crate::runtime::column::Column]) -> (u64, u64) {
+    (
+        cols.first().map_or(0, |c| c.len() as u64),
+        cols.iter().map(|c| c.byte_len() as u64).sum(),
+    )
 }
 
 /// Where a collected result ended up.
@@ -243,10 +248,7 @@ pub fn run_to_device(mut p: Prepared<'_>) -> Result<(Collected, ExecutionMetrics
                     .map(|c| (c.len() * c.dtype().size()) as u64)
                     .sum(),
             ),
-            Collected::Host(cols) => (
-                cols.first().map_or(0, |c| c.len() as u64),
-                cols.iter().map(|c| c.byte_len() as u64).sum(),
-            ),
+            Collected::Host(cols) => columns_size(cols),
         },
         |_, _, _, _| {},
     )

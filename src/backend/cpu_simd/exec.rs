@@ -182,23 +182,13 @@ impl Exec {
     }
 
     fn pooled_bytes(&self) -> u64 {
-        let r = &self.regs;
-        let files = [
-            r.b.len(),
-            r.i32.len() * 4,
-            r.u32.len() * 4,
-            r.i64.len() * 8,
-            r.u64.len() * 8,
-            r.f32.len() * 4,
-            r.f64.len() * 8,
-        ];
-        (files.iter().sum::<usize>() * BLOCK + self.idx.len() * 4) as u64
+        Regs::bytes(&self.regs.counts()) + (self.idx.len() * 4) as u64
     }
 }
 
 impl Drop for Exec {
     fn drop(&mut self) {
-        if self.regs.is_empty() || self.pooled_bytes() > POOLED_BYTES {
+        if self.regs.counts() == [0; 7] || self.pooled_bytes() > POOLED_BYTES {
             return;
         }
         // `try_with` fails only while the thread is being torn down; the

@@ -59,15 +59,18 @@ impl Regs {
         file(&mut self.f64, counts[6]);
     }
 
-    /// Whether the file has no registers at all.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.b.is_empty()
-            && self.i32.is_empty()
-            && self.u32.is_empty()
-            && self.i64.is_empty()
-            && self.u64.is_empty()
-            && self.f32.is_empty()
-            && self.f64.is_empty()
+    /// Registers held per type, in the order of [`Regs::reshape`]'s counts.
+    pub(crate) fn counts(&self) -> [u16; 7] {
+        [
+            self.b.len(),
+            self.i32.len(),
+            self.u32.len(),
+            self.i64.len(),
+            self.u64.len(),
+            self.f32.len(),
+            self.f64.len(),
+        ]
+        .map(|n| n as u16)
     }
 
     /// Bytes held by registers of the given counts.

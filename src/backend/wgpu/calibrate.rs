@@ -73,8 +73,8 @@ impl Calibrate for WgpuCalibration<'_> {
     }
 
     fn device_id(&self) -> String {
-        match self.backend.gpu.get() {
-            Some(Ok(g)) => format!(
+        match self.gpu() {
+            Some(g) => format!(
                 "wgpu/{:?}/{}/{} {}",
                 g.info.backend, g.info.name, g.info.driver, g.info.driver_info
             ),
@@ -83,7 +83,8 @@ impl Calibrate for WgpuCalibration<'_> {
     }
 
     fn software(&self) -> bool {
-        matches!(self.backend.gpu.get(), Some(Ok(g)) if g.info.device_type == wgpu::DeviceType::Cpu)
+        self.gpu()
+            .is_some_and(|g| g.info.device_type == wgpu::DeviceType::Cpu)
     }
 
     // Transfers are timed on the backend's own upload and download paths
