@@ -49,14 +49,14 @@ fn or_panic<T>(r: Result<T, Error>) -> T {
 impl Mode for Run {
     type Out<R> = R;
     fn finish<R>(p: Prepared<'_>, convert: impl FnOnce(PlanOutput) -> R) -> R {
-        convert(or_panic(executor::run(p)).0)
+        convert(or_panic(executor::run_value(p)))
     }
 }
 
 impl Mode for Try {
     type Out<R> = Result<R, Error>;
     fn finish<R>(p: Prepared<'_>, convert: impl FnOnce(PlanOutput) -> R) -> Result<R, Error> {
-        executor::run(p).map(|(out, _)| convert(out))
+        executor::run_value(p).map(convert)
     }
 }
 

@@ -186,8 +186,22 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 
 /// Runs the query: plan, select, execute with fallback, record metrics.
 pub fn run(p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
+    run_host(p, true).map(|(out, m)| (out, m.expect("asked for")))
+}
+
+/// Runs the query for its value only: its metrics go to the run log
+/// without a copy for the caller.
+pub fn run_value(p: Prepared<'_>) -> Result<PlanOutput, Error> {
+    run_host(p, false).map(|(out, _)| out)
+}
+
+fn run_host(
+    p: Prepared<'_>,
+    want_metrics: bool,
+) -> Result<(PlanOutput, Option<ExecutionMetrics>), Error> {
     run_with(
         p,
+        want_metrics,
         |b, job, stats| b.execute(job, stats),
         output_size,
         |engine, plan, out, m| {
@@ -229,8 +243,9 @@ pub enum Collected {
 /// backend runs it.
 pub fn run_to_device(mut p: Prepared<'_>) -> Result<(Collected, ExecutionMetrics), Error> {
     p.options.keep_on_device = true;
-    run_with(
+    let (c, m) = run_with(
         p,
+        true,
         |b, job, stats| {
             if b.kind().is_device() {
                 b.execute_to_device(job, stats).map(Collected::Device)
@@ -251,15 +266,17 @@ pub fn run_to_device(mut p: Prepared<'_>) -> Result<(Collected, ExecutionMetrics
             Collected::Host(cols) => columns_size(cols),
         },
         |_, _, _, _| {},
-    )
+    )?;
+    Ok((c, m.expect("asked for")))
 }
 
 fn run_with<O>(
     p: Prepared<'_>,
+    want_metrics: bool,
     exec: impl Fn(&dyn crate::backend::Backend, &Job<'_>, &mut RunStats) -> Result<O, BackendError>,
     size: impl Fn(&O) -> (u64, u64),
     record: impl Fn(&Engine, &CompiledPlan, &O, &ExecutionMetrics),
-) -> Result<(O, ExecutionMetrics), Error> {
+) -> Result<(O, Option<ExecutionMetrics>), Error> {
     // Levels keep tiny queries cheap: with no subscriber at debug level a
     // disabled span costs one cached interest check.
     let span = tracing::debug_span!(
@@ -354,7 +371,13 @@ fn run_with<O>(
                 );
                 engine.selector.observe(&planned.workload, &m);
                 record(engine, &planned.plan, &out, &m);
-                engine.run_log().push(m.clone());
+                let m = if want_metrics {
+                    engine.run_log().push(m.clone());
+                    Some(m)
+                } else {
+                    engine.run_log().push(m);
+                    None
+                };
                 return Ok((out, m));
             }
             Err(e) => {

@@ -144,8 +144,6 @@ enum Acc {
     Invalid,
 }
 
-type Accs = SmallVec<[Acc; 4]>;
-
 /// Per-thread scratch of a stage run: the block registers and the survivor
 /// index list of compaction.
 ///
@@ -156,6 +154,10 @@ type Accs = SmallVec<[Acc; 4]>;
 pub(crate) struct Exec {
     regs: Regs,
     idx: Vec<u32>,
+    /// A leaf's accumulators, rebuilt in place for every leaf (they are a
+    /// few hundred bytes each: moving them costs more than folding a
+    /// small leaf).
+    accs: Vec<Acc>,
 }
 
 /// Scratch states kept per thread for reuse; bounded so that a thread
@@ -178,6 +180,7 @@ impl Exec {
             .unwrap_or(Exec {
                 regs: Regs::default(),
                 idx: Vec::new(),
+                accs: Vec::new(),
             })
     }
 
@@ -202,7 +205,11 @@ impl Drop for Exec {
         let _ = POOL.try_with(|p| {
             if let Ok(mut p) = p.try_borrow_mut() {
                 if p.len() < POOLED_STATES {
-                    p.push(Exec { regs, idx });
+                    p.push(Exec {
+                        regs,
+                        idx,
+                        accs: Vec::new(),
+                    });
                 }
             }
         });
@@ -713,36 +720,36 @@ impl<'a> StageRun<'a> {
 
     // ---- reduce --------------------------------------------------------
 
-    fn new_accs(&self, first_leaf: bool) -> Accs {
+    /// Sets `accs` to the identities of the leaf's accumulators.
+    fn reset_accs(&self, accs: &mut Vec<Acc>, first_leaf: bool) {
+        accs.clear();
         let TermProgram::Reduce(aggs) = &self.prog.terminal else {
-            return Accs::new();
+            return;
         };
-        aggs.iter()
-            .map(|a| {
-                let ty = a.col.map_or(DType::U64, |c| c.ty);
-                let lanes = |min: bool, max: bool| {
-                    with_num!(ty, T => {
+        accs.extend(aggs.iter().map(|a| {
+            let ty = a.col.map_or(DType::U64, |c| c.ty);
+            let lanes = |min: bool, max: bool| {
+                with_num!(ty, T => {
                         let id = if min { T::MIN_ID } else if max { T::MAX_ID } else { T::ZERO };
                         Some(T::wrap([id; LANES]))
                     }, else None)
-                };
-                match &a.kind {
-                    AggKind::Sum => lanes(false, false).map_or(Acc::Invalid, Acc::Sum),
-                    AggKind::Min => lanes(true, false).map_or(Acc::Invalid, Acc::Min),
-                    AggKind::Max => lanes(false, true).map_or(Acc::Invalid, Acc::Max),
-                    AggKind::Count => Acc::Count(0),
-                    AggKind::Any => Acc::Any(false),
-                    AggKind::All => Acc::All(true),
-                    AggKind::ArgMin | AggKind::ArgMax => Acc::Arg {
-                        max: matches!(a.kind, AggKind::ArgMax),
-                        have: false,
-                        best: Scalar::zero(ty),
-                        pos: 0,
-                    },
-                    AggKind::Custom(c) => Acc::Custom(first_leaf.then(|| self.identity_of(c, ty))),
-                }
-            })
-            .collect()
+            };
+            match &a.kind {
+                AggKind::Sum => lanes(false, false).map_or(Acc::Invalid, Acc::Sum),
+                AggKind::Min => lanes(true, false).map_or(Acc::Invalid, Acc::Min),
+                AggKind::Max => lanes(false, true).map_or(Acc::Invalid, Acc::Max),
+                AggKind::Count => Acc::Count(0),
+                AggKind::Any => Acc::Any(false),
+                AggKind::All => Acc::All(true),
+                AggKind::ArgMin | AggKind::ArgMax => Acc::Arg {
+                    max: matches!(a.kind, AggKind::ArgMax),
+                    have: false,
+                    best: Scalar::zero(ty),
+                    pos: 0,
+                },
+                AggKind::Custom(c) => Acc::Custom(first_leaf.then(|| self.identity_of(c, ty))),
+            }
+        }));
     }
 
     fn identity_of(&self, c: &Combine, ty: DType) -> Scalar {
@@ -876,10 +883,10 @@ impl<'a> StageRun<'a> {
         })
     }
 
-    fn leaf_partials(&self, accs: Accs) -> Partials {
-        accs.into_iter()
+    fn leaf_partials(&self, accs: &[Acc]) -> Partials {
+        accs.iter()
             .map(|a| {
-                let v = match a {
+                let v = match *a {
                     Acc::Sum(l) => {
                         with_lanes!(l, a, T => kernels::reduce_lanes(a, T::n_add).to_scalar())
                     }
@@ -936,15 +943,15 @@ impl<'a> StageRun<'a> {
     /// The partials of leaf `j`.
     pub(crate) fn reduce_leaf(&self, st: &mut Exec, j: usize) -> Partials {
         let (start, end) = self.leaf_range(j);
-        let mut accs = self.new_accs(j == 0);
+        self.reset_accs(&mut st.accs, j == 0);
         let mut pos = start;
         while pos < end {
             let n = (end - pos).min(BLOCK);
             self.run_instrs(&mut st.regs, pos, n);
-            self.reduce_block(&mut accs, &st.regs, pos, n);
+            self.reduce_block(&mut st.accs, &st.regs, pos, n);
             pos += n;
         }
-        self.leaf_partials(accs)
+        self.leaf_partials(&st.accs)
     }
 
     /// `a ⊕ b` where `a` covers the leaves just before `b`'s.
@@ -1242,7 +1249,8 @@ pub(crate) fn run_plan(
             ));
         }
     }
-    let mut produced: Vec<Vec<Column>> = Vec::with_capacity(plan.stages.len());
+    // Empty (no allocation) for the common single-stage plan.
+    let mut produced: Vec<Vec<Column>> = Vec::new();
     for (i, (stage, prog)) in plan.stages.iter().zip(&program.stages).enumerate() {
         let inputs = stage
             .inputs

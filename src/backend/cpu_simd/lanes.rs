@@ -46,6 +46,9 @@ impl Regs {
     /// what a register held before (the same holds between the blocks of
     /// one run).
     pub(crate) fn reshape(&mut self, counts: &[u16; 7]) {
+        if self.counts() == *counts {
+            return;
+        }
         fn file<T: Clone + Default>(f: &mut Vec<Vec<T>>, n: u16) {
             f.truncate(n as usize);
             f.resize_with(n as usize, || vec![T::default(); BLOCK]);
