@@ -146,6 +146,43 @@ pub struct PlanHistory {
     pub selectivity_samples: u32,
     /// Size buckets seen.
     pub buckets: SmallVec<[Bucket; 4]>,
+    /// The model's prices for the last workload selected (not persisted).
+    pub memo: Option<EstimateMemo>,
+}
+
+/// The model's prices of one workload on every backend, kept so that the
+/// same query run again (the common case: a loop over same-sized data)
+/// is not priced again. Valid while the workload, the selectivity and the
+/// model (its revision) are the same.
+#[derive(Clone, Debug)]
+pub struct EstimateMemo {
+    /// The workload priced.
+    pub workload: WorkloadCharacteristics,
+    /// The selectivity it was priced with (bits).
+    pub selectivity: u64,
+    /// The model revision it was priced with.
+    pub revision: u64,
+    /// Per backend (by [`BackendKind::index`]): steady-state seconds
+    /// (compile excluded) and the compile seconds when not built; NaN for
+    /// backends that were not priced.
+    pub steady: [f64; BackendKind::COUNT],
+    /// See `steady`.
+    pub compile: [f64; BackendKind::COUNT],
+}
+
+impl EstimateMemo {
+    /// Whether the memo prices `workload` at `selectivity` under model
+    /// `revision`.
+    pub fn is_for(
+        &self,
+        workload: &WorkloadCharacteristics,
+        selectivity: f64,
+        revision: u64,
+    ) -> bool {
+        self.revision == revision
+            && self.selectivity == selectivity.to_bits()
+            && self.workload == *workload
+    }
 }
 
 impl PlanHistory {

@@ -22,7 +22,7 @@
 //! a few multiplications; no allocation, I/O or clock reads. Persistence
 //! happens in a background thread ([`super::persist`]).
 
-use super::history::{size_bucket, Bucket, History, PlanHistory};
+use super::history::{size_bucket, Bucket, EstimateMemo, History, PlanHistory};
 use super::persist::Persister;
 use super::{Decision, Forced, SelectionInput, Selector};
 use crate::backend::{BackendKind, Phase};
@@ -85,6 +85,9 @@ pub struct LearningSelector {
     /// Calibration generation the model's CPU profile is from
     /// (`u64::MAX`: not yet calibrated).
     model_generation: AtomicU64,
+    /// Bumped on every change of `model` (under its write lock), so
+    /// memoized prices ([`EstimateMemo`]) know when they are stale.
+    revision: AtomicU64,
     shared: Arc<Shared>,
     persister: Option<Persister>,
 }
@@ -106,6 +109,7 @@ impl LearningSelector {
             settings,
             model: RwLock::new(CostModel::default()),
             model_generation: AtomicU64::new(u64::MAX),
+            revision: AtomicU64::new(0),
             shared,
             persister,
         }
@@ -130,7 +134,10 @@ impl LearningSelector {
     /// Replaces the CPU profile (e.g. measured by the caller); later
     /// calibrations of the process replace it again.
     pub fn set_cpu_profile(&self, cpu: crate::cost::CpuProfile) {
-        self.model.write().cpu = cpu;
+        let mut m = self.model.write();
+        m.cpu = cpu;
+        self.revision.fetch_add(1, Ordering::Relaxed);
+        drop(m);
         self.model_generation
             .store(calibrate::generation(), Ordering::Relaxed);
     }
@@ -153,9 +160,57 @@ impl LearningSelector {
             self.settings.cache_dir.as_deref(),
             self.settings.calibration_budget,
         );
-        self.model.write().cpu = cpu;
+        let mut m = self.model.write();
+        m.cpu = cpu;
+        self.revision.fetch_add(1, Ordering::Relaxed);
+        drop(m);
         self.model_generation
             .store(calibrate::generation(), Ordering::Relaxed);
+    }
+
+    /// The model's prices of `input`'s workload on its candidates, from
+    /// the plan's memo when it is current, else priced now and memoized.
+    fn prices<'m>(
+        &self,
+        memo: &'m mut Option<EstimateMemo>,
+        input: &SelectionInput<'_>,
+        shape: &PlanShape,
+        selectivity: f64,
+    ) -> &'m EstimateMemo {
+        let model = self.model.read();
+        let revision = self.revision.load(Ordering::Relaxed);
+        let current = memo.as_ref().is_some_and(|m| {
+            m.is_for(input.workload, selectivity, revision)
+                && input
+                    .candidates
+                    .iter()
+                    .all(|k| !m.steady[k.index()].is_nan())
+        });
+        if !current {
+            let e = EstimateInput {
+                workload: input.workload,
+                shape,
+                compiled: false,
+                selectivity,
+                keep_on_device: input.workload.output_on_device,
+            };
+            let work = model.work(&e);
+            let mut steady = [f64::NAN; BackendKind::COUNT];
+            let mut compile = [f64::NAN; BackendKind::COUNT];
+            for &k in input.candidates {
+                let est = model.estimate_work(k, &e, &work);
+                steady[k.index()] = est.total() - est.compile;
+                compile[k.index()] = est.compile;
+            }
+            *memo = Some(EstimateMemo {
+                workload: input.workload.clone(),
+                selectivity: selectivity.to_bits(),
+                revision,
+                steady,
+                compile,
+            });
+        }
+        memo.as_ref().expect("set above")
     }
 
     /// Writes the history to the cache directory now (it is also written
@@ -183,7 +238,12 @@ impl Selector for LearningSelector {
         let mut h = self.shared.history.lock();
         let plan = plan_entry(&mut h, input);
         let selectivity = plan.selectivity.unwrap_or(PRIOR_SELECTIVITY);
-        let PlanHistory { shape, buckets, .. } = plan;
+        let PlanHistory {
+            shape,
+            buckets,
+            memo,
+            ..
+        } = plan;
         let shape: &PlanShape = shape.as_deref().expect("set by plan_entry");
         let bucket = match buckets.iter().position(|b| b.key == key) {
             Some(i) => &mut buckets[i],
@@ -209,21 +269,17 @@ impl Selector for LearningSelector {
             samples: u32,
             backed_off: bool,
         }
-        let model = self.model.read();
-        let mut e = EstimateInput {
-            workload: input.workload,
-            shape,
-            compiled: true,
-            selectivity,
-            keep_on_device: input.workload.output_on_device,
-        };
-        let work = model.work(&e);
+        let prices = self.prices(memo, input, shape, selectivity);
         let mut cands: SmallVec<[Cand; 5]> = SmallVec::new();
         for &k in input.candidates {
-            e.compiled = input.plan.has_artifact(k);
-            let est = model.estimate_work(k, &e, &work);
+            let compile = if input.plan.has_artifact(k) {
+                0.0
+            } else {
+                prices.compile[k.index()]
+            };
+            let model = prices.steady[k.index()];
             let stat = &bucket.stats[k.index()];
-            let steady = est.total() - est.compile;
+            let steady = model;
             let steady = if s.learn && stat.samples > 0 {
                 let weight = (stat.samples as f64 / s.min_samples as f64).min(1.0);
                 steady * (weight * stat.log_ratio()).exp()
@@ -232,14 +288,13 @@ impl Selector for LearningSelector {
             };
             cands.push(Cand {
                 kind: k,
-                model: est.total(),
+                model: model + compile,
                 steady,
-                predicted: steady + est.compile,
+                predicted: steady + compile,
                 samples: stat.samples,
                 backed_off: s.learn && stat.backed_off(now),
             });
         }
-        drop(model);
 
         // Small fixed arrays and insertion sorts: at most five candidates,
         // and `collect`/`sort` machinery costs more than the work here.
@@ -372,20 +427,27 @@ impl Selector for LearningSelector {
             plan.record_selectivity(m.elements_out as f64 / m.elements_in as f64);
         }
         let selectivity = plan.selectivity.unwrap_or(PRIOR_SELECTIVITY);
-        let est = self.model.read().estimate_with(
-            m.backend,
-            &EstimateInput {
+        let revision = self.revision.load(Ordering::Relaxed);
+        let memoized = plan
+            .memo
+            .as_ref()
+            .filter(|memo| memo.is_for(workload, selectivity, revision))
+            .map(|memo| memo.steady[m.backend.index()])
+            .filter(|s| !s.is_nan());
+        let estimated = memoized.unwrap_or_else(|| {
+            let e = EstimateInput {
                 workload,
                 shape: &shape,
                 compiled: true,
                 selectivity,
                 keep_on_device: workload.output_on_device,
-            },
-        );
+            };
+            self.model.read().estimate_with(m.backend, &e).total()
+        });
         let bucket = plan.bucket_mut(key);
         let p = &m.phases;
         let measured = (p.transfer_in + p.execute + p.transfer_out).as_secs_f64();
-        bucket.stats[m.backend.index()].record(measured, est.total());
+        bucket.stats[m.backend.index()].record(measured, estimated);
         for a in &m.attempts {
             if !matches!(a.phase, Phase::Init | Phase::Support) {
                 bucket.stats[a.backend.index()].fail(bucket.runs);
@@ -460,7 +522,9 @@ impl Selector for LearningSelector {
     }
 
     fn set_device_profile(&self, kind: BackendKind, profile: DeviceProfile) {
-        self.model.write().set_device(kind, profile);
+        let mut m = self.model.write();
+        m.set_device(kind, profile);
+        self.revision.fetch_add(1, Ordering::Relaxed);
     }
 }
 
