@@ -28,8 +28,8 @@ use proptest::prelude::*;
 use ptx_interp::backend::InterpBackend;
 use ptx_interp::device::{InterpBuffer, InterpPending, LoadedModule};
 use ptx_interp::InterpDevice;
-use std::rc::Rc;
 use smallvec::smallvec;
+use std::rc::Rc;
 use std::sync::Arc;
 
 // ------------------------------------------------------------------ ptxas
@@ -1280,7 +1280,12 @@ impl PtxDevice for Recorder {
         self.inner.alloc(bytes)
     }
 
-    fn upload(&mut self, dst: &InterpBuffer, offset: usize, data: &[u8]) -> Result<(), BackendError> {
+    fn upload(
+        &mut self,
+        dst: &InterpBuffer,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), BackendError> {
         self.log.push(Op::Upload(dst.addr));
         self.inner.upload(dst, offset, data)
     }
@@ -1385,7 +1390,12 @@ fn a_chunks_download_overlaps_the_next_chunks_kernels() {
             }
         };
         let log = &dev.log;
-        let launches_before = |at: usize| log[..at].iter().filter(|o| matches!(o, Op::Launch(_))).count();
+        let launches_before = |at: usize| {
+            log[..at]
+                .iter()
+                .filter(|o| matches!(o, Op::Launch(_)))
+                .count()
+        };
         assert_eq!(launches_before(log.len()), chunks * per_chunk, "{name}");
         let mut started = vec![0usize; chunks];
         for (at, op) in log.iter().enumerate() {
@@ -1435,20 +1445,34 @@ fn a_chunks_download_overlaps_the_next_chunks_kernels() {
         }
         // The overlap is real: some launch runs under every chunk's
         // download except the last one's.
-        assert!(started.iter().filter(|&&s| s > 0).count() >= chunks - 1, "{name}");
+        assert!(
+            started.iter().filter(|&&s| s > 0).count() >= chunks - 1,
+            "{name}"
+        );
     }
 }
 
-/// The interpreter with a deliberate protocol error: every second
-/// allocation of the same size as the one before aliases it. The host
+/// The interpreter with a deliberate protocol error: of two consecutive
+/// allocations of `bytes` bytes, the second aliases the first. The host
 /// protocol allocates an output column's two chunk buffers one after the
-/// other, so chunk `k + 1`'s kernels then write under chunk `k`'s
-/// download. (Aliased input buffers are harmless in the interpreter,
-/// whose uploads and launches complete in order.)
-#[derive(Default)]
+/// other, so with `bytes` a chunk of output, chunk `k + 1`'s kernels then
+/// write under chunk `k`'s download. (Input chunk buffers of the same size
+/// are aliased too, which is harmless in the interpreter, whose uploads
+/// and launches complete in order.)
 struct AliasPairs {
     inner: InterpDevice,
-    last: Option<(u64, usize)>,
+    bytes: usize,
+    last: Option<u64>,
+}
+
+impl AliasPairs {
+    fn new(bytes: usize) -> AliasPairs {
+        AliasPairs {
+            inner: InterpDevice::new(),
+            bytes,
+            last: None,
+        }
+    }
 }
 
 impl PtxDevice for AliasPairs {
@@ -1461,17 +1485,26 @@ impl PtxDevice for AliasPairs {
     }
 
     fn alloc(&mut self, bytes: usize) -> Result<InterpBuffer, BackendError> {
+        if bytes != self.bytes {
+            self.last = None;
+            return self.inner.alloc(bytes);
+        }
         match self.last.take() {
-            Some((addr, b)) if b == bytes => Ok(InterpBuffer { addr, bytes }),
-            _ => {
+            Some(addr) => Ok(InterpBuffer { addr, bytes }),
+            None => {
                 let buf = self.inner.alloc(bytes)?;
-                self.last = Some((buf.addr, bytes));
+                self.last = Some(buf.addr);
                 Ok(buf)
             }
         }
     }
 
-    fn upload(&mut self, dst: &InterpBuffer, offset: usize, data: &[u8]) -> Result<(), BackendError> {
+    fn upload(
+        &mut self,
+        dst: &InterpBuffer,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), BackendError> {
         self.inner.upload(dst, offset, data)
     }
 
@@ -1539,8 +1572,10 @@ fn writing_a_range_under_an_unfinished_download_is_an_error() {
     assert_eq!(dev.downloads_in_flight(), 0);
     dev.upload(&buf, 8, &[3; 16]).unwrap();
 
-    // A host protocol whose next chunk writes the buffer being downloaded.
+    // A host protocol whose next chunk writes the buffer being downloaded:
+    // 100-position chunks of 4-byte outputs.
     let caps = small_caps();
+    let alias = || AliasPairs::new(400);
     for plan in [map_plan(DType::F32), compact_plan(DType::I32)] {
         let ptx = compile(&plan, &caps, &PtxOptions::default()).unwrap();
         let inputs: Vec<Column> = plan
@@ -1550,13 +1585,13 @@ fn writing_a_range_under_an_unfinished_download_is_an_error() {
             .map(|(s, &dt)| column(dt, 300, 3 + s as u64))
             .collect();
         let limits = RunLimits { max_chunk: 100 };
-        let e = run_both_ways(&mut AliasPairs::default(), true, &plan, &ptx, &inputs, limits)
+        let e = run_both_ways(&mut alias(), true, &plan, &ptx, &inputs, limits)
             .expect_err("a kernel wrote under a download in flight");
         assert_eq!(e.phase, Phase::Execute, "{e}");
         assert!(e.message.contains("unfinished"), "{e}");
         // Kept on the device, the same aliasing is harmless (one output
         // buffer), and without it the download run succeeds.
-        run_both_ways(&mut AliasPairs::default(), false, &plan, &ptx, &inputs, limits).unwrap();
+        run_both_ways(&mut alias(), false, &plan, &ptx, &inputs, limits).unwrap();
         run_both_ways(&mut InterpDevice::new(), true, &plan, &ptx, &inputs, limits).unwrap();
     }
 }
@@ -1572,7 +1607,12 @@ fn chunked_downloads_report_their_bytes_through_the_engine() {
     for n in [0usize, 1, 99, 100, 101, 1000, 1234] {
         let chunks = n.div_ceil(chunk).max(1) as u64;
         let xs: Vec<f32> = (0..n).map(|i| (i % 41) as f32 - 20.0).collect();
-        let q = || e.query(&xs).on(BackendKind::Cuda).no_fallback().with_metrics();
+        let q = || {
+            e.query(&xs)
+                .on(BackendKind::Cuda)
+                .no_fallback()
+                .with_metrics()
+        };
         let cpu = || e.query(&xs).on(BackendKind::CpuScalar);
 
         let (got, m): (Vec<f32>, _) = q().map(|x| x * 2.0).collect();
