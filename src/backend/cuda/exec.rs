@@ -10,7 +10,7 @@ use super::device::{
 };
 use crate::backend::{BackendError, Phase};
 use crate::codegen::ptx::{BufferArg, PtxDevice, PtxModule};
-use cudarc::driver::result;
+use cudarc::driver::{result, sys};
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -35,6 +35,16 @@ impl CudaDevice<'_> {
             .synchronize()
             .map_err(|e| driver_error(phase, "waiting for a transfer", e))?;
         Ok(i)
+    }
+}
+
+/// Frees the pinned pieces of a download that failed to start, once the
+/// copies already queued into them on `stream` are complete; leaks them if
+/// that cannot be known (freeing memory a copy may still write is worse).
+fn abandon(stream: sys::CUstream, pieces: Vec<Pinned>) {
+    // SAFETY: a live stream of this context, bound to this thread.
+    if unsafe { result::stream::synchronize(stream) }.is_err() {
+        std::mem::forget(pieces);
     }
 }
 
@@ -177,8 +187,13 @@ impl PtxDevice for CudaDevice<'_> {
             let n = STAGING_BYTES.min(len - k * STAGING_BYTES);
             let piece = match self.gpu.pinned.pop() {
                 Some(p) => p,
-                None => Pinned::new(&self.gpu.ctx)
-                    .map_err(|e| driver_error(Phase::Download, "allocating pinned memory", e))?,
+                None => match Pinned::new(&self.gpu.ctx) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        abandon(stream, pieces);
+                        return Err(driver_error(Phase::Download, "allocating pinned memory", e));
+                    }
+                },
             };
             // SAFETY: the piece holds STAGING_BYTES >= n bytes and is idle
             // (cached pieces come back only from finished downloads, after
@@ -196,12 +211,7 @@ impl PtxDevice for CudaDevice<'_> {
             };
             pieces.push(piece);
             if let Err(e) = queued {
-                // The pieces queued so far may still be written: wait for
-                // the stream before they are freed, or leak them.
-                // SAFETY: a live stream of this context.
-                if unsafe { result::stream::synchronize(stream) }.is_err() {
-                    std::mem::forget(pieces);
-                }
+                abandon(stream, pieces);
                 return Err(driver_error(Phase::Download, "copying from the device", e));
             }
             k += 1;
@@ -213,10 +223,7 @@ impl PtxDevice for CudaDevice<'_> {
         }) {
             Ok(d) => d,
             Err(e) => {
-                // SAFETY: a live stream of this context.
-                if unsafe { result::stream::synchronize(stream) }.is_err() {
-                    std::mem::forget(pieces);
-                }
+                abandon(stream, pieces);
                 return Err(e);
             }
         };
