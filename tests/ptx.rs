@@ -1,8 +1,9 @@
 //! The PTX writer without a GPU: `ptxas` validates the text for sm_70,
 //! sm_80 and sm_90, and a strict PTX interpreter (`ptx_interp`) runs it
-//! through the library's own host protocol (`codegen::ptx::run_plan`),
-//! compared with `cpu-scalar` on hand-built stages, on real queries'
-//! plans and on random stages.
+//! through the library's own host protocol (`codegen::ptx::run_plan` and
+//! `run_plan_to_host`), compared with `cpu-scalar` on hand-built stages,
+//! on real queries' plans and on random stages; and the order of chunked
+//! downloads against the kernels is checked on a recording device.
 //!
 //! `ptxas` is found through `PTXAS`, then `PATH`, then the development
 //! install in `.tools/pip`. When it is missing the ptxas tests print why
@@ -1887,6 +1888,25 @@ fn injected_faults_are_errors_of_their_phase() {
         let e = r.expect_err("an injected fault must fail the run");
         assert_eq!(e.phase, phase, "{faults:?}: {e}");
         assert_eq!(e.out_of_memory, faults.oom);
+        assert!(e.message.contains("injected fault"));
+        // The same through `run_plan_to_host`, whose only downloads here
+        // are the chunked ones (`start_download`): `cuda:download` fires
+        // on them too.
+        let mut inner = InterpDevice::new();
+        let mut dev = FaultyDevice {
+            inner: &mut inner,
+            faults,
+        };
+        let e = run_both_ways(
+            &mut dev,
+            true,
+            &plan,
+            &ptx,
+            std::slice::from_ref(&x),
+            RunLimits { max_chunk: 30 },
+        )
+        .expect_err("an injected fault must fail the run to the host");
+        assert_eq!(e.phase, phase, "to the host, {faults:?}: {e}");
         assert!(e.message.contains("injected fault"));
     }
     // And with no fault the same run succeeds.
