@@ -28,8 +28,7 @@
 //!
 //! The host protocol (buffers, launches, chunk carries, chunked downloads)
 //! is [`codegen::ptx::run_plan`](crate::codegen::ptx::run_plan) and
-//! [`run_plan_to_host`](crate::codegen::ptx::run_plan_to_host), shared
-//! with the PTX interpreter of the tests.
+//! [`run_plan_to_host`], shared with the PTX interpreter of the tests.
 
 mod column;
 mod device;
