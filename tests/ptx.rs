@@ -1,8 +1,9 @@
 //! The PTX writer without a GPU: `ptxas` validates the text for sm_70,
 //! sm_80 and sm_90, and a strict PTX interpreter (`ptx_interp`) runs it
-//! through the library's own host protocol (`codegen::ptx::run_plan`),
-//! compared with `cpu-scalar` on hand-built stages, on real queries'
-//! plans and on random stages.
+//! through the library's own host protocol (`codegen::ptx::run_plan` and
+//! `run_plan_to_host`), compared with `cpu-scalar` on hand-built stages,
+//! on real queries' plans and on random stages; and the order of chunked
+//! downloads against the kernels is checked on a recording device.
 //!
 //! `ptxas` is found through `PTXAS`, then `PATH`, then the development
 //! install in `.tools/pip`. When it is missing the ptxas tests print why
@@ -13,8 +14,8 @@ mod ptx_interp;
 use computeq::backend::cpu_scalar;
 use computeq::backend::{BackendError, BackendKind, Phase, RunStats};
 use computeq::codegen::ptx::{
-    self, compile, cuda_caps, download_column, run_plan, PtxDevice, PtxOptions, PtxPlan, RunInput,
-    RunLimits, RunOutput,
+    self, compile, cuda_caps, download_column, run_plan, run_plan_to_host, BufferArg, PtxDevice,
+    PtxModule, PtxOptions, PtxPlan, RunInput, RunLimits, RunOutput,
 };
 use computeq::codegen::{lower_stage, Caps};
 use computeq::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
@@ -26,8 +27,10 @@ use computeq::runtime::column::{Column, ColumnRef};
 use computeq::runtime::{Config, Engine};
 use proptest::prelude::*;
 use ptx_interp::backend::InterpBackend;
+use ptx_interp::device::{InterpBuffer, InterpPending, LoadedModule};
 use ptx_interp::InterpDevice;
 use smallvec::smallvec;
+use std::rc::Rc;
 use std::sync::Arc;
 
 // ------------------------------------------------------------------ ptxas
@@ -1102,6 +1105,544 @@ fn real_queries_with_default_cuda_caps_and_chunks() {
     }
 }
 
+// ------------------------------------------------------------------ chunked downloads
+
+/// `!x` and `x` collected, over bools.
+fn bool_map_plan() -> PhysicalPlan {
+    one_stage(&[DType::Bool], 0, |p, x| {
+        let not = p.push(Node::Unary(UnaryOp::Not, x[0])).unwrap();
+        (None, Terminal::Collect(smallvec![not, x[0]]))
+    })
+}
+
+/// `!x` and `y` collected where `y > 0`: compaction of a bool column.
+fn bool_compact_plan() -> PhysicalPlan {
+    one_stage(&[DType::Bool, DType::I32], 0, |p, x| {
+        let zero = c(p, Scalar::zero(DType::I32));
+        let keep = bin(p, BinaryOp::Gt, x[1], zero);
+        let not = p.push(Node::Unary(UnaryOp::Not, x[0])).unwrap();
+        (Some(keep), Terminal::Collect(smallvec![not, x[1]]))
+    })
+}
+
+/// Loads `ptx`'s modules on `dev` and runs `plan` over host `inputs`,
+/// either to the host (chunked downloads) or to the device followed by
+/// one download per column.
+fn run_both_ways<D: PtxDevice>(
+    dev: &mut D,
+    to_host: bool,
+    plan: &PhysicalPlan,
+    ptx: &PtxPlan,
+    inputs: &[Column],
+    limits: RunLimits,
+) -> Result<(PlanOutput, RunStats), BackendError> {
+    let modules = ptx
+        .stages
+        .iter()
+        .map(|s| dev.load(&s.module))
+        .collect::<Result<Vec<_>, _>>()?;
+    let refs: Vec<_> = modules.iter().collect();
+    let ins: Vec<RunInput<'_, _>> = inputs.iter().map(|c| RunInput::Host(c.as_ref())).collect();
+    let mut stats = RunStats::default();
+    let out = if to_host {
+        run_plan_to_host(dev, plan, ptx, &refs, &ins, &[], &limits, &mut stats)?
+    } else {
+        match run_plan(dev, plan, ptx, &refs, &ins, &[], &limits, &mut stats)? {
+            RunOutput::Aggregates(a) => PlanOutput::Aggregates(a),
+            RunOutput::Columns(cols) => PlanOutput::Columns(
+                cols.iter()
+                    .map(|d| download_column(dev, d, &mut stats))
+                    .collect::<Result<_, _>>()?,
+            ),
+        }
+    };
+    Ok((out, stats))
+}
+
+/// Bit-for-bit equality of two columns results (NaNs included).
+fn same_bits(a: &PlanOutput, b: &PlanOutput) -> Result<(), String> {
+    let (PlanOutput::Columns(a), PlanOutput::Columns(b)) = (a, b) else {
+        return Err(format!("not two column results: {a:?} / {b:?}"));
+    };
+    if a.len() != b.len() {
+        return Err(format!("{} columns vs {}", a.len(), b.len()));
+    }
+    for (ci, (x, y)) in a.iter().zip(b).enumerate() {
+        if x.dtype() != y.dtype() || x.len() != y.len() {
+            return Err(format!(
+                "column {ci}: {} × {} vs {} × {}",
+                x.len(),
+                x.dtype(),
+                y.len(),
+                y.dtype()
+            ));
+        }
+        for i in 0..x.len() {
+            let (u, v) = (x.as_ref().get(i), y.as_ref().get(i));
+            if u.to_bits() != v.to_bits() {
+                return Err(format!("column {ci}[{i}]: {u:?} vs {v:?}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Lengths and chunk sizes: empty, one element, a single chunk (smaller
+/// than and exactly the chunk), many full chunks, a partial last chunk,
+/// and a chunk of one position.
+const CHUNKINGS: [(usize, usize); 8] = [
+    (0, 64),
+    (1, 64),
+    (200, 1000),
+    (256, 256),
+    (256, 64),
+    (1000, 128),
+    (97, 10),
+    (40, 1),
+];
+
+/// Map + collect, filter + collect and an inclusive scan sum (whose carry
+/// crosses chunks) of every dtype, at every chunking, downloaded per
+/// chunk: the result equals `cpu-scalar`'s, equals bit for bit the same
+/// run kept on the device and downloaded once, and both count the same
+/// downloaded bytes. The strict device would have failed the run had any
+/// chunk's kernels written a buffer under an unfinished download.
+#[test]
+fn per_chunk_downloads_match_the_reference_and_a_single_download() {
+    let caps = small_caps();
+    let mut shapes: Vec<(String, PhysicalPlan)> = vec![
+        ("map bool".into(), bool_map_plan()),
+        ("compact bool".into(), bool_compact_plan()),
+    ];
+    for t in NUMERIC {
+        shapes.push((format!("map {t}"), map_plan(t)));
+        shapes.push((format!("compact {t}"), compact_plan(t)));
+        shapes.push((format!("scan {t}"), scan_plan(t, false, false)));
+    }
+    for (name, plan) in &shapes {
+        let ptx = compile(plan, &caps, &PtxOptions::default()).unwrap();
+        for (n, chunk) in CHUNKINGS {
+            let inputs: Vec<Column> = plan
+                .input_dtypes
+                .iter()
+                .enumerate()
+                .map(|(s, &dt)| column(dt, n, n as u64 * 5 + s as u64 + 1))
+                .collect();
+            let refs: Vec<ColumnRef<'_>> = inputs.iter().map(|c| c.as_ref()).collect();
+            let want = cpu_scalar::run_plan(plan, &refs, &[]).unwrap();
+            let limits = RunLimits { max_chunk: chunk };
+            let what = format!("{name} n={n} chunk={chunk}");
+            let mut host_dev = InterpDevice::new();
+            let (host, host_stats) =
+                run_both_ways(&mut host_dev, true, plan, &ptx, &inputs, limits)
+                    .unwrap_or_else(|e| panic!("{what}: per-chunk downloads: {e}"));
+            assert_eq!(host_dev.downloads_in_flight(), 0, "{what}");
+            let mut dev = InterpDevice::new();
+            let (once, once_stats) = run_both_ways(&mut dev, false, plan, &ptx, &inputs, limits)
+                .unwrap_or_else(|e| panic!("{what}: one download: {e}"));
+            compare(&want, &host, 1e-4).unwrap_or_else(|e| panic!("{what}: {e}"));
+            same_bits(&once, &host).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(
+                host_stats.bytes_downloaded, once_stats.bytes_downloaded,
+                "{what}: downloaded bytes"
+            );
+        }
+    }
+}
+
+/// One operation of a recorded run; buffers by base address.
+#[derive(Clone, Debug, PartialEq)]
+enum Op {
+    Upload(u64),
+    Download(u64),
+    Launch(Vec<u64>),
+    Start { id: u64, buf: u64, len: usize },
+    Finish(u64),
+}
+
+/// The interpreter device with a log of the operations, in order.
+#[derive(Default)]
+struct Recorder {
+    inner: InterpDevice,
+    log: Vec<Op>,
+    next: u64,
+}
+
+impl PtxDevice for Recorder {
+    type Buffer = InterpBuffer;
+    type Module = Rc<LoadedModule>;
+    type Pending = (u64, InterpPending);
+
+    fn load(&mut self, m: &PtxModule) -> Result<Self::Module, BackendError> {
+        self.inner.load(m)
+    }
+
+    fn alloc(&mut self, bytes: usize) -> Result<InterpBuffer, BackendError> {
+        self.inner.alloc(bytes)
+    }
+
+    fn upload(
+        &mut self,
+        dst: &InterpBuffer,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), BackendError> {
+        self.log.push(Op::Upload(dst.addr));
+        self.inner.upload(dst, offset, data)
+    }
+
+    fn download(
+        &mut self,
+        src: &InterpBuffer,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), BackendError> {
+        self.log.push(Op::Download(src.addr));
+        self.inner.download(src, offset, out)
+    }
+
+    fn start_download(
+        &mut self,
+        src: &InterpBuffer,
+        offset: usize,
+        len: usize,
+    ) -> Result<Self::Pending, BackendError> {
+        let id = self.next;
+        self.next += 1;
+        self.log.push(Op::Start {
+            id,
+            buf: src.addr,
+            len,
+        });
+        Ok((id, self.inner.start_download(src, offset, len)?))
+    }
+
+    fn finish_download(
+        &mut self,
+        (id, pending): Self::Pending,
+        out: &mut [u8],
+    ) -> Result<(), BackendError> {
+        self.log.push(Op::Finish(id));
+        self.inner.finish_download(pending, out)
+    }
+
+    fn launch(
+        &mut self,
+        module: &Self::Module,
+        entry: usize,
+        grid: u32,
+        block: u32,
+        buffers: &[BufferArg<'_, InterpBuffer>],
+        uniforms: &[u8],
+    ) -> Result<(), BackendError> {
+        self.log
+            .push(Op::Launch(buffers.iter().map(|b| b.buffer.addr).collect()));
+        self.inner
+            .launch(module, entry, grid, block, buffers, uniforms)
+    }
+}
+
+/// The recorded order of a chunked run to the host: chunk `k`'s downloads
+/// are started after all of chunk `k`'s launches and before any of chunk
+/// `k + 1`'s, and finished after all of chunk `k + 1`'s launches and
+/// before any of chunk `k + 2`'s (the last chunk's at the end). In between
+/// no launch binds the buffer being downloaded, and each download covers
+/// the chunk's elements (its survivors under compaction).
+#[test]
+fn a_chunks_download_overlaps_the_next_chunks_kernels() {
+    let caps = small_caps();
+    let (n, chunk) = (1000usize, 128usize);
+    let chunks = n.div_ceil(chunk);
+    for (name, plan) in [
+        ("map f32", map_plan(DType::F32)),
+        ("compact i64", compact_plan(DType::I64)),
+    ] {
+        let ptx = compile(&plan, &caps, &PtxOptions::default()).unwrap();
+        let per_chunk = ptx.stages[0].plan.dispatches.len();
+        let inputs: Vec<Column> = plan
+            .input_dtypes
+            .iter()
+            .enumerate()
+            .map(|(s, &dt)| column(dt, n, 17 + s as u64))
+            .collect();
+        let refs: Vec<ColumnRef<'_>> = inputs.iter().map(|c| c.as_ref()).collect();
+        let want = cpu_scalar::run_plan(&plan, &refs, &[]).unwrap();
+        let mut dev = Recorder::default();
+        let (got, _) = run_both_ways(
+            &mut dev,
+            true,
+            &plan,
+            &ptx,
+            &inputs,
+            RunLimits { max_chunk: chunk },
+        )
+        .unwrap();
+        compare(&want, &got, 0.0).unwrap_or_else(|e| panic!("{name}: {e}"));
+
+        // Elements each chunk downloads, per output column.
+        let outputs = ptx.stages[0].plan.outputs.clone();
+        let survivors = |k: usize| -> usize {
+            let (c0, c1) = (k * chunk, ((k + 1) * chunk).min(n));
+            match &inputs[..] {
+                [_, keep] => (c0..c1)
+                    .filter(|&i| keep.as_ref().get(i).to_bits() as u32 as i32 > 0)
+                    .count(),
+                _ => c1 - c0,
+            }
+        };
+        let log = &dev.log;
+        let launches_before = |at: usize| {
+            log[..at]
+                .iter()
+                .filter(|o| matches!(o, Op::Launch(_)))
+                .count()
+        };
+        assert_eq!(launches_before(log.len()), chunks * per_chunk, "{name}");
+        let mut started = vec![0usize; chunks];
+        for (at, op) in log.iter().enumerate() {
+            let Op::Start { id, buf, len } = op else {
+                continue;
+            };
+            let before = launches_before(at);
+            assert!(
+                before % per_chunk == 0 && before > 0,
+                "{name}: download {id} started in the middle of a chunk's launches"
+            );
+            let k = before / per_chunk - 1;
+            let column = started[k] % outputs.len();
+            started[k] += 1;
+            assert_eq!(
+                *len,
+                survivors(k) * ptx::element_size(outputs[column]),
+                "{name}: chunk {k} column {column}"
+            );
+            let fin = at
+                + log[at..]
+                    .iter()
+                    .position(|o| *o == Op::Finish(*id))
+                    .unwrap_or_else(|| panic!("{name}: download {id} never finished"));
+            let want_before = if k + 1 < chunks {
+                (k + 2) * per_chunk
+            } else {
+                chunks * per_chunk
+            };
+            assert_eq!(
+                launches_before(fin),
+                want_before,
+                "{name}: chunk {k}'s download finished at the wrong place"
+            );
+            for o in &log[at..fin] {
+                if let Op::Launch(bufs) = o {
+                    assert!(
+                        !bufs.contains(buf),
+                        "{name}: chunk {k}'s download buffer bound under the download"
+                    );
+                }
+            }
+        }
+        for (k, &s) in started.iter().enumerate() {
+            let want = if survivors(k) == 0 { 0 } else { outputs.len() };
+            assert_eq!(s, want, "{name}: downloads of chunk {k}");
+        }
+        // The overlap is real: some launch runs under every chunk's
+        // download except the last one's.
+        assert!(
+            started.iter().filter(|&&s| s > 0).count() >= chunks - 1,
+            "{name}"
+        );
+    }
+}
+
+/// The interpreter with a deliberate protocol error: of two consecutive
+/// allocations of `bytes` bytes, the second aliases the first. The host
+/// protocol allocates an output column's two chunk buffers one after the
+/// other, so with `bytes` a chunk of output, chunk `k + 1`'s kernels then
+/// write under chunk `k`'s download. (Input chunk buffers of the same size
+/// are aliased too, which is harmless in the interpreter, whose uploads
+/// and launches complete in order.)
+struct AliasPairs {
+    inner: InterpDevice,
+    bytes: usize,
+    last: Option<u64>,
+}
+
+impl AliasPairs {
+    fn new(bytes: usize) -> AliasPairs {
+        AliasPairs {
+            inner: InterpDevice::new(),
+            bytes,
+            last: None,
+        }
+    }
+}
+
+impl PtxDevice for AliasPairs {
+    type Buffer = InterpBuffer;
+    type Module = Rc<LoadedModule>;
+    type Pending = InterpPending;
+
+    fn load(&mut self, m: &PtxModule) -> Result<Self::Module, BackendError> {
+        self.inner.load(m)
+    }
+
+    fn alloc(&mut self, bytes: usize) -> Result<InterpBuffer, BackendError> {
+        if bytes != self.bytes {
+            self.last = None;
+            return self.inner.alloc(bytes);
+        }
+        match self.last.take() {
+            Some(addr) => Ok(InterpBuffer { addr, bytes }),
+            None => {
+                let buf = self.inner.alloc(bytes)?;
+                self.last = Some(buf.addr);
+                Ok(buf)
+            }
+        }
+    }
+
+    fn upload(
+        &mut self,
+        dst: &InterpBuffer,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), BackendError> {
+        self.inner.upload(dst, offset, data)
+    }
+
+    fn download(
+        &mut self,
+        src: &InterpBuffer,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), BackendError> {
+        self.inner.download(src, offset, out)
+    }
+
+    fn start_download(
+        &mut self,
+        src: &InterpBuffer,
+        offset: usize,
+        len: usize,
+    ) -> Result<InterpPending, BackendError> {
+        self.inner.start_download(src, offset, len)
+    }
+
+    fn finish_download(&mut self, p: InterpPending, out: &mut [u8]) -> Result<(), BackendError> {
+        self.inner.finish_download(p, out)
+    }
+
+    fn launch(
+        &mut self,
+        module: &Self::Module,
+        entry: usize,
+        grid: u32,
+        block: u32,
+        buffers: &[BufferArg<'_, InterpBuffer>],
+        uniforms: &[u8],
+    ) -> Result<(), BackendError> {
+        self.inner
+            .launch(module, entry, grid, block, buffers, uniforms)
+    }
+}
+
+/// Writes into a range under an unfinished download are errors, both
+/// uploads and kernel stores, so a host protocol that reuses a buffer too
+/// early fails in the interpreter; outside the range, or once finished,
+/// they are fine, and the download returns the bytes as they were when
+/// it started.
+#[test]
+fn writing_a_range_under_an_unfinished_download_is_an_error() {
+    // Device operations.
+    let mut dev = InterpDevice::new();
+    let buf = dev.alloc(64).unwrap();
+    dev.upload(&buf, 0, &[1; 64]).unwrap();
+    let p = dev.start_download(&buf, 16, 16).unwrap();
+    dev.upload(&buf, 0, &[2; 16]).unwrap();
+    dev.upload(&buf, 32, &[2; 32]).unwrap();
+    let e = dev.upload(&buf, 8, &[3; 16]).unwrap_err();
+    assert_eq!(e.phase, Phase::Upload);
+    assert!(e.message.contains("unfinished"), "{e}");
+    let e = dev.upload(&buf, 31, &[3; 1]).unwrap_err();
+    assert!(e.message.contains("unfinished"), "{e}");
+    let mut read = [0u8; 64];
+    dev.download(&buf, 0, &mut read).unwrap();
+    assert_eq!(dev.downloads_in_flight(), 1);
+    let mut out = [0u8; 16];
+    dev.finish_download(p, &mut out).unwrap();
+    assert_eq!(out, [1; 16]);
+    assert_eq!(dev.downloads_in_flight(), 0);
+    dev.upload(&buf, 8, &[3; 16]).unwrap();
+
+    // A host protocol whose next chunk writes the buffer being downloaded:
+    // 100-position chunks of 4-byte outputs.
+    let caps = small_caps();
+    let alias = || AliasPairs::new(400);
+    for plan in [map_plan(DType::F32), compact_plan(DType::I32)] {
+        let ptx = compile(&plan, &caps, &PtxOptions::default()).unwrap();
+        let inputs: Vec<Column> = plan
+            .input_dtypes
+            .iter()
+            .enumerate()
+            .map(|(s, &dt)| column(dt, 300, 3 + s as u64))
+            .collect();
+        let limits = RunLimits { max_chunk: 100 };
+        let e = run_both_ways(&mut alias(), true, &plan, &ptx, &inputs, limits)
+            .expect_err("a kernel wrote under a download in flight");
+        assert_eq!(e.phase, Phase::Execute, "{e}");
+        assert!(e.message.contains("unfinished"), "{e}");
+        // Kept on the device, the same aliasing is harmless (one output
+        // buffer), and without it the download run succeeds.
+        run_both_ways(&mut alias(), false, &plan, &ptx, &inputs, limits).unwrap();
+        run_both_ways(&mut InterpDevice::new(), true, &plan, &ptx, &inputs, limits).unwrap();
+    }
+}
+
+/// Through the engine (the interpreter as the `cuda` backend, running
+/// `run_plan_to_host` as the CUDA backend does for collects), the metrics'
+/// downloaded bytes are the result's device bytes (bools travel as 4-byte
+/// words), plus, under compaction, one 4-byte survivor count per chunk.
+#[test]
+fn chunked_downloads_report_their_bytes_through_the_engine() {
+    let chunk = 100;
+    let e = interp_engine(small_caps(), chunk);
+    for n in [0usize, 1, 99, 100, 101, 1000, 1234] {
+        let chunks = n.div_ceil(chunk).max(1) as u64;
+        let xs: Vec<f32> = (0..n).map(|i| (i % 41) as f32 - 20.0).collect();
+        let q = || {
+            e.query(&xs)
+                .on(BackendKind::Cuda)
+                .no_fallback()
+                .with_metrics()
+        };
+        let cpu = || e.query(&xs).on(BackendKind::CpuScalar);
+
+        let (got, m): (Vec<f32>, _) = q().map(|x| x * 2.0).collect();
+        assert_eq!(got, cpu().map(|x| x * 2.0).collect::<Vec<f32>>(), "n={n}");
+        assert_eq!(m.backend, BackendKind::Cuda);
+        assert_eq!(m.bytes_downloaded, 4 * n as u64, "map f32, n={n}");
+
+        let (got, m): (Vec<f64>, _) = q().map(|x| x.cast::<f64>() * 0.5).collect();
+        assert_eq!(
+            got,
+            cpu().map(|x| x.cast::<f64>() * 0.5).collect::<Vec<f64>>()
+        );
+        assert_eq!(m.bytes_downloaded, 8 * n as u64, "map f64, n={n}");
+
+        let (got, m): (Vec<bool>, _) = q().map(|x| x.gt(0.0)).collect();
+        assert_eq!(got, cpu().map(|x| x.gt(0.0)).collect::<Vec<bool>>());
+        assert_eq!(m.bytes_downloaded, 4 * n as u64, "map bool, n={n}");
+
+        let (got, m): (Vec<f32>, _) = q().filter(|x| x.gt(0.0)).collect();
+        let want: Vec<f32> = cpu().filter(|x| x.gt(0.0)).collect();
+        assert_eq!(got, want, "n={n}");
+        assert_eq!(
+            m.bytes_downloaded,
+            4 * want.len() as u64 + 4 * chunks,
+            "filter f32, n={n}"
+        );
+    }
+}
+
 // ------------------------------------------------------------------ random stages
 
 /// A random element program over inputs of `t`: a DAG of operations valid
@@ -1347,6 +1888,25 @@ fn injected_faults_are_errors_of_their_phase() {
         let e = r.expect_err("an injected fault must fail the run");
         assert_eq!(e.phase, phase, "{faults:?}: {e}");
         assert_eq!(e.out_of_memory, faults.oom);
+        assert!(e.message.contains("injected fault"));
+        // The same through `run_plan_to_host`, whose only downloads here
+        // are the chunked ones (`start_download`): `cuda:download` fires
+        // on them too.
+        let mut inner = InterpDevice::new();
+        let mut dev = FaultyDevice {
+            inner: &mut inner,
+            faults,
+        };
+        let e = run_both_ways(
+            &mut dev,
+            true,
+            &plan,
+            &ptx,
+            std::slice::from_ref(&x),
+            RunLimits { max_chunk: 30 },
+        )
+        .expect_err("an injected fault must fail the run to the host");
+        assert_eq!(e.phase, phase, "to the host, {faults:?}: {e}");
         assert!(e.message.contains("injected fault"));
     }
     // And with no fault the same run succeeds.

@@ -1,7 +1,8 @@
 //! A `cuda` backend whose device is the interpreter: the engine plans,
 //! selects and falls back exactly as it does for the GPU, the PTX comes
 //! from the library's writer and runs through the library's host protocol
-//! (`run_plan`). Optionally every distinct module is also assembled by
+//! (`run_plan_to_host`, as the CUDA backend runs a query whose result goes
+//! to the host). Optionally every distinct module is also assembled by
 //! `ptxas` for each target, and (with the `cuda` feature) the CUDA
 //! backend's fault layer sits between the protocol and the interpreter.
 
@@ -9,8 +10,7 @@ use super::ptxas;
 use super::InterpDevice;
 use computeq::backend::{Availability, Backend, BackendError, BackendKind, Job, Phase, RunStats};
 use computeq::codegen::ptx::{
-    compile, download_column, run_plan, PtxDevice, PtxOptions, PtxPlan, RunInput, RunLimits,
-    RunOutput,
+    compile, run_plan_to_host, PtxDevice, PtxOptions, PtxPlan, RunInput, RunLimits,
 };
 use computeq::codegen::{lower_plan, Caps};
 use computeq::plan::{PhysicalPlan, PlanOutput};
@@ -125,7 +125,7 @@ impl InterpBackend {
         let limits = RunLimits {
             max_chunk: self.chunk,
         };
-        let out = run_plan(
+        run_plan_to_host(
             dev,
             &job.plan.plan,
             ptx,
@@ -134,15 +134,7 @@ impl InterpBackend {
             job.params,
             &limits,
             stats,
-        )?;
-        Ok(match out {
-            RunOutput::Aggregates(a) => PlanOutput::Aggregates(a),
-            RunOutput::Columns(cols) => PlanOutput::Columns(
-                cols.iter()
-                    .map(|d| download_column(dev, d, stats))
-                    .collect::<Result<_, _>>()?,
-            ),
-        })
+        )
     }
 }
 

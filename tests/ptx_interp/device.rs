@@ -1,6 +1,13 @@
 //! [`PtxDevice`] over the interpreter: buffers are byte vectors (filled
 //! with a poison pattern, so a kernel that reads what nobody wrote gives
 //! garbage the differential tests see), launches run [`machine::launch`].
+//!
+//! Started downloads are strict: `start_download` takes a snapshot of the
+//! bytes (what a real copy would read, whenever it runs) and, until
+//! `finish_download`, any write into that range (an upload or a kernel's
+//! store, atomics included) is an error. A host protocol that writes a
+//! buffer again before finishing the download that reads it is caught
+//! here, though on a GPU it would only race.
 
 use super::machine::{self, LaunchStats, Memory};
 use super::parse::{self, Module};
@@ -21,11 +28,22 @@ pub struct InterpBuffer {
     pub bytes: usize,
 }
 
+/// A started download: the bytes as they were when it started.
+#[derive(Debug)]
+pub struct InterpPending {
+    /// Its number, to find its range in `Memory::reading`.
+    id: u64,
+    bytes: Vec<u8>,
+}
+
 /// The interpreter as a device.
 #[derive(Default)]
 pub struct InterpDevice {
     pub memory: Memory,
     pub launches: Vec<(String, u32, u32, LaunchStats)>,
+    /// Ids of the unfinished downloads, in the order of `memory.reading`.
+    reading_ids: Vec<u64>,
+    next_download: u64,
 }
 
 fn fail(phase: Phase, m: impl Into<String>) -> BackendError {
@@ -37,6 +55,11 @@ impl InterpDevice {
         InterpDevice::default()
     }
 
+    /// Downloads started and not finished.
+    pub fn downloads_in_flight(&self) -> usize {
+        self.reading_ids.len()
+    }
+
     /// Total lane-instructions executed so far.
     pub fn lane_instructions(&self) -> u64 {
         self.launches.iter().map(|l| l.3.lane_instructions).sum()
@@ -46,6 +69,7 @@ impl InterpDevice {
 impl PtxDevice for InterpDevice {
     type Buffer = InterpBuffer;
     type Module = Rc<LoadedModule>;
+    type Pending = InterpPending;
 
     /// Parses a module (the analogue of `cuModuleLoadData`).
     fn load(&mut self, m: &PtxModule) -> Result<Rc<LoadedModule>, BackendError> {
@@ -80,6 +104,9 @@ impl PtxDevice for InterpDevice {
             return Err(fail(Phase::Upload, "upload past the end of the buffer"));
         }
         let b = (dst.addr >> 40) as usize - 1;
+        self.memory
+            .check_unread(b, offset..offset + data.len())
+            .map_err(|e| fail(Phase::Upload, e))?;
         self.memory.buffers[b][offset..offset + data.len()].copy_from_slice(data);
         Ok(())
     }
@@ -95,6 +122,53 @@ impl PtxDevice for InterpDevice {
         }
         let b = (src.addr >> 40) as usize - 1;
         out.copy_from_slice(&self.memory.buffers[b][offset..offset + out.len()]);
+        Ok(())
+    }
+
+    fn start_download(
+        &mut self,
+        src: &InterpBuffer,
+        offset: usize,
+        len: usize,
+    ) -> Result<InterpPending, BackendError> {
+        if offset + len > src.bytes {
+            return Err(fail(Phase::Download, "download past the end of the buffer"));
+        }
+        let b = (src.addr >> 40) as usize - 1;
+        let id = self.next_download;
+        self.next_download += 1;
+        self.memory.reading.push((b, offset..offset + len));
+        self.reading_ids.push(id);
+        Ok(InterpPending {
+            id,
+            bytes: self.memory.buffers[b][offset..offset + len].to_vec(),
+        })
+    }
+
+    fn finish_download(
+        &mut self,
+        pending: InterpPending,
+        out: &mut [u8],
+    ) -> Result<(), BackendError> {
+        let Some(i) = self.reading_ids.iter().position(|&id| id == pending.id) else {
+            return Err(fail(
+                Phase::Download,
+                "finishing a download this device did not start",
+            ));
+        };
+        if out.len() != pending.bytes.len() {
+            return Err(fail(
+                Phase::Download,
+                format!(
+                    "a download of {} bytes finished into {} bytes",
+                    pending.bytes.len(),
+                    out.len()
+                ),
+            ));
+        }
+        self.reading_ids.remove(i);
+        self.memory.reading.remove(i);
+        out.copy_from_slice(&pending.bytes);
         Ok(())
     }
 

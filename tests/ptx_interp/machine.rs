@@ -18,6 +18,9 @@ use std::collections::HashMap;
 #[derive(Default, Debug)]
 pub struct Memory {
     pub buffers: Vec<Vec<u8>>,
+    /// Byte ranges `(buffer, range)` that a started, unfinished download
+    /// reads: writing into one is an error (see `device`).
+    pub reading: Vec<(usize, std::ops::Range<usize>)>,
 }
 
 const ADDR_SHIFT: u32 = 40;
@@ -51,6 +54,21 @@ impl Memory {
         Ok((idx - 1, off))
     }
 
+    /// Fails when `range` of buffer `b` overlaps a download in flight.
+    pub fn check_unread(&self, b: usize, range: std::ops::Range<usize>) -> Result<(), String> {
+        match self
+            .reading
+            .iter()
+            .find(|(rb, r)| *rb == b && r.start < range.end && range.start < r.end)
+        {
+            Some((_, r)) => Err(format!(
+                "write of bytes {range:?} of buffer {b} while a download of bytes {r:?} \
+                 from it is unfinished"
+            )),
+            None => Ok(()),
+        }
+    }
+
     pub fn read(&self, addr: u64, size: usize) -> Result<u64, String> {
         let (b, o) = self.locate(addr, size)?;
         let mut v = [0u8; 8];
@@ -60,6 +78,7 @@ impl Memory {
 
     pub fn write(&mut self, addr: u64, size: usize, value: u64) -> Result<(), String> {
         let (b, o) = self.locate(addr, size)?;
+        self.check_unread(b, o..o + size)?;
         self.buffers[b][o..o + size].copy_from_slice(&value.to_le_bytes()[..size]);
         Ok(())
     }

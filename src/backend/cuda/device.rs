@@ -1,12 +1,17 @@
 //! The CUDA driver, through cudarc's raw `result`/`sys` layer: one context
-//! (the device's primary context, retained lazily by the backend), two
-//! streams, a memory pool, pinned staging buffers and the module cache.
+//! (the device's primary context, retained lazily by the backend), three
+//! streams (compute, copy for uploads and synchronous downloads, download
+//! for the downloads that overlap compute), a memory pool, pinned staging
+//! buffers, a bounded cache of pinned download pieces and the module cache.
 //!
 //! Ordering between the streams is explicit and per buffer: an upload
-//! records a `ready` event that launches wait for; a launch records a
-//! `last_use` event that later uploads into or downloads from the buffer
-//! wait for. Work on different buffers therefore overlaps (the upload of a
-//! chunk with the kernels of the previous one), and nothing else does.
+//! records a `ready` event that launches and downloads wait for; a launch
+//! records a `last_use` event that later uploads into or downloads from
+//! the buffer wait for; a started download records a `last_read` event
+//! that later launches and uploads (which may write the buffer) wait for.
+//! Work on different buffers therefore overlaps (the upload of a chunk and
+//! the download of the previous chunk's results with the kernels of the
+//! current one), and nothing else does.
 //!
 //! Every function here runs with the context bound to the calling thread
 //! (`Gpu::bind`), under the backend's lock.
@@ -26,6 +31,11 @@ pub(crate) const STAGING_BYTES: usize = 8 << 20;
 
 /// Most bytes the pool keeps cached before freeing returned buffers.
 const POOL_CACHE_BYTES: usize = 256 << 20;
+
+/// Pinned download pieces (of [`STAGING_BYTES`] each) kept for reuse:
+/// 64 MiB of page-locked memory at most. A started download larger than
+/// the cache allocates more pieces and frees them when it finishes.
+pub(crate) const DOWNLOAD_PIECES_CACHED: usize = 8;
 
 pub(crate) fn driver_error(phase: Phase, what: &str, e: DriverError) -> BackendError {
     let mut err = BackendError::new(BackendKind::Cuda, phase, format!("{what}: {e}"));
@@ -164,16 +174,23 @@ pub struct DeviceBuffer {
     pub(crate) ready: Mutex<Option<Arc<Event>>>,
     /// Signalled when the last kernel using the buffer is complete.
     pub(crate) last_use: Mutex<Option<Arc<Event>>>,
+    /// Signalled when the last started download from the buffer (on the
+    /// download stream) is complete.
+    pub(crate) last_read: Mutex<Option<Arc<Event>>>,
 }
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         // The next owner must not reuse the memory while a kernel still
-        // uses it or an upload into it (on the other stream) is in flight,
-        // as after a run that failed halfway.
-        for e in [self.last_use.lock().take(), self.ready.lock().take()]
-            .into_iter()
-            .flatten()
+        // uses it, an upload into it or a download from it (on the other
+        // streams) is in flight, as after a run that failed halfway.
+        for e in [
+            self.last_use.lock().take(),
+            self.ready.lock().take(),
+            self.last_read.lock().take(),
+        ]
+        .into_iter()
+        .flatten()
         {
             let _ = e.synchronize();
         }
@@ -198,6 +215,62 @@ impl Drop for Staging {
         let _ = self.done.synchronize();
         // SAFETY: allocated by cuMemHostAlloc and no longer in use.
         let _ = unsafe { result::free_host(self.ptr as *mut c_void) };
+    }
+}
+
+/// One page-locked piece of [`STAGING_BYTES`] for a download that overlaps
+/// compute, freed on drop. Whoever drops it has made sure no copy into it
+/// is in flight (or leaks it instead).
+#[derive(Debug)]
+pub(crate) struct Pinned {
+    pub(crate) ptr: *mut u8,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: the pointer is owned page-locked memory; it is written by the
+// device only while a `PendingDownload` holding it is alive, and read by
+// the host only after that download's event has completed.
+unsafe impl Send for Pinned {}
+unsafe impl Sync for Pinned {}
+
+impl Pinned {
+    pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Pinned, DriverError> {
+        // SAFETY: a plain page-locked allocation, freed by `Drop`.
+        let ptr = unsafe { result::malloc_host(STAGING_BYTES, 0) }?;
+        Ok(Pinned {
+            ptr: ptr as *mut u8,
+            ctx: ctx.clone(),
+        })
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by cuMemHostAlloc; the owner guarantees no
+            // copy into it is in flight.
+            let _ = unsafe { result::free_host(self.ptr as *mut c_void) };
+        }
+    }
+}
+
+/// A download in flight on the download stream: the pinned pieces it
+/// copies into, in order, and the event recorded after the last piece.
+#[derive(Debug)]
+pub(crate) struct PendingDownload {
+    pub(crate) pieces: Vec<Pinned>,
+    pub(crate) len: usize,
+    pub(crate) done: Arc<Event>,
+}
+
+impl Drop for PendingDownload {
+    fn drop(&mut self) {
+        // Not finished (a run that failed halfway): the copies may still
+        // write the pieces, so wait for them before the memory is freed,
+        // and leak it if even that fails.
+        if !self.pieces.is_empty() && self.done.synchronize().is_err() {
+            std::mem::forget(std::mem::take(&mut self.pieces));
+        }
     }
 }
 
@@ -241,9 +314,13 @@ pub(crate) struct Gpu {
     pub(crate) info: DeviceInfo,
     pub(crate) compute: Stream,
     pub(crate) copy: Stream,
+    /// Downloads that overlap compute ([`PendingDownload`]).
+    pub(crate) download: Stream,
     pub(crate) pool: Arc<Pool>,
     pub(crate) staging: Vec<Staging>,
     pub(crate) next_staging: usize,
+    /// Idle pinned download pieces, at most [`DOWNLOAD_PIECES_CACHED`].
+    pub(crate) pinned: Vec<Pinned>,
     /// Loaded modules by the hash of their text, with the text (a hash
     /// collision must not run another module's kernels).
     modules: HashMap<u64, Vec<(String, Arc<Module>)>>,
@@ -267,6 +344,7 @@ impl Gpu {
         };
         let compute = stream(&ctx)?;
         let copy = stream(&ctx)?;
+        let download = stream(&ctx)?;
         let mut staging = Vec::new();
         for _ in 0..2 {
             // SAFETY: a plain page-locked allocation, freed by `Staging`.
@@ -290,8 +368,10 @@ impl Gpu {
             },
             compute,
             copy,
+            download,
             staging,
             next_staging: 0,
+            pinned: Vec::new(),
             modules: HashMap::new(),
         })
     }
@@ -327,6 +407,7 @@ impl Gpu {
             pool: self.pool.clone(),
             ready: Mutex::new(None),
             last_use: Mutex::new(None),
+            last_read: Mutex::new(None),
         })
     }
 
@@ -409,6 +490,8 @@ impl Gpu {
                 .map_err(|e| driver_error(Phase::Execute, "running kernels", e))?;
             result::stream::synchronize(self.copy.raw)
                 .map_err(|e| driver_error(Phase::Download, "copying", e))?;
+            result::stream::synchronize(self.download.raw)
+                .map_err(|e| driver_error(Phase::Download, "downloading", e))?;
         }
         Ok(())
     }

@@ -1,11 +1,16 @@
-//! The CUDA implementation of [`PtxDevice`]: transfers through the pinned
-//! staging buffers on the copy stream, launches on the compute stream, the
-//! per-buffer events of [`device`](super::device) ordering the two.
+//! The CUDA implementation of [`PtxDevice`]: uploads and synchronous
+//! downloads through the pinned staging buffers on the copy stream,
+//! started downloads into pinned pieces on the download stream, launches
+//! on the compute stream, the per-buffer events of
+//! [`device`](super::device) ordering the three.
 
-use super::device::{driver_error, DeviceBuffer, Event, Gpu, Module, STAGING_BYTES};
+use super::device::{
+    driver_error, DeviceBuffer, Event, Gpu, Module, PendingDownload, Pinned,
+    DOWNLOAD_PIECES_CACHED, STAGING_BYTES,
+};
 use crate::backend::{BackendError, Phase};
 use crate::codegen::ptx::{BufferArg, PtxDevice, PtxModule};
-use cudarc::driver::result;
+use cudarc::driver::{result, sys};
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -33,9 +38,20 @@ impl CudaDevice<'_> {
     }
 }
 
+/// Frees the pinned pieces of a download that failed to start, once the
+/// copies already queued into them on `stream` are complete; leaks them if
+/// that cannot be known (freeing memory a copy may still write is worse).
+fn abandon(stream: sys::CUstream, pieces: Vec<Pinned>) {
+    // SAFETY: a live stream of this context, bound to this thread.
+    if unsafe { result::stream::synchronize(stream) }.is_err() {
+        std::mem::forget(pieces);
+    }
+}
+
 impl PtxDevice for CudaDevice<'_> {
     type Buffer = DeviceBuffer;
     type Module = Arc<Module>;
+    type Pending = PendingDownload;
 
     fn load(&mut self, module: &PtxModule) -> Result<Arc<Module>, BackendError> {
         self.gpu.module(module)
@@ -59,7 +75,11 @@ impl PtxDevice for CudaDevice<'_> {
             ));
         }
         let copy = self.gpu.copy.raw;
-        if let Some(e) = dst.last_use.lock().as_ref() {
+        // After the kernels using the buffer and the downloads reading it.
+        for e in [dst.last_use.lock().clone(), dst.last_read.lock().clone()]
+            .into_iter()
+            .flatten()
+        {
             e.wait_on(copy)
                 .map_err(|e| driver_error(Phase::Upload, "ordering an upload", e))?;
         }
@@ -137,6 +157,117 @@ impl PtxDevice for CudaDevice<'_> {
         Ok(())
     }
 
+    fn start_download(
+        &mut self,
+        src: &DeviceBuffer,
+        offset: usize,
+        len: usize,
+    ) -> Result<PendingDownload, BackendError> {
+        if offset + len > src.bytes {
+            return Err(BackendError::new(
+                crate::backend::BackendKind::Cuda,
+                Phase::Download,
+                "download past the end of a buffer",
+            ));
+        }
+        let stream = self.gpu.download.raw;
+        // After the kernels that wrote the buffer (their event is recorded
+        // on the compute stream after the last launch using it) and the
+        // last upload into it; not after anything queued later.
+        for e in [src.last_use.lock().clone(), src.ready.lock().clone()]
+            .into_iter()
+            .flatten()
+        {
+            e.wait_on(stream)
+                .map_err(|e| driver_error(Phase::Download, "ordering a download", e))?;
+        }
+        let mut pieces = Vec::with_capacity(len.div_ceil(STAGING_BYTES));
+        let mut k = 0;
+        while k * STAGING_BYTES < len {
+            let n = STAGING_BYTES.min(len - k * STAGING_BYTES);
+            let piece = match self.gpu.pinned.pop() {
+                Some(p) => p,
+                None => match Pinned::new(&self.gpu.ctx) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        abandon(stream, pieces);
+                        return Err(driver_error(Phase::Download, "allocating pinned memory", e));
+                    }
+                },
+            };
+            // SAFETY: the piece holds STAGING_BYTES >= n bytes and is idle
+            // (cached pieces come back only from finished downloads, after
+            // their event completed). The device writes it until `done`
+            // completes; until then the piece lives in `pieces`, then in
+            // the `PendingDownload`, whose drop waits for `done`. The
+            // source range is inside the buffer (checked above).
+            let queued = unsafe {
+                let host = std::slice::from_raw_parts_mut(piece.ptr, n);
+                result::memcpy_dtoh_async(
+                    host,
+                    src.ptr + (offset + k * STAGING_BYTES) as u64,
+                    stream,
+                )
+            };
+            pieces.push(piece);
+            if let Err(e) = queued {
+                abandon(stream, pieces);
+                return Err(driver_error(Phase::Download, "copying from the device", e));
+            }
+            k += 1;
+        }
+        let done = match self.new_event(Phase::Download).and_then(|d| {
+            d.record(stream)
+                .map_err(|e| driver_error(Phase::Download, "recording a download", e))?;
+            Ok(d)
+        }) {
+            Ok(d) => d,
+            Err(e) => {
+                abandon(stream, pieces);
+                return Err(e);
+            }
+        };
+        *src.last_read.lock() = Some(done.clone());
+        Ok(PendingDownload { pieces, len, done })
+    }
+
+    fn finish_download(
+        &mut self,
+        mut pending: PendingDownload,
+        out: &mut [u8],
+    ) -> Result<(), BackendError> {
+        if out.len() != pending.len {
+            return Err(BackendError::new(
+                crate::backend::BackendKind::Cuda,
+                Phase::Download,
+                format!(
+                    "a download of {} bytes finished into {} bytes",
+                    pending.len,
+                    out.len()
+                ),
+            ));
+        }
+        // On failure the pending download's drop waits again (or leaks).
+        pending
+            .done
+            .synchronize()
+            .map_err(|e| driver_error(Phase::Download, "copying from the device", e))?;
+        let pieces = std::mem::take(&mut pending.pieces);
+        for (piece, chunk) in pieces.iter().zip(out.chunks_mut(STAGING_BYTES)) {
+            // SAFETY: the copy into the piece is complete (`done` was
+            // recorded after it on the same stream) and wrote at least
+            // `chunk.len()` bytes of it.
+            unsafe { std::ptr::copy_nonoverlapping(piece.ptr, chunk.as_mut_ptr(), chunk.len()) };
+        }
+        // Idle again; keep a bounded number, free the rest.
+        for piece in pieces {
+            if self.gpu.pinned.len() < DOWNLOAD_PIECES_CACHED {
+                self.gpu.pinned.push(piece);
+            }
+        }
+        Ok(())
+    }
+
     fn launch(
         &mut self,
         module: &Arc<Module>,
@@ -147,8 +278,16 @@ impl PtxDevice for CudaDevice<'_> {
         uniforms: &[u8],
     ) -> Result<(), BackendError> {
         let compute = self.gpu.compute.raw;
+        // After the uploads into every bound buffer, and after the started
+        // downloads from them (the kernel may write any of them).
         for b in buffers {
-            if let Some(e) = b.buffer.ready.lock().as_ref() {
+            for e in [
+                b.buffer.ready.lock().clone(),
+                b.buffer.last_read.lock().clone(),
+            ]
+            .into_iter()
+            .flatten()
+            {
                 e.wait_on(compute)
                     .map_err(|e| driver_error(Phase::Execute, "ordering a launch", e))?;
             }

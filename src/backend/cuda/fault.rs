@@ -84,6 +84,7 @@ pub struct FaultyDevice<'a, D> {
 impl<D: PtxDevice> PtxDevice for FaultyDevice<'_, D> {
     type Buffer = D::Buffer;
     type Module = D::Module;
+    type Pending = D::Pending;
 
     fn load(&mut self, module: &PtxModule) -> Result<D::Module, BackendError> {
         self.faults
@@ -119,6 +120,22 @@ impl<D: PtxDevice> PtxDevice for FaultyDevice<'_, D> {
         self.faults
             .check(self.faults.download, Phase::Download, "download")?;
         self.inner.download(src, offset, out)
+    }
+
+    /// `cuda:download` fails the downloads that overlap compute too.
+    fn start_download(
+        &mut self,
+        src: &D::Buffer,
+        offset: usize,
+        len: usize,
+    ) -> Result<D::Pending, BackendError> {
+        self.faults
+            .check(self.faults.download, Phase::Download, "download")?;
+        self.inner.start_download(src, offset, len)
+    }
+
+    fn finish_download(&mut self, pending: D::Pending, out: &mut [u8]) -> Result<(), BackendError> {
+        self.inner.finish_download(pending, out)
     }
 
     fn launch(

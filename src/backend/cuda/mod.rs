@@ -13,9 +13,12 @@
 //!   each module is JIT-loaded once per device, cached by the hash of its
 //!   text; captured values are kernel parameters, so a new value reuses it.
 //! - **Memory.** A pool of device allocations by power-of-two size class,
-//!   two pinned staging buffers, a compute and a copy stream ordered by
+//!   two pinned staging buffers, a bounded cache of pinned download
+//!   pieces, and a compute, a copy and a download stream ordered by
 //!   per-buffer events: host inputs are uploaded chunk by chunk while the
-//!   previous chunk computes ([`RunLimits`]).
+//!   previous chunk computes, and result columns going to the host are
+//!   downloaded chunk by chunk while the next chunk computes
+//!   ([`RunLimits`], [`run_plan_to_host`]).
 //! - **Results** stay on the device when asked ([`CudaColumn`]); inputs
 //!   already on this device are bound in place.
 //! - **Faults** are injected per phase by [`FaultPlan`]
@@ -23,9 +26,9 @@
 //!   error, and a panic inside cudarc, becomes a [`BackendError`] the runtime
 //!   falls back from.
 //!
-//! The host protocol (buffers, launches, chunk carries) is
-//! [`codegen::ptx::run_plan`](crate::codegen::ptx::run_plan), shared with
-//! the PTX interpreter of the tests.
+//! The host protocol (buffers, launches, chunk carries, chunked downloads)
+//! is [`codegen::ptx::run_plan`](crate::codegen::ptx::run_plan) and
+//! [`run_plan_to_host`], shared with the PTX interpreter of the tests.
 
 mod column;
 mod device;
@@ -42,8 +45,8 @@ use super::{
 };
 use crate::codegen::lower_plan;
 use crate::codegen::ptx::{
-    compile, cuda_caps, device_bytes, download_column, run_plan, DeviceData, PtxDevice, PtxOptions,
-    PtxPlan, RunInput, RunLimits, RunOutput,
+    compile, cuda_caps, device_bytes, run_plan, run_plan_to_host, DeviceData, PtxDevice,
+    PtxOptions, PtxPlan, RunInput, RunLimits, RunOutput,
 };
 use crate::codegen::Caps;
 use crate::plan::{PhysicalPlan, PlanOutput};
@@ -212,40 +215,49 @@ impl CudaBackend {
             })
             .collect();
         let t = Instant::now();
-        let out = run_plan(
-            &mut dev,
-            &job.plan.plan,
-            ptx,
-            &refs,
-            &inputs,
-            job.params,
-            &self.limits,
-            stats,
-        )?;
-        stats.execute = t.elapsed();
-        stats.parallelism = self.caps.workgroup_size * self.caps.max_groups;
-        let out = match out {
-            RunOutput::Aggregates(a) => Out::Plan(PlanOutput::Aggregates(a)),
-            RunOutput::Columns(cols) if keep => Out::Device(
-                cols.into_iter()
-                    .map(|data| {
-                        Arc::new(CudaColumn {
-                            data,
-                            gpu: gpu_arc.clone(),
-                        }) as Arc<dyn DeviceColumn>
-                    })
-                    .collect(),
-            ),
-            RunOutput::Columns(cols) => {
-                let t = Instant::now();
-                let host = cols
-                    .iter()
-                    .map(|d| download_column(&mut dev, d, stats))
-                    .collect::<Result<Vec<_>, _>>()?;
-                stats.transfer_out += t.elapsed();
-                Out::Plan(PlanOutput::Columns(host))
+        let waited = stats.transfer_out;
+        let out = if keep {
+            match run_plan(
+                &mut dev,
+                &job.plan.plan,
+                ptx,
+                &refs,
+                &inputs,
+                job.params,
+                &self.limits,
+                stats,
+            )? {
+                RunOutput::Aggregates(a) => Out::Plan(PlanOutput::Aggregates(a)),
+                RunOutput::Columns(cols) => Out::Device(
+                    cols.into_iter()
+                        .map(|data| {
+                            Arc::new(CudaColumn {
+                                data,
+                                gpu: gpu_arc.clone(),
+                            }) as Arc<dyn DeviceColumn>
+                        })
+                        .collect(),
+                ),
             }
+        } else {
+            // Result columns are downloaded chunk by chunk, each chunk's
+            // download behind the next chunk's kernels.
+            Out::Plan(run_plan_to_host(
+                &mut dev,
+                &job.plan.plan,
+                ptx,
+                &refs,
+                &inputs,
+                job.params,
+                &self.limits,
+                stats,
+            )?)
         };
+        // The host's waits for downloads are `transfer_out`, not execute.
+        stats.execute = t
+            .elapsed()
+            .saturating_sub(stats.transfer_out.saturating_sub(waited));
+        stats.parallelism = self.caps.workgroup_size * self.caps.max_groups;
         gpu.synchronize()?;
         Ok(out)
     }

@@ -34,6 +34,14 @@
 //! Aggregates are read back per chunk and combined on the host in chunk
 //! order; compaction reads the survivor count per chunk to place the next
 //! chunk's output.
+//!
+//! Output columns that go to the host ([`run_plan_to_host`]) are written
+//! the same way, into two alternating chunk-sized buffers per column:
+//! chunk `i`'s download is started after its kernels and finished after
+//! chunk `i + 1`'s kernels are queued, so it overlaps them, and it is
+//! finished before chunk `i + 2` writes its buffer again. Columns kept on
+//! the device ([`run_plan`]) are written into one buffer of the whole
+//! length.
 
 use super::writer::{element_size, write_module, PtxModule, PtxOptions};
 use crate::backend::{BackendError, BackendKind, Phase, RunStats};
@@ -42,9 +50,10 @@ use crate::codegen::{
     UniformValues,
 };
 use crate::expr::{eval, BinaryOp, DType, Scalar};
-use crate::plan::{AggKind, PhysicalPlan, StageInput};
+use crate::plan::{AggKind, PhysicalPlan, PlanOutput, StageInput};
 use crate::runtime::column::{Column, ColumnRef};
 use smallvec::SmallVec;
+use std::time::Instant;
 
 /// One stage lowered and written as PTX.
 #[derive(Clone, Debug)]
@@ -112,6 +121,8 @@ pub trait PtxDevice {
     type Buffer;
     /// A loaded module.
     type Module;
+    /// A download in flight, from [`start_download`](Self::start_download).
+    type Pending;
 
     /// Loads a module (JIT-compiles it for the device).
     fn load(&mut self, module: &PtxModule) -> Result<Self::Module, BackendError>;
@@ -124,11 +135,30 @@ pub trait PtxDevice {
         offset: usize,
         data: &[u8],
     ) -> Result<(), BackendError>;
-    /// Copies `out.len()` bytes from `src` at byte `offset`.
+    /// Copies `out.len()` bytes from `src` at byte `offset`, and returns
+    /// when they are in `out`.
     fn download(
         &mut self,
         src: &Self::Buffer,
         offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), BackendError>;
+    /// Starts copying `len` bytes from `src` at byte `offset` without
+    /// waiting for them: later operations may run before the copy
+    /// completes, except that the bytes copied are those the previous
+    /// operations left. Until [`finish_download`](Self::finish_download),
+    /// nothing may write that range (the host protocol never does).
+    fn start_download(
+        &mut self,
+        src: &Self::Buffer,
+        offset: usize,
+        len: usize,
+    ) -> Result<Self::Pending, BackendError>;
+    /// Waits for a started download and copies its bytes into `out`
+    /// (exactly as many as it started with).
+    fn finish_download(
+        &mut self,
+        pending: Self::Pending,
         out: &mut [u8],
     ) -> Result<(), BackendError>;
     /// Launches entry `entry` of `module` on `grid` blocks of `block`
@@ -266,7 +296,10 @@ fn alloc<D: PtxDevice>(
 }
 
 /// Runs every stage of `plan`; `modules[i]` is `ptx.stages[i].module`
-/// loaded on `dev`. Intermediate columns stay on the device.
+/// loaded on `dev`. Intermediate columns stay on the device, and so do the
+/// output columns: this is the run of a result kept on the device. A
+/// result that goes to the host runs with [`run_plan_to_host`], which
+/// downloads it chunk by chunk behind the kernels.
 #[allow(clippy::too_many_arguments)]
 pub fn run_plan<D: PtxDevice>(
     dev: &mut D,
@@ -278,8 +311,102 @@ pub fn run_plan<D: PtxDevice>(
     limits: &RunLimits,
     stats: &mut RunStats,
 ) -> Result<RunOutput<D::Buffer>, BackendError> {
+    let out = run_stages(
+        dev,
+        plan,
+        ptx,
+        modules,
+        inputs,
+        params,
+        limits,
+        Sink::Device,
+        stats,
+    )?;
+    Ok(match out {
+        StageOutput::Aggregates(a) => RunOutput::Aggregates(a),
+        StageOutput::Device(c) => RunOutput::Columns(c),
+        StageOutput::Host(_) => unreachable!("a device run keeps its columns on the device"),
+    })
+}
+
+/// Runs every stage of `plan` like [`run_plan`] and returns the result on
+/// the host: aggregates as `run_plan` reads them, and the last stage's
+/// output columns downloaded chunk by chunk into host columns.
+///
+/// Each output column of the last stage has two alternating chunk-sized
+/// buffers (one when the stage is a single chunk) instead of one for the
+/// whole length. Chunk `k`'s downloads are started right after its
+/// kernels (and the upload of chunk `k + 1`'s inputs) are queued, and
+/// finished only after chunk `k + 1`'s kernels are queued, so a device
+/// with a copy engine overlaps them with those kernels, which write the
+/// other buffer. At most one chunk's downloads are in flight, and a buffer
+/// is written again (by chunk `k + 2`) only after the download reading it
+/// has finished. Compaction reads each chunk's survivor count before
+/// starting the chunk's downloads, synchronously (it waits for that
+/// chunk's kernels, not for the next chunk's), and downloads only the
+/// survivors. Downloaded bytes are counted in
+/// [`RunStats::bytes_downloaded`], and the host's wait for them in
+/// [`RunStats::transfer_out`].
+#[allow(clippy::too_many_arguments)]
+pub fn run_plan_to_host<D: PtxDevice>(
+    dev: &mut D,
+    plan: &PhysicalPlan,
+    ptx: &PtxPlan,
+    modules: &[&D::Module],
+    inputs: &[RunInput<'_, D::Buffer>],
+    params: &[Scalar],
+    limits: &RunLimits,
+    stats: &mut RunStats,
+) -> Result<PlanOutput, BackendError> {
+    let out = run_stages(
+        dev,
+        plan,
+        ptx,
+        modules,
+        inputs,
+        params,
+        limits,
+        Sink::Host,
+        stats,
+    )?;
+    Ok(match out {
+        StageOutput::Aggregates(a) => PlanOutput::Aggregates(a),
+        StageOutput::Host(c) => PlanOutput::Columns(c),
+        StageOutput::Device(_) => unreachable!("a host run downloads its last stage's columns"),
+    })
+}
+
+/// Where the last stage's output columns go.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Sink {
+    /// They stay on the device (and so do every other stage's).
+    Device,
+    /// They are downloaded chunk by chunk.
+    Host,
+}
+
+/// What one stage produced.
+enum StageOutput<B> {
+    Aggregates(SmallVec<[Scalar; 4]>),
+    Device(Vec<DeviceData<B>>),
+    Host(Vec<Column>),
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_stages<D: PtxDevice>(
+    dev: &mut D,
+    plan: &PhysicalPlan,
+    ptx: &PtxPlan,
+    modules: &[&D::Module],
+    inputs: &[RunInput<'_, D::Buffer>],
+    params: &[Scalar],
+    limits: &RunLimits,
+    sink: Sink,
+    stats: &mut RunStats,
+) -> Result<StageOutput<D::Buffer>, BackendError> {
     let mut produced: Vec<Vec<DeviceData<D::Buffer>>> = Vec::new();
     for (i, stage) in plan.stages.iter().enumerate() {
+        let last = i + 1 == plan.stages.len();
         let stage_inputs: Vec<RunInput<'_, D::Buffer>> = stage
             .inputs
             .iter()
@@ -311,20 +438,22 @@ pub fn run_plan<D: PtxDevice>(
             &stage_inputs,
             params,
             limits,
+            if last { sink } else { Sink::Device },
             stats,
         )?;
         drop(stage_inputs);
-        if i + 1 == plan.stages.len() {
+        if last {
             return Ok(out);
         }
         match out {
-            RunOutput::Columns(c) => produced.push(c),
-            RunOutput::Aggregates(_) => {
+            StageOutput::Device(c) => produced.push(c),
+            StageOutput::Aggregates(_) => {
                 return Err(err(
                     Phase::Execute,
                     format!("stage {i} reduces but is not the last stage"),
                 ))
             }
+            StageOutput::Host(_) => unreachable!("only the last stage downloads"),
         }
     }
     Err(err(Phase::Execute, "the plan has no stage"))
@@ -338,6 +467,32 @@ struct AggState {
     pos: Option<u64>,
 }
 
+/// One output column's download of one chunk, in flight.
+struct InFlight<P> {
+    /// Output column.
+    column: usize,
+    /// Byte position in the column's host bytes.
+    at: usize,
+    bytes: usize,
+    pending: P,
+}
+
+/// Finishes every download in flight into the host columns' bytes.
+fn finish_downloads<D: PtxDevice>(
+    dev: &mut D,
+    in_flight: &mut Vec<InFlight<D::Pending>>,
+    host: &mut [Vec<u8>],
+    stats: &mut RunStats,
+) -> Result<(), BackendError> {
+    let t = Instant::now();
+    for f in in_flight.drain(..) {
+        dev.finish_download(f.pending, &mut host[f.column][f.at..f.at + f.bytes])?;
+        stats.bytes_downloaded += f.bytes as u64;
+    }
+    stats.transfer_out += t.elapsed();
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run_stage<D: PtxDevice>(
     dev: &mut D,
@@ -348,8 +503,9 @@ fn run_stage<D: PtxDevice>(
     inputs: &[RunInput<'_, D::Buffer>],
     params: &[Scalar],
     limits: &RunLimits,
+    sink: Sink,
     stats: &mut RunStats,
-) -> Result<RunOutput<D::Buffer>, BackendError> {
+) -> Result<StageOutput<D::Buffer>, BackendError> {
     let stage = &plan.stages[index];
     let kp = &ptx.plan;
     let lens: SmallVec<[usize; 4]> = inputs.iter().map(|i| i.len()).collect();
@@ -364,11 +520,13 @@ fn run_stage<D: PtxDevice>(
             .map(|c0| (c0, (c0 + max_chunk).min(len)))
             .collect()
     };
+    let chunk_cap = chunks.iter().map(|&(a, b)| b - a).max().unwrap_or(0);
     let max_groups = chunks
         .iter()
         .map(|&(a, b)| kp.launch(b - a).groups)
         .max()
         .unwrap_or(1) as usize;
+    let to_host = sink == Sink::Host && matches!(kp.readback, Readback::Columns { .. });
 
     // Scratch, initialised once per stage.
     let mut scratch = Vec::with_capacity(kp.scratch.len());
@@ -394,14 +552,35 @@ fn run_stage<D: PtxDevice>(
         scratch.push(buf);
     }
 
-    // Outputs: `len` elements (compaction writes fewer).
-    let mut outputs = Vec::with_capacity(kp.outputs.len());
+    // Outputs kept on the device: one buffer of `len` elements per column
+    // (compaction writes fewer). Outputs going to the host: two
+    // alternating chunk-sized buffers per column, chunk `ci` in `ci % 2`.
+    let (out_len, out_copies) = if to_host {
+        (chunk_cap, chunks.len().min(2))
+    } else {
+        (len, 1)
+    };
+    let mut outputs: Vec<SmallVec<[D::Buffer; 2]>> = Vec::with_capacity(kp.outputs.len());
     for &t in &kp.outputs {
-        outputs.push(alloc(dev, len * element_size(t), stats)?);
+        let mut copies = SmallVec::new();
+        for _ in 0..out_copies {
+            copies.push(alloc(dev, out_len * element_size(t), stats)?);
+        }
+        outputs.push(copies);
     }
+    // The host bytes of each output column, and the downloads in flight.
+    let mut host: Vec<Vec<u8>> = if to_host {
+        let whole = matches!(kp.readback, Readback::Columns { count: None });
+        kp.outputs
+            .iter()
+            .map(|&t| Vec::with_capacity(if whole { len * element_size(t) } else { 0 }))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut in_flight: Vec<InFlight<D::Pending>> = Vec::new();
 
     // Host inputs go through two alternating chunk buffers.
-    let chunk_cap = chunks.iter().map(|&(a, b)| b - a).max().unwrap_or(0);
     let mut staging: Vec<Option<[D::Buffer; 2]>> = Vec::with_capacity(inputs.len());
     for inp in inputs {
         staging.push(match inp {
@@ -478,9 +657,11 @@ fn run_stage<D: PtxDevice>(
             index_bases: &index_bases,
             params,
         });
-        let out_base = match kp.readback {
-            Readback::Columns { count: Some(_) } => written,
-            _ => c0,
+        // Which copy of the outputs this chunk writes, from which element.
+        let (out_copy, out_base) = match kp.readback {
+            _ if to_host => (ci % out_copies, 0),
+            Readback::Columns { count: Some(_) } => (0, written),
+            _ => (0, c0),
         };
         for d in &kp.dispatches {
             let args: Vec<BufferArg<'_, D::Buffer>> = d
@@ -489,7 +670,7 @@ fn run_stage<D: PtxDevice>(
                 .map(|b| match *b {
                     BufferRef::Input(s) => input_args[s as usize],
                     BufferRef::Output(c) => BufferArg {
-                        buffer: &outputs[c as usize],
+                        buffer: &outputs[c as usize][out_copy],
                         offset: out_base * element_size(kp.outputs[c as usize]),
                     },
                     BufferRef::Scratch(s) => BufferArg {
@@ -512,6 +693,12 @@ fn run_stage<D: PtxDevice>(
         if ci + 1 < chunks.len() {
             upload_chunk(dev, ci + 1, stats)?;
         }
+        // The previous chunk's downloads ran behind these kernels. They
+        // finish before this chunk's start: at most one chunk's downloads
+        // are in flight, and the buffers they read are free again before
+        // chunk `ci + 1` writes them.
+        finish_downloads(dev, &mut in_flight, &mut host, stats)?;
+        let mut chunk_out = n;
         match &kp.readback {
             Readback::Aggregates(list) => {
                 for (a, st) in list.iter().zip(aggs.iter_mut()) {
@@ -533,27 +720,61 @@ fn run_stage<D: PtxDevice>(
             }
             Readback::Columns { count: Some(c) } => {
                 let k = read_scalar(dev, &scratch[*c as usize], DType::U32, stats)?;
-                written += k.to_bits() as usize;
+                chunk_out = k.to_bits() as usize;
+                if chunk_out > n {
+                    return Err(err(
+                        Phase::Execute,
+                        format!("chunk {ci} of {n} positions reports {chunk_out} survivors"),
+                    ));
+                }
+                written += chunk_out;
             }
             Readback::Columns { count: None } => {}
         }
+        if to_host {
+            for (c, &t) in kp.outputs.iter().enumerate() {
+                let bytes = chunk_out * element_size(t);
+                if bytes == 0 {
+                    continue;
+                }
+                let at = host[c].len();
+                host[c].resize(at + bytes, 0);
+                let pending = dev.start_download(&outputs[c][out_copy], 0, bytes)?;
+                in_flight.push(InFlight {
+                    column: c,
+                    at,
+                    bytes,
+                    pending,
+                });
+            }
+        }
     }
+    finish_downloads(dev, &mut in_flight, &mut host, stats)?;
 
     Ok(match &kp.readback {
-        Readback::Aggregates(list) => RunOutput::Aggregates(
+        Readback::Aggregates(list) => StageOutput::Aggregates(
             list.iter()
                 .zip(aggs)
                 .map(|(a, st)| finish_agg(&a.kind, a.column, st, params))
                 .collect(),
         ),
+        Readback::Columns { .. } if to_host => StageOutput::Host(
+            host.iter()
+                .zip(&kp.outputs)
+                .map(|(bytes, &dtype)| column_from_device(dtype, bytes))
+                .collect(),
+        ),
         Readback::Columns { count } => {
             let n = if count.is_some() { written } else { len };
-            RunOutput::Columns(
+            StageOutput::Device(
                 outputs
                     .into_iter()
                     .zip(&kp.outputs)
-                    .map(|(buffer, &dtype)| DeviceData {
-                        buffer,
+                    .map(|(copies, &dtype)| DeviceData {
+                        buffer: copies
+                            .into_iter()
+                            .next()
+                            .expect("one output buffer per column on the device"),
                         dtype,
                         len: n,
                     })

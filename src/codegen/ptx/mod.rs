@@ -39,8 +39,9 @@ mod namer;
 pub mod writer;
 
 pub use host::{
-    column_from_device, compile, cuda_caps, device_bytes, download_column, run_plan, BufferArg,
-    DeviceData, PtxDevice, PtxPlan, PtxStage, RunInput, RunLimits, RunOutput,
+    column_from_device, compile, cuda_caps, device_bytes, download_column, run_plan,
+    run_plan_to_host, BufferArg, DeviceData, PtxDevice, PtxPlan, PtxStage, RunInput, RunLimits,
+    RunOutput,
 };
 pub use namer::Namer;
 pub use writer::{
