@@ -1,6 +1,9 @@
 //! Pipelines P1–P5 on f32 at N = 10^3, 10^5, 10^7, 10^8: computeq (auto
 //! selected) against std iterators, rayon and a hand-written `wide` loop,
-//! in one run, as ratios of median times; plus peak extra memory per
+//! in one run. The four are sampled in interleaved rounds (each round one
+//! sample of each, in a rotating order) and a ratio is the median of the
+//! rounds' ratios, so that load from other tenants of a shared machine
+//! falls on all four alike; plus peak extra memory per
 //! pipeline and, when a wgpu adapter exists, the wgpu backend with its
 //! upload / execute / download split.
 //!
@@ -48,24 +51,50 @@ fn peak_extra<R>(f: impl FnOnce() -> R) -> (R, usize) {
     (r, PEAK.load(Relaxed) - base)
 }
 
-/// Median seconds per call: `reps` samples, each timing enough calls to
-/// last at least ~2 ms.
-fn median_secs(mut f: impl FnMut(), reps: usize) -> f64 {
+/// Calls per sample of `f`: enough to last at least ~2 ms.
+fn batch_of(f: &mut dyn FnMut()) -> usize {
     let t = Instant::now();
     f();
     let one = t.elapsed().max(Duration::from_nanos(20));
-    let batch = ((2e-3 / one.as_secs_f64()) as usize).clamp(1, 100_000);
-    let mut samples: Vec<f64> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..batch {
-                f();
-            }
-            t.elapsed().as_secs_f64() / batch as f64
-        })
-        .collect();
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
+    ((2e-3 / one.as_secs_f64()) as usize).clamp(1, 100_000)
+}
+
+/// Seconds per call of one sample of `batch` calls.
+fn sample(f: &mut dyn FnMut(), batch: usize) -> f64 {
+    let t = Instant::now();
+    for _ in 0..batch {
+        f();
+    }
+    t.elapsed().as_secs_f64() / batch as f64
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Median seconds per call: `reps` samples, each timing enough calls to
+/// last at least ~2 ms.
+fn median_secs(mut f: impl FnMut(), reps: usize) -> f64 {
+    let batch = batch_of(&mut f);
+    median((0..reps).map(|_| sample(&mut f, batch)).collect())
+}
+
+/// The contenders of one row measured in `reps` rounds, each round one
+/// sample of every contender in a rotating order, so that a burst of load
+/// from other tenants of the machine falls on all of them alike. Returns
+/// per contender its samples, by round.
+fn interleaved(fs: &mut [&mut dyn FnMut(); 4], reps: usize) -> [Vec<f64>; 4] {
+    let batches: Vec<usize> = fs.iter_mut().map(|f| batch_of(*f)).collect();
+    let mut out: [Vec<f64>; 4] = Default::default();
+    for round in 0..reps {
+        for k in 0..4 {
+            let i = (round + k) % 4;
+            let t = sample(fs[i], batches[i]);
+            out[i].push(t);
+        }
+    }
+    out
 }
 
 fn fmt_secs(s: f64) -> String {
@@ -79,10 +108,12 @@ fn fmt_n(n: usize) -> String {
 struct Row {
     name: &'static str,
     n: usize,
+    /// Median seconds per query.
     cq: f64,
-    std: f64,
-    rayon: f64,
-    wide: f64,
+    /// Medians of the per-round ratios other / computeq.
+    std_ratio: f64,
+    rayon_ratio: f64,
+    wide_ratio: f64,
     backend: BackendKind,
     extra: usize,
     out_bytes: usize,
@@ -118,19 +149,21 @@ fn main() {
             let backend = engine()
                 .last_run()
                 .map_or(BackendKind::CpuScalar, |m| m.backend);
-            let cq_t = median_secs(
-                || {
-                    black_box(cq());
-                },
-                reps,
-            );
+            let mut cq_call = || {
+                black_box(cq());
+            };
+            let [cq_t, std_t, ray_t, wide_t] =
+                interleaved(&mut [&mut cq_call, &mut *std, &mut *ray, &mut *wide], reps);
+            // Ratios of the same round, then their median.
+            let ratio =
+                |other: &[f64]| median(other.iter().zip(&cq_t).map(|(o, c)| o / c).collect());
             rows.push(Row {
                 name,
                 n,
-                cq: cq_t,
-                std: median_secs(&mut *std, reps),
-                rayon: median_secs(&mut *ray, reps),
-                wide: median_secs(&mut *wide, reps),
+                std_ratio: ratio(&std_t),
+                rayon_ratio: ratio(&ray_t),
+                wide_ratio: ratio(&wide_t),
+                cq: median(cq_t),
                 backend,
                 extra,
                 out_bytes,
@@ -233,9 +266,9 @@ fn main() {
             fmt_n(r.n),
             fmt_secs(r.cq),
             r.backend,
-            r.std / r.cq,
-            r.rayon / r.cq,
-            r.wide / r.cq,
+            r.std_ratio,
+            r.rayon_ratio,
+            r.wide_ratio,
             if r.out_bytes > 0 {
                 format!(
                     "{} (output {})",
@@ -255,9 +288,9 @@ fn main() {
         } else {
             (0.9, true)
         };
-        let ok_wide = r.wide / r.cq >= need_wide;
-        let ok_std = !other || r.std / r.cq >= 5.0;
-        let ok_rayon = !other || r.rayon / r.cq >= 3.0;
+        let ok_wide = r.wide_ratio >= need_wide;
+        let ok_std = !other || r.std_ratio >= 5.0;
+        let ok_rayon = !other || r.rayon_ratio >= 3.0;
         println!(
             "  {} at {}: wide {} std {} rayon {}",
             r.name,
