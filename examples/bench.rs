@@ -73,13 +73,6 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Median seconds per call: `reps` samples, each timing enough calls to
-/// last at least ~2 ms.
-fn median_secs(mut f: impl FnMut(), reps: usize) -> f64 {
-    let batch = batch_of(&mut f);
-    median((0..reps).map(|_| sample(&mut f, batch)).collect())
-}
-
 /// The contenders of one row measured in `reps` rounds, each round one
 /// sample of every contender in a rotating order, so that a burst of load
 /// from other tenants of the machine falls on all of them alike. Returns
