@@ -27,38 +27,36 @@ struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 
+/// Counts `bytes` more live (and the peak) when `p` was allocated.
+fn grown(p: *mut u8, bytes: usize) -> *mut u8 {
+    if !p.is_null() {
+        let now = LIVE.fetch_add(bytes, Relaxed) + bytes;
+        PEAK.fetch_max(now, Relaxed);
+    }
+    p
+}
+
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            let now = LIVE.fetch_add(l.size(), Relaxed) + l.size();
-            PEAK.fetch_max(now, Relaxed);
-        }
-        p
+        grown(unsafe { System.alloc(l) }, l.size())
     }
     // Zeroed allocations and reallocations must reach the system
     // allocator's own paths: the default methods would allocate and then
     // write zeros (or copy), touching every page of a fresh column before
     // the library sees it, and measure a slower program than users run.
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(l) };
-        if !p.is_null() {
-            let now = LIVE.fetch_add(l.size(), Relaxed) + l.size();
-            PEAK.fetch_max(now, Relaxed);
-        }
-        p
+        grown(unsafe { System.alloc_zeroed(l) }, l.size())
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
         let q = unsafe { System.realloc(p, l, new_size) };
-        if !q.is_null() {
-            if new_size >= l.size() {
-                let now = LIVE.fetch_add(new_size - l.size(), Relaxed) + new_size - l.size();
-                PEAK.fetch_max(now, Relaxed);
-            } else {
+        if new_size >= l.size() {
+            grown(q, new_size - l.size())
+        } else {
+            if !q.is_null() {
                 LIVE.fetch_sub(l.size() - new_size, Relaxed);
             }
+            q
         }
-        q
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         unsafe { System.dealloc(p, l) };

@@ -134,10 +134,7 @@ impl LearningSelector {
     /// Replaces the CPU profile (e.g. measured by the caller); later
     /// calibrations of the process replace it again.
     pub fn set_cpu_profile(&self, cpu: crate::cost::CpuProfile) {
-        let mut m = self.model.write();
-        m.cpu = cpu;
-        self.revision.fetch_add(1, Ordering::Relaxed);
-        drop(m);
+        self.update_model(|m| m.cpu = cpu);
         self.model_generation
             .store(calibrate::generation(), Ordering::Relaxed);
     }
@@ -160,12 +157,17 @@ impl LearningSelector {
             self.settings.cache_dir.as_deref(),
             self.settings.calibration_budget,
         );
-        let mut m = self.model.write();
-        m.cpu = cpu;
-        self.revision.fetch_add(1, Ordering::Relaxed);
-        drop(m);
+        self.update_model(|m| m.cpu = cpu);
         self.model_generation
             .store(calibrate::generation(), Ordering::Relaxed);
+    }
+
+    /// Changes the model and its revision together (under the write lock),
+    /// so that no memoized price outlives the model it came from.
+    fn update_model(&self, f: impl FnOnce(&mut CostModel)) {
+        let mut m = self.model.write();
+        f(&mut m);
+        self.revision.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The model's prices of `input`'s workload on its candidates, from
@@ -279,12 +281,11 @@ impl Selector for LearningSelector {
             };
             let model = prices.steady[k.index()];
             let stat = &bucket.stats[k.index()];
-            let steady = model;
             let steady = if s.learn && stat.samples > 0 {
                 let weight = (stat.samples as f64 / s.min_samples as f64).min(1.0);
-                steady * (weight * stat.log_ratio()).exp()
+                model * (weight * stat.log_ratio()).exp()
             } else {
-                steady
+                model
             };
             cands.push(Cand {
                 kind: k,
@@ -522,9 +523,7 @@ impl Selector for LearningSelector {
     }
 
     fn set_device_profile(&self, kind: BackendKind, profile: DeviceProfile) {
-        let mut m = self.model.write();
-        m.set_device(kind, profile);
-        self.revision.fetch_add(1, Ordering::Relaxed);
+        self.update_model(|m| m.set_device(kind, profile));
     }
 }
 

@@ -198,18 +198,15 @@ impl Drop for Exec {
         // registers are then simply freed. The state pushed is built from
         // the taken fields; one that does not fit is dropped as plain
         // fields, and `self` is left empty, so dropping never recurses.
-        let (regs, idx) = (
+        let (regs, idx, accs) = (
             std::mem::take(&mut self.regs),
             std::mem::take(&mut self.idx),
+            std::mem::take(&mut self.accs),
         );
         let _ = POOL.try_with(|p| {
             if let Ok(mut p) = p.try_borrow_mut() {
                 if p.len() < POOLED_STATES {
-                    p.push(Exec {
-                        regs,
-                        idx,
-                        accs: Vec::new(),
-                    });
+                    p.push(Exec { regs, idx, accs });
                 }
             }
         });
@@ -730,9 +727,9 @@ impl<'a> StageRun<'a> {
             let ty = a.col.map_or(DType::U64, |c| c.ty);
             let lanes = |min: bool, max: bool| {
                 with_num!(ty, T => {
-                        let id = if min { T::MIN_ID } else if max { T::MAX_ID } else { T::ZERO };
-                        Some(T::wrap([id; LANES]))
-                    }, else None)
+                    let id = if min { T::MIN_ID } else if max { T::MAX_ID } else { T::ZERO };
+                    Some(T::wrap([id; LANES]))
+                }, else None)
             };
             match &a.kind {
                 AggKind::Sum => lanes(false, false).map_or(Acc::Invalid, Acc::Sum),
