@@ -1,0 +1,65 @@
+//! The cost of one whole query (trace, plan-cache lookup, selection,
+//! dispatch, execution, metrics) for the bench's pipelines, run many times:
+//! prints the median time per query. Under `valgrind --tool=callgrind` it
+//! gives a repeatable instruction count (this is how the tiny-query path
+//! is profiled).
+//!
+//! `cargo run --release --example tiny_query [-- PIPELINE N RUNS]`, with
+//! PIPELINE one of p1..p5 (default p1 1000 200000).
+
+use computeq::prelude::*;
+use std::hint::black_box;
+use std::time::Instant;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let which = args.get(1).map_or("p1", String::as_str).to_string();
+    let n: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let runs: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(200_000);
+    let xs: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 * 0.001).collect();
+    let ys: Vec<f32> = (0..n).map(|i| ((i * 104729) % 1000) as f32 * 0.001).collect();
+    let mut query: Box<dyn FnMut() -> usize> = match which.as_str() {
+        "p1" => Box::new(|| black_box(xs.compute().map(|x| x * 2.0 + 1.0).sum()) as usize),
+        "p2" => Box::new(|| {
+            black_box(xs.compute().filter(|x| x.gt(0.5)).map(|x| x * x).sum()) as usize
+        }),
+        "p3" => Box::new(|| {
+            let v: Vec<f32> = xs.compute().scan_sum().collect();
+            black_box(v).len()
+        }),
+        "p4" => Box::new(|| {
+            let v: Vec<f32> = xs.compute().map(|x| x.sqrt() * 3.0 - x).collect();
+            black_box(v).len()
+        }),
+        "p5" => Box::new(|| {
+            black_box(xs.compute().zip(&ys).map(|(x, y)| x * y).sum()) as usize
+        }),
+        other => panic!("unknown pipeline {other}: p1..p5"),
+    };
+    // Past the selector's exploration of a new plan.
+    for _ in 0..64.min(runs) {
+        black_box(query());
+    }
+    let per_sample = (2_000_000 / n.max(1)).clamp(1, 1000).min(runs.max(1));
+    let mut samples = Vec::new();
+    let mut done = 0;
+    while done < runs {
+        let t = Instant::now();
+        for _ in 0..per_sample {
+            black_box(query());
+        }
+        samples.push(t.elapsed().as_secs_f64() / per_sample as f64);
+        done += per_sample;
+    }
+    samples.sort_by(f64::total_cmp);
+    let backend = computeq::runtime::engine()
+        .last_run()
+        .map(|m| m.backend.name())
+        .unwrap_or("none");
+    println!(
+        "{which}, N={n}, {runs} runs on {backend}: median {:.0} ns per query (p10 {:.0}, p90 {:.0})",
+        samples[samples.len() / 2] * 1e9,
+        samples[samples.len() / 10] * 1e9,
+        samples[samples.len() * 9 / 10] * 1e9,
+    );
+}
