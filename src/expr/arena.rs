@@ -128,9 +128,19 @@ impl ExprArena {
         self.nodes.is_empty()
     }
 
-    /// Removes every node.
+    /// Removes every node (keeping the memory for the next use).
     pub fn clear(&mut self) {
         self.nodes.clear();
+    }
+
+    /// Nodes the arena holds room for without growing.
+    pub fn capacity(&self) -> usize {
+        self.nodes.capacity()
+    }
+
+    /// Makes room for `additional` more nodes.
+    pub fn reserve(&mut self, additional: usize) {
+        self.nodes.reserve(additional);
     }
 
     /// The node behind `v`.

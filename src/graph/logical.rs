@@ -138,6 +138,18 @@ pub struct QueryTrace {
     pub terminal: Option<LogicalTerminal>,
 }
 
+impl QueryTrace {
+    /// Empties the trace for reuse, keeping its memory.
+    pub fn clear(&mut self) {
+        self.arena.clear();
+        self.ops.clear();
+        self.streams.clear();
+        self.input_dtypes.clear();
+        self.enumerates = 0;
+        self.terminal = None;
+    }
+}
+
 /// Parameter values travel beside the trace, never inside its key.
 #[derive(Clone, Debug, Default)]
 pub struct TraceValues {

@@ -151,11 +151,10 @@ impl<'a, T: Element, M: Mode> Query<'a, Expr<T>, M> {
     pub fn collect_on_device(self) -> Result<(DeviceArray<T>, ExecutionMetrics), Error> {
         let mut q = self;
         let cols = q.columns.clone();
-        q.trace.terminal = Some(LogicalTerminal::Collect(cols));
+        q.traced.trace.terminal = Some(LogicalTerminal::Collect(cols));
         let (c, m) = executor::run_to_device(Prepared {
             engine: q.engine,
-            trace: q.trace,
-            params: q.params,
+            traced: q.traced,
             inputs: q.inputs,
             options: q.options,
             started: q.started,

@@ -13,14 +13,15 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// assert_eq!(v, vec![(0, 6), (1, 7)]);
     /// ```
     pub fn enumerate(mut self) -> Query<'a, (Expr<u64>, S), M> {
-        let slot = self.trace.enumerates;
-        self.trace.enumerates += 1;
+        let slot = self.traced.trace.enumerates;
+        self.traced.trace.enumerates += 1;
         let value = self
+            .traced
             .trace
             .arena
             .push(Node::Index(slot))
             .expect("index nodes are well-typed");
-        self.trace.ops.push(LogicalOp::Enumerate { slot, value });
+        self.traced.trace.ops.push(LogicalOp::Enumerate { slot, value });
         self.columns.insert(0, value);
         self.reshape()
     }

@@ -19,7 +19,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     pub fn map<R: Shape>(mut self, f: impl FnOnce(S) -> R) -> Query<'a, R, M> {
         let outputs = self.trace_closure(f);
         self.columns = outputs.clone();
-        self.trace.ops.push(LogicalOp::Map { outputs });
+        self.traced.trace.ops.push(LogicalOp::Map { outputs });
         self.reshape()
     }
 }

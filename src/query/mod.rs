@@ -15,17 +15,19 @@ mod scan;
 mod source;
 mod take_skip;
 mod terminal;
+mod traced;
 mod zip;
 
 pub use device::{DeviceArray, ToDevice};
 pub use mode::{Analyze, ExplainOnly, Measured, Mode, Run, Try};
 pub use source::{Compute, IntoSource};
 pub use terminal::Stats;
+pub(crate) use traced::TracedBox;
 
 use crate::backend::{BackendKind, Input};
-use crate::expr::trace::{self, Params};
+use crate::expr::trace;
 use crate::expr::{DType, Element, Node, Shape, Value};
-use crate::graph::{LogicalOp, QueryTrace, Stream};
+use crate::graph::{LogicalOp, Stream};
 use crate::runtime::Engine;
 use smallvec::SmallVec;
 use std::fmt;
@@ -62,8 +64,8 @@ pub struct QueryOptions {
 #[must_use = "queries are lazy and do nothing until a terminal such as `sum` or `collect` runs"]
 pub struct Query<'a, S, M = Run> {
     pub(crate) engine: &'a Engine,
-    pub(crate) trace: QueryTrace,
-    pub(crate) params: Params,
+    /// The trace and parameter values (boxed: adaptors move a pointer).
+    pub(crate) traced: TracedBox,
     pub(crate) arena_id: u32,
     pub(crate) inputs: SmallVec<[Input<'a>; 2]>,
     pub(crate) columns: SmallVec<[Value; 4]>,
@@ -77,7 +79,7 @@ impl<S, M> fmt::Debug for Query<'_, S, M> {
         f.debug_struct("Query")
             .field(
                 "ops",
-                &self.trace.ops.iter().map(|o| o.name()).collect::<Vec<_>>(),
+                &self.traced.trace.ops.iter().map(|o| o.name()).collect::<Vec<_>>(),
             )
             .field("inputs", &self.inputs.len())
             .field("options", &self.options)
@@ -91,8 +93,7 @@ impl<'a, T: Element> Query<'a, crate::expr::Expr<T>, Run> {
         let started = Instant::now();
         let mut q = Query {
             engine,
-            trace: QueryTrace::default(),
-            params: Params::new(),
+            traced: TracedBox::new(),
             arena_id: trace::fresh_id(),
             inputs: SmallVec::new(),
             columns: SmallVec::new(),
@@ -101,7 +102,7 @@ impl<'a, T: Element> Query<'a, crate::expr::Expr<T>, Run> {
             _shape: PhantomData,
         };
         let value = q.add_input(input, T::DTYPE);
-        q.trace.ops.push(LogicalOp::Source {
+        q.traced.trace.ops.push(LogicalOp::Source {
             stream: Stream::Input(0),
             value,
         });
@@ -115,14 +116,15 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     pub(crate) fn add_input(&mut self, input: Input<'a>, dtype: DType) -> Value {
         let n = self.inputs.len() as u16;
         self.inputs.push(input);
-        self.trace.input_dtypes.push(dtype);
+        self.traced.trace.input_dtypes.push(dtype);
         self.add_stream(Stream::Input(n), dtype)
     }
 
     pub(crate) fn add_stream(&mut self, stream: Stream, dtype: DType) -> Value {
-        let slot = self.trace.streams.len() as u16;
-        self.trace.streams.push(stream);
-        self.trace
+        let trace = &mut self.traced.trace;
+        let slot = trace.streams.len() as u16;
+        trace.streams.push(stream);
+        trace
             .arena
             .push_typed(Node::Input(slot), dtype)
             .expect("input nodes are well-typed")
@@ -134,9 +136,10 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         f: impl FnOnce(S) -> R,
     ) -> SmallVec<[Value; 4]> {
         let arg = S::from_values(&self.columns, self.arena_id);
+        let traced = &mut *self.traced;
         let out = trace::with_target(
-            &mut self.trace.arena,
-            &mut self.params,
+            &mut traced.trace.arena,
+            &mut traced.params,
             self.arena_id,
             || f(arg),
         );
@@ -147,8 +150,9 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
 
     /// Adds a `u64` parameter and returns its slot.
     pub(crate) fn add_param(&mut self, value: crate::expr::Scalar) -> u16 {
-        let slot = self.params.len() as u16;
-        self.params.push(value);
+        let params = &mut self.traced.params;
+        let slot = params.len() as u16;
+        params.push(value);
         slot
     }
 
@@ -156,8 +160,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     pub(crate) fn reshape<S2: Shape, M2: Mode>(self) -> Query<'a, S2, M2> {
         Query {
             engine: self.engine,
-            trace: self.trace,
-            params: self.params,
+            traced: self.traced,
             arena_id: self.arena_id,
             inputs: self.inputs,
             columns: self.columns,

@@ -23,7 +23,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             .push_typed(Node::Input(1), T::DTYPE)
             .expect("typed input");
         let id = trace::fresh_id();
-        let out = trace::with_target(&mut program, &mut self.params, id, || {
+        let out = trace::with_target(&mut program, &mut self.traced.params, id, || {
             f(Expr::from_parts(acc, id), Expr::from_parts(x, id))
         });
         TracedCombine {
@@ -37,9 +37,9 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
 impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     fn push_scan(mut self, combine: Option<TracedCombine>, exclusive: bool) -> Self {
         let column = self.columns[0];
-        let index = self.trace.ops.len() as u16;
+        let index = self.traced.trace.ops.len() as u16;
         let result = self.add_stream(Stream::Scan(index), T::DTYPE);
-        self.trace.ops.push(LogicalOp::Scan {
+        self.traced.trace.ops.push(LogicalOp::Scan {
             column,
             combine,
             exclusive,

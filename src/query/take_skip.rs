@@ -14,7 +14,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// ```
     pub fn take(mut self, n: usize) -> Self {
         let param = self.add_param(Scalar::U64(n as u64));
-        self.trace.ops.push(LogicalOp::Take { param });
+        self.traced.trace.ops.push(LogicalOp::Take { param });
         self
     }
 
@@ -27,7 +27,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// ```
     pub fn skip(mut self, n: usize) -> Self {
         let param = self.add_param(Scalar::U64(n as u64));
-        self.trace.ops.push(LogicalOp::Skip { param });
+        self.traced.trace.ops.push(LogicalOp::Skip { param });
         self
     }
 }

@@ -41,12 +41,11 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         terminal: LogicalTerminal,
         convert: impl FnOnce(PlanOutput) -> R,
     ) -> M::Out<R> {
-        self.trace.terminal = Some(terminal);
+        self.traced.trace.terminal = Some(terminal);
         M::finish(
             Prepared {
                 engine: self.engine,
-                trace: self.trace,
-                params: self.params,
+                traced: self.traced,
                 inputs: self.inputs,
                 options: self.options,
                 started: self.started,
@@ -213,7 +212,8 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
         if T::DTYPE == crate::expr::DType::F64 {
             return c;
         }
-        self.trace
+        self.traced
+            .trace
             .arena
             .push_typed(crate::expr::Node::Cast(c), crate::expr::DType::F64)
             .expect("casts are well-typed")

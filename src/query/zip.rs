@@ -18,7 +18,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     pub fn zip<Z: IntoSource<'a>>(mut self, other: Z) -> Query<'a, (S, Expr<Z::Elem>), M> {
         let n = self.inputs.len() as u16;
         let value = self.add_input(other.into_input(), <Z::Elem as Element>::DTYPE);
-        self.trace.ops.push(LogicalOp::Zip {
+        self.traced.trace.ops.push(LogicalOp::Zip {
             stream: Stream::Input(n),
             value,
         });

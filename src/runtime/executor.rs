@@ -8,8 +8,6 @@ use super::compiled::CompiledPlan;
 use super::Engine;
 use crate::backend::{Availability, BackendError, BackendKind, Input, Job, Phase, RunStats};
 use crate::error::{Error, ErrorKind};
-use crate::expr::Params;
-use crate::graph::QueryTrace;
 use crate::metrics::{Attempt, ExecutionMetrics, Explain, PhaseTimes, SelectionReason};
 use crate::plan::{PlanOutput, WorkloadCharacteristics};
 use crate::query::QueryOptions;
@@ -22,8 +20,7 @@ use std::time::{Duration, Instant};
 /// A query ready to plan and run (built by a terminal).
 pub struct Prepared<'a> {
     pub(crate) engine: &'a Engine,
-    pub(crate) trace: QueryTrace,
-    pub(crate) params: Params,
+    pub(crate) traced: crate::query::TracedBox,
     pub(crate) inputs: SmallVec<[Input<'a>; 2]>,
     pub(crate) options: QueryOptions,
     pub(crate) started: Instant,
@@ -54,7 +51,7 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
         let _span = tracing::trace_span!("computeq.plan").entered();
         engine
             .plans
-            .get_or_build(&p.trace, p.params.len(), engine.config.verify_passes)
+            .get_or_build(&p.traced.trace, p.traced.params.len(), engine.config.verify_passes)
             .map_err(|m| Error::new(ErrorKind::InvalidQuery, m))?
     };
     if !hit {
@@ -319,7 +316,7 @@ fn run_with<O>(
         let job = Job {
             plan: &planned.plan,
             inputs: &p.inputs,
-            params: &p.params,
+            params: &p.traced.params,
             keep_on_device: p.options.keep_on_device,
         };
         let t = if attempts.is_empty() {
