@@ -177,11 +177,15 @@ impl Exec {
         POOL.try_with(|p| p.try_borrow_mut().ok().and_then(|mut p| p.pop()))
             .ok()
             .flatten()
-            .unwrap_or(Exec {
-                regs: Regs::default(),
-                idx: Vec::new(),
-                accs: Vec::new(),
-            })
+            .unwrap_or_else(Exec::empty)
+    }
+
+    fn empty() -> Exec {
+        Exec {
+            regs: Regs::default(),
+            idx: Vec::new(),
+            accs: Vec::new(),
+        }
     }
 
     fn pooled_bytes(&self) -> u64 {
@@ -279,7 +283,12 @@ pub(crate) struct StageRun<'a> {
 }
 
 fn eval_uniforms(prog: &ExprArena, list: &[u32], params: &[Scalar]) -> SmallVec<[Scalar; 16]> {
-    let mut vals: SmallVec<[Scalar; 16]> = smallvec::smallvec![Scalar::Bool(false); prog.len()];
+    // A push loop: `smallvec![v; n]` goes through the generic `extend`,
+    // which costs more than evaluating a typical chain's uniforms.
+    let mut vals: SmallVec<[Scalar; 16]> = SmallVec::new();
+    for _ in 0..prog.len() {
+        vals.push(Scalar::Bool(false));
+    }
     for &i in list {
         let i = i as usize;
         let d = prog.get(Value::new(i));
@@ -416,6 +425,41 @@ impl<'a> StageRun<'a> {
     /// Fresh per-thread scratch, with uniform terminal columns splatted.
     pub(crate) fn new_state(&self) -> Exec {
         let mut st = Exec::recycled();
+        self.shape_state(&mut st);
+        st
+    }
+
+    /// Runs `f` on this thread's pooled scratch, shaped for this run and
+    /// borrowed where it lies in the pool: a sequential run moves no state
+    /// in or out of the pool (a few hundred bytes each way, which a tiny
+    /// query notices). A busy pool (never on the sequential path) gives a
+    /// fresh state instead.
+    pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut Exec) -> R) -> R {
+        let mut f = Some(f);
+        let pooled = POOL.try_with(|p| {
+            let mut pool = p.try_borrow_mut().ok()?;
+            if pool.is_empty() {
+                pool.push(Exec::empty());
+            }
+            let st = pool.last_mut()?;
+            self.shape_state(st);
+            let r = (f.take()?)(st);
+            if st.pooled_bytes() > POOLED_BYTES {
+                // Dropped while the pool is borrowed: freed, not re-pooled.
+                pool.pop();
+            }
+            Some(r)
+        });
+        match (pooled, f) {
+            (Ok(Some(r)), _) => r,
+            (_, Some(f)) => f(&mut self.new_state()),
+            (_, None) => unreachable!("`f` runs at most once and returns"),
+        }
+    }
+
+    /// Gives `st` this run's registers, splatted uniform columns and
+    /// survivor list.
+    fn shape_state(&self, st: &mut Exec) {
         st.regs.reshape(&self.prog.regs);
         let regs = &mut st.regs;
         for s in &self.prog.splats {
@@ -431,7 +475,6 @@ impl<'a> StageRun<'a> {
         } else {
             st.idx.clear();
         }
-        st
     }
 
     // ---- operands ------------------------------------------------------
@@ -1249,21 +1292,20 @@ pub(crate) fn run_plan(
     // Empty (no allocation) for the common single-stage plan.
     let mut produced: Vec<Vec<Column>> = Vec::new();
     for (i, (stage, prog)) in plan.stages.iter().zip(&program.stages).enumerate() {
-        let inputs = stage
-            .inputs
-            .iter()
-            .map(|inp| match *inp {
+        let mut inputs: SmallVec<[ColumnRef<'_>; 4]> = SmallVec::new();
+        for inp in &stage.inputs {
+            inputs.push(match *inp {
                 StageInput::Source(n) => sources
                     .get(n as usize)
                     .copied()
-                    .ok_or_else(|| format!("stage {i} reads missing input {n}")),
+                    .ok_or_else(|| format!("stage {i} reads missing input {n}"))?,
                 StageInput::Stage { stage: s, column } => produced
                     .get(s as usize)
                     .and_then(|c| c.get(column as usize))
                     .map(|c| c.as_ref())
-                    .ok_or_else(|| format!("stage {i} reads missing stage output {s}.{column}")),
-            })
-            .collect::<Result<SmallVec<[ColumnRef<'_>; 4]>, String>>()?;
+                    .ok_or_else(|| format!("stage {i} reads missing stage output {s}.{column}"))?,
+            });
+        }
         let run = StageRun::new(prog, stage, inputs, params, isa)
             .map_err(|m| format!("stage {i}: {m}"))?;
         let out = match run.terminal() {
@@ -1310,27 +1352,24 @@ impl Driver for Sequential {
     fn reduce(&self, run: &StageRun<'_>, acct: &Acct) -> Partials {
         acct.task();
         acct.alloc(run.state_bytes());
-        let mut st = run.new_state();
-        run.reduce_tree(&mut st, 0, run.leaves())
+        run.with_state(|st| run.reduce_tree(st, 0, run.leaves()))
     }
 
     fn store(&self, run: &StageRun<'_>, mut outs: Vec<OutSlice<'_>>, acct: &Acct) {
         acct.task();
         acct.alloc(run.state_bytes());
-        let mut st = run.new_state();
-        run.store_range(&mut st, 0, run.len(), &mut outs);
+        run.with_state(|st| run.store_range(st, 0, run.len(), &mut outs));
     }
 
     fn compact(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column> {
         acct.task();
         acct.alloc(run.state_bytes());
-        let mut st = run.new_state();
         let mut cols: Vec<Column> = run
             .collect_types()
             .iter()
             .map(|&t| Column::with_capacity(t, 0))
             .collect();
-        run.compact_push(&mut st, 0, run.len(), &mut cols);
+        run.with_state(|st| run.compact_push(st, 0, run.len(), &mut cols));
         acct.alloc(cols.iter_mut().map(capacity_bytes).sum());
         cols
     }
@@ -1338,14 +1377,15 @@ impl Driver for Sequential {
     fn scan(&self, run: &StageRun<'_>, mut out: OutSlice<'_>, acct: &Acct) {
         acct.task();
         acct.alloc(run.state_bytes());
-        let mut st = run.new_state();
-        let mut offset = None;
-        for j in 0..run.leaves() {
-            let (s, e) = run.leaf_range(j);
-            let (w, rest) = out.split_at(e - s);
-            out = rest;
-            let total = run.scan_leaf(&mut st, j, offset, Some(w));
-            offset = run.scan_carry(offset, total);
-        }
+        run.with_state(|st| {
+            let mut offset = None;
+            for j in 0..run.leaves() {
+                let (s, e) = run.leaf_range(j);
+                let (w, rest) = out.split_at(e - s);
+                out = rest;
+                let total = run.scan_leaf(st, j, offset, Some(w));
+                offset = run.scan_carry(offset, total);
+            }
+        });
     }
 }

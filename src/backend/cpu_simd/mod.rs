@@ -109,12 +109,16 @@ pub(crate) fn execute_with(
     stats: &mut RunStats,
 ) -> Result<PlanOutput, BackendError> {
     let prog = compiled(job, kind, stats)?;
-    let hosts = job
-        .inputs
-        .iter()
-        .map(|i| i.host(stats))
-        .collect::<Result<SmallVec<[HostColumn<'_>; 2]>, _>>()?;
-    let sources: SmallVec<[ColumnRef<'_>; 2]> = hosts.iter().map(|h| h.as_ref()).collect();
+    // Plain loops: `collect` into a `SmallVec` (through `Result`) costs
+    // more than the rest of this function on a tiny query.
+    let mut hosts: SmallVec<[HostColumn<'_>; 2]> = SmallVec::new();
+    for i in job.inputs {
+        hosts.push(i.host(stats)?);
+    }
+    let mut sources: SmallVec<[ColumnRef<'_>; 2]> = SmallVec::new();
+    for h in &hosts {
+        sources.push(h.as_ref());
+    }
     let acct = Acct::default();
     // No clock here: the executor times the call, and for a CPU backend
     // everything it does besides the plan is a cache lookup.
