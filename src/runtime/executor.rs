@@ -183,22 +183,24 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 
 /// Runs the query: plan, select, execute with fallback, record metrics.
 pub fn run(p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
-    run_host(p, true).map(|(out, m)| (out, m.expect("asked for")))
+    let mut m = None;
+    let out = run_host(p, Some(&mut m))?;
+    Ok((out, m.expect("set on success")))
 }
 
 /// Runs the query for its value only: its metrics go to the run log
 /// without a copy for the caller.
 pub fn run_value(p: Prepared<'_>) -> Result<PlanOutput, Error> {
-    run_host(p, false).map(|(out, _)| out)
+    run_host(p, None)
 }
 
 fn run_host(
     p: Prepared<'_>,
-    want_metrics: bool,
-) -> Result<(PlanOutput, Option<ExecutionMetrics>), Error> {
+    metrics_out: Option<&mut Option<ExecutionMetrics>>,
+) -> Result<PlanOutput, Error> {
     run_with(
         p,
-        want_metrics,
+        metrics_out,
         |b, job, stats| b.execute(job, stats),
         output_size,
         |engine, plan, out, m| {
@@ -240,9 +242,10 @@ pub enum Collected {
 /// backend runs it.
 pub fn run_to_device(mut p: Prepared<'_>) -> Result<(Collected, ExecutionMetrics), Error> {
     p.options.keep_on_device = true;
-    let (c, m) = run_with(
+    let mut m = None;
+    let c = run_with(
         p,
-        true,
+        Some(&mut m),
         |b, job, stats| {
             if b.kind().is_device() {
                 b.execute_to_device(job, stats).map(Collected::Device)
@@ -264,16 +267,20 @@ pub fn run_to_device(mut p: Prepared<'_>) -> Result<(Collected, ExecutionMetrics
         },
         |_, _, _, _| {},
     )?;
-    Ok((c, m.expect("asked for")))
+    Ok((c, m.expect("set on success")))
 }
 
+/// Runs `p` with `exec` and fallback; on success a copy of the metrics
+/// goes to `metrics_out` when given (the run log keeps the original: the
+/// metrics are moved, never returned through the `Result`, as they are
+/// several hundred bytes).
 fn run_with<O>(
     p: Prepared<'_>,
-    want_metrics: bool,
+    metrics_out: Option<&mut Option<ExecutionMetrics>>,
     exec: impl Fn(&dyn crate::backend::Backend, &Job<'_>, &mut RunStats) -> Result<O, BackendError>,
     size: impl Fn(&O) -> (u64, u64),
     record: impl Fn(&Engine, &CompiledPlan, &O, &ExecutionMetrics),
-) -> Result<(O, Option<ExecutionMetrics>), Error> {
+) -> Result<O, Error> {
     // Levels keep tiny queries cheap: with no subscriber at debug level a
     // disabled span costs one cached interest check.
     let span = tracing::debug_span!(
@@ -368,14 +375,11 @@ fn run_with<O>(
                 );
                 engine.selector.observe(&planned.workload, &m);
                 record(engine, &planned.plan, &out, &m);
-                let m = if want_metrics {
-                    engine.run_log().push(m.clone());
-                    Some(m)
-                } else {
-                    engine.run_log().push(m);
-                    None
-                };
-                return Ok((out, m));
+                if let Some(slot) = metrics_out {
+                    *slot = Some(m.clone());
+                }
+                engine.run_log().push(m);
+                return Ok(out);
             }
             Err(e) => {
                 tracing::warn!(backend = %kind, phase = %e.phase, error = %e.message, "computeq.backend_failed");

@@ -1,22 +1,43 @@
 //! The bounded log of recent runs: the last `capacity` metrics, oldest
 //! dropped first.
+//!
+//! A ring over one vector: once full, a new run overwrites the oldest in
+//! place, so logging a run moves its metrics once (a queue's pop and push
+//! would move a few hundred bytes twice more on every query).
 
 use crate::metrics::ExecutionMetrics;
 use parking_lot::Mutex;
-use std::collections::VecDeque;
 
 /// Recent runs of an engine.
 #[derive(Debug)]
 pub struct RunLog {
-    runs: Mutex<VecDeque<ExecutionMetrics>>,
+    ring: Mutex<Ring>,
     capacity: usize,
+}
+
+#[derive(Debug, Default)]
+struct Ring {
+    runs: Vec<ExecutionMetrics>,
+    /// Index of the oldest run once `runs` is full (0 before).
+    oldest: usize,
+}
+
+impl Ring {
+    /// The runs, oldest first.
+    fn iter(&self) -> impl Iterator<Item = &ExecutionMetrics> {
+        let (newer, older) = self.runs.split_at(self.oldest);
+        older.iter().chain(newer)
+    }
 }
 
 impl RunLog {
     /// A log keeping `capacity` runs.
     pub fn new(capacity: usize) -> RunLog {
         RunLog {
-            runs: Mutex::new(VecDeque::with_capacity(capacity.min(4096))),
+            ring: Mutex::new(Ring {
+                runs: Vec::with_capacity(capacity.min(4096)),
+                oldest: 0,
+            }),
             capacity,
         }
     }
@@ -26,31 +47,34 @@ impl RunLog {
         if self.capacity == 0 {
             return;
         }
-        let mut runs = self.runs.lock();
-        if runs.len() == self.capacity {
-            runs.pop_front();
+        let mut ring = self.ring.lock();
+        if ring.runs.len() < self.capacity {
+            ring.runs.push(m);
+        } else {
+            let at = ring.oldest;
+            ring.runs[at] = m;
+            ring.oldest = (at + 1) % self.capacity;
         }
-        runs.push_back(m);
     }
 
     /// Copies of the logged runs, oldest first.
     pub fn snapshot(&self) -> Vec<ExecutionMetrics> {
-        self.runs.lock().iter().cloned().collect()
+        self.ring.lock().iter().cloned().collect()
     }
 
     /// The most recent run.
     pub fn last(&self) -> Option<ExecutionMetrics> {
-        self.runs.lock().back().cloned()
+        self.ring.lock().iter().last().cloned()
     }
 
     /// Runs matching `f`, oldest first.
     pub fn filter(&self, f: impl Fn(&ExecutionMetrics) -> bool) -> Vec<ExecutionMetrics> {
-        self.runs.lock().iter().filter(|m| f(m)).cloned().collect()
+        self.ring.lock().iter().filter(|m| f(m)).cloned().collect()
     }
 
     /// Number of runs kept.
     pub fn len(&self) -> usize {
-        self.runs.lock().len()
+        self.ring.lock().runs.len()
     }
 
     /// Whether no run is kept.
@@ -60,11 +84,63 @@ impl RunLog {
 
     /// Forgets every run.
     pub fn clear(&self) {
-        self.runs.lock().clear();
+        let mut ring = self.ring.lock();
+        ring.runs.clear();
+        ring.oldest = 0;
     }
 
     /// Maximum number of runs kept.
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(id: u64) -> ExecutionMetrics {
+        ExecutionMetrics {
+            run_id: id,
+            fingerprint: 0,
+            backend: crate::backend::BackendKind::CpuScalar,
+            reason: crate::metrics::SelectionReason::OnlyCandidate,
+            attempts: Default::default(),
+            elements_in: 0,
+            bytes_in: 0,
+            elements_out: 0,
+            bytes_out: 0,
+            phases: Default::default(),
+            plan_cache_hit: false,
+            compile_cache_hit: false,
+            bytes_allocated: 0,
+            bytes_uploaded: 0,
+            bytes_downloaded: 0,
+            bytes_resident: 0,
+            estimates: Default::default(),
+            parallelism: 1,
+            launches: 1,
+            stages: 1,
+            terminal: "reduce",
+            oom_retries: 0,
+        }
+    }
+
+    #[test]
+    fn keeps_the_newest_runs_oldest_first_across_wraps() {
+        let log = RunLog::new(3);
+        assert!(log.last().is_none());
+        for id in 1..=8u64 {
+            log.push(run(id));
+            let ids: Vec<u64> = log.snapshot().iter().map(|m| m.run_id).collect();
+            let first = id.saturating_sub(2).max(1);
+            assert_eq!(ids, (first..=id).collect::<Vec<_>>(), "after run {id}");
+            assert_eq!(log.last().map(|m| m.run_id), Some(id));
+        }
+        assert_eq!(log.filter(|m| m.run_id % 2 == 0).len(), 2);
+        log.clear();
+        assert!(log.is_empty());
+        log.push(run(9));
+        assert_eq!(log.last().map(|m| m.run_id), Some(9));
     }
 }
