@@ -32,7 +32,7 @@ use crate::runtime::Engine;
 use smallvec::SmallVec;
 use std::fmt;
 use std::marker::PhantomData;
-use std::time::Instant;
+use crate::runtime::clock::Tick;
 
 /// Per-query settings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -70,7 +70,7 @@ pub struct Query<'a, S, M = Run> {
     pub(crate) inputs: SmallVec<[Input<'a>; 2]>,
     pub(crate) columns: SmallVec<[Value; 4]>,
     pub(crate) options: QueryOptions,
-    pub(crate) started: Instant,
+    pub(crate) started: Tick,
     _shape: PhantomData<(S, M)>,
 }
 
@@ -90,7 +90,7 @@ impl<S, M> fmt::Debug for Query<'_, S, M> {
 impl<'a, T: Element> Query<'a, crate::expr::Expr<T>, Run> {
     /// A query over `input` run by `engine`.
     pub(crate) fn new(engine: &'a Engine, input: Input<'a>) -> Self {
-        let started = Instant::now();
+        let started = Tick::now();
         let mut q = Query {
             engine,
             traced: TracedBox::new(),

@@ -15,7 +15,8 @@ use crate::recommend;
 use crate::select::{Decision, Forced, SelectionInput};
 use smallvec::SmallVec;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use super::clock::Tick;
+use std::time::Duration;
 
 /// A query ready to plan and run (built by a terminal).
 pub struct Prepared<'a> {
@@ -23,7 +24,7 @@ pub struct Prepared<'a> {
     pub(crate) traced: crate::query::TracedBox,
     pub(crate) inputs: SmallVec<[Input<'a>; 2]>,
     pub(crate) options: QueryOptions,
-    pub(crate) started: Instant,
+    pub(crate) started: Tick,
 }
 
 struct Planned {
@@ -38,7 +39,7 @@ struct Planned {
     select_time: Duration,
     /// When selection ended: the first attempt's start (one clock read
     /// fewer on the path of a tiny query).
-    selected: Instant,
+    selected: Tick,
 }
 
 fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
@@ -46,7 +47,7 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
     if let Some(e) = &engine.config_error {
         return Err(e.clone());
     }
-    let t0 = Instant::now();
+    let t0 = Tick::now();
     let (plan, hit) = {
         let _span = tracing::trace_span!("computeq.plan").entered();
         engine
@@ -62,7 +63,7 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
             "computeq.plan_built"
         );
     }
-    let t1 = Instant::now();
+    let t1 = Tick::now();
     let _select = tracing::trace_span!("computeq.select").entered();
     let mut workload = WorkloadCharacteristics::with_statics(&plan.statics, &p.inputs);
     workload.output_on_device = p.options.keep_on_device;
@@ -124,7 +125,7 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
         candidates: &candidates,
         forced,
     });
-    let t2 = Instant::now();
+    let t2 = Tick::now();
     drop(_select);
     Ok(Planned {
         plan_cache_hit: hit,
@@ -132,9 +133,9 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
         decision,
         candidates,
         declined,
-        trace_time: t0.saturating_duration_since(p.started),
-        plan_time: t1 - t0,
-        select_time: t2 - t1,
+        trace_time: t0.since(p.started),
+        plan_time: t1.since(t0),
+        select_time: t2.since(t1),
         selected: t2,
         plan,
     })
@@ -329,7 +330,7 @@ fn run_with<O>(
         let t = if attempts.is_empty() {
             planned.selected
         } else {
-            Instant::now()
+            Tick::now()
         };
         let exec_span = tracing::debug_span!("computeq.execute", backend = kind.name());
         let _exec = exec_span.enter();
@@ -343,8 +344,8 @@ fn run_with<O>(
                 format!("the backend panicked: {}", panic_message(payload)),
             ))
         });
-        let end = Instant::now();
-        let wall = end.saturating_duration_since(t);
+        let end = Tick::now();
+        let wall = end.since(t);
         drop(_exec);
         match result {
             Ok(out) => {
@@ -361,7 +362,7 @@ fn run_with<O>(
                     &stats,
                     wall,
                     size(&out),
-                    end.saturating_duration_since(p.started),
+                    end.since(p.started),
                 );
                 span.record("backend", kind.name());
                 tracing::debug!(

@@ -2,6 +2,7 @@
 //! the executor that selects, runs and falls back, and the column types
 //! that cross into backends.
 
+pub(crate) mod clock;
 pub mod column;
 pub mod compiled;
 mod config;
