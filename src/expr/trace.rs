@@ -5,7 +5,7 @@
 //! guard restores the previous one on drop, so tracing is re-entrant and a
 //! closure that panics leaves nothing behind.
 
-use super::arena::{ExprArena, Node, Value};
+use super::arena::{ExprArena, Node, NodeData, Value};
 use super::dtype::{DType, Scalar};
 use smallvec::SmallVec;
 use std::cell::Cell;
@@ -93,9 +93,12 @@ pub(crate) fn param(value: Scalar) -> (Value, u32) {
     current(|arena, params, id| {
         let slot = params.len() as u16;
         params.push(value);
-        let v = arena
-            .push_typed(Node::Param(slot), value.dtype())
-            .expect("param nodes are always well-typed");
+        // A parameter node has no operands and the type of its value:
+        // well-typed by construction, so it skips the checks.
+        let v = arena.push_unchecked(NodeData {
+            node: Node::Param(slot),
+            ty: value.dtype(),
+        });
         (v, id)
     })
 }

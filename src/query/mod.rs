@@ -26,7 +26,7 @@ pub(crate) use traced::TracedBox;
 
 use crate::backend::{BackendKind, Input};
 use crate::expr::trace;
-use crate::expr::{DType, Element, Node, Shape, Value};
+use crate::expr::{DType, Element, Node, NodeData, Shape, Value};
 use crate::graph::{LogicalOp, Stream};
 use crate::runtime::Engine;
 use smallvec::SmallVec;
@@ -124,10 +124,11 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         let trace = &mut self.traced.trace;
         let slot = trace.streams.len() as u16;
         trace.streams.push(stream);
-        trace
-            .arena
-            .push_typed(Node::Input(slot), dtype)
-            .expect("input nodes are well-typed")
+        // No operands and a declared type: well-typed by construction.
+        trace.arena.push_unchecked(NodeData {
+            node: Node::Input(slot),
+            ty: dtype,
+        })
     }
 
     /// Runs `f` over the current columns and returns its result's columns.

@@ -292,7 +292,7 @@ fn run_with<O>(
         backend = tracing::field::Empty,
     );
     let _enter = span.enter();
-    let planned = plan(&p)?;
+    let mut planned = plan(&p)?;
     let engine = p.engine;
     if !span.is_disabled() {
         span.record("fingerprint", planned.plan.fingerprint);
@@ -353,9 +353,12 @@ fn run_with<O>(
                     Some(f) if f != kind => SelectionReason::Fallback { from: f },
                     _ => planned.decision.reason.clone(),
                 };
+                // The run ends here: its metrics take the estimates.
+                let estimates = std::mem::take(&mut planned.decision.estimates);
                 let m = metrics(
                     engine,
                     &planned,
+                    estimates,
                     kind,
                     reason,
                     attempts,
@@ -412,6 +415,7 @@ fn run_with<O>(
 fn metrics(
     engine: &Engine,
     planned: &Planned,
+    estimates: SmallVec<[crate::metrics::CandidateEstimate; 5]>,
     backend: BackendKind,
     reason: SelectionReason,
     attempts: SmallVec<[Attempt; 2]>,
@@ -463,7 +467,7 @@ fn metrics(
         bytes_uploaded: stats.bytes_uploaded,
         bytes_downloaded: stats.bytes_downloaded,
         bytes_resident: stats.bytes_resident,
-        estimates: planned.decision.estimates.clone(),
+        estimates,
         parallelism: stats.parallelism,
         launches: stats.launches,
         stages: planned.workload.stages,
