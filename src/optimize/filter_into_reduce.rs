@@ -73,8 +73,8 @@ mod tests {
     use crate::optimize::{FuseElementwise, Pass};
     use crate::prelude::*;
 
-    fn fused(q: crate::query::Query<'_, crate::expr::Expr<f32>>, argmin: bool) -> OpGraph {
-        let mut trace = q.trace;
+    fn fused(mut q: crate::query::Query<'_, crate::expr::Expr<f32>>, argmin: bool) -> OpGraph {
+        let mut trace = std::mem::take(&mut q.traced.trace);
         let kind = if argmin {
             crate::plan::AggKind::ArgMin
         } else {

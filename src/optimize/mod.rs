@@ -119,8 +119,8 @@ pub(crate) mod testing {
     use crate::query::{Mode, Query};
 
     /// The unoptimized graph of `q` ended by `collect`.
-    pub fn graph_of<'a, S: crate::expr::Shape, M: Mode>(q: Query<'a, S, M>) -> OpGraph {
-        let mut trace = q.trace;
+    pub fn graph_of<'a, S: crate::expr::Shape, M: Mode>(mut q: Query<'a, S, M>) -> OpGraph {
+        let mut trace = std::mem::take(&mut q.traced.trace);
         trace.terminal = Some(crate::graph::LogicalTerminal::Collect(q.columns));
         OpGraph::from_trace(&trace)
     }
