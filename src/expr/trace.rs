@@ -24,12 +24,35 @@ thread_local! {
     static CURRENT: Cell<*const TraceTarget> = const { Cell::new(std::ptr::null()) };
 }
 
-static NEXT_ID: AtomicU32 = AtomicU32::new(1);
+/// Identities are handed to threads in blocks of this many, so a query
+/// takes its identity without an atomic operation.
+const ID_BLOCK: u32 = 1 << 12;
+
+static NEXT_BLOCK: AtomicU32 = AtomicU32::new(0);
+
+thread_local! {
+    /// The next identity of this thread and the end of its block.
+    static IDS: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+}
 
 /// A fresh identity for an arena, so that an `Expr` from one query used in
 /// another is caught instead of silently reading the wrong node.
 pub(crate) fn fresh_id() -> u32 {
-    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+    IDS.try_with(|ids| {
+        let (mut next, mut end) = ids.get();
+        if next == end {
+            // Block 0 starts at 1: identity 0 is never handed out.
+            next = NEXT_BLOCK
+                .fetch_add(1, Ordering::Relaxed)
+                .wrapping_mul(ID_BLOCK)
+                .max(1);
+            end = next.wrapping_add(ID_BLOCK) & !(ID_BLOCK - 1);
+        }
+        ids.set((next.wrapping_add(1), end));
+        next
+    })
+    // Only while the thread is torn down: any unused identity will do.
+    .unwrap_or_else(|_| NEXT_BLOCK.fetch_add(1, Ordering::Relaxed).wrapping_mul(ID_BLOCK))
 }
 
 /// Runs `f` with `arena`/`params` as the tracing target.

@@ -50,7 +50,6 @@ use crate::plan::{PhysicalPlan, PlanOutput};
 use crate::runtime::column::ColumnRef;
 use smallvec::SmallVec;
 use std::borrow::Cow;
-use std::sync::Arc;
 use std::time::Instant;
 
 /// Positions per block: one instruction runs over this many lanes. 1024
@@ -77,17 +76,17 @@ pub fn isa_name() -> &'static str {
 
 /// The compiled block program of `job`'s plan for `kind`, from the plan's
 /// artifact cache; records compile time and whether it was cached.
-pub(crate) fn compiled(
-    job: &Job<'_>,
+pub(crate) fn compiled<'j>(
+    job: &Job<'j>,
     kind: BackendKind,
     stats: &mut RunStats,
-) -> Result<Arc<BlockProgram>, BackendError> {
+) -> Result<&'j BlockProgram, BackendError> {
     // The clock is read only when the program is built: a cached lookup
     // is the common case and costs less than a clock read.
     let mut built = None;
     let (prog, cached) = job
         .plan
-        .artifact(kind, || {
+        .artifact_ref(kind, || {
             let t = Instant::now();
             let p = BlockProgram::compile(&job.plan.plan);
             built = Some(t.elapsed());
@@ -123,7 +122,7 @@ pub(crate) fn execute_with(
     // No clock here: the executor times the call, and for a CPU backend
     // everything it does besides the plan is a cache lookup.
     let out = exec::run_plan(
-        &prog,
+        prog,
         &job.plan.plan,
         &sources,
         job.params,
