@@ -68,9 +68,12 @@ impl Stat {
     }
 
     fn median(&self) -> f64 {
-        let f = self.filled();
-        let mut v: SmallVec<[f32; RECENT]> = f.iter().copied().collect();
-        v.sort_by(f32::total_cmp);
+        // A copy in a fixed array, sorted in place: `RECENT` is tiny and
+        // this runs on every query.
+        let n = self.filled().len();
+        let mut a = self.recent;
+        let v = &mut a[..n];
+        v.sort_unstable_by(f32::total_cmp);
         match v.len() {
             0 => 0.0,
             n if n % 2 == 1 => v[n / 2] as f64,

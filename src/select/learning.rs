@@ -282,8 +282,10 @@ impl Selector for LearningSelector {
             let model = prices.steady[k.index()];
             let stat = &bucket.stats[k.index()];
             let steady = if s.learn && stat.samples > 0 {
-                let weight = (stat.samples as f64 / s.min_samples as f64).min(1.0);
-                model * (weight * stat.log_ratio()).exp()
+                let weight = (stat.samples as f32 / s.min_samples as f32).min(1.0);
+                // In `f32`: the ratio is kept in `f32` and only ranks
+                // candidates; `expf` costs half of `exp` per candidate.
+                model * (weight * stat.log_ratio() as f32).exp() as f64
             } else {
                 model
             };
@@ -420,11 +422,13 @@ impl Selector for LearningSelector {
         let Some(plan) = h.plans.get_mut(&m.fingerprint) else {
             return;
         };
-        let shape = plan
-            .shape
-            .clone()
-            .unwrap_or_else(|| Arc::new(PlanShape::from_workload(workload)));
-        if shape.ends_in_compaction() && m.elements_in > 0 && m.attempts.is_empty() {
+        // The shape is borrowed, not cloned: a query whose prices are
+        // memoized (the common case) needs only this one bit of it.
+        let compacts = match &plan.shape {
+            Some(s) => s.ends_in_compaction(),
+            None => PlanShape::from_workload(workload).ends_in_compaction(),
+        };
+        if compacts && m.elements_in > 0 && m.attempts.is_empty() {
             plan.record_selectivity(m.elements_out as f64 / m.elements_in as f64);
         }
         let selectivity = plan.selectivity.unwrap_or(PRIOR_SELECTIVITY);
@@ -436,6 +440,10 @@ impl Selector for LearningSelector {
             .map(|memo| memo.steady[m.backend.index()])
             .filter(|s| !s.is_nan());
         let estimated = memoized.unwrap_or_else(|| {
+            let shape = plan
+                .shape
+                .clone()
+                .unwrap_or_else(|| Arc::new(PlanShape::from_workload(workload)));
             let e = EstimateInput {
                 workload,
                 shape: &shape,
