@@ -348,7 +348,12 @@ impl<'a> StageRun<'a> {
                 }
             }
         }
-        let lens: SmallVec<[usize; 4]> = inputs.iter().map(|c| c.len()).collect();
+        // Push loops here and below: `SmallVec`'s generic `collect` costs
+        // more than the rest of this setup on a tiny query.
+        let mut lens: SmallVec<[usize; 4]> = SmallVec::new();
+        for c in &inputs {
+            lens.push(c.len());
+        }
         let range = stage.resolve_range(&lens, params);
         for (s, t) in prog.input_types.iter().enumerate() {
             if t.is_some() && range.len > 0 && range.offsets[s].saturating_add(range.len) > lens[s]
@@ -1046,13 +1051,14 @@ impl<'a> StageRun<'a> {
         let TermProgram::Reduce(aggs) = &self.prog.terminal else {
             return SmallVec::new();
         };
-        p.iter()
-            .zip(aggs)
-            .map(|(p, a)| match a.kind {
+        let mut out = SmallVec::new();
+        for (p, a) in p.iter().zip(aggs) {
+            out.push(match a.kind {
                 AggKind::ArgMin | AggKind::ArgMax => Scalar::U64(if p.have { p.pos } else { 0 }),
                 _ => p.v,
-            })
-            .collect()
+            });
+        }
+        out
     }
 
     // ---- collect -------------------------------------------------------
