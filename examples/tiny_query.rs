@@ -17,12 +17,14 @@ fn main() {
     let n: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(1000);
     let runs: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(200_000);
     let xs: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 * 0.001).collect();
-    let ys: Vec<f32> = (0..n).map(|i| ((i * 104729) % 1000) as f32 * 0.001).collect();
+    let ys: Vec<f32> = (0..n)
+        .map(|i| ((i * 104729) % 1000) as f32 * 0.001)
+        .collect();
     let mut query: Box<dyn FnMut() -> usize> = match which.as_str() {
         "p1" => Box::new(|| black_box(xs.compute().map(|x| x * 2.0 + 1.0).sum()) as usize),
-        "p2" => Box::new(|| {
-            black_box(xs.compute().filter(|x| x.gt(0.5)).map(|x| x * x).sum()) as usize
-        }),
+        "p2" => {
+            Box::new(|| black_box(xs.compute().filter(|x| x.gt(0.5)).map(|x| x * x).sum()) as usize)
+        }
         "p3" => Box::new(|| {
             let v: Vec<f32> = xs.compute().scan_sum().collect();
             black_box(v).len()
@@ -31,9 +33,7 @@ fn main() {
             let v: Vec<f32> = xs.compute().map(|x| x.sqrt() * 3.0 - x).collect();
             black_box(v).len()
         }),
-        "p5" => Box::new(|| {
-            black_box(xs.compute().zip(&ys).map(|(x, y)| x * y).sum()) as usize
-        }),
+        "p5" => Box::new(|| black_box(xs.compute().zip(&ys).map(|(x, y)| x * y).sum()) as usize),
         other => panic!("unknown pipeline {other}: p1..p5"),
     };
     // Past the selector's exploration of a new plan.

@@ -52,7 +52,11 @@ pub(crate) fn fresh_id() -> u32 {
         next
     })
     // Only while the thread is torn down: any unused identity will do.
-    .unwrap_or_else(|_| NEXT_BLOCK.fetch_add(1, Ordering::Relaxed).wrapping_mul(ID_BLOCK))
+    .unwrap_or_else(|_| {
+        NEXT_BLOCK
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(ID_BLOCK)
+    })
 }
 
 /// Runs `f` with `arena`/`params` as the tracing target.

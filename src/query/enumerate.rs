@@ -21,7 +21,10 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             .arena
             .push(Node::Index(slot))
             .expect("index nodes are well-typed");
-        self.traced.trace.ops.push(LogicalOp::Enumerate { slot, value });
+        self.traced
+            .trace
+            .ops
+            .push(LogicalOp::Enumerate { slot, value });
         self.columns.insert(0, value);
         self.reshape()
     }

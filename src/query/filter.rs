@@ -14,7 +14,10 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// ```
     pub fn filter(mut self, f: impl FnOnce(S) -> Expr<bool>) -> Query<'a, S, M> {
         let p = self.trace_closure(f);
-        self.traced.trace.ops.push(LogicalOp::Filter { predicate: p[0] });
+        self.traced
+            .trace
+            .ops
+            .push(LogicalOp::Filter { predicate: p[0] });
         self
     }
 }

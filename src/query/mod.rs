@@ -28,11 +28,11 @@ use crate::backend::{BackendKind, Input};
 use crate::expr::trace;
 use crate::expr::{DType, Element, Node, NodeData, Shape, Value};
 use crate::graph::{LogicalOp, Stream};
+use crate::runtime::clock::Tick;
 use crate::runtime::Engine;
 use smallvec::SmallVec;
 use std::fmt;
 use std::marker::PhantomData;
-use crate::runtime::clock::Tick;
 
 /// Per-query settings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -79,7 +79,13 @@ impl<S, M> fmt::Debug for Query<'_, S, M> {
         f.debug_struct("Query")
             .field(
                 "ops",
-                &self.traced.trace.ops.iter().map(|o| o.name()).collect::<Vec<_>>(),
+                &self
+                    .traced
+                    .trace
+                    .ops
+                    .iter()
+                    .map(|o| o.name())
+                    .collect::<Vec<_>>(),
             )
             .field("inputs", &self.inputs.len())
             .field("options", &self.options)

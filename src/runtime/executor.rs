@@ -4,6 +4,7 @@
 //! A backend that returns an error — or panics — is recorded as a failed
 //! attempt and the next backend in the decision's order runs the same plan.
 
+use super::clock::Tick;
 use super::compiled::CompiledPlan;
 use super::Engine;
 use crate::backend::{Availability, BackendError, BackendKind, Input, Job, Phase, RunStats};
@@ -15,7 +16,6 @@ use crate::recommend;
 use crate::select::{Decision, Forced, SelectionInput};
 use smallvec::SmallVec;
 use std::sync::Arc;
-use super::clock::Tick;
 use std::time::Duration;
 
 /// A query ready to plan and run (built by a terminal).
@@ -52,7 +52,11 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
         let _span = tracing::trace_span!("computeq.plan").entered();
         engine
             .plans
-            .get_or_build(&p.traced.trace, p.traced.params.len(), engine.config.verify_passes)
+            .get_or_build(
+                &p.traced.trace,
+                p.traced.params.len(),
+                engine.config.verify_passes,
+            )
             .map_err(|m| Error::new(ErrorKind::InvalidQuery, m))?
     };
     if !hit {

@@ -929,39 +929,43 @@ impl<'a> StageRun<'a> {
     }
 
     fn leaf_partials(&self, accs: &[Acc]) -> Partials {
-        accs.iter()
-            .map(|a| {
-                let v = match *a {
-                    Acc::Sum(l) => {
-                        with_lanes!(l, a, T => kernels::reduce_lanes(a, T::n_add).to_scalar())
-                    }
-                    Acc::Min(l) => {
-                        with_lanes!(l, a, T => kernels::reduce_lanes(a, T::n_min).to_scalar())
-                    }
-                    Acc::Max(l) => {
-                        with_lanes!(l, a, T => kernels::reduce_lanes(a, T::n_max).to_scalar())
-                    }
-                    Acc::Count(c) => Scalar::U64(c),
-                    Acc::Any(b) | Acc::All(b) => Scalar::Bool(b),
-                    Acc::Arg {
-                        have, best, pos, ..
-                    } => return Partial { v: best, pos, have },
-                    Acc::Custom(v) => {
-                        return Partial {
-                            v: v.unwrap_or(Scalar::Bool(false)),
-                            pos: 0,
-                            have: v.is_some(),
-                        }
-                    }
-                    Acc::Invalid => Scalar::U64(0),
-                };
-                Partial {
-                    v,
-                    pos: 0,
-                    have: false,
+        // A push loop, as in `finish`: `collect` into a `SmallVec` costs
+        // more than the lane reductions of a small leaf.
+        let mut out = Partials::new();
+        for p in accs.iter().map(|a| {
+            let v = match *a {
+                Acc::Sum(l) => {
+                    with_lanes!(l, a, T => kernels::reduce_lanes(a, T::n_add).to_scalar())
                 }
-            })
-            .collect()
+                Acc::Min(l) => {
+                    with_lanes!(l, a, T => kernels::reduce_lanes(a, T::n_min).to_scalar())
+                }
+                Acc::Max(l) => {
+                    with_lanes!(l, a, T => kernels::reduce_lanes(a, T::n_max).to_scalar())
+                }
+                Acc::Count(c) => Scalar::U64(c),
+                Acc::Any(b) | Acc::All(b) => Scalar::Bool(b),
+                Acc::Arg {
+                    have, best, pos, ..
+                } => return Partial { v: best, pos, have },
+                Acc::Custom(v) => {
+                    return Partial {
+                        v: v.unwrap_or(Scalar::Bool(false)),
+                        pos: 0,
+                        have: v.is_some(),
+                    }
+                }
+                Acc::Invalid => Scalar::U64(0),
+            };
+            Partial {
+                v,
+                pos: 0,
+                have: false,
+            }
+        }) {
+            out.push(p);
+        }
+        out
     }
 
     /// The partials of an empty range.
