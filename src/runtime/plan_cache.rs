@@ -7,7 +7,9 @@
 //! the same query again (the common case in a loop) compares its trace with
 //! that entry's key and skips hashing the trace, the lock and the lookup.
 //! The memo is dropped when the cache evicts or clears anything, so it
-//! never reports a hit the cache itself would not.
+//! never reports a hit the cache itself would not. It holds its entry
+//! weakly: a plan is never freed by a thread's exit (a device backend's
+//! artifacts cannot be dropped while thread-locals are torn down).
 
 use super::compiled::{CompiledPlan, PlanReport};
 use crate::graph::{OpGraph, QueryTrace};
@@ -16,7 +18,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 type Fx = BuildHasherDefault<rustc_hash::FxHasher>;
@@ -41,7 +43,7 @@ pub struct PlanCache {
 struct Memo {
     cache: u64,
     generation: u64,
-    entry: Arc<Entry>,
+    entry: Weak<Entry>,
 }
 
 thread_local! {
@@ -92,9 +94,8 @@ impl PlanCache {
         let found = self.entries.lock().get(&fp).cloned();
         if let Some(e) = found {
             if e.key == *trace {
-                let plan = e.plan.clone();
-                self.remember(e);
-                return Ok((plan, true));
+                self.remember(&e);
+                return Ok((e.plan.clone(), true));
             }
         }
         let plan = Arc::new(build(trace, fp, param_count, verify)?);
@@ -115,7 +116,7 @@ impl PlanCache {
             }
             entries.insert(fp, entry.clone());
             drop(entries);
-            self.remember(entry);
+            self.remember(&entry);
         }
         Ok((plan, false))
     }
@@ -126,21 +127,24 @@ impl PlanCache {
         LAST.try_with(|last| {
             let last = last.try_borrow().ok()?;
             let m = last.as_ref()?;
-            (m.cache == self.id && m.generation == generation && m.entry.key == *trace)
-                .then(|| m.entry.plan.clone())
+            if m.cache != self.id || m.generation != generation {
+                return None;
+            }
+            let entry = m.entry.upgrade()?;
+            (entry.key == *trace).then(|| entry.plan.clone())
         })
         .ok()
         .flatten()
     }
 
-    fn remember(&self, entry: Arc<Entry>) {
+    fn remember(&self, entry: &Arc<Entry>) {
         let generation = self.generation.load(Ordering::Relaxed);
         let _ = LAST.try_with(|last| {
             if let Ok(mut last) = last.try_borrow_mut() {
                 *last = Some(Memo {
                     cache: self.id,
                     generation,
-                    entry,
+                    entry: Arc::downgrade(entry),
                 });
             }
         });
