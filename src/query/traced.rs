@@ -29,6 +29,9 @@ const POOLED_NODES: usize = 1024;
 const FRESH_NODES: usize = 16;
 
 thread_local! {
+    // Boxes, not values: a query takes the box itself, so that moving
+    // the query moves a pointer.
+    #[allow(clippy::vec_box)]
     static POOL: RefCell<Vec<Box<Traced>>> = const { RefCell::new(Vec::new()) };
 }
 
