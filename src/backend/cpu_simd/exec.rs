@@ -7,7 +7,7 @@
 //! through the same functions here, so their results are bit-identical and
 //! independent of the thread count. This file owns no policy about threads.
 
-use super::kernels::{self, ArgState, Op, LANES};
+use super::kernels::{self, ArgState, Keep, KeepAll, KeepCmp, KeepMask, Op, LANES};
 use super::lanes::{with_float, with_lane, with_num, CastTo, FloatLane, Lane, Num, OutSlice, Regs};
 use super::program::{BlockProgram, Col, Fused, Instr, Operand, StageProgram, TermProgram};
 use super::{BLOCK, LEAF};
@@ -825,6 +825,14 @@ impl<'a> StageRun<'a> {
             return;
         };
         let mask = self.mask(regs, pos, n);
+        macro_rules! fold {
+            ($a:expr, $x:expr, $id:expr, $f:expr) => {
+                match mask {
+                    Some(m) => kernels::fold_lanes($a, $x, KeepMask(m), $id, $f),
+                    None => kernels::fold_lanes($a, $x, KeepAll, $id, $f),
+                }
+            };
+        }
         for (acc, agg) in accs.iter_mut().zip(aggs) {
             let col = agg.col.as_ref();
             match acc {
@@ -835,14 +843,14 @@ impl<'a> StageRun<'a> {
                         _ => {}
                     },
                     None => with_lanes!(l, a, T => {
-                        kernels::fold_lanes(a, self.col::<T>(col, regs, pos, n), mask, T::ZERO, T::n_add)
+                        fold!(a, self.col::<T>(col, regs, pos, n), T::ZERO, T::n_add)
                     }),
                 },
                 Acc::Min(l) => with_lanes!(l, a, T => {
-                    kernels::fold_lanes(a, self.col::<T>(col, regs, pos, n), mask, T::MIN_ID, T::n_min)
+                    fold!(a, self.col::<T>(col, regs, pos, n), T::MIN_ID, T::n_min)
                 }),
                 Acc::Max(l) => with_lanes!(l, a, T => {
-                    kernels::fold_lanes(a, self.col::<T>(col, regs, pos, n), mask, T::MAX_ID, T::n_max)
+                    fold!(a, self.col::<T>(col, regs, pos, n), T::MAX_ID, T::n_max)
                 }),
                 Acc::Count(c) => *c = c.wrapping_add(kernels::count(n, mask)),
                 Acc::Any(b) => *b |= kernels::any(self.col::<bool>(col, regs, pos, n), mask),
@@ -875,7 +883,8 @@ impl<'a> StageRun<'a> {
         }
     }
 
-    /// A sum of `a op b` with the op fused into the fold.
+    /// A sum of `a op b` with the op fused into the fold, keeping the lanes
+    /// of `mask`, or of the fused predicate when there is one.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn fused_sum<T: Num>(
@@ -887,18 +896,72 @@ impl<'a> StageRun<'a> {
         n: usize,
         mask: Option<&[bool]>,
     ) {
-        let (a, b) = (
-            self.operand::<T>(fu.a, regs, pos, n),
-            self.operand::<T>(fu.b, regs, pos, n),
-        );
-        match fu.op {
-            BinaryOp::Add => {
-                kernels::fold_lanes_bin(acc, a, b, n, mask, T::ZERO, T::n_add, T::n_add)
+        let opnd = |o: Operand| self.operand::<T>(o, regs, pos, n);
+        let (a, b) = (opnd(fu.a), opnd(fu.b));
+        let z = T::ZERO;
+        if let Some(h) = fu.inner {
+            // The compiler fuses an inner operation only under a uniform.
+            let Op::Splat(c) = b else {
+                return;
+            };
+            let (x, y) = (opnd(h.a), opnd(h.b));
+            macro_rules! nested {
+                ($h:expr) => {
+                    match fu.op {
+                        BinaryOp::Add => {
+                            kernels::fold_lanes_nested(acc, x, y, $h, c, n, z, T::n_add, T::n_add)
+                        }
+                        BinaryOp::Sub => {
+                            kernels::fold_lanes_nested(acc, x, y, $h, c, n, z, T::n_sub, T::n_add)
+                        }
+                        _ => kernels::fold_lanes_nested(acc, x, y, $h, c, n, z, T::n_mul, T::n_add),
+                    }
+                };
             }
-            BinaryOp::Sub => {
-                kernels::fold_lanes_bin(acc, a, b, n, mask, T::ZERO, T::n_sub, T::n_add)
+            match h.op {
+                BinaryOp::Add => nested!(T::n_add),
+                BinaryOp::Sub => nested!(T::n_sub),
+                _ => nested!(T::n_mul),
             }
-            _ => kernels::fold_lanes_bin(acc, a, b, n, mask, T::ZERO, T::n_mul, T::n_add),
+            return;
+        }
+        match (fu.keep, mask) {
+            (Some(c), _) => {
+                let (Op::Slice(x), Op::Splat(k)) = (opnd(c.x), opnd(c.k)) else {
+                    return;
+                };
+                macro_rules! cmp {
+                    ($o:tt) => {
+                        self.fused_op(acc, fu.op, a, b, n, KeepCmp { x, k, cmp: |x: T, k: T| x $o k })
+                    };
+                }
+                match c.op {
+                    BinaryOp::Lt => cmp!(<),
+                    BinaryOp::Le => cmp!(<=),
+                    BinaryOp::Gt => cmp!(>),
+                    _ => cmp!(>=),
+                }
+            }
+            (None, Some(m)) => self.fused_op(acc, fu.op, a, b, n, KeepMask(m)),
+            (None, None) => self.fused_op(acc, fu.op, a, b, n, KeepAll),
+        }
+    }
+
+    #[inline(always)]
+    fn fused_op<T: Num>(
+        &self,
+        acc: &mut [T; LANES],
+        op: BinaryOp,
+        a: Op<'_, T>,
+        b: Op<'_, T>,
+        n: usize,
+        keep: impl Keep,
+    ) {
+        let z = T::ZERO;
+        match op {
+            BinaryOp::Add => kernels::fold_lanes_bin(acc, a, b, n, keep, z, T::n_add, T::n_add),
+            BinaryOp::Sub => kernels::fold_lanes_bin(acc, a, b, n, keep, z, T::n_sub, T::n_add),
+            _ => kernels::fold_lanes_bin(acc, a, b, n, keep, z, T::n_mul, T::n_add),
         }
     }
 
@@ -993,9 +1056,17 @@ impl<'a> StageRun<'a> {
     pub(crate) fn reduce_leaf(&self, st: &mut Exec, j: usize) -> Partials {
         let (start, end) = self.leaf_range(j);
         self.reset_accs(&mut st.accs, j == 0);
+        // A stage without registers (no instructions: the fold reads inputs
+        // and uniforms only) folds the whole leaf in one call: the same
+        // lanes in the same order, without the per-block dispatch.
+        let step = if self.prog.regs == [0; 7] {
+            LEAF
+        } else {
+            BLOCK
+        };
         let mut pos = start;
         while pos < end {
-            let n = (end - pos).min(BLOCK);
+            let n = (end - pos).min(step);
             self.run_instrs(&mut st.regs, pos, n);
             self.reduce_block(&mut st.accs, &st.regs, pos, n);
             pos += n;

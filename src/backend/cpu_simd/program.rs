@@ -89,6 +89,33 @@ pub(crate) struct Fused {
     pub(crate) op: BinaryOp,
     pub(crate) a: Operand,
     pub(crate) b: Operand,
+    /// The stage's predicate, when the sum evaluates it itself.
+    pub(crate) keep: Option<FusedCmp>,
+    /// When set, `a` is this operation's result, computed in the fold too
+    /// (`b` is then a uniform and the stage has no predicate): `x * 2 + 1`
+    /// becomes one pass over `x` instead of a multiply pass and a sum pass.
+    /// (`a` then holds the inner operation's first operand.)
+    pub(crate) inner: Option<FusedInner>,
+}
+
+/// The operation under a fused sum's own (see [`Fused::inner`]): `a op b`
+/// with `a` a block and `b` a block or a uniform.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) struct FusedInner {
+    pub(crate) op: BinaryOp,
+    pub(crate) a: Operand,
+    pub(crate) b: Operand,
+}
+
+/// A predicate `x op k` (`op` one of `<`, `<=`, `>`, `>=`; `x` a column of
+/// the sum's type, `k` a uniform) evaluated by a fused sum as it folds,
+/// instead of by a compare instruction writing a mask register: a
+/// memory-bound filtered sum then reads its input in one pass, not two.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) struct FusedCmp {
+    pub(crate) op: BinaryOp,
+    pub(crate) x: Operand,
+    pub(crate) k: Operand,
 }
 
 /// One aggregate of a reduce terminal.
@@ -329,15 +356,7 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
     // nothing else folds that operation itself, saving a pass over the block.
     let mut fused: Vec<Option<(BinaryOp, Value, Value)>> = vec![None; n];
     if let Terminal::Reduce(aggs) = &stage.terminal {
-        let mut uses = vec![0usize; n];
-        for r in &roots {
-            uses[r.index()] += 1;
-        }
-        for (_, d) in prog.iter() {
-            for o in d.node.operands() {
-                uses[o.index()] += 1;
-            }
-        }
+        let uses = value_uses(prog, &roots);
         for a in aggs {
             if let (AggKind::Sum, Some(c)) = (&a.kind, a.column) {
                 let d = prog.get(c);
@@ -351,19 +370,46 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
             }
         }
     }
+    // Nested fusion: a fused sum of `x op k` (`k` uniform) whose `x` is an
+    // add, sub or mul of a block and anything, read by nothing else, folds
+    // that operation too. Only without a predicate: it would multiply the
+    // fold's variants again.
+    let mut inner: Vec<Option<(BinaryOp, Value, Value)>> = vec![None; n];
+    if let (Terminal::Reduce(_), None) = (&stage.terminal, stage.predicate) {
+        let uses = value_uses(prog, &roots);
+        for &(_, x, k) in fused.iter().flatten() {
+            let d = prog.get(x);
+            if let Node::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), p, q) = d.node
+            {
+                if uniform[k.index()]
+                    && !uniform[p.index()]
+                    && uses[x.index()] == 1
+                    && prog.ty(p) == d.ty
+                {
+                    inner[x.index()] = Some((op, p, q));
+                }
+            }
+        }
+    }
+    let keep = fused_predicate(stage, &fused, &uniform, &roots);
     let unfused_roots: SmallVec<[Value; 8]> = roots
         .iter()
         .copied()
         .filter(|r| fused[r.index()].is_none())
+        .filter(|r| keep.is_none() || Some(*r) != stage.predicate)
         .collect();
     // What must be computed and live at the end: the roots, with fused
-    // columns replaced by their operands.
+    // columns and a fused predicate replaced by their operands.
     let mut live_roots = unfused_roots.clone();
     for (x, y) in roots
         .iter()
         .filter_map(|r| fused[r.index()].map(|(_, x, y)| (x, y)))
+        .chain(keep.map(|(_, x, k)| (x, k)))
     {
-        live_roots.extend([x, y]);
+        match inner[x.index()] {
+            Some((_, p, q)) => live_roots.extend([p, q, y]),
+            None => live_roots.extend([x, y]),
+        }
     }
     let roots = unfused_roots;
 
@@ -519,24 +565,51 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
             src,
         })
     };
-    let predicate = stage.predicate.map(col).transpose()?;
+    let predicate = match keep {
+        Some(_) => None,
+        None => stage.predicate.map(col).transpose()?,
+    };
+    let opnd = |v: Value| operand[v.index()].ok_or_else(|| format!("{v} was not compiled"));
+    let keep = match keep {
+        Some((op, x, k)) => Some(FusedCmp {
+            op,
+            x: opnd(x)?,
+            k: opnd(k)?,
+        }),
+        None => None,
+    };
     let terminal = match &stage.terminal {
         Terminal::Reduce(aggs) => TermProgram::Reduce(
             aggs.iter()
                 .map(|a| {
                     let f = a.column.and_then(|c| fused[c.index()].map(|f| (c, f)));
                     if let (Some((c, (op, x, y))), AggKind::Sum) = (f, &a.kind) {
-                        let opnd = |v: Value| {
-                            operand[v.index()].ok_or_else(|| format!("{v} was not compiled"))
+                        let inner = match inner[x.index()] {
+                            Some((op, p, q)) => Some(FusedInner {
+                                op,
+                                a: opnd(p)?,
+                                b: opnd(q)?,
+                            }),
+                            None => None,
                         };
-                        let (a_, b_) = (opnd(x)?, opnd(y)?);
+                        let a_ = match inner {
+                            Some(h) => h.a,
+                            None => opnd(x)?,
+                        };
+                        let b_ = opnd(y)?;
                         return Ok(AggProgram {
                             kind: a.kind.clone(),
                             col: Some(Col {
                                 ty: prog.ty(c),
                                 src: a_,
                             }),
-                            fused: Some(Fused { op, a: a_, b: b_ }),
+                            fused: Some(Fused {
+                                op,
+                                a: a_,
+                                b: b_,
+                                keep,
+                                inner,
+                            }),
                         });
                     }
                     Ok(AggProgram {
@@ -589,6 +662,65 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
         params_needed,
         count_pass,
     })
+}
+
+/// How many times each value is read: by other nodes and as a root.
+fn value_uses(prog: &ExprArena, roots: &[Value]) -> Vec<usize> {
+    let mut uses = vec![0usize; prog.len()];
+    for r in roots {
+        uses[r.index()] += 1;
+    }
+    for (_, d) in prog.iter() {
+        for o in d.node.operands() {
+            uses[o.index()] += 1;
+        }
+    }
+    uses
+}
+
+/// The stage's predicate as `(op, column, uniform)` when the one fused sum
+/// of the stage can evaluate it itself ([`FusedCmp`]): an ordered compare of
+/// a column of the sum's type with a uniform, read by nothing else. A
+/// uniform on the left is moved right by flipping the compare (`k < x` is
+/// `x > k`, NaN included: both are false).
+fn fused_predicate(
+    stage: &Stage,
+    fused: &[Option<(BinaryOp, Value, Value)>],
+    uniform: &[bool],
+    roots: &[Value],
+) -> Option<(BinaryOp, Value, Value)> {
+    let p = stage.predicate?;
+    let Terminal::Reduce(aggs) = &stage.terminal else {
+        return None;
+    };
+    let [agg] = aggs.as_slice() else {
+        return None;
+    };
+    let c = agg.column?;
+    fused[c.index()]?;
+    let prog = &stage.program;
+    let Node::Binary(op, a, b) = prog.get(p).node else {
+        return None;
+    };
+    let read_elsewhere = roots.iter().filter(|&&r| r == p).count() > 1
+        || prog
+            .iter()
+            .any(|(_, d)| d.node.operands().iter().any(|&o| o == p));
+    if read_elsewhere || prog.ty(a) != prog.ty(c) {
+        return None;
+    }
+    let flipped = match op {
+        BinaryOp::Lt => BinaryOp::Gt,
+        BinaryOp::Le => BinaryOp::Ge,
+        BinaryOp::Gt => BinaryOp::Lt,
+        BinaryOp::Ge => BinaryOp::Le,
+        _ => return None,
+    };
+    match (uniform[a.index()], uniform[b.index()]) {
+        (false, true) => Some((op, a, b)),
+        (true, false) => Some((flipped, b, a)),
+        _ => None,
+    }
 }
 
 fn unreachable_uniform() -> Result<Instr, String> {
@@ -658,15 +790,16 @@ impl fmt::Display for StageProgram {
                 write!(f, "  reduce:")?;
                 for a in aggs {
                     if let (Some(fu), Some(c)) = (a.fused, a.col) {
-                        write!(
-                            f,
-                            " {}({} {}, {}:{})",
-                            a.kind.name(),
-                            fu.op,
-                            fu.a,
-                            fu.b,
-                            c.ty
-                        )?;
+                        write!(f, " {}({} ", a.kind.name(), fu.op)?;
+                        match fu.inner {
+                            Some(h) => write!(f, "({} {}, {})", h.op, h.a, h.b)?,
+                            None => write!(f, "{}", fu.a)?,
+                        }
+                        write!(f, ", {}:{}", fu.b, c.ty)?;
+                        if let Some(k) = fu.keep {
+                            write!(f, " where {} {}, {}", k.op, k.x, k.k)?;
+                        }
+                        write!(f, ")")?;
                         continue;
                     }
                     match a.col {

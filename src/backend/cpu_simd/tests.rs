@@ -316,6 +316,118 @@ fn predicated_reduce_skips_dropped_elements() {
     }
 }
 
+/// The first aggregate of a reduce's output.
+fn first_aggregate(o: &PlanOutput) -> Scalar {
+    match o {
+        PlanOutput::Aggregates(a) => a[0],
+        PlanOutput::Columns(_) => panic!("not a reduce"),
+    }
+}
+
+#[test]
+fn fused_predicate_gives_the_bits_of_the_mask() {
+    // `sum(x * x) where x op t`, with NaNs, the uniform on either side: the
+    // compare folded into the sum must give exactly the mask pass's bits
+    // (a second aggregate keeps the mask pass).
+    let mut rng = Rng(23);
+    for n in LENGTHS {
+        let mut xs = rng.f32s(n);
+        for i in (0..n).step_by(5) {
+            xs[i] = f32::NAN;
+        }
+        for op in [BinaryOp::Lt, BinaryOp::Le, BinaryOp::Gt, BinaryOp::Ge] {
+            for uniform_left in [false, true] {
+                let build = |with_count: bool| {
+                    let mut p = P::default();
+                    let x = p.input(0, DType::F32);
+                    let t = p.param(0, DType::F32);
+                    let keep = if uniform_left {
+                        p.bin(op, t, x)
+                    } else {
+                        p.bin(op, x, t)
+                    };
+                    let sq = p.bin(BinaryOp::Mul, x, x);
+                    let mut aggs = smallvec![agg(AggKind::Sum, Some(sq))];
+                    if with_count {
+                        aggs.push(agg(AggKind::Count, None));
+                    }
+                    plan(
+                        &[DType::F32],
+                        1,
+                        vec![stage(1, p, Some(keep), Terminal::Reduce(aggs))],
+                    )
+                };
+                let fused = build(false);
+                let text = BlockProgram::compile(&fused).unwrap().to_string();
+                assert!(
+                    text.contains(" where ") && !text.contains("predicate"),
+                    "{text}"
+                );
+                let params = [Scalar::F32(0.5)];
+                let a = check(fused, &[ColumnRef::F32(&xs)], &params, true);
+                let b = check(build(true), &[ColumnRef::F32(&xs)], &params, true);
+                assert_eq!(
+                    first_aggregate(&a).to_bits(),
+                    first_aggregate(&b).to_bits(),
+                    "{op} uniform_left={uniform_left} n={n}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn nested_fused_sum_gives_the_bits_of_the_register() {
+    // `sum((x op1 y) op2 k)` with `y` an input or a parameter: folding the
+    // inner operation too must give the bits of computing it into a
+    // register first (a second aggregate reading it keeps the register).
+    let ops = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul];
+    let mut rng = Rng(29);
+    for n in LENGTHS {
+        let xs = rng.f64s(n);
+        let ys = rng.f64s(n);
+        for inner in ops {
+            for outer in ops {
+                for y_input in [false, true] {
+                    let build = |with_max: bool| {
+                        let mut p = P::default();
+                        let x = p.input(0, DType::F64);
+                        let y = if y_input {
+                            p.input(1, DType::F64)
+                        } else {
+                            p.param(0, DType::F64)
+                        };
+                        let k = p.konst(Scalar::F64(0.75));
+                        let h = p.bin(inner, x, y);
+                        let c = p.bin(outer, h, k);
+                        let mut aggs = smallvec![agg(AggKind::Sum, Some(c))];
+                        if with_max {
+                            aggs.push(agg(AggKind::Max, Some(h)));
+                        }
+                        plan(
+                            &[DType::F64, DType::F64],
+                            1,
+                            vec![stage(2, p, None, Terminal::Reduce(aggs))],
+                        )
+                    };
+                    let nested = build(false);
+                    let text = BlockProgram::compile(&nested).unwrap().to_string();
+                    assert!(text.contains("regs:\n  reduce"), "{text}");
+                    let inputs = [ColumnRef::F64(&xs), ColumnRef::F64(&ys)];
+                    let params = [Scalar::F64(1.25)];
+                    let a = check(nested, &inputs, &params, true);
+                    let b = check(build(true), &inputs, &params, true);
+                    assert_eq!(
+                        first_aggregate(&a).to_bits(),
+                        first_aggregate(&b).to_bits(),
+                        "{inner} {outer} y_input={y_input} n={n}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn nan_min_max_and_arg_extrema() {
     let n = 2 * LEAF + 100;
@@ -1014,10 +1126,11 @@ fn block_program_text_form() {
         )],
     );
     let prog = BlockProgram::compile(&pl).unwrap();
-    // The add is fused into the sum: one register, two passes per block.
+    // The add and the multiply under it are fused into the sum: no
+    // register, one pass over the input.
     assert_eq!(
         prog.to_string(),
-        "stage 0:\n  regs: f32x1\n    r0:f32 = mul in0, u1\n  reduce: sum(add r0, u2:f32)\n"
+        "stage 0:\n  regs:\n  reduce: sum(add (mul in0, u1), u2:f32)\n"
     );
 }
 
