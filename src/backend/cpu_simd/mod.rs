@@ -15,6 +15,17 @@
 //!   everything computed only from them are evaluated once per run and used
 //!   as scalar operands (`u1`). Registers are reused by liveness, so the
 //!   block working set of a typical chain is a few KiB and stays in L1.
+//! * **Terminal fusion.** Passes over a block cost memory bandwidth: the
+//!   first pass over an input waits on DRAM, and during the later passes
+//!   the hardware prefetcher, which runs ahead of demand misses only,
+//!   idles. So a float sum folds the last add/sub/mul of its column itself,
+//!   and the add/sub/mul under it when the outer one takes a uniform
+//!   (`x * 2 + 1`), and evaluates an ordered compare of a column with a
+//!   uniform as its predicate (`x > 0.5`): the common memory-bound sums read
+//!   their inputs in one pass, with no register at all, and then fold a
+//!   whole leaf per call. (Prefetching the next block's lines during the
+//!   fold instead was tried and measured slower: the software prefetches
+//!   hold L1 miss buffers the hardware streamer would have used.)
 //! * **Leaves.** Positions are cut into fixed leaves of [`LEAF`] positions
 //!   ([`LEAF_BLOCKS`] blocks). A reduction folds each leaf into [`LANES`]
 //!   independent accumulator lanes (lane `j` takes positions `j`, `j + 32`,

@@ -702,11 +702,7 @@ fn fused_predicate(
     let Node::Binary(op, a, b) = prog.get(p).node else {
         return None;
     };
-    let read_elsewhere = roots.iter().filter(|&&r| r == p).count() > 1
-        || prog
-            .iter()
-            .any(|(_, d)| d.node.operands().iter().any(|&o| o == p));
-    if read_elsewhere || prog.ty(a) != prog.ty(c) {
+    if value_uses(prog, roots)[p.index()] != 1 || prog.ty(a) != prog.ty(c) {
         return None;
     }
     let flipped = match op {
