@@ -195,6 +195,49 @@ impl ExecutionMetrics {
     }
 }
 
+#[cfg(test)]
+impl ExecutionMetrics {
+    /// A successful run of `backend` over `elements` input elements
+    /// (`bytes_in` bytes) that executed for `secs`, with neutral values in
+    /// every field unit tests do not look at.
+    pub(crate) fn test_run(
+        fingerprint: u64,
+        backend: BackendKind,
+        elements: u64,
+        bytes_in: u64,
+        secs: f64,
+    ) -> ExecutionMetrics {
+        ExecutionMetrics {
+            run_id: 0,
+            fingerprint,
+            backend,
+            reason: SelectionReason::Forced,
+            attempts: SmallVec::new(),
+            elements_in: elements,
+            bytes_in,
+            elements_out: 1,
+            bytes_out: 8,
+            phases: PhaseTimes {
+                execute: Duration::from_secs_f64(secs),
+                total: Duration::from_secs_f64(secs),
+                ..PhaseTimes::default()
+            },
+            plan_cache_hit: true,
+            compile_cache_hit: true,
+            bytes_allocated: 0,
+            bytes_uploaded: 0,
+            bytes_downloaded: 0,
+            bytes_resident: 0,
+            estimates: SmallVec::new(),
+            parallelism: 1,
+            launches: 1,
+            stages: 1,
+            terminal: "reduce",
+            oom_retries: 0,
+        }
+    }
+}
+
 impl fmt::Display for ExecutionMetrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let p = &self.phases;

@@ -102,27 +102,7 @@ mod tests {
     fn run(id: u64) -> ExecutionMetrics {
         ExecutionMetrics {
             run_id: id,
-            fingerprint: 0,
-            backend: crate::backend::BackendKind::CpuScalar,
-            reason: crate::metrics::SelectionReason::OnlyCandidate,
-            attempts: Default::default(),
-            elements_in: 0,
-            bytes_in: 0,
-            elements_out: 0,
-            bytes_out: 0,
-            phases: Default::default(),
-            plan_cache_hit: false,
-            compile_cache_hit: false,
-            bytes_allocated: 0,
-            bytes_uploaded: 0,
-            bytes_downloaded: 0,
-            bytes_resident: 0,
-            estimates: Default::default(),
-            parallelism: 1,
-            launches: 1,
-            stages: 1,
-            terminal: "reduce",
-            oom_retries: 0,
+            ..ExecutionMetrics::test_run(0, crate::backend::BackendKind::CpuScalar, 3, 12, 1e-6)
         }
     }
 

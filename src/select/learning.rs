@@ -548,7 +548,7 @@ impl Drop for LearningSelector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{Attempt, PhaseTimes};
+    use crate::metrics::Attempt;
     use crate::prelude::*;
     use crate::runtime::compiled::{CompiledPlan, PlanReport};
 
@@ -593,34 +593,7 @@ mod tests {
         k: BackendKind,
         secs: f64,
     ) -> ExecutionMetrics {
-        ExecutionMetrics {
-            run_id: 0,
-            fingerprint: p.fingerprint,
-            backend: k,
-            reason: SelectionReason::Forced,
-            attempts: SmallVec::new(),
-            elements_in: w.elements,
-            bytes_in: w.bytes_in,
-            elements_out: 1,
-            bytes_out: 8,
-            phases: PhaseTimes {
-                execute: Duration::from_secs_f64(secs),
-                total: Duration::from_secs_f64(secs),
-                ..PhaseTimes::default()
-            },
-            plan_cache_hit: true,
-            compile_cache_hit: true,
-            bytes_allocated: 0,
-            bytes_uploaded: 0,
-            bytes_downloaded: 0,
-            bytes_resident: 0,
-            estimates: SmallVec::new(),
-            parallelism: 1,
-            launches: 1,
-            stages: 1,
-            terminal: "reduce",
-            oom_retries: 0,
-        }
+        ExecutionMetrics::test_run(p.fingerprint, k, w.elements, w.bytes_in, secs)
     }
 
     #[test]
