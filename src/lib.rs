@@ -77,35 +77,3 @@ pub mod select;
 pub mod telemetry;
 
 pub use error::{Error, ErrorKind, Result};
-#[cfg(test)]
-mod tmp_sizes {
-    #[test]
-    fn sizes() {
-        use std::mem::size_of;
-        eprintln!(
-            "Query {}",
-            size_of::<crate::query::Query<'static, crate::expr::Expr<f32>>>()
-        );
-        eprintln!("QueryTrace {}", size_of::<crate::graph::QueryTrace>());
-        eprintln!("LogicalOp {}", size_of::<crate::graph::LogicalOp>());
-        eprintln!(
-            "LogicalTerminal {}",
-            size_of::<crate::graph::LogicalTerminal>()
-        );
-        eprintln!("Params {}", size_of::<crate::expr::Params>());
-        eprintln!(
-            "Prepared {}",
-            size_of::<crate::runtime::executor::Prepared<'static>>()
-        );
-        eprintln!(
-            "ExecutionMetrics {}",
-            size_of::<crate::metrics::ExecutionMetrics>()
-        );
-        eprintln!("PlanOutput {}", size_of::<crate::plan::PlanOutput>());
-        eprintln!("Decision {}", size_of::<crate::select::Decision>());
-        eprintln!(
-            "WorkloadCharacteristics {}",
-            size_of::<crate::plan::WorkloadCharacteristics>()
-        );
-    }
-}
