@@ -41,22 +41,23 @@ pub(crate) fn fresh_id() -> u32 {
     IDS.try_with(|ids| {
         let (mut next, mut end) = ids.get();
         if next == end {
-            // Block 0 starts at 1: identity 0 is never handed out.
-            next = NEXT_BLOCK
-                .fetch_add(1, Ordering::Relaxed)
-                .wrapping_mul(ID_BLOCK)
-                .max(1);
+            next = block_start();
             end = next.wrapping_add(ID_BLOCK) & !(ID_BLOCK - 1);
         }
         ids.set((next.wrapping_add(1), end));
         next
     })
     // Only while the thread is torn down: any unused identity will do.
-    .unwrap_or_else(|_| {
-        NEXT_BLOCK
-            .fetch_add(1, Ordering::Relaxed)
-            .wrapping_mul(ID_BLOCK)
-    })
+    .unwrap_or_else(|_| block_start())
+}
+
+/// The first identity of a fresh block. Block 0 starts at 1: identity 0 is
+/// never handed out.
+fn block_start() -> u32 {
+    NEXT_BLOCK
+        .fetch_add(1, Ordering::Relaxed)
+        .wrapping_mul(ID_BLOCK)
+        .max(1)
 }
 
 /// Runs `f` with `arena`/`params` as the tracing target.
