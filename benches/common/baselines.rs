@@ -161,3 +161,23 @@ pub fn data(n: usize, seed: u64) -> Vec<f32> {
         })
         .collect()
 }
+
+/// The hand-written `wide` loops on every core: rayon over fixed chunks,
+/// each chunk the single-threaded loop above. Nothing reads memory faster
+/// here, so for the bandwidth-bound reductions this is the ceiling of any
+/// program on this machine, computeq included.
+const PAR_CHUNK: usize = 1 << 16;
+pub fn p1_wide_par(xs: &[f32]) -> f32 {
+    xs.par_chunks(PAR_CHUNK).map(p1_wide).sum()
+}
+pub fn p2_wide_par(xs: &[f32]) -> f32 {
+    xs.par_chunks(PAR_CHUNK).map(p2_wide).sum()
+}
+pub fn p5_wide_par(xs: &[f32], ys: &[f32]) -> f32 {
+    let n = xs.len().min(ys.len());
+    xs[..n]
+        .par_chunks(PAR_CHUNK)
+        .zip(ys[..n].par_chunks(PAR_CHUNK))
+        .map(|(x, y)| p5_wide(x, y))
+        .sum()
+}
