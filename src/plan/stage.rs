@@ -191,14 +191,20 @@ impl Stage {
     /// Resolves the stage's range for input lengths `input_lens` (one per
     /// slot) and parameter values.
     pub fn resolve_range(&self, input_lens: &[usize], params: &[Scalar]) -> StageRange {
+        // Push loops and no per-slot flags: this runs on every query, and
+        // most ranges are joins only. A skip finds the slots that joined
+        // (or started counting) before it by looking back over the steps.
         let mut r = StageRange {
             len: usize::MAX,
-            offsets: smallvec::smallvec![0; self.inputs.len()],
-            index_offsets: smallvec::smallvec![0; self.enumerates as usize],
+            offsets: SmallVec::new(),
+            index_offsets: SmallVec::new(),
         };
-        let mut joined: SmallVec<[bool; 4]> = smallvec::smallvec![false; self.inputs.len()];
-        let mut counting: SmallVec<[bool; 2]> =
-            smallvec::smallvec![false; self.enumerates as usize];
+        for _ in 0..self.inputs.len() {
+            r.offsets.push(0);
+        }
+        for _ in 0..self.enumerates {
+            r.index_offsets.push(0);
+        }
         let count = |p: u16| -> usize {
             let n = match params[p as usize] {
                 Scalar::U64(n) => n,
@@ -206,24 +212,23 @@ impl Stage {
             };
             usize::try_from(n).unwrap_or(usize::MAX)
         };
-        for op in &self.range {
+        for (i, op) in self.range.iter().enumerate() {
             match *op {
-                RangeOp::Join(s) => {
-                    joined[s as usize] = true;
-                    r.len = r.len.min(input_lens[s as usize]);
-                }
-                RangeOp::Enumerate(e) => counting[e as usize] = true,
+                RangeOp::Join(s) => r.len = r.len.min(input_lens[s as usize]),
+                RangeOp::Enumerate(_) => {}
                 RangeOp::Skip(p) => {
                     let n = count(p).min(r.len);
                     r.len -= n;
-                    for (s, o) in r.offsets.iter_mut().enumerate() {
-                        if joined[s] {
-                            *o += n;
+                    let before = &self.range[..i];
+                    for (j, earlier) in before.iter().enumerate() {
+                        // Each slot once, however often it was named.
+                        if before[..j].contains(earlier) {
+                            continue;
                         }
-                    }
-                    for (e, o) in r.index_offsets.iter_mut().enumerate() {
-                        if counting[e] {
-                            *o += n as u64;
+                        match *earlier {
+                            RangeOp::Join(s) => r.offsets[s as usize] += n,
+                            RangeOp::Enumerate(e) => r.index_offsets[e as usize] += n as u64,
+                            RangeOp::Skip(_) | RangeOp::Take(_) => {}
                         }
                     }
                 }
@@ -389,3 +394,43 @@ impl fmt::Display for PhysicalPlan {
 
 /// Parameter values of one run (re-exported for backends).
 pub type RunParams = Params;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stage over `inputs` source slots and `enumerates` counters whose
+    /// range is `range`; the program is irrelevant to the range.
+    fn stage(inputs: u16, enumerates: u16, range: &[RangeOp]) -> Stage {
+        Stage {
+            inputs: (0..inputs).map(StageInput::Source).collect(),
+            enumerates,
+            range: range.iter().copied().collect(),
+            program: ExprArena::default(),
+            predicate: None,
+            terminal: Terminal::Collect(SmallVec::new()),
+        }
+    }
+
+    #[test]
+    fn a_skip_moves_only_what_joined_before_it() {
+        use RangeOp::*;
+        // xs.enumerate().skip(p0).zip(ys).take(p1): the skip moves xs and
+        // the counter, not ys, which joins after it.
+        let s = stage(2, 1, &[Join(0), Enumerate(0), Skip(0), Join(1), Take(1)]);
+        let r = s.resolve_range(&[100, 50], &[Scalar::U64(10), Scalar::U64(1000)]);
+        assert_eq!(r.len, 50);
+        assert_eq!(r.offsets.as_slice(), &[10, 0]);
+        assert_eq!(r.index_offsets.as_slice(), &[10]);
+        // Two skips add up; a slot named twice still moves once per skip.
+        let s = stage(1, 0, &[Join(0), Join(0), Skip(0), Skip(1)]);
+        let r = s.resolve_range(&[100], &[Scalar::U64(3), Scalar::U64(4)]);
+        assert_eq!((r.len, r.offsets.as_slice()), (93, &[7][..]));
+        // A skip past the end leaves an empty range at the end.
+        let r = stage(1, 0, &[Join(0), Skip(0)]).resolve_range(&[5], &[Scalar::U64(9)]);
+        assert_eq!((r.len, r.offsets.as_slice()), (0, &[5][..]));
+        // No join at all: an empty range.
+        let r = stage(0, 1, &[Enumerate(0)]).resolve_range(&[], &[]);
+        assert_eq!(r.len, 0);
+    }
+}

@@ -323,7 +323,9 @@ fn run_with<O>(
                 continue;
             }
         }
-        let backend = engine.backend(kind).expect("checked above").clone();
+        // Borrowed: the engine outlives the run (an `Arc` clone would be
+        // two locked adds per query).
+        let backend: &dyn crate::backend::Backend = &**engine.backend(kind).expect("checked above");
         let mut stats = RunStats::default();
         let job = Job {
             plan: &planned.plan,
@@ -339,7 +341,7 @@ fn run_with<O>(
         let exec_span = tracing::debug_span!("computeq.execute", backend = kind.name());
         let _exec = exec_span.enter();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            exec(&*backend, &job, &mut stats)
+            exec(backend, &job, &mut stats)
         }))
         .unwrap_or_else(|payload| {
             Err(BackendError::new(

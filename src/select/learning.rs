@@ -179,7 +179,10 @@ impl LearningSelector {
         shape: &PlanShape,
         selectivity: f64,
     ) -> &'m EstimateMemo {
-        let model = self.model.read();
+        // The memo is checked before the model is locked: a current memo
+        // (the common case) needs no model, and a model changed between
+        // this check and the use of the memo is no different from one
+        // changed just after the query.
         let revision = self.revision.load(Ordering::Relaxed);
         let current = memo.as_ref().is_some_and(|m| {
             m.is_for(input.workload, selectivity, revision)
@@ -189,6 +192,10 @@ impl LearningSelector {
                     .all(|k| !m.steady[k.index()].is_nan())
         });
         if !current {
+            let model = self.model.read();
+            // The revision the prices below are from (a writer holds the
+            // model's write lock while it bumps it).
+            let revision = self.revision.load(Ordering::Relaxed);
             let e = EstimateInput {
                 workload: input.workload,
                 shape,

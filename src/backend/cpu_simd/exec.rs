@@ -223,17 +223,41 @@ impl Drop for Exec {
 pub(crate) struct Acct {
     bytes: AtomicU64,
     tasks: AtomicU32,
+    /// Whether only the calling thread counts here (the default is shared
+    /// by the tasks of a parallel run). Local counting is a plain load and
+    /// store: a locked add is a full barrier on x86, and a tiny query would
+    /// pay two of them for its bookkeeping.
+    local: bool,
 }
 
 impl Acct {
+    /// Accounts of a run whose tasks run on several threads (`shared`) or
+    /// only on the calling one.
+    pub(crate) fn new(shared: bool) -> Acct {
+        Acct {
+            local: !shared,
+            ..Acct::default()
+        }
+    }
+
     /// Records `n` bytes of allocation.
     pub(crate) fn alloc(&self, n: u64) {
-        self.bytes.fetch_add(n, Ordering::Relaxed);
+        if !self.local {
+            self.bytes.fetch_add(n, Ordering::Relaxed);
+        } else {
+            let b = self.bytes.load(Ordering::Relaxed);
+            self.bytes.store(b.wrapping_add(n), Ordering::Relaxed);
+        }
     }
 
     /// Records one sequential task.
     pub(crate) fn task(&self) {
-        self.tasks.fetch_add(1, Ordering::Relaxed);
+        if !self.local {
+            self.tasks.fetch_add(1, Ordering::Relaxed);
+        } else {
+            let t = self.tasks.load(Ordering::Relaxed);
+            self.tasks.store(t.wrapping_add(1), Ordering::Relaxed);
+        }
     }
 
     /// Bytes allocated so far.
@@ -251,6 +275,12 @@ impl Acct {
 /// over a thread pool (`cpu-parallel`). Every driver must use the leaf
 /// functions of [`StageRun`] and their fixed combine order.
 pub(crate) trait Driver: Sync {
+    /// Whether the driver runs tasks on more than the calling thread (its
+    /// [`Acct`] must then count with atomic adds).
+    fn shared(&self) -> bool {
+        true
+    }
+
     /// The reduce partials of all leaves, combined by the midpoint tree.
     fn reduce(&self, run: &StageRun<'_>, acct: &Acct) -> Partials;
     /// Writes every position's columns into `outs` (each of length `len`).
@@ -282,10 +312,17 @@ pub(crate) struct StageRun<'a> {
     isa: Isa,
 }
 
-fn eval_uniforms(prog: &ExprArena, list: &[u32], params: &[Scalar]) -> SmallVec<[Scalar; 16]> {
+/// Evaluates the uniform values of `prog` into `vals` (empty before; one
+/// slot per node). Filled in place: the vector is a few hundred bytes, and
+/// returning it costs a copy on every run.
+fn eval_uniforms(
+    vals: &mut SmallVec<[Scalar; 16]>,
+    prog: &ExprArena,
+    list: &[u32],
+    params: &[Scalar],
+) {
     // A push loop: `smallvec![v; n]` goes through the generic `extend`,
     // which costs more than evaluating a typical chain's uniforms.
-    let mut vals: SmallVec<[Scalar; 16]> = SmallVec::new();
     for _ in 0..prog.len() {
         vals.push(Scalar::Bool(false));
     }
@@ -311,7 +348,6 @@ fn eval_uniforms(prog: &ExprArena, list: &[u32], params: &[Scalar]) -> SmallVec<
             Node::Input(_) | Node::Index(_) => continue,
         };
     }
-    vals
 }
 
 impl<'a> StageRun<'a> {
@@ -361,34 +397,43 @@ impl<'a> StageRun<'a> {
                 return Err(format!("input slot {s} is shorter than the stage's range"));
             }
         }
-        Ok(StageRun {
+        let mut run = StageRun {
             prog,
             stage,
-            uniforms: eval_uniforms(&stage.program, &prog.uniforms, params),
+            uniforms: SmallVec::new(),
             inputs,
             offsets: range.offsets,
             index_offsets: range.index_offsets,
             len: range.len,
             params,
             isa,
-        })
+        };
+        eval_uniforms(&mut run.uniforms, &stage.program, &prog.uniforms, params);
+        Ok(run)
     }
 
     /// The count-only twin of a filter+collect stage (for the parallel
     /// count pass).
     pub(crate) fn count_run(&self) -> Option<StageRun<'a>> {
         let prog = self.prog.count_pass.as_deref()?;
-        Some(StageRun {
+        let mut run = StageRun {
             prog,
             stage: self.stage,
             inputs: self.inputs.clone(),
             offsets: self.offsets.clone(),
             index_offsets: self.index_offsets.clone(),
             len: self.len,
-            uniforms: eval_uniforms(&self.stage.program, &prog.uniforms, self.params),
+            uniforms: SmallVec::new(),
             params: self.params,
             isa: self.isa,
-        })
+        };
+        eval_uniforms(
+            &mut run.uniforms,
+            &self.stage.program,
+            &prog.uniforms,
+            self.params,
+        );
+        Some(run)
     }
 
     /// Number of logical positions.
@@ -1387,8 +1432,10 @@ pub(crate) fn run_plan(
                     .ok_or_else(|| format!("stage {i} reads missing stage output {s}.{column}"))?,
             });
         }
-        let run = StageRun::new(prog, stage, inputs, params, isa)
-            .map_err(|m| format!("stage {i}: {m}"))?;
+        let run = match StageRun::new(prog, stage, inputs, params, isa) {
+            Ok(run) => run,
+            Err(m) => return Err(format!("stage {i}: {m}")),
+        };
         let out = match run.terminal() {
             TermProgram::Reduce(_) => PlanOutput::Aggregates(run.finish(driver.reduce(&run, acct))),
             TermProgram::Collect(_) if run.has_predicate() => {
@@ -1430,6 +1477,10 @@ pub(crate) fn run_plan(
 pub(crate) struct Sequential;
 
 impl Driver for Sequential {
+    fn shared(&self) -> bool {
+        false
+    }
+
     fn reduce(&self, run: &StageRun<'_>, acct: &Acct) -> Partials {
         acct.task();
         acct.alloc(run.state_bytes());

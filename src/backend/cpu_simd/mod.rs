@@ -129,7 +129,7 @@ pub(crate) fn execute_with(
     for h in &hosts {
         sources.push(h.as_ref());
     }
-    let acct = Acct::default();
+    let acct = Acct::new(driver.shared());
     // No clock here: the executor times the call, and for a CPU backend
     // everything it does besides the plan is a cache lookup.
     let out = exec::run_plan(
