@@ -418,7 +418,10 @@ fn device_section(sizes: &[usize]) {
             None => println!("\n{kind}: feature off; device figures skipped"),
         }
     }
+    #[cfg(feature = "wgpu")]
     dispatch_overhead();
+    #[cfg(not(feature = "wgpu"))]
+    println!("\nwgpu: feature off; executor overhead per dispatch not measured");
 }
 
 /// P1 and P4 forced onto device backend `kind`, phase by phase.
@@ -475,6 +478,7 @@ fn device_rows(kind: BackendKind, sizes: &[usize]) {
 /// The executor's own cost per dispatch on a cached pipeline: a 1k-element
 /// sum through the wgpu backend minus the same device work done directly
 /// with wgpu (`benches/wgpu_dispatch.rs` has the criterion version).
+#[cfg(feature = "wgpu")]
 fn dispatch_overhead() {
     use computeq::backend::wgpu::{measure_overhead, FaultPlan, WgpuBackend};
     use computeq::runtime::column::ColumnRef;
