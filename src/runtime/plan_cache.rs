@@ -10,9 +10,9 @@
 //! never reports a hit the cache itself would not. It keeps its own copy of
 //! the key, so a hit compares the trace without touching the shared entry
 //! (two locked operations per hit, for the plan's count, instead of four),
-//! and holds the plan weakly: a plan is never freed by a thread's exit (a device
-//! backend's artifacts cannot be dropped while thread-locals are torn
-//! down).
+//! and holds the plan weakly: a plan is never freed by a thread's exit (a
+//! device backend's artifacts cannot be dropped while thread-locals are
+//! torn down).
 
 use super::compiled::{CompiledPlan, PlanReport};
 use crate::graph::{OpGraph, QueryTrace};

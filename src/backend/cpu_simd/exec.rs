@@ -242,21 +242,21 @@ impl Acct {
 
     /// Records `n` bytes of allocation.
     pub(crate) fn alloc(&self, n: u64) {
-        if !self.local {
-            self.bytes.fetch_add(n, Ordering::Relaxed);
-        } else {
+        if self.local {
             let b = self.bytes.load(Ordering::Relaxed);
             self.bytes.store(b.wrapping_add(n), Ordering::Relaxed);
+        } else {
+            self.bytes.fetch_add(n, Ordering::Relaxed);
         }
     }
 
     /// Records one sequential task.
     pub(crate) fn task(&self) {
-        if !self.local {
-            self.tasks.fetch_add(1, Ordering::Relaxed);
-        } else {
+        if self.local {
             let t = self.tasks.load(Ordering::Relaxed);
             self.tasks.store(t.wrapping_add(1), Ordering::Relaxed);
+        } else {
+            self.tasks.fetch_add(1, Ordering::Relaxed);
         }
     }
 
