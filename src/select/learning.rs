@@ -271,6 +271,8 @@ impl Selector for LearningSelector {
         struct Cand {
             kind: BackendKind,
             model: f64,
+            /// The model's steady-state price (compile excluded).
+            model_steady: f64,
             /// Steady state (compile excluded), history-corrected.
             steady: f64,
             /// `steady` + compile when not built yet.
@@ -299,6 +301,7 @@ impl Selector for LearningSelector {
             cands.push(Cand {
                 kind: k,
                 model: model + compile,
+                model_steady: model,
                 steady,
                 predicted: steady + compile,
                 samples: stat.samples,
@@ -386,8 +389,19 @@ impl Selector for LearningSelector {
         // 5. Bounded exploration.
         if s.learn && s.explore_ratio > 0.0 {
             let limit = best.steady * s.explore_ratio;
-            let plausible = |c: &&Cand| c.kind != best.kind && !c.backed_off && c.steady <= limit;
-            let pick = if now % 2 == 0 {
+            // A candidate is judged by the better of its model price and
+            // its measurements: a cold first run or two (scratch
+            // allocated, caches cold) must not keep it out of exploration
+            // and re-checks for good while the incumbent's history warms
+            // up. Still bounded: only until `min_samples`, then one run
+            // in `RECHECK_EVERY` for the runner-up.
+            let hopeful = |c: &Cand| c.steady.min(c.model_steady);
+            let plausible = |c: &&Cand| c.kind != best.kind && !c.backed_off && hopeful(c) <= limit;
+            // Under-sampled candidates on every other run; else, once in
+            // `RECHECK_EVERY` runs, the runner-up. (The re-check used to be
+            // an `else` of the even runs at an even phase, so it never
+            // ran.)
+            let undersampled = if now % 2 == 0 {
                 cands
                     .iter()
                     .filter(plausible)
@@ -397,11 +411,14 @@ impl Selector for LearningSelector {
                             .cmp(&b.samples)
                             .then(a.steady.total_cmp(&b.steady))
                     })
-            } else if now % RECHECK_EVERY == RECHECK_EVERY / 2 {
-                runner_up.filter(|c| plausible(c))
             } else {
                 None
             };
+            let pick = undersampled.or_else(|| {
+                (now % RECHECK_EVERY == RECHECK_EVERY / 2)
+                    .then(|| runner_up.filter(|c| plausible(c)))
+                    .flatten()
+            });
             if let Some(c) = pick {
                 let k = c.kind;
                 order.retain(|b| *b != k);
@@ -682,6 +699,48 @@ mod tests {
         );
         // Each plausible alternative is tried only until it has min_samples.
         assert!(explored.len() <= 3, "{explored:?}");
+    }
+
+    #[test]
+    fn cold_first_samples_do_not_bar_a_candidate_for_good() {
+        let s = LearningSelector::new(settings());
+        // Tiny: every CPU backend is a fixed cost, and the model ranks
+        // cpu-simd first.
+        let (p, w) = plan(8);
+        // Built once (any artifact will do): no compile in its price.
+        p.artifact(BackendKind::CpuSimd, || Ok::<_, ()>(0u8))
+            .unwrap();
+        let d = select(&s, &p, &w);
+        let price = |k: BackendKind| d.estimates.iter().find(|e| e.backend == k).unwrap().seconds;
+        let simd_model = price(BackendKind::CpuSimd);
+        assert!(simd_model < price(BackendKind::CpuScalar), "{d:?}");
+        // cpu-simd's first two runs are cold, 20x its model; warm, it runs
+        // at its model price, half the incumbent's time.
+        for _ in 0..2 {
+            s.observe(
+                &w,
+                &metrics(&p, &w, BackendKind::CpuSimd, 20.0 * simd_model),
+            );
+        }
+        let mut last = Vec::new();
+        for _ in 0..8 * RECHECK_EVERY as usize {
+            let d = select(&s, &p, &w);
+            let k = d.order[0];
+            let secs = if k == BackendKind::CpuSimd {
+                simd_model
+            } else {
+                2.0 * simd_model
+            };
+            s.observe(&w, &metrics(&p, &w, k, secs));
+            if d.reason != SelectionReason::Exploration {
+                last.push(k);
+            }
+        }
+        let tail = &last[last.len() - 50..];
+        assert!(
+            tail.iter().all(|&k| k == BackendKind::CpuSimd),
+            "cpu-simd never won back: {tail:?}"
+        );
     }
 
     #[test]
