@@ -13,10 +13,13 @@
 //!    decided (the winner is measured, or measurements overturned the
 //!    model's pick), else `Model`;
 //! 5. exploration: every other run of a (plan, size) key, a candidate with
-//!    fewer than `min_samples` measurements whose steady-state prediction
-//!    is within `explore_ratio` of the choice runs instead (and the
-//!    runner-up once every 256 runs, so history cannot go stale). A
-//!    candidate predicted many times slower is never tried.
+//!    fewer than `min_samples` measurements runs instead when it is
+//!    plausible, and on the other runs the runner-up once every 256 runs,
+//!    if plausible, so history cannot go stale. Plausible: its model price
+//!    or its measured prediction (the better of the two, steady state) is
+//!    within `explore_ratio` of the choice, so a cold first run cannot bar
+//!    a backend for good. A candidate predicted many times slower by both
+//!    is never tried.
 //!
 //! Cheap on the query path: one uncontended mutex around a hash lookup and
 //! a few multiplications; no allocation, I/O or clock reads. Persistence
