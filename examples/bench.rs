@@ -201,7 +201,6 @@ fn main() {
             let mut cq_call = || {
                 black_box(cq());
             };
-            let has_ceiling = ceil.is_some();
             let t = match ceil {
                 Some(c) => interleaved(
                     &mut [&mut cq_call, &mut *std, &mut *ray, &mut *wide, &mut *c],
@@ -217,10 +216,10 @@ fn main() {
                 std_ratio: ratio(std_t, cq_t),
                 rayon_ratio: ratio(ray_t, cq_t),
                 wide_ratio: ratio(wide_t, cq_t),
-                ceiling: has_ceiling.then(|| Ceiling {
-                    vs_cq: ratio(&t[4], cq_t),
-                    std_ratio: ratio(std_t, &t[4]),
-                    rayon_ratio: ratio(ray_t, &t[4]),
+                ceiling: t.get(4).map(|ceil_t| Ceiling {
+                    vs_cq: ratio(ceil_t, cq_t),
+                    std_ratio: ratio(std_t, ceil_t),
+                    rayon_ratio: ratio(ray_t, ceil_t),
                 }),
                 cq: median(cq_t.clone()),
                 backend,

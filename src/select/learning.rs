@@ -406,10 +406,9 @@ impl Selector for LearningSelector {
             // in `RECHECK_EVERY` for the runner-up.
             let hopeful = |c: &Cand| c.steady.min(c.model_steady);
             let plausible = |c: &&Cand| c.kind != best.kind && !c.backed_off && hopeful(c) <= limit;
-            // Under-sampled candidates on every other run; else, once in
-            // `RECHECK_EVERY` runs, the runner-up. (The re-check used to be
-            // an `else` of the even runs at an even phase, so it never
-            // ran.)
+            // Under-sampled candidates on every other run; when none is
+            // picked, once in `RECHECK_EVERY` runs, the runner-up (its
+            // phase is even, so it must not be an `else` of the even runs).
             let undersampled = if now % 2 == 0 {
                 cands
                     .iter()
