@@ -1,7 +1,7 @@
 //! Pipelines P1–P5 on f32 at N = 10^3, 10^5, 10^7, 10^8: computeq (auto
 //! selected) against std iterators, rayon and a hand-written `wide` loop,
 //! in one run. The four are sampled in interleaved rounds (each round one
-//! sample of each, in a rotating order) and a ratio is the median of the
+//! sample of each, in a fresh order) and a ratio is the median of the
 //! rounds' ratios, so that load from other tenants of a shared machine
 //! falls on all four alike. computeq is measured in steady state, after
 //! `WARM_UP_RUNS` runs of each query (a new plan's first runs at a size
@@ -14,6 +14,8 @@
 
 #[path = "../benches/common/baselines.rs"]
 mod baselines;
+#[path = "../benches/common/order.rs"]
+mod order;
 
 use baselines::*;
 use computeq::prelude::*;
@@ -101,15 +103,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// The contenders of one row measured in `reps` rounds, each round one
-/// sample of every contender in a rotating order, so that a burst of load
-/// from other tenants of the machine falls on all of them alike. Returns
+/// sample of every contender in a fresh order (see `order.rs`), so that a
+/// burst of load from other tenants of the machine, or the threads of the
+/// contender just before, fall on all of them alike. Returns
 /// per contender its samples, by round.
 fn interleaved(fs: &mut [&mut dyn FnMut()], reps: usize) -> Vec<Vec<f64>> {
     let batches: Vec<usize> = fs.iter_mut().map(|f| batch_of(*f)).collect();
     let mut out: Vec<Vec<f64>> = vec![Vec::new(); fs.len()];
     for round in 0..reps {
-        for k in 0..fs.len() {
-            let i = (round + k) % fs.len();
+        for i in order::round_order(round, fs.len()) {
             let t = sample(fs[i], batches[i]);
             out[i].push(t);
         }

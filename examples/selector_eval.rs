@@ -7,8 +7,11 @@
 //! Every workload runs on every available backend (forced with `.on(..)`,
 //! on an engine with learning off, so its estimates are the raw cost
 //! model's) and with the learning selector (a separate engine that starts
-//! with no history). Runs are interleaved round by round so that drift of
-//! this noisy machine hits all of them alike; times are medians.
+//! with no history). Runs are interleaved round by round, in a fresh order
+//! each round, so that drift of this noisy machine hits all of them alike;
+//! up to N = 10^6 each timed run follows an untimed one of the same
+//! contender, so that it does not pay for the state its predecessor left
+//! behind; times are medians.
 //!
 //! Printed: per workload the oracle (best backend), the selector's choice
 //! and regret; totals against the oracle and against the best single fixed
@@ -16,6 +19,9 @@
 //! relative prediction error. An SVG chart of time against N for each
 //! backend on one pipeline, with the selector's choices marked, goes to
 //! `target/selector_eval.svg` (or `--svg PATH`).
+
+#[path = "../benches/common/order.rs"]
+mod order;
 
 use computeq::backend::{Availability, BackendKind};
 use computeq::metrics::ExecutionMetrics;
@@ -210,6 +216,10 @@ struct Measured {
     choice_reason: String,
 }
 
+/// Largest workload whose timed samples follow an untimed run of the
+/// same contender (see `measure`).
+const SETTLE_MAX_N: usize = 1_000_000;
+
 fn measure(
     w: &Workload,
     engines: &[Engine; 2],
@@ -230,20 +240,32 @@ fn measure(
     let mut model_errors = Vec::new();
     let mut sel = Vec::new();
     let mut choices: Vec<(BackendKind, String)> = Vec::new();
+    // A short run right after another contender's is slowed by the state
+    // that one left behind (caches and branch predictors full of wgpu's
+    // or another backend's code, a rayon pool gone to sleep): up to 5x at
+    // N = 100. Below ~1 ms per run, each timed sample is therefore the
+    // second of two back-to-back runs of its contender.
+    let settle = w.n <= SETTLE_MAX_N;
     for round in 0..reps {
-        // Rotate the order every round: a run right after a device or
+        // A fresh order every round: a run right after a device or
         // parallel run (whose threads are still busy) is slower, and
-        // every contender should take that seat equally often.
+        // every contender should take that seat equally often. (A
+        // rotation would not do: it keeps each one's predecessor.)
         let slots = backends.len() + 1;
-        for j in 0..slots {
-            let slot = (j + round) % slots;
+        for slot in order::round_order(round, slots) {
             if slot == backends.len() {
+                if settle {
+                    let _ = (w.run)(&engines[1], 1, None);
+                }
                 let m = (w.run)(&engines[1], 1, None);
                 sel.push(secs(&m));
                 choices.push((m.backend, m.reason.to_string()));
                 continue;
             }
             let k = backends[slot];
+            if settle {
+                let _ = (w.run)(&engines[0], 0, Some(k));
+            }
             let m = (w.run)(&engines[0], 0, Some(k));
             if m.backend != k {
                 continue; // fell back: this backend cannot run it
