@@ -67,6 +67,12 @@ impl Stat {
         self.center as f64
     }
 
+    /// The most recent sample of log(measured / estimated), if any.
+    pub fn last_log_ratio(&self) -> Option<f64> {
+        let n = self.samples as usize;
+        (n > 0).then(|| self.recent[(n - 1) % RECENT] as f64)
+    }
+
     fn median(&self) -> f64 {
         // A copy in a fixed array, sorted in place: `RECENT` is tiny and
         // this runs on every query.

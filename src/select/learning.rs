@@ -14,8 +14,11 @@
 //!    model's pick), else `Model`;
 //! 5. exploration: every other run of a (plan, size) key, a candidate with
 //!    fewer than `min_samples` measurements runs instead when it is
-//!    plausible, and on the other runs the runner-up once every 256 runs,
-//!    if plausible, so history cannot go stale. Plausible: its model price
+//!    plausible, and on the other runs the runner-up at runs 16, 32, 64
+//!    and then once every 256 runs, if plausible, so history cannot go
+//!    stale; a re-check that clearly beat the choice's prediction is
+//!    repeated on the next run, until the runner-up's median moves or a run comes out
+//!    slower. Plausible: its model price
 //!    or its measured prediction (the better of the two, steady state) is
 //!    within `explore_ratio` of the choice, so a cold first run cannot bar
 //!    a backend for good (a runner-up measured over 8x slower is not
@@ -45,6 +48,17 @@ use std::time::Duration;
 
 /// Runs of a key between re-checks of the runner-up.
 const RECHECK_EVERY: u64 = 256;
+
+/// A re-check is repeated when it ran faster than this share of the
+/// choice's prediction: clearly faster, so that two backends within noise
+/// of each other do not take turns.
+const PROMISING: f64 = 0.9;
+
+/// Before its first periodic re-check (run `RECHECK_EVERY / 2`), a key
+/// re-checks its runner-up at runs 16, 32 and 64: early measurements are
+/// the noisiest (cold caches, a sleeping pool, another program's burst),
+/// and a choice they got wrong should not stand for 128 runs.
+const FIRST_RECHECK: u64 = 16;
 
 /// A runner-up measured more than this many times slower than the choice
 /// is not re-checked, whatever its model says: a re-check then costs at
@@ -422,14 +436,24 @@ impl Selector for LearningSelector {
             } else {
                 None
             };
+            // A re-check whose run clearly beat the choice's prediction is
+            // repeated on the next run (until the runner-up's median moves
+            // or a run comes out slower): one fast sample among older slow
+            // ones does not move a median, and re-running what just
+            // measured faster costs nothing in expectation.
+            let due = now % RECHECK_EVERY == RECHECK_EVERY / 2
+                || (FIRST_RECHECK..RECHECK_EVERY / 2).contains(&now) && now.is_power_of_two();
+            let promising = |c: &Cand| {
+                bucket.stats[c.kind.index()]
+                    .last_log_ratio()
+                    .is_some_and(|r| c.model_steady * r.exp() < best.steady * PROMISING)
+            };
             let pick = undersampled.or_else(|| {
-                (now % RECHECK_EVERY == RECHECK_EVERY / 2)
-                    .then(|| {
-                        runner_up.filter(|c| {
-                            plausible(c) && c.steady <= best.steady * RECHECK_MAX_SLOWDOWN
-                        })
-                    })
-                    .flatten()
+                runner_up.filter(|c| {
+                    plausible(c)
+                        && c.steady <= best.steady * RECHECK_MAX_SLOWDOWN
+                        && (due || promising(c))
+                })
             });
             if let Some(c) = pick {
                 let k = c.kind;
@@ -752,6 +776,51 @@ mod tests {
             tail.iter().all(|&k| k == BackendKind::CpuSimd),
             "cpu-simd never won back: {tail:?}"
         );
+    }
+
+    #[test]
+    fn a_runner_up_that_learned_slow_is_won_back_early() {
+        let s = LearningSelector::new(settings());
+        let (p, w) = plan(8);
+        p.artifact(BackendKind::CpuSimd, || Ok::<_, ()>(0u8))
+            .unwrap();
+        let d = select(&s, &p, &w);
+        let simd_model = d
+            .estimates
+            .iter()
+            .find(|e| e.backend == BackendKind::CpuSimd)
+            .unwrap()
+            .seconds;
+        // All of cpu-simd's first `min_samples` runs were slow (a noisy
+        // start), so no exploration is owed to it; warm, it takes half
+        // the incumbent's time.
+        for _ in 0..3 {
+            s.observe(&w, &metrics(&p, &w, BackendKind::CpuSimd, 6.0 * simd_model));
+        }
+        let mut chosen = Vec::new();
+        for _ in 0..RECHECK_EVERY as usize / 4 {
+            let d = select(&s, &p, &w);
+            let k = d.order[0];
+            let secs = if k == BackendKind::CpuSimd {
+                simd_model
+            } else {
+                2.0 * simd_model
+            };
+            s.observe(&w, &metrics(&p, &w, k, secs));
+            chosen.push((k, d.reason));
+        }
+        // Won back within the first quarter of the periodic re-check
+        // interval, by the early re-check at run 16 and its repeats.
+        let tail = &chosen[chosen.len() - 16..];
+        assert!(
+            tail.iter().all(|&(k, _)| k == BackendKind::CpuSimd),
+            "cpu-simd not won back early: {chosen:?}"
+        );
+        let rechecks = chosen
+            .iter()
+            .filter(|(_, r)| *r == SelectionReason::Exploration)
+            .count();
+        assert!(rechecks <= 6, "{rechecks} re-checks: {chosen:?}");
     }
 
     #[test]
