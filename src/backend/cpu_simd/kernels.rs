@@ -605,18 +605,88 @@ pub(crate) fn gather_into<T: Copy + Default>(out: &mut [T], idx: &[u32], x: &[T]
     }
 }
 
-/// Inclusive or exclusive running sum of a block, continuing from `carry`,
-/// strictly left to right.
+/// Independent chains of the blocked running sum ([`scan_sum`]).
+const SCAN_CHAINS: usize = 8;
+
+/// Shortest chain worth splitting a block into: below it the plain serial
+/// sum runs.
+const SCAN_MIN_CHAIN: usize = 16;
+
+/// The starting value of each of [`SCAN_CHAINS`] contiguous chunks of
+/// length `m` of `x`: `carry`, then each plus the total of the chunk
+/// before it (chunk totals from zero, left to right).
+// `k` walks all chunks side by side (`chunks[c][k]`): no single iterator.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn chunk_starts<T: Num>(x: &[T], m: usize, carry: T) -> [T; SCAN_CHAINS] {
+    let mut total = [T::ZERO; SCAN_CHAINS];
+    let chunks: [&[T]; SCAN_CHAINS] = std::array::from_fn(|c| &x[c * m..(c + 1) * m]);
+    for k in 0..m {
+        // The last chunk's total is not needed.
+        for c in 0..SCAN_CHAINS - 1 {
+            total[c] = T::n_add(total[c], chunks[c][k]);
+        }
+    }
+    let mut start = [carry; SCAN_CHAINS];
+    for c in 1..SCAN_CHAINS {
+        start[c] = T::n_add(start[c - 1], total[c - 1]);
+    }
+    start
+}
+
+/// Inclusive or exclusive running sum of a block, continuing from `carry`.
+///
+/// A serial running sum is one chain of dependent additions (3 cycles
+/// each for floats). A block of at least `SCAN_CHAINS * SCAN_MIN_CHAIN`
+/// elements is cut into `SCAN_CHAINS` contiguous chunks instead: one pass
+/// sums the chunks side by side, which gives each chunk its starting
+/// value, and a second pass runs the chunks' running sums side by side,
+/// `SCAN_CHAINS` independent chains. Elements past the last whole chunk
+/// continue the last chain. Integers get the same values as the serial
+/// sum (wrapping addition is associative); floats differ by rounding
+/// (each output is `start + (x_i + ...)` grouped by chunk), within the
+/// documented float tolerance, and the same on every run and thread
+/// count: the grouping depends only on the block's length.
+#[allow(clippy::needless_range_loop)] // as in `chunk_starts`
 #[inline(always)]
 pub(crate) fn scan_sum<T: Num>(x: &[T], out: &mut [T], carry: &mut T, exclusive: bool) {
-    let mut c = *carry;
+    let n = x.len().min(out.len());
+    let (x, out) = (&x[..n], &mut out[..n]);
+    let m = n / SCAN_CHAINS;
+    let (mut c, rest) = if m < SCAN_MIN_CHAIN {
+        (*carry, 0)
+    } else {
+        let mut acc = chunk_starts(x, m, *carry);
+        let (whole, _) = out.split_at_mut(SCAN_CHAINS * m);
+        let outs: [&mut [T]; SCAN_CHAINS] = {
+            let mut it = whole.chunks_exact_mut(m);
+            std::array::from_fn(|_| it.next().expect("SCAN_CHAINS chunks of m"))
+        };
+        let chunks: [&[T]; SCAN_CHAINS] = std::array::from_fn(|c| &x[c * m..(c + 1) * m]);
+        if exclusive {
+            for k in 0..m {
+                for c in 0..SCAN_CHAINS {
+                    outs[c][k] = acc[c];
+                    acc[c] = T::n_add(acc[c], chunks[c][k]);
+                }
+            }
+        } else {
+            for k in 0..m {
+                for c in 0..SCAN_CHAINS {
+                    acc[c] = T::n_add(acc[c], chunks[c][k]);
+                    outs[c][k] = acc[c];
+                }
+            }
+        }
+        (acc[SCAN_CHAINS - 1], SCAN_CHAINS * m)
+    };
     if exclusive {
-        for (o, &v) in out.iter_mut().zip(x) {
+        for (o, &v) in out[rest..].iter_mut().zip(&x[rest..]) {
             *o = c;
             c = T::n_add(c, v);
         }
     } else {
-        for (o, &v) in out.iter_mut().zip(x) {
+        for (o, &v) in out[rest..].iter_mut().zip(&x[rest..]) {
             c = T::n_add(c, v);
             *o = c;
         }
@@ -625,10 +695,21 @@ pub(crate) fn scan_sum<T: Num>(x: &[T], out: &mut [T], carry: &mut T, exclusive:
 }
 
 /// The final carry of [`scan_sum`] without writing anything: the same
-/// additions in the same order.
+/// additions, grouped the same way, so the two agree to the bit.
 #[inline(always)]
 pub(crate) fn fold_sum<T: Num>(x: &[T], carry: T) -> T {
-    x.iter().fold(carry, |c, &v| T::n_add(c, v))
+    let m = x.len() / SCAN_CHAINS;
+    let (c, rest) = if m < SCAN_MIN_CHAIN {
+        (carry, 0)
+    } else {
+        let start = chunk_starts(x, m, carry)[SCAN_CHAINS - 1];
+        let last = &x[(SCAN_CHAINS - 1) * m..SCAN_CHAINS * m];
+        (
+            last.iter().fold(start, |c, &v| T::n_add(c, v)),
+            SCAN_CHAINS * m,
+        )
+    };
+    x[rest..].iter().fold(c, |c, &v| T::n_add(c, v))
 }
 
 /// `out[i] = offset + out[i]`: a leaf's local scan moved by the total of the
@@ -637,5 +718,80 @@ pub(crate) fn fold_sum<T: Num>(x: &[T], carry: T) -> T {
 pub(crate) fn add_offset<T: Num>(out: &mut [T], offset: T) {
     for o in out.iter_mut() {
         *o = T::n_add(offset, *o);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serial<T: Num>(x: &[T], carry: T, exclusive: bool) -> (Vec<T>, T) {
+        let mut c = carry;
+        let out = x
+            .iter()
+            .map(|&v| {
+                let before = c;
+                c = T::n_add(c, v);
+                if exclusive {
+                    before
+                } else {
+                    c
+                }
+            })
+            .collect();
+        (out, c)
+    }
+
+    /// Lengths on both sides of the split threshold, uneven tails, a block.
+    fn lengths() -> impl Iterator<Item = usize> {
+        (0..300).chain([1023, 1024, 1031])
+    }
+
+    #[test]
+    fn blocked_running_sums_of_integers_equal_the_serial_ones() {
+        for n in lengths() {
+            let x: Vec<i32> = (0..n as i32)
+                .map(|i| i.wrapping_mul(0x2545_F491) ^ (i << 7))
+                .collect();
+            for exclusive in [false, true] {
+                let carry = i32::MAX - 3;
+                let (want, want_carry) = serial(&x, carry, exclusive);
+                let mut out = vec![0; n];
+                let mut c = carry;
+                scan_sum(&x, &mut out, &mut c, exclusive);
+                assert_eq!(out, want, "n={n} exclusive={exclusive}");
+                assert_eq!(c, want_carry, "n={n}");
+                assert_eq!(fold_sum(&x, carry), want_carry, "n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn blocked_running_sums_of_floats_are_close_and_fold_agrees_to_the_bit() {
+        for n in lengths() {
+            let x: Vec<f32> = (0..n)
+                .map(|i| ((i * 7919 % 1000) as f32 - 500.0) * 0.013)
+                .collect();
+            for exclusive in [false, true] {
+                let mut out = vec![0.0f32; n];
+                let mut c = 1.5f32;
+                scan_sum(&x, &mut out, &mut c, exclusive);
+                assert_eq!(fold_sum(&x, 1.5).to_bits(), c.to_bits(), "n={n}");
+                let (exact, _) = serial(
+                    &x.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+                    1.5,
+                    exclusive,
+                );
+                let bound = (n as f64 + 1.0)
+                    * f32::EPSILON as f64
+                    * (1.5 + x.iter().map(|v| v.abs() as f64).sum::<f64>());
+                for (i, (&o, &e)) in out.iter().zip(&exact).enumerate() {
+                    assert!(
+                        (o as f64 - e).abs() <= bound,
+                        "n={n} i={i}: {o} vs {e} (bound {bound})"
+                    );
+                }
+            }
+        }
     }
 }
