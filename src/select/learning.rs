@@ -17,9 +17,9 @@
 //!    plausible, and on the other runs the runner-up at runs 16, 32, 64
 //!    and then once every 256 runs, if plausible, so history cannot go
 //!    stale; a re-check that clearly beat the choice's prediction is
-//!    repeated on the next run, until the runner-up's median moves or a run comes out
-//!    slower. Plausible: its model price
-//!    or its measured prediction (the better of the two, steady state) is
+//!    repeated on the next run, until the runner-up's median moves or a
+//!    run comes out slower. Plausible: its model price or its measured
+//!    prediction (the better of the two, steady state) is
 //!    within `explore_ratio` of the choice, so a cold first run cannot bar
 //!    a backend for good (a runner-up measured over 8x slower is not
 //!    re-checked). A candidate predicted many times slower by both is
@@ -61,8 +61,11 @@ const PROMISING: f64 = 0.9;
 const FIRST_RECHECK: u64 = 16;
 
 /// A runner-up measured more than this many times slower than the choice
-/// is not re-checked, whatever its model says: a re-check then costs at
-/// most `RECHECK_MAX_SLOWDOWN / RECHECK_EVERY` (~3%) of the key's time.
+/// is not re-checked, whatever its model says: the periodic re-checks then
+/// cost at most `RECHECK_MAX_SLOWDOWN / RECHECK_EVERY` (~3%) of the key's
+/// time, and the three early ones at most 24 runs' worth over the key's
+/// first 128 runs. (A repeated re-check runs only what last measured
+/// clearly faster than the choice.)
 const RECHECK_MAX_SLOWDOWN: f64 = 8.0;
 
 /// The learning selector's settings (from [`Config`]).
@@ -442,7 +445,7 @@ impl Selector for LearningSelector {
             // ones does not move a median, and re-running what just
             // measured faster costs nothing in expectation.
             let due = now % RECHECK_EVERY == RECHECK_EVERY / 2
-                || (FIRST_RECHECK..RECHECK_EVERY / 2).contains(&now) && now.is_power_of_two();
+                || ((FIRST_RECHECK..RECHECK_EVERY / 2).contains(&now) && now.is_power_of_two());
             let promising = |c: &Cand| {
                 bucket.stats[c.kind.index()]
                     .last_log_ratio()
