@@ -39,23 +39,25 @@ fn reasons(engine: &Engine, xs: &[f32], runs: usize) -> Vec<SelectionReason> {
 fn the_model_decides_first_and_history_takes_over() {
     let engine = Engine::with_config(config());
     let xs = vec![0.5f32; 200_000];
-    let r = reasons(&engine, &xs, 20);
+    let r = reasons(&engine, &xs, 40);
     assert!(matches!(r[0], SelectionReason::Model { .. }), "{:?}", r[0]);
-    assert!(
-        r[10..]
-            .iter()
-            .any(|r| matches!(r, SelectionReason::History { .. })),
-        "{r:?}"
-    );
+    let history = r[10..]
+        .iter()
+        .filter(|r| matches!(r, SelectionReason::History { .. }))
+        .count();
+    assert!(history >= 15, "history takes over: {r:?}");
+    // Exploration: each plausible alternative until it has `min_samples`
+    // (3) runs, on every other run (at most 6); the early re-checks of the
+    // runner-up at the key's 16th and 32nd runs; and a repeat of a run
+    // that came out clearly faster than the choice's prediction, which
+    // the selector's own tests bound. The schedule is theirs to pin down;
+    // here, through the engine and real timings, exploration stays a
+    // small share.
     let explored = r
         .iter()
         .filter(|r| **r == SelectionReason::Exploration)
         .count();
-    assert!(explored <= 6, "exploration is bounded: {r:?}");
-    assert!(
-        r[14..].iter().all(|r| *r != SelectionReason::Exploration),
-        "{r:?}"
-    );
+    assert!(explored <= 10, "exploration is bounded: {r:?}");
 }
 
 #[test]
@@ -114,7 +116,15 @@ fn history_persists_across_engines_and_resets() {
     } // dropped: history written
     let b = with_dir();
     let r = reasons(&b, &xs, 1);
-    assert!(matches!(r[0], SelectionReason::History { .. }), "{r:?}");
+    // History decides, or re-checks a runner-up that last ran clearly
+    // faster (which needs history too); without it, the model would.
+    assert!(
+        matches!(
+            r[0],
+            SelectionReason::History { .. } | SelectionReason::Exploration
+        ),
+        "{r:?}"
+    );
     b.selector().reset();
     let r = reasons(&b, &xs, 1);
     assert!(matches!(r[0], SelectionReason::Model { .. }), "{r:?}");
