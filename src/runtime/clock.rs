@@ -7,10 +7,10 @@
 //! query. A tick is [`quanta`]'s reading of the CPU's time-stamp counter
 //! scaled to nanoseconds (~10 ns a read here), and a difference is one
 //! subtraction. `quanta` uses the counter only where the CPU reports it
-//! invariant (x86_64; aarch64's system counter qualifies outside iOS), else the
-//! OS's monotonic clock; it calibrates the counter against that clock once
-//! per process, on the first read (under a millisecond on a quiet machine,
-//! at most 200 ms).
+//! invariant (x86_64; aarch64's system counter qualifies outside iOS),
+//! else the OS's monotonic clock; it calibrates the counter against that
+//! clock once per process, on the first read (under a millisecond on a
+//! quiet machine, at most 200 ms).
 
 use std::time::Duration;
 
