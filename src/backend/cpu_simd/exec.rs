@@ -10,6 +10,7 @@
 use super::kernels::{self, ArgState, Keep, KeepAll, KeepCmp, KeepMask, Op, LANES};
 use super::lanes::{with_float, with_lane, with_num, CastTo, FloatLane, Lane, Num, OutSlice, Regs};
 use super::program::{BlockProgram, Col, Fused, Instr, Operand, StageProgram, TermProgram};
+use super::scan;
 use super::{BLOCK, LEAF};
 use crate::backend::cpu_scalar::{agg_identity, arg_better};
 use crate::expr::{eval, BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
@@ -1315,9 +1316,9 @@ impl<'a> StageRun<'a> {
                     let at = pos - start;
                     match out.as_mut().and_then(|o| T::out(o)).and_then(|w| w.get_mut(at..at + n)) {
                         Some(w) => {
-                            kernels::scan_sum(x, w, &mut carry, excl);
+                            scan::scan_sum(x, w, &mut carry, excl, self.isa);
                             if let Some(off) = off {
-                                kernels::add_offset(w, off);
+                                scan::add_offset(w, off);
                                 if excl && at == 0 {
                                     if let Some(f) = w.first_mut() {
                                         *f = off;
@@ -1325,7 +1326,7 @@ impl<'a> StageRun<'a> {
                                 }
                             }
                         }
-                        None => carry = kernels::fold_sum(x, carry),
+                        None => carry = scan::fold_sum(x, carry),
                     }
                     pos += n;
                 }

@@ -2,7 +2,7 @@
 //! of [`BLOCK`] positions at a time on the calling thread.
 //!
 //! Owns the block program (`program.rs`), its typed kernels (`kernels.rs`,
-//! `lanes.rs`) and the leaf machinery (`exec.rs`) that `cpu-parallel` drives
+//! `lanes.rs`, the running sum in `scan.rs`) and the leaf machinery (`exec.rs`) that `cpu-parallel` drives
 //! over rayon. It reads plans and inputs; it never chooses or retries.
 //!
 //! # Design
@@ -32,11 +32,13 @@
 //!   ...), reduces the lanes by a fixed pairwise tree, and combines leaf
 //!   results by a fixed midpoint binary tree over leaf indices. A scan runs
 //!   each leaf from the identity and moves it by the combined totals of the
-//!   leaves before it (left to right). None of this depends on the thread
-//!   count, so `cpu-simd` and `cpu-parallel` are bit-identical.
+//!   leaves before it (left to right); inside a block, a running sum adds
+//!   groups of eight by a fixed tree (`scan.rs`). None of this depends on
+//!   the thread count, so `cpu-simd` and `cpu-parallel` are bit-identical.
 //! * **ISA dispatch.** The instruction loop and the reduction loop are
 //!   compiled twice: for the build's baseline and with AVX2+FMA, chosen at
-//!   run time. Both give the same bits: lanes never reassociate, and
+//!   run time; the running sum has AVX2 kernels written with intrinsics.
+//!   All give the same bits: lanes never reassociate, and
 //!   `mul_add` is `f32::mul_add` (a real FMA, or the correctly rounded
 //!   library call), never split into a multiply and an add.
 //! * **Memory.** A reduction allocates only registers (O(1)); a collect
@@ -50,6 +52,7 @@ mod exec;
 mod kernels;
 mod lanes;
 mod program;
+mod scan;
 
 pub(crate) use exec::{tree_mid, Acct, Driver, Exec, Isa, Partials, StageRun};
 pub(crate) use lanes::OutSlice;
