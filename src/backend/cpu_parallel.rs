@@ -34,9 +34,11 @@
 //! to panic anyway, rayon aborts the process rather than unwind past the
 //! borrowed data.
 
-use super::cpu_simd::{execute_with, tree_mid, Acct, Driver, Exec, OutSlice, Partials, StageRun};
+use super::cpu_simd::{
+    execute_with, tree_mid, Acct, Driver, Exec, OutSlice, Partials, ScanOut, StageRun,
+};
 use super::{Availability, Backend, BackendError, BackendKind, Job, RunStats};
-use crate::expr::Scalar;
+use crate::expr::{DType, Scalar};
 use crate::plan::{PhysicalPlan, PlanOutput};
 use crate::runtime::column::Column;
 use std::borrow::Cow;
@@ -287,7 +289,16 @@ impl Driver for Parallel {
         combine_tasks(run, 0, leaves, grain, &mut parts)
     }
 
-    fn store(&self, run: &StageRun<'_>, outs: Vec<OutSlice<'_>>, acct: &Acct) {
+    /// Tasks write disjoint windows of columns allocated zeroed (a large
+    /// one comes zero from the system, so that costs nothing).
+    fn store(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column> {
+        let mut cols: Vec<Column> = run
+            .collect_types()
+            .iter()
+            .map(|&t| Column::zeroed(t, run.len()))
+            .collect();
+        acct.alloc(cols.iter().map(|c| c.byte_len() as u64).sum());
+        let outs: Vec<OutSlice<'_>> = cols.iter_mut().map(OutSlice::of).collect();
         let (_, tasks) = self.tasks(run.leaves());
         let span = |&(lo, hi): &(usize, usize)| (run.leaf_range(lo).0, run.leaf_range(hi - 1).1);
         let wins = windows(outs, tasks.iter().map(|t| span(t).1 - span(t).0));
@@ -297,6 +308,7 @@ impl Driver for Parallel {
                 run.store_range(st, start, end, &mut w);
             }
         });
+        cols
     }
 
     fn compact(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column> {
@@ -338,15 +350,19 @@ impl Driver for Parallel {
         cols
     }
 
-    fn scan(&self, run: &StageRun<'_>, out: OutSlice<'_>, acct: &Acct) {
+    fn scan(&self, run: &StageRun<'_>, acct: &Acct) -> Column {
+        let ty = run.collect_types().first().copied().unwrap_or(DType::F32);
+        let mut col = Column::zeroed(ty, run.len());
+        acct.alloc(col.byte_len() as u64);
         let leaves = run.leaves();
         if leaves == 0 {
-            return;
+            return col;
         }
+        let out = OutSlice::of(&mut col);
         // Pass 1: totals of every leaf but the last (nothing follows it).
         acct.alloc((leaves * std::mem::size_of::<Scalar>() * 2) as u64);
         let totals = self.per_leaf(run, leaves - 1, acct, &|st, j| {
-            run.scan_leaf(st, j, None, None)
+            run.scan_leaf(st, j, None, ScanOut::Total)
         });
         // Leaf offsets, left to right: exactly the carries of cpu-simd.
         let mut offsets: Vec<Option<Scalar>> = Vec::with_capacity(leaves);
@@ -371,8 +387,9 @@ impl Driver for Parallel {
                 let (s, e) = run.leaf_range(j);
                 let (w, rest) = out.split_at(e - s);
                 out = rest;
-                run.scan_leaf(st, j, offset, Some(w));
+                run.scan_leaf(st, j, offset, ScanOut::Window(w));
             }
         });
+        col
     }
 }

@@ -56,10 +56,14 @@ pub fn machine_id() -> &'static str {
 }
 
 /// The path of the cache file of `kind` in `dir`:
-/// `<kind>-<library version>-<machine>.json`.
+/// `<kind>-<library version>-<machine>.json`, with `-debug` after the
+/// version in builds with debug assertions: their timings (an unoptimized
+/// block program runs tens of times slower) must never steer an optimized
+/// build's choices, nor the other way round.
 pub fn path(dir: &Path, kind: &str) -> PathBuf {
+    let profile = if cfg!(debug_assertions) { "-debug" } else { "" };
     dir.join(format!(
-        "{kind}-{}-{}.json",
+        "{kind}-{}{profile}-{}.json",
         env!("CARGO_PKG_VERSION"),
         machine_id()
     ))
@@ -159,6 +163,8 @@ mod tests {
     fn round_trip_and_rejection_of_foreign_or_corrupt_files() {
         let dir = temp_dir("cachefile");
         let p = path(&dir, "history");
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(name.contains("-debug-"), cfg!(debug_assertions), "{name}");
         assert_eq!(read::<Vec<u32>>(&p, "history"), None);
         write(&p, "history", &vec![1u32, 2, 3]).unwrap();
         assert_eq!(read::<Vec<u32>>(&p, "history"), Some(vec![1, 2, 3]));

@@ -115,6 +115,20 @@ impl Column {
         }
     }
 
+    /// An empty column with room for an output of `len` elements, to be
+    /// appended in order: no zeroing (at 1,000 `f32` that is ~35 ns of a
+    /// sub-microsecond query), and huge pages for a large one as in
+    /// [`Column::zeroed`].
+    pub(crate) fn for_output(dtype: DType, len: usize) -> Column {
+        let c = Column::with_capacity(dtype, len);
+        let bytes = len * dtype.size();
+        if bytes >= HUGE_PAGE_MIN_BYTES {
+            // SAFETY: the range is this column's own (unused) allocation.
+            each_column!(&c, v => unsafe { advise_huge_pages(v.as_ptr().cast(), bytes) });
+        }
+        c
+    }
+
     /// A column of `len` zeros (or `false`).
     ///
     /// A large column is fresh, untouched memory from the system (the

@@ -284,12 +284,12 @@ pub(crate) trait Driver: Sync {
 
     /// The reduce partials of all leaves, combined by the midpoint tree.
     fn reduce(&self, run: &StageRun<'_>, acct: &Acct) -> Partials;
-    /// Writes every position's columns into `outs` (each of length `len`).
-    fn store(&self, run: &StageRun<'_>, outs: Vec<OutSlice<'_>>, acct: &Acct);
+    /// Every position's columns (each of length `len`).
+    fn store(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column>;
     /// The surviving positions' columns, in order.
     fn compact(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column>;
-    /// Writes the scan into `out` (of length `len`).
-    fn scan(&self, run: &StageRun<'_>, out: OutSlice<'_>, acct: &Acct);
+    /// The scan's column (of length `len`).
+    fn scan(&self, run: &StageRun<'_>, acct: &Acct) -> Column;
 }
 
 /// Midpoint of a leaf range: the one split rule of the reduction tree.
@@ -1212,6 +1212,26 @@ impl<'a> StageRun<'a> {
         }
     }
 
+    /// Appends positions `start..end` to `outs`.
+    pub(crate) fn push_range(&self, st: &mut Exec, start: usize, end: usize, outs: &mut [Column]) {
+        let TermProgram::Collect(cols) = &self.prog.terminal else {
+            return;
+        };
+        let mut pos = start;
+        while pos < end {
+            let n = (end - pos).min(BLOCK);
+            self.run_instrs(&mut st.regs, pos, n);
+            for (c, o) in cols.iter().zip(outs.iter_mut()) {
+                with_lane!(c.ty, T => {
+                    if let Some(v) = T::column_mut(o) {
+                        v.extend_from_slice(self.col::<T>(Some(c), &st.regs, pos, n));
+                    }
+                })
+            }
+            pos += n;
+        }
+    }
+
     /// Appends the survivors of positions `start..end` to `outs`, in order.
     pub(crate) fn compact_push(
         &self,
@@ -1297,7 +1317,7 @@ impl<'a> StageRun<'a> {
         st: &mut Exec,
         j: usize,
         offset: Option<Scalar>,
-        mut out: Option<OutSlice<'_>>,
+        mut out: ScanOut<'_>,
     ) -> Scalar {
         let TermProgram::Scan { col, op, exclusive } = &self.prog.terminal else {
             return Scalar::Bool(false);
@@ -1307,6 +1327,18 @@ impl<'a> StageRun<'a> {
         match &**op {
             ScanOp::Sum => with_num!(col.ty, T => {
                 let off = offset.map(T::from_scalar);
+                // The leaf's local sums moved by the leaves before it; an
+                // exclusive scan's first output is the offset itself.
+                let shift = |w: &mut [T], first: bool| {
+                    if let Some(off) = off {
+                        scan::add_offset(w, off);
+                        if excl && first {
+                            if let Some(f) = w.first_mut() {
+                                *f = off;
+                            }
+                        }
+                    }
+                };
                 let mut carry = T::ZERO;
                 let mut pos = start;
                 while pos < end {
@@ -1314,19 +1346,21 @@ impl<'a> StageRun<'a> {
                     self.run_instrs(&mut st.regs, pos, n);
                     let x = self.col::<T>(Some(col), &st.regs, pos, n);
                     let at = pos - start;
-                    match out.as_mut().and_then(|o| T::out(o)).and_then(|w| w.get_mut(at..at + n)) {
-                        Some(w) => {
-                            scan::scan_sum(x, w, &mut carry, excl, self.isa);
-                            if let Some(off) = off {
-                                scan::add_offset(w, off);
-                                if excl && at == 0 {
-                                    if let Some(f) = w.first_mut() {
-                                        *f = off;
-                                    }
-                                }
+                    match &mut out {
+                        ScanOut::Window(o) => {
+                            if let Some(w) = T::out(o).and_then(|w| w.get_mut(at..at + n)) {
+                                scan::scan_sum(x, w, &mut carry, excl, self.isa);
+                                shift(w, at == 0);
                             }
                         }
-                        None => carry = scan::fold_sum(x, carry),
+                        ScanOut::Append(c) => {
+                            if let Some(v) = T::column_mut(c) {
+                                let from = v.len();
+                                scan::append_scan_sum(v, x, &mut carry, excl, self.isa);
+                                shift(&mut v[from..], at == 0);
+                            }
+                        }
+                        ScanOut::Total => carry = scan::fold_sum(x, carry),
                     }
                     pos += n;
                 }
@@ -1343,23 +1377,33 @@ impl<'a> StageRun<'a> {
                     self.run_instrs(&mut st.regs, pos, n);
                     let x = self.col::<T>(Some(col), &st.regs, pos, n);
                     let at = pos - start;
-                    match out.as_mut().and_then(|o| T::out(o)).and_then(|w| w.get_mut(at..at + n)) {
-                        Some(w) => {
-                            for (o, &v) in w.iter_mut().zip(x) {
-                                let v = v.to_scalar();
-                                let next = carry.map_or(v, |a| c.eval(a, v, self.params));
-                                let local = if excl { carry } else { Some(next) };
-                                let val = match (offset, local) {
-                                    (None, Some(l)) => l,
-                                    (Some(off), None) => off,
-                                    (Some(off), Some(l)) => c.eval(off, l, self.params),
-                                    (None, None) => id,
-                                };
-                                *o = T::from_scalar(val);
-                                carry = Some(next);
+                    // One element: the output, and the carry moved on.
+                    let mut step = |v: T| {
+                        let v = v.to_scalar();
+                        let next = carry.map_or(v, |a| c.eval(a, v, self.params));
+                        let local = if excl { carry } else { Some(next) };
+                        carry = Some(next);
+                        T::from_scalar(match (offset, local) {
+                            (None, Some(l)) => l,
+                            (Some(off), None) => off,
+                            (Some(off), Some(l)) => c.eval(off, l, self.params),
+                            (None, None) => id,
+                        })
+                    };
+                    match &mut out {
+                        ScanOut::Window(o) => {
+                            if let Some(w) = T::out(o).and_then(|w| w.get_mut(at..at + n)) {
+                                for (o, &v) in w.iter_mut().zip(x) {
+                                    *o = step(v);
+                                }
                             }
                         }
-                        None => {
+                        ScanOut::Append(o) => {
+                            if let Some(w) = T::column_mut(o) {
+                                w.extend(x.iter().map(|&v| step(v)));
+                            }
+                        }
+                        ScanOut::Total => {
                             for &v in x {
                                 let v = v.to_scalar();
                                 carry = Some(carry.map_or(v, |a| c.eval(a, v, self.params)));
@@ -1387,6 +1431,16 @@ impl<'a> StageRun<'a> {
             },
         })
     }
+}
+
+/// Where [`StageRun::scan_leaf`] puts a leaf's running sums.
+pub(crate) enum ScanOut<'o> {
+    /// Nowhere: only the leaf's total is wanted.
+    Total,
+    /// Into the leaf's window of a preallocated output.
+    Window(OutSlice<'o>),
+    /// Appended to the output column.
+    Append(&'o mut Column),
 }
 
 /// Bytes of the elements a column has room for.
@@ -1443,20 +1497,10 @@ pub(crate) fn run_plan(
                 PlanOutput::Columns(driver.compact(&run, acct))
             }
             TermProgram::Collect(_) => {
-                let mut cols: Vec<Column> = run
-                    .collect_types()
-                    .iter()
-                    .map(|&t| Column::zeroed(t, run.len()))
-                    .collect();
-                acct.alloc(cols.iter().map(|c| c.byte_len() as u64).sum());
-                driver.store(&run, cols.iter_mut().map(OutSlice::of).collect(), acct);
-                PlanOutput::Columns(cols)
+                PlanOutput::Columns(full(i, &run, driver.store(&run, acct))?)
             }
-            TermProgram::Scan { col, .. } => {
-                let mut c = Column::zeroed(col.ty, run.len());
-                acct.alloc(c.byte_len() as u64);
-                driver.scan(&run, OutSlice::of(&mut c), acct);
-                PlanOutput::Columns(vec![c])
+            TermProgram::Scan { .. } => {
+                PlanOutput::Columns(full(i, &run, vec![driver.scan(&run, acct)])?)
             }
         };
         drop(run);
@@ -1471,6 +1515,20 @@ pub(crate) fn run_plan(
         }
     }
     Err("the plan has no stage".into())
+}
+
+/// `cols` if every one holds a value for each of the stage's positions
+/// (always, for validated programs; a short column would be a wrong
+/// result, so it is an error the executor can fall back from).
+fn full(stage: usize, run: &StageRun<'_>, cols: Vec<Column>) -> Result<Vec<Column>, String> {
+    match cols.iter().find(|c| c.len() != run.len()) {
+        Some(c) => Err(format!(
+            "stage {stage} wrote {} of its {} positions",
+            c.len(),
+            run.len()
+        )),
+        None => Ok(cols),
+    }
 }
 
 /// `cpu-simd`'s driver: every leaf in order on the calling thread.
@@ -1488,10 +1546,19 @@ impl Driver for Sequential {
         run.with_state(|st| run.reduce_tree(st, 0, run.leaves()))
     }
 
-    fn store(&self, run: &StageRun<'_>, mut outs: Vec<OutSlice<'_>>, acct: &Acct) {
+    /// Appends block after block to columns reserved at full length: each
+    /// output element is written once, never zeroed first.
+    fn store(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column> {
         acct.task();
         acct.alloc(run.state_bytes());
-        run.with_state(|st| run.store_range(st, 0, run.len(), &mut outs));
+        let mut cols: Vec<Column> = run
+            .collect_types()
+            .iter()
+            .map(|&t| Column::for_output(t, run.len()))
+            .collect();
+        acct.alloc(cols.iter_mut().map(capacity_bytes).sum());
+        run.with_state(|st| run.push_range(st, 0, run.len(), &mut cols));
+        cols
     }
 
     fn compact(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column> {
@@ -1507,18 +1574,20 @@ impl Driver for Sequential {
         cols
     }
 
-    fn scan(&self, run: &StageRun<'_>, mut out: OutSlice<'_>, acct: &Acct) {
+    /// Appends leaf after leaf, as `store` does.
+    fn scan(&self, run: &StageRun<'_>, acct: &Acct) -> Column {
         acct.task();
         acct.alloc(run.state_bytes());
+        let ty = run.collect_types().first().copied().unwrap_or(DType::F32);
+        let mut out = Column::for_output(ty, run.len());
+        acct.alloc(capacity_bytes(&mut out));
         run.with_state(|st| {
             let mut offset = None;
             for j in 0..run.leaves() {
-                let (s, e) = run.leaf_range(j);
-                let (w, rest) = out.split_at(e - s);
-                out = rest;
-                let total = run.scan_leaf(st, j, offset, Some(w));
+                let total = run.scan_leaf(st, j, offset, ScanOut::Append(&mut out));
                 offset = run.scan_carry(offset, total);
             }
         });
+        out
     }
 }

@@ -29,6 +29,7 @@
 
 use super::exec::Isa;
 use super::lanes::Num;
+use std::mem::MaybeUninit;
 
 /// Elements per group: one AVX2 vector of a 4-byte type, two of an 8-byte
 /// one.
@@ -36,11 +37,16 @@ pub(crate) const GROUP: usize = 8;
 
 /// A lane type with a running sum; the AVX2 kernels are per type family.
 pub(crate) trait ScanNum: Num {
-    /// Runs [`scan_groups`] over whole groups with AVX2. The caller
-    /// guarantees the CPU has AVX2 and that `x` and `out` are `GROUP * g`
-    /// long for the same `g`.
+    /// Runs [`scan_groups`] over whole groups with AVX2, writing every
+    /// element of `out`. The caller guarantees the CPU has AVX2 and that
+    /// `x` and `out` are `GROUP * g` long for the same `g`.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn scan_groups_avx2(x: &[Self], out: &mut [Self], carry: Self, exclusive: bool) -> Self;
+    unsafe fn scan_groups_avx2(
+        x: &[Self],
+        out: &mut [MaybeUninit<Self>],
+        carry: Self,
+        exclusive: bool,
+    ) -> Self;
 }
 
 /// The tree of the module doc over one group: its local inclusive sums.
@@ -89,23 +95,23 @@ fn total<T: Num>(x: &[T; GROUP]) -> T {
     )
 }
 
-/// Whole groups of `x` (`out` as long), portable: the reference the AVX2
-/// kernels must match.
+/// Whole groups of `x` (`out` as long, every element written), portable:
+/// the reference the AVX2 kernels must match.
 #[inline(always)]
-fn scan_groups<T: Num>(x: &[T], out: &mut [T], mut carry: T, exclusive: bool) -> T {
+fn scan_groups<T: Num>(x: &[T], out: &mut [MaybeUninit<T>], mut carry: T, exclusive: bool) -> T {
     for (xg, og) in x.chunks_exact(GROUP).zip(out.chunks_exact_mut(GROUP)) {
         let Ok(xg) = <&[T; GROUP]>::try_from(xg) else {
             continue;
         };
         let p = local(xg);
         if exclusive {
-            og[0] = T::n_add(carry, T::ZERO);
+            og[0].write(T::n_add(carry, T::ZERO));
             for (o, &l) in og[1..].iter_mut().zip(&p[..GROUP - 1]) {
-                *o = T::n_add(carry, l);
+                o.write(T::n_add(carry, l));
             }
         } else {
             for (o, &l) in og.iter_mut().zip(&p) {
-                *o = T::n_add(carry, l);
+                o.write(T::n_add(carry, l));
             }
         }
         carry = T::n_add(carry, p[GROUP - 1]);
@@ -114,11 +120,48 @@ fn scan_groups<T: Num>(x: &[T], out: &mut [T], mut carry: T, exclusive: bool) ->
 }
 
 /// Inclusive or exclusive running sum of a block, continuing from `carry`
-/// (grouped as the module doc says).
+/// (grouped as the module doc says), into the first `x.len()` elements of
+/// `out` (all of them if `out` is shorter).
 #[inline(always)]
 pub(crate) fn scan_sum<T: ScanNum>(
     x: &[T],
     out: &mut [T],
+    carry: &mut T,
+    exclusive: bool,
+    isa: Isa,
+) {
+    // SAFETY: `MaybeUninit<T>` has `T`'s layout, and only initialized
+    // values are written through the view.
+    let out = unsafe { &mut *(out as *mut [T] as *mut [MaybeUninit<T>]) };
+    scan_into(x, out, carry, exclusive, isa);
+}
+
+/// [`scan_sum`] of a block appended to `out`: the new elements are written
+/// once, never zeroed first.
+#[inline(always)]
+pub(crate) fn append_scan_sum<T: ScanNum>(
+    out: &mut Vec<T>,
+    x: &[T],
+    carry: &mut T,
+    exclusive: bool,
+    isa: Isa,
+) {
+    out.reserve(x.len());
+    let len = out.len();
+    let spare = &mut out.spare_capacity_mut()[..x.len()];
+    scan_into(x, spare, carry, exclusive, isa);
+    // SAFETY: `scan_into` wrote all `x.len()` elements after `len` (it
+    // writes `min(x.len(), out.len())` elements, and both are `x.len()`
+    // here), within the capacity reserved above.
+    unsafe { out.set_len(len + x.len()) };
+}
+
+/// Writes the running sums of `x` to the first `n = min(x.len(),
+/// out.len())` elements of `out`, every one of them.
+#[inline(always)]
+fn scan_into<T: ScanNum>(
+    x: &[T],
+    out: &mut [MaybeUninit<T>],
     carry: &mut T,
     exclusive: bool,
     isa: Isa,
@@ -136,13 +179,13 @@ pub(crate) fn scan_sum<T: ScanNum>(
     };
     if exclusive {
         for (o, &v) in ot.iter_mut().zip(xt) {
-            *o = c;
+            o.write(c);
             c = T::n_add(c, v);
         }
     } else {
         for (o, &v) in ot.iter_mut().zip(xt) {
             c = T::n_add(c, v);
-            *o = c;
+            o.write(c);
         }
     }
     *carry = c;
@@ -184,6 +227,7 @@ mod avx2 {
     //! unaligned; every pointer offset stays below `x.len()` (`out.len()`).
     use super::{ScanNum, GROUP};
     use std::arch::x86_64::*;
+    use std::mem::MaybeUninit;
 
     /// `[0, v0, v1, ..., v6]` of eight 32-bit lanes.
     #[target_feature(enable = "avx2")]
@@ -215,9 +259,14 @@ mod avx2 {
     }
 
     #[target_feature(enable = "avx2")]
-    unsafe fn scan_f32(x: &[f32], out: &mut [f32], carry: f32, exclusive: bool) -> f32 {
+    unsafe fn scan_f32(
+        x: &[f32],
+        out: &mut [MaybeUninit<f32>],
+        carry: f32,
+        exclusive: bool,
+    ) -> f32 {
         let groups = x.len().min(out.len()) / GROUP;
-        let (xp, op) = (x.as_ptr(), out.as_mut_ptr());
+        let (xp, op) = (x.as_ptr(), out.as_mut_ptr().cast::<f32>());
         let last = _mm256_set1_epi32(7);
         let mut cv = _mm256_set1_ps(carry);
         for g in 0..groups {
@@ -266,9 +315,14 @@ mod avx2 {
     }
 
     #[target_feature(enable = "avx2")]
-    unsafe fn scan_f64(x: &[f64], out: &mut [f64], carry: f64, exclusive: bool) -> f64 {
+    unsafe fn scan_f64(
+        x: &[f64],
+        out: &mut [MaybeUninit<f64>],
+        carry: f64,
+        exclusive: bool,
+    ) -> f64 {
         let groups = x.len().min(out.len()) / GROUP;
-        let (xp, op) = (x.as_ptr(), out.as_mut_ptr());
+        let (xp, op) = (x.as_ptr(), out.as_mut_ptr().cast::<f64>());
         let zero = _mm256_setzero_pd();
         let mut cv = _mm256_set1_pd(carry);
         for g in 0..groups {
@@ -342,13 +396,23 @@ mod avx2 {
     }
 
     impl ScanNum for f32 {
-        unsafe fn scan_groups_avx2(x: &[f32], out: &mut [f32], carry: f32, excl: bool) -> f32 {
+        unsafe fn scan_groups_avx2(
+            x: &[f32],
+            out: &mut [MaybeUninit<f32>],
+            carry: f32,
+            excl: bool,
+        ) -> f32 {
             scan_f32(x, out, carry, excl)
         }
     }
 
     impl ScanNum for f64 {
-        unsafe fn scan_groups_avx2(x: &[f64], out: &mut [f64], carry: f64, excl: bool) -> f64 {
+        unsafe fn scan_groups_avx2(
+            x: &[f64],
+            out: &mut [MaybeUninit<f64>],
+            carry: f64,
+            excl: bool,
+        ) -> f64 {
             scan_f64(x, out, carry, excl)
         }
     }
@@ -358,7 +422,12 @@ mod avx2 {
     macro_rules! int_scan {
         ($t:ty, $as:ty, $kernel:ident) => {
             impl ScanNum for $t {
-                unsafe fn scan_groups_avx2(x: &[$t], out: &mut [$t], carry: $t, excl: bool) -> $t {
+                unsafe fn scan_groups_avx2(
+                    x: &[$t],
+                    out: &mut [MaybeUninit<$t>],
+                    carry: $t,
+                    excl: bool,
+                ) -> $t {
                     let groups = x.len().min(out.len()) / GROUP;
                     let p = (x.as_ptr().cast::<$as>(), out.as_mut_ptr().cast::<$as>());
                     $kernel(p.0, p.1, groups, carry as $as, excl) as $t
