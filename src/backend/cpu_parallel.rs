@@ -35,7 +35,7 @@
 //! borrowed data.
 
 use super::cpu_simd::{
-    execute_with, tree_mid, Acct, Driver, Exec, OutSlice, Partials, ScanOut, StageRun,
+    execute_with, tree_mid, Acct, CollectOut, Driver, Exec, OutSlice, Partials, ScanOut, StageRun,
 };
 use super::{Availability, Backend, BackendError, BackendKind, Job, RunStats};
 use crate::expr::{DType, Scalar};
@@ -305,7 +305,7 @@ impl Driver for Parallel {
         self.run(run, &tasks, acct, &|st, i, lo, hi| {
             if let Some(mut w) = take(&wins[i]) {
                 let (start, end) = span(&(lo, hi));
-                run.store_range(st, start, end, &mut w);
+                run.store_range(st, start, end, CollectOut::Windows(&mut w));
             }
         });
         cols
@@ -344,14 +344,18 @@ impl Driver for Parallel {
         );
         self.run(run, &tasks, acct, &|st, i, lo, hi| {
             if let Some(mut w) = take(&wins[i]) {
-                run.compact_into(st, run.leaf_range(lo).0, run.leaf_range(hi - 1).1, &mut w);
+                run.compact_range(
+                    st,
+                    run.leaf_range(lo).0,
+                    run.leaf_range(hi - 1).1,
+                    CollectOut::Windows(&mut w),
+                );
             }
         });
         cols
     }
 
-    fn scan(&self, run: &StageRun<'_>, acct: &Acct) -> Column {
-        let ty = run.collect_types().first().copied().unwrap_or(DType::F32);
+    fn scan(&self, run: &StageRun<'_>, ty: DType, acct: &Acct) -> Column {
         let mut col = Column::zeroed(ty, run.len());
         acct.alloc(col.byte_len() as u64);
         let leaves = run.leaves();

@@ -288,8 +288,8 @@ pub(crate) trait Driver: Sync {
     fn store(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column>;
     /// The surviving positions' columns, in order.
     fn compact(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column>;
-    /// The scan's column (of length `len`).
-    fn scan(&self, run: &StageRun<'_>, acct: &Acct) -> Column;
+    /// The scan's column (of length `len`, holding `ty`).
+    fn scan(&self, run: &StageRun<'_>, ty: DType, acct: &Acct) -> Column;
 }
 
 /// Midpoint of a leaf range: the one split rule of the reduction tree.
@@ -1184,97 +1184,45 @@ impl<'a> StageRun<'a> {
 
     // ---- collect -------------------------------------------------------
 
-    /// Stores positions `start..end` into `outs`, whose element 0 is
-    /// position `start`.
+    /// Stores positions `start..end` into `out`: in a window, element 0
+    /// is position `start`.
     pub(crate) fn store_range(
         &self,
         st: &mut Exec,
         start: usize,
         end: usize,
-        outs: &mut [OutSlice<'_>],
+        out: CollectOut<'_, '_>,
     ) {
         let TermProgram::Collect(cols) = &self.prog.terminal else {
             return;
         };
+        let mut out = out;
         let mut pos = start;
         while pos < end {
             let n = (end - pos).min(BLOCK);
             self.run_instrs(&mut st.regs, pos, n);
-            let at = pos - start;
-            for (c, o) in cols.iter().zip(outs.iter_mut()) {
+            for (k, c) in cols.iter().enumerate() {
                 with_lane!(c.ty, T => {
-                    if let Some(w) = T::out(o).and_then(|w| w.get_mut(at..at + n)) {
-                        kernels::store(w, self.col::<T>(Some(c), &st.regs, pos, n));
-                    }
+                    out.store::<T>(k, pos - start, self.col::<T>(Some(c), &st.regs, pos, n))
                 })
             }
             pos += n;
         }
     }
 
-    /// Appends positions `start..end` to `outs`.
-    pub(crate) fn push_range(&self, st: &mut Exec, start: usize, end: usize, outs: &mut [Column]) {
-        let TermProgram::Collect(cols) = &self.prog.terminal else {
-            return;
-        };
-        let mut pos = start;
-        while pos < end {
-            let n = (end - pos).min(BLOCK);
-            self.run_instrs(&mut st.regs, pos, n);
-            for (c, o) in cols.iter().zip(outs.iter_mut()) {
-                with_lane!(c.ty, T => {
-                    if let Some(v) = T::column_mut(o) {
-                        v.extend_from_slice(self.col::<T>(Some(c), &st.regs, pos, n));
-                    }
-                })
-            }
-            pos += n;
-        }
-    }
-
-    /// Appends the survivors of positions `start..end` to `outs`, in order.
-    pub(crate) fn compact_push(
+    /// Stores the survivors of positions `start..end` into `out`, in order:
+    /// in a window, element 0 is the first survivor.
+    pub(crate) fn compact_range(
         &self,
         st: &mut Exec,
         start: usize,
         end: usize,
-        outs: &mut [Column],
+        out: CollectOut<'_, '_>,
     ) {
         let TermProgram::Collect(cols) = &self.prog.terminal else {
             return;
         };
-        let mut pos = start;
-        while pos < end {
-            let n = (end - pos).min(BLOCK);
-            self.run_instrs(&mut st.regs, pos, n);
-            let Some(mask) = self.mask(&st.regs, pos, n) else {
-                return;
-            };
-            let cnt = kernels::survivors(mask, &mut st.idx);
-            let idx = &st.idx[..cnt];
-            for (c, o) in cols.iter().zip(outs.iter_mut()) {
-                with_lane!(c.ty, T => {
-                    if let Some(v) = T::column_mut(o) {
-                        kernels::gather_push(v, idx, self.col::<T>(Some(c), &st.regs, pos, n));
-                    }
-                })
-            }
-            pos += n;
-        }
-    }
-
-    /// Writes the survivors of positions `start..end` to the front of
-    /// `outs` (sized by the count pass), in order.
-    pub(crate) fn compact_into(
-        &self,
-        st: &mut Exec,
-        start: usize,
-        end: usize,
-        outs: &mut [OutSlice<'_>],
-    ) {
-        let TermProgram::Collect(cols) = &self.prog.terminal else {
-            return;
-        };
+        let mut out = out;
         let mut pos = start;
         let mut cursor = 0usize;
         while pos < end {
@@ -1285,11 +1233,9 @@ impl<'a> StageRun<'a> {
             };
             let cnt = kernels::survivors(mask, &mut st.idx);
             let idx = &st.idx[..cnt];
-            for (c, o) in cols.iter().zip(outs.iter_mut()) {
+            for (k, c) in cols.iter().enumerate() {
                 with_lane!(c.ty, T => {
-                    if let Some(w) = T::out(o).and_then(|w| w.get_mut(cursor..)) {
-                        kernels::gather_into(w, idx, self.col::<T>(Some(c), &st.regs, pos, n));
-                    }
+                    out.gather::<T>(k, cursor, idx, self.col::<T>(Some(c), &st.regs, pos, n))
                 })
             }
             cursor += cnt;
@@ -1443,6 +1389,53 @@ pub(crate) enum ScanOut<'o> {
     Append(&'o mut Column),
 }
 
+/// Where [`StageRun::store_range`] and [`StageRun::compact_range`] put a
+/// collect's columns.
+pub(crate) enum CollectOut<'a, 'o> {
+    /// Into preallocated windows, one per column, sized by the caller.
+    Windows(&'a mut [OutSlice<'o>]),
+    /// Appended to the columns.
+    Append(&'a mut [Column]),
+}
+
+impl CollectOut<'_, '_> {
+    /// Puts `x` into column `k` at window offset `at` (or at its end).
+    #[inline]
+    fn store<T: Lane>(&mut self, k: usize, at: usize, x: &[T]) {
+        match self {
+            Self::Windows(w) => {
+                let dst = w.get_mut(k).and_then(T::out);
+                if let Some(d) = dst.and_then(|d| d.get_mut(at..at + x.len())) {
+                    kernels::store(d, x);
+                }
+            }
+            Self::Append(c) => {
+                if let Some(v) = c.get_mut(k).and_then(T::column_mut) {
+                    v.extend_from_slice(x);
+                }
+            }
+        }
+    }
+
+    /// Puts `x[idx]` into column `k` at window offset `at` (or at its end).
+    #[inline]
+    fn gather<T: Lane>(&mut self, k: usize, at: usize, idx: &[u32], x: &[T]) {
+        match self {
+            Self::Windows(w) => {
+                let dst = w.get_mut(k).and_then(T::out);
+                if let Some(d) = dst.and_then(|d| d.get_mut(at..)) {
+                    kernels::gather_into(d, idx, x);
+                }
+            }
+            Self::Append(c) => {
+                if let Some(v) = c.get_mut(k).and_then(T::column_mut) {
+                    kernels::gather_push(v, idx, x);
+                }
+            }
+        }
+    }
+}
+
 /// Bytes of the elements a column has room for.
 pub(crate) fn capacity_bytes(c: &mut Column) -> u64 {
     let ty = c.dtype();
@@ -1499,8 +1492,8 @@ pub(crate) fn run_plan(
             TermProgram::Collect(_) => {
                 PlanOutput::Columns(full(i, &run, driver.store(&run, acct))?)
             }
-            TermProgram::Scan { .. } => {
-                PlanOutput::Columns(full(i, &run, vec![driver.scan(&run, acct)])?)
+            TermProgram::Scan { col, .. } => {
+                PlanOutput::Columns(full(i, &run, vec![driver.scan(&run, col.ty, acct)])?)
             }
         };
         drop(run);
@@ -1557,7 +1550,7 @@ impl Driver for Sequential {
             .map(|&t| Column::for_output(t, run.len()))
             .collect();
         acct.alloc(cols.iter_mut().map(capacity_bytes).sum());
-        run.with_state(|st| run.push_range(st, 0, run.len(), &mut cols));
+        run.with_state(|st| run.store_range(st, 0, run.len(), CollectOut::Append(&mut cols)));
         cols
     }
 
@@ -1569,16 +1562,15 @@ impl Driver for Sequential {
             .iter()
             .map(|&t| Column::with_capacity(t, 0))
             .collect();
-        run.with_state(|st| run.compact_push(st, 0, run.len(), &mut cols));
+        run.with_state(|st| run.compact_range(st, 0, run.len(), CollectOut::Append(&mut cols)));
         acct.alloc(cols.iter_mut().map(capacity_bytes).sum());
         cols
     }
 
     /// Appends leaf after leaf, as `store` does.
-    fn scan(&self, run: &StageRun<'_>, acct: &Acct) -> Column {
+    fn scan(&self, run: &StageRun<'_>, ty: DType, acct: &Acct) -> Column {
         acct.task();
         acct.alloc(run.state_bytes());
-        let ty = run.collect_types().first().copied().unwrap_or(DType::F32);
         let mut out = Column::for_output(ty, run.len());
         acct.alloc(capacity_bytes(&mut out));
         run.with_state(|st| {

@@ -54,7 +54,7 @@ mod lanes;
 mod program;
 mod scan;
 
-pub(crate) use exec::{tree_mid, Acct, Driver, Exec, Isa, Partials, ScanOut, StageRun};
+pub(crate) use exec::{tree_mid, Acct, CollectOut, Driver, Exec, Isa, Partials, ScanOut, StageRun};
 pub(crate) use lanes::OutSlice;
 pub use program::BlockProgram;
 
