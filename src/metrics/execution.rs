@@ -27,8 +27,10 @@ pub enum SelectionReason {
     History {
         /// Number of measurements behind the choice.
         samples: u32,
-        /// Their recency-weighted mean, in seconds.
-        mean: f64,
+        /// The prediction that won, in seconds: the cost model's estimate
+        /// corrected by the median ratio of this backend's recent
+        /// measurements to it (the number the candidates were compared by).
+        predicted: f64,
     },
     /// Exploration of a plausible candidate with too few measurements.
     Exploration,
@@ -55,10 +57,10 @@ impl fmt::Display for SelectionReason {
                 }
                 Ok(())
             }
-            SelectionReason::History { samples, mean } => write!(
+            SelectionReason::History { samples, predicted } => write!(
                 f,
-                "measured history ({samples} runs, mean {})",
-                fmt_duration(secs(*mean))
+                "measured history ({samples} runs, predicts {})",
+                fmt_duration(secs(*predicted))
             ),
             SelectionReason::Exploration => write!(f, "exploring a plausible candidate"),
             SelectionReason::Fallback { from } => write!(f, "fallback after {from} failed"),

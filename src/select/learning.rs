@@ -404,7 +404,7 @@ impl Selector for LearningSelector {
         let reason = if history_decided {
             SelectionReason::History {
                 samples: best.samples,
-                mean: best.predicted,
+                predicted: best.predicted,
             }
         } else {
             SelectionReason::Model {
@@ -679,9 +679,9 @@ mod tests {
         };
         assert_eq!(d.order[0], BackendKind::CpuSimd, "{d:?}");
         match d.reason {
-            SelectionReason::History { samples, mean } => {
+            SelectionReason::History { samples, predicted } => {
                 assert_eq!(samples, 3);
-                assert!((mean - 1e-3).abs() < 1e-4, "{mean}");
+                assert!((predicted - 1e-3).abs() < 1e-4, "{predicted}");
             }
             r => panic!("{r:?}"),
         }
