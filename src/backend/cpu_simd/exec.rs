@@ -1191,12 +1191,11 @@ impl<'a> StageRun<'a> {
         st: &mut Exec,
         start: usize,
         end: usize,
-        out: CollectOut<'_, '_>,
+        mut out: CollectOut<'_, '_>,
     ) {
         let TermProgram::Collect(cols) = &self.prog.terminal else {
             return;
         };
-        let mut out = out;
         let mut pos = start;
         while pos < end {
             let n = (end - pos).min(BLOCK);
@@ -1217,12 +1216,11 @@ impl<'a> StageRun<'a> {
         st: &mut Exec,
         start: usize,
         end: usize,
-        out: CollectOut<'_, '_>,
+        mut out: CollectOut<'_, '_>,
     ) {
         let TermProgram::Collect(cols) = &self.prog.terminal else {
             return;
         };
-        let mut out = out;
         let mut pos = start;
         let mut cursor = 0usize;
         while pos < end {
