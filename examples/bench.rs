@@ -21,21 +21,42 @@ use baselines::*;
 use computeq::prelude::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicIsize,
+    Ordering::{Relaxed, SeqCst},
+};
 use std::time::{Duration, Instant};
 
-/// Counts live and peak heap bytes, to report what a query allocates.
+/// Counts live and peak heap bytes, to report what a query allocates;
+/// only inside [`peak_extra`], so that the timed calls (computeq's and the
+/// baselines' alike) pay one relaxed load per allocation and free, not the
+/// counters' locked read-modify-writes (each a full barrier on x86).
 struct Counting;
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
+static COUNTING: AtomicBool = AtomicBool::new(false);
+/// Bytes allocated minus bytes freed since `peak_extra` began (negative
+/// when older allocations are freed).
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+fn counting() -> bool {
+    COUNTING.load(Relaxed)
+}
 
 /// Counts `bytes` more live (and the peak) when `p` was allocated.
 fn grown(p: *mut u8, bytes: usize) -> *mut u8 {
-    if !p.is_null() {
+    if !p.is_null() && counting() {
+        let bytes = bytes as isize;
         let now = LIVE.fetch_add(bytes, Relaxed) + bytes;
         PEAK.fetch_max(now, Relaxed);
     }
     p
+}
+
+/// Counts `bytes` fewer live.
+fn shrunk(bytes: usize) {
+    if counting() {
+        LIVE.fetch_sub(bytes as isize, Relaxed);
+    }
 }
 
 unsafe impl GlobalAlloc for Counting {
@@ -55,26 +76,29 @@ unsafe impl GlobalAlloc for Counting {
             grown(q, new_size - l.size())
         } else {
             if !q.is_null() {
-                LIVE.fetch_sub(l.size() - new_size, Relaxed);
+                shrunk(l.size() - new_size);
             }
             q
         }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         unsafe { System.dealloc(p, l) };
-        LIVE.fetch_sub(l.size(), Relaxed);
+        shrunk(l.size());
     }
 }
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-/// Peak bytes allocated above the live baseline while `f` runs.
+/// Peak bytes allocated above the live bytes at the start while `f` runs
+/// (on every thread).
 fn peak_extra<R>(f: impl FnOnce() -> R) -> (R, usize) {
-    let base = LIVE.load(Relaxed);
-    PEAK.store(base, Relaxed);
+    LIVE.store(0, SeqCst);
+    PEAK.store(0, SeqCst);
+    COUNTING.store(true, SeqCst);
     let r = f();
-    (r, PEAK.load(Relaxed) - base)
+    COUNTING.store(false, SeqCst);
+    (r, PEAK.load(SeqCst).max(0) as usize)
 }
 
 /// Runs of each computeq query before it is measured.
