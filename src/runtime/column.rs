@@ -136,7 +136,7 @@ impl Column {
     /// costs one page fault per 4 KiB page: for a 40 MB output that is
     /// about as long as computing it. On Linux such columns are advised to
     /// use transparent huge pages, so the first writes fault 2 MiB at a
-    /// time (see [`advise_huge_pages`]).
+    /// time (`madvise(MADV_HUGEPAGE)`).
     pub fn zeroed(dtype: DType, len: usize) -> Column {
         let c = match dtype {
             DType::Bool => Column::Bool(vec![false; len]),

@@ -47,7 +47,8 @@ pub struct Stat {
     /// Median of `recent`, kept up to date by `record` so selection reads
     /// one number.
     pub center: f32,
-    /// Recency-weighted mean of the measured seconds (for display).
+    /// Recency-weighted mean of the measured seconds (for inspection through
+    /// `LearningSelector::history`; selection uses `center`).
     pub mean_seconds: f64,
     /// Consecutive failures (reset by a success).
     pub failures: u32,

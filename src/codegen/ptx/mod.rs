@@ -27,7 +27,7 @@
 //!   inclusive scan `shfl.sync.up` steps, `all`/`any` `vote.sync`,
 //!   `broadcast_first` `shfl.sync.idx` from lane 0. 64-bit values shuffle
 //!   as two halves.
-//! - **Semantics.** See the table in [`writer`](self::writer): the guards of
+//! - **Semantics.** See the table in [`writer`]: the guards of
 //!   integer division, the explicit NaN and range handling of float→int
 //!   casts, `.rn` on every float operation (no contraction into `fma`),
 //!   rounding half away from zero, and `f64` helper functions for `exp`,

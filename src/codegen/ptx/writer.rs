@@ -8,7 +8,7 @@
 //! registers (ptxas folds them back).
 //!
 //! Where PTX's rule differs from the reference semantics the writer emits
-//! the guard inline, or calls a helper of [`super::math`]:
+//! the guard inline, or calls a helper of `super::math`:
 //!
 //! | operation | PTX rule | what is emitted |
 //! | --- | --- | --- |
