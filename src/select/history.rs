@@ -21,6 +21,8 @@ pub const RECENT: usize = 5;
 /// A sample further than this factor from the current estimate is clamped
 /// to it before it is recorded (once the key has a few samples).
 const OUTLIER_FACTOR: f64 = 4.0;
+/// `ln(OUTLIER_FACTOR)`.
+const OUTLIER_FACTOR_LN: f32 = std::f32::consts::LN_2 * 2.0;
 /// Runs of a key a failed backend sits out after its first failure; doubles
 /// with each consecutive failure up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: u64 = 8;
@@ -50,6 +52,9 @@ pub struct Stat {
     /// Recency-weighted mean of the measured seconds (for inspection through
     /// `LearningSelector::history`; selection uses `center`).
     pub mean_seconds: f64,
+    /// The most recent log(measured / estimated) as measured, before
+    /// the outlier clamp: what a re-check actually showed.
+    pub last: f32,
     /// Consecutive failures (reset by a success).
     pub failures: u32,
     /// The bucket's run count before which a failed backend is skipped.
@@ -68,23 +73,31 @@ impl Stat {
         self.center as f64
     }
 
-    /// The most recent sample of log(measured / estimated), if any.
+    /// The most recent log(measured / estimated) as measured (not clamped
+    /// toward the median), if any.
     pub fn last_log_ratio(&self) -> Option<f64> {
-        let n = self.samples as usize;
-        (n > 0).then(|| self.recent[(n - 1) % RECENT] as f64)
+        (self.samples > 0).then_some(self.last as f64)
     }
 
     fn median(&self) -> f64 {
-        // A copy in a fixed array, sorted in place: `RECENT` is tiny and
-        // this runs on every query.
+        // `RECENT` is tiny and this runs on every query: an insertion sort
+        // of a copy, written out (the library sort's small-slice path costs
+        // several times more here).
         let n = self.filled().len();
         let mut a = self.recent;
-        let v = &mut a[..n];
-        v.sort_unstable_by(f32::total_cmp);
-        match v.len() {
+        for i in 1..n {
+            let x = a[i];
+            let mut j = i;
+            while j > 0 && a[j - 1].total_cmp(&x).is_gt() {
+                a[j] = a[j - 1];
+                j -= 1;
+            }
+            a[j] = x;
+        }
+        match n {
             0 => 0.0,
-            n if n % 2 == 1 => v[n / 2] as f64,
-            n => (v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0,
+            n if n % 2 == 1 => a[n / 2] as f64,
+            n => (a[n / 2 - 1] as f64 + a[n / 2] as f64) / 2.0,
         }
     }
 
@@ -102,13 +115,17 @@ impl Stat {
     /// Records a successful run that took `measured` seconds where the
     /// model (without compile) estimated `estimated`.
     pub fn record(&mut self, measured: f64, estimated: f64) {
-        let mut x = (measured.max(1e-9) / estimated.max(1e-9)).ln();
+        // In `f32`, as stored: `lnf` costs half of `ln`. The ratio is
+        // clamped first so that it cannot leave `f32`'s range.
+        let ratio = (measured.max(1e-9) / estimated.max(1e-9)).clamp(1e-30, 1e30);
+        let mut x = (ratio as f32).ln();
+        self.last = x;
         if self.samples as usize >= 3 {
-            let c = self.log_ratio();
-            let lim = OUTLIER_FACTOR.ln();
+            let c = self.center;
+            let lim = OUTLIER_FACTOR_LN;
             x = x.clamp(c - lim, c + lim);
         }
-        self.recent[self.samples as usize % RECENT] = x as f32;
+        self.recent[self.samples as usize % RECENT] = x;
         self.samples = self.samples.saturating_add(1);
         self.center = self.median() as f32;
         let alpha = (1.0 / self.samples as f64).max(0.25);
@@ -271,6 +288,47 @@ mod tests {
         s.record(1.0, 1e-3); // a 500x spike (preemption)
         assert!((s.log_ratio() - before).abs() < 1e-6);
         assert!((s.log_ratio() - 2f64.ln()).abs() < 1e-3);
+        // Recorded clamped, but the last sample is what was measured.
+        let last = s.last_log_ratio().unwrap();
+        assert!((last - 1000f64.ln()).abs() < 1e-3, "{last}");
+    }
+
+    #[test]
+    fn the_median_is_the_middle_of_the_recent_samples() {
+        assert!((OUTLIER_FACTOR_LN as f64 - OUTLIER_FACTOR.ln()).abs() < 1e-6);
+        // Out of order, every fill level, odd and even counts.
+        let ratios = [8.0, 1.0, 4.0, 0.5, 2.0, 16.0];
+        let mut s = Stat::default();
+        for (i, r) in ratios.iter().enumerate() {
+            s.record(*r * 1e-3, 1e-3);
+            let mut kept: Vec<f64> = ratios[..=i].iter().rev().take(RECENT).copied().collect();
+            kept.sort_by(f64::total_cmp);
+            let n = kept.len();
+            let want = if n % 2 == 1 {
+                kept[n / 2].ln()
+            } else {
+                (kept[n / 2 - 1].ln() + kept[n / 2].ln()) / 2.0
+            };
+            assert!(
+                (s.log_ratio() - want).abs() < 1e-5,
+                "{i}: {} vs {want}",
+                s.log_ratio()
+            );
+        }
+    }
+
+    #[test]
+    fn extreme_measurements_stay_finite() {
+        let mut s = Stat::default();
+        for (m, e) in [
+            (f64::INFINITY, 1e-3),
+            (0.0, f64::INFINITY),
+            (f64::NAN, f64::NAN),
+            (1e300, 1e-300),
+        ] {
+            s.record(m, e);
+            assert!(s.log_ratio().is_finite(), "{m} / {e}");
+        }
     }
 
     #[test]

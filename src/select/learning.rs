@@ -16,14 +16,15 @@
 //!    fewer than `min_samples` measurements runs instead when it is
 //!    plausible, and on the other runs the runner-up at runs 16, 32, 64
 //!    and then once every 256 runs, if plausible, so history cannot go
-//!    stale; a re-check that clearly beat the choice's prediction is
-//!    repeated on the next run, until the runner-up's median moves or a
-//!    run comes out slower. Plausible: its model price or its measured
-//!    prediction (the better of the two, steady state) is
-//!    within `explore_ratio` of the choice, so a cold first run cannot bar
-//!    a backend for good (a runner-up measured over 8x slower is not
-//!    re-checked). A candidate predicted many times slower by both is
-//!    never tried.
+//!    stale (a runner-up measured more than 8x slower is re-checked as
+//!    many times less often, so a re-check never costs more than ~3% of
+//!    the key's time, and not at all past 512x); a re-check that clearly
+//!    beat the choice's prediction is repeated on the next run, until the
+//!    runner-up's median moves or a run comes out slower. Plausible: its
+//!    model price or its measured prediction (the better of the two,
+//!    steady state) is within `explore_ratio` of the choice, so cold
+//!    first runs cannot bar a backend for good. A candidate predicted
+//!    many times slower by both is never tried.
 //!
 //! Cheap on the query path: one uncontended mutex around a hash lookup and
 //! a few multiplications; no allocation, I/O or clock reads. Persistence
@@ -60,13 +61,37 @@ const PROMISING: f64 = 0.9;
 /// and a choice they got wrong should not stand for 128 runs.
 const FIRST_RECHECK: u64 = 16;
 
-/// A runner-up measured more than this many times slower than the choice
-/// is not re-checked, whatever its model says: the periodic re-checks then
-/// cost at most `RECHECK_MAX_SLOWDOWN / RECHECK_EVERY` (~3%) of the key's
-/// time, and the three early ones at most 24 runs' worth over the key's
-/// first 128 runs. (A repeated re-check runs only what last measured
-/// clearly faster than the choice.)
-const RECHECK_MAX_SLOWDOWN: f64 = 8.0;
+/// Re-checks of a runner-up measured up to this many times slower than
+/// the choice come every `RECHECK_EVERY` runs; one measured `k` times
+/// slower than that waits `k` (rounded up to a power of two) times as
+/// long. So the periodic re-checks cost at most `RECHECK_SLOWDOWN /
+/// RECHECK_EVERY` (~3%) of the key's time however slow the runner-up
+/// measured, and the three early ones (only for runner-ups within this
+/// factor) at most 24 runs' worth over the key's first 128 runs. (A
+/// repeated re-check runs only what last measured clearly faster than
+/// the choice.)
+const RECHECK_SLOWDOWN: f64 = 8.0;
+
+/// The longest wait between re-checks, as a multiple of `RECHECK_EVERY`:
+/// a runner-up measured more than `RECHECK_SLOWDOWN` times this much
+/// slower than the choice is not re-checked (one such run would be a
+/// visible stall).
+const RECHECK_MAX_STRETCH: u64 = 64;
+
+/// Whether run `now` of a key is a periodic re-check of a runner-up
+/// predicted `slowdown` times the choice's time.
+fn recheck_due(now: u64, slowdown: f64) -> bool {
+    if slowdown.is_nan() || slowdown > RECHECK_SLOWDOWN * RECHECK_MAX_STRETCH as f64 {
+        return false;
+    }
+    if slowdown <= RECHECK_SLOWDOWN {
+        return now % RECHECK_EVERY == RECHECK_EVERY / 2
+            || ((FIRST_RECHECK..RECHECK_EVERY / 2).contains(&now) && now.is_power_of_two());
+    }
+    let stretch = ((slowdown / RECHECK_SLOWDOWN).ceil() as u64).next_power_of_two();
+    let period = RECHECK_EVERY * stretch;
+    now % period == period / 2
+}
 
 /// The learning selector's settings (from [`Config`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -444,8 +469,6 @@ impl Selector for LearningSelector {
             // or a run comes out slower): one fast sample among older slow
             // ones does not move a median, and re-running what just
             // measured faster costs nothing in expectation.
-            let due = now % RECHECK_EVERY == RECHECK_EVERY / 2
-                || ((FIRST_RECHECK..RECHECK_EVERY / 2).contains(&now) && now.is_power_of_two());
             let promising = |c: &Cand| {
                 bucket.stats[c.kind.index()]
                     .last_log_ratio()
@@ -453,9 +476,10 @@ impl Selector for LearningSelector {
             };
             let pick = undersampled.or_else(|| {
                 runner_up.filter(|c| {
+                    let slowdown = c.steady / best.steady;
                     plausible(c)
-                        && c.steady <= best.steady * RECHECK_MAX_SLOWDOWN
-                        && (due || promising(c))
+                        && slowdown <= RECHECK_SLOWDOWN * RECHECK_MAX_STRETCH as f64
+                        && (recheck_due(now, slowdown) || promising(c))
                 })
             });
             if let Some(c) = pick {
@@ -824,6 +848,79 @@ mod tests {
             .filter(|(_, r)| *r == SelectionReason::Exploration)
             .count();
         assert!(rechecks <= 6, "{rechecks} re-checks: {chosen:?}");
+    }
+
+    #[test]
+    fn a_runner_up_that_learned_very_slow_is_still_won_back() {
+        let s = LearningSelector::new(settings());
+        let (p, w) = plan(8);
+        p.artifact(BackendKind::CpuSimd, || Ok::<_, ()>(0u8))
+            .unwrap();
+        let d = select(&s, &p, &w);
+        let simd_model = d
+            .estimates
+            .iter()
+            .find(|e| e.backend == BackendKind::CpuSimd)
+            .unwrap()
+            .seconds;
+        // cpu-simd's first runs were 20x its model (a cold start): ten
+        // times the incumbent's 2x, past the 8x of the regular re-checks.
+        for _ in 0..3 {
+            s.observe(
+                &w,
+                &metrics(&p, &w, BackendKind::CpuSimd, 20.0 * simd_model),
+            );
+        }
+        let mut chosen = Vec::new();
+        for _ in 0..4 * RECHECK_EVERY as usize {
+            let d = select(&s, &p, &w);
+            let k = d.order[0];
+            let secs = if k == BackendKind::CpuSimd {
+                simd_model
+            } else {
+                2.0 * simd_model
+            };
+            s.observe(&w, &metrics(&p, &w, k, secs));
+            chosen.push((k, d.reason));
+        }
+        // The first re-check comes at run 256 (a 10x slowdown waits twice
+        // the regular period), and its repeats win cpu-simd back.
+        let first = chosen
+            .iter()
+            .position(|&(k, _)| k == BackendKind::CpuSimd)
+            .expect("never re-checked");
+        // (Run 1 was the selection above: `chosen[i]` is run `i + 2`.)
+        assert_eq!(first + 2, RECHECK_EVERY as usize, "{:?}", &chosen[first..]);
+        let tail = &chosen[chosen.len() - 64..];
+        assert!(
+            tail.iter().all(|&(k, _)| k == BackendKind::CpuSimd),
+            "cpu-simd not won back: {:?}",
+            &chosen[first..]
+        );
+    }
+
+    #[test]
+    fn rechecks_cost_a_bounded_share_however_slow_the_runner_up() {
+        let runs = RECHECK_EVERY * RECHECK_MAX_STRETCH * 4;
+        for slowdown in [1.0, 8.0, 9.0, 20.0, 100.0, 512.0] {
+            let count = (1..=runs).filter(|&n| recheck_due(n, slowdown)).count() as f64;
+            assert!(count >= 4.0, "{slowdown}x: re-checked {count} times");
+            // The three early re-checks aside, at most 8 runs' worth of
+            // the choice's time in every 256.
+            let early = if slowdown <= RECHECK_SLOWDOWN {
+                3.0
+            } else {
+                0.0
+            };
+            let share = (count - early) * slowdown / runs as f64;
+            assert!(
+                share <= RECHECK_SLOWDOWN / RECHECK_EVERY as f64,
+                "{slowdown}x: {share}"
+            );
+        }
+        for slowdown in [513.0, 1e9, f64::INFINITY, f64::NAN] {
+            assert!(!(1..=runs).any(|n| recheck_due(n, slowdown)), "{slowdown}");
+        }
     }
 
     #[test]
