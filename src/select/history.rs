@@ -116,8 +116,16 @@ impl Stat {
     /// model (without compile) estimated `estimated`.
     pub fn record(&mut self, measured: f64, estimated: f64) {
         // In `f32`, as stored: `lnf` costs half of `ln`. The ratio is
-        // clamped first so that it cannot leave `f32`'s range.
-        let ratio = (measured.max(1e-9) / estimated.max(1e-9)).clamp(1e-30, 1e30);
+        // clamped first so that it cannot leave `f32`'s range, and one
+        // that is not a number (infinity over infinity) counts as "the
+        // model is right": a NaN here would reach the median and then the
+        // outlier clamp's bounds, where it panics.
+        let ratio = measured.max(1e-9) / estimated.max(1e-9);
+        let ratio = if ratio.is_nan() {
+            1.0
+        } else {
+            ratio.clamp(1e-30, 1e30)
+        };
         let mut x = (ratio as f32).ln();
         self.last = x;
         if self.samples as usize >= 3 {
@@ -325,6 +333,11 @@ mod tests {
             (0.0, f64::INFINITY),
             (f64::NAN, f64::NAN),
             (1e300, 1e-300),
+            // Enough of them to be the median, and then clamped against.
+            (f64::INFINITY, f64::INFINITY),
+            (f64::INFINITY, f64::INFINITY),
+            (f64::INFINITY, f64::INFINITY),
+            (f64::INFINITY, f64::INFINITY),
         ] {
             s.record(m, e);
             assert!(s.log_ratio().is_finite(), "{m} / {e}");
