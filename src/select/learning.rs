@@ -764,68 +764,31 @@ mod tests {
         assert!(explored.len() <= 3, "{explored:?}");
     }
 
-    #[test]
-    fn cold_first_samples_do_not_bar_a_candidate_for_good() {
+    /// The scenario of the "won back" tests: an 8-element plan, where every
+    /// CPU backend is a fixed cost and the model ranks cpu-simd (built
+    /// once: no compile in its price) first. cpu-simd's first `cold_runs`
+    /// runs take `cold` times its model price; then `runs` selections
+    /// follow, where cpu-simd runs at its model price and every other
+    /// backend at twice that. Returns each of those runs' choice and
+    /// reason (`[i]` is the key's run `i + 2`: run 1 priced the plan).
+    fn cold_start(cold_runs: usize, cold: f64, runs: usize) -> Vec<(BackendKind, SelectionReason)> {
         let s = LearningSelector::new(settings());
-        // Tiny: every CPU backend is a fixed cost, and the model ranks
-        // cpu-simd first.
         let (p, w) = plan(8);
-        // Built once (any artifact will do): no compile in its price.
+        // Any artifact will do.
         p.artifact(BackendKind::CpuSimd, || Ok::<_, ()>(0u8))
             .unwrap();
         let d = select(&s, &p, &w);
         let price = |k: BackendKind| d.estimates.iter().find(|e| e.backend == k).unwrap().seconds;
         let simd_model = price(BackendKind::CpuSimd);
         assert!(simd_model < price(BackendKind::CpuScalar), "{d:?}");
-        // cpu-simd's first two runs are cold, 6x its model (3x the
-        // incumbent, as measured for an 8-element P1: 1.9 µs against
-        // 0.62 µs); warm, it runs at its model price, half the
-        // incumbent's time.
-        for _ in 0..2 {
-            s.observe(&w, &metrics(&p, &w, BackendKind::CpuSimd, 6.0 * simd_model));
+        for _ in 0..cold_runs {
+            s.observe(
+                &w,
+                &metrics(&p, &w, BackendKind::CpuSimd, cold * simd_model),
+            );
         }
-        let mut last = Vec::new();
-        for _ in 0..8 * RECHECK_EVERY as usize {
-            let d = select(&s, &p, &w);
-            let k = d.order[0];
-            let secs = if k == BackendKind::CpuSimd {
-                simd_model
-            } else {
-                2.0 * simd_model
-            };
-            s.observe(&w, &metrics(&p, &w, k, secs));
-            if d.reason != SelectionReason::Exploration {
-                last.push(k);
-            }
-        }
-        let tail = &last[last.len() - 50..];
-        assert!(
-            tail.iter().all(|&k| k == BackendKind::CpuSimd),
-            "cpu-simd never won back: {tail:?}"
-        );
-    }
-
-    #[test]
-    fn a_runner_up_that_learned_slow_is_won_back_early() {
-        let s = LearningSelector::new(settings());
-        let (p, w) = plan(8);
-        p.artifact(BackendKind::CpuSimd, || Ok::<_, ()>(0u8))
-            .unwrap();
-        let d = select(&s, &p, &w);
-        let simd_model = d
-            .estimates
-            .iter()
-            .find(|e| e.backend == BackendKind::CpuSimd)
-            .unwrap()
-            .seconds;
-        // All of cpu-simd's first `min_samples` runs were slow (a noisy
-        // start), so no exploration is owed to it; warm, it takes half
-        // the incumbent's time.
-        for _ in 0..3 {
-            s.observe(&w, &metrics(&p, &w, BackendKind::CpuSimd, 6.0 * simd_model));
-        }
-        let mut chosen = Vec::new();
-        for _ in 0..RECHECK_EVERY as usize / 4 {
+        let mut chosen = Vec::with_capacity(runs);
+        for _ in 0..runs {
             let d = select(&s, &p, &w);
             let k = d.order[0];
             let secs = if k == BackendKind::CpuSimd {
@@ -836,6 +799,32 @@ mod tests {
             s.observe(&w, &metrics(&p, &w, k, secs));
             chosen.push((k, d.reason));
         }
+        chosen
+    }
+
+    #[test]
+    fn cold_first_samples_do_not_bar_a_candidate_for_good() {
+        // cpu-simd's first two runs are cold, 6x its model (3x the
+        // incumbent, as measured for an 8-element P1: 1.9 µs against
+        // 0.62 µs).
+        let chosen = cold_start(2, 6.0, 8 * RECHECK_EVERY as usize);
+        let last: Vec<BackendKind> = chosen
+            .iter()
+            .filter(|(_, r)| *r != SelectionReason::Exploration)
+            .map(|&(k, _)| k)
+            .collect();
+        let tail = &last[last.len() - 50..];
+        assert!(
+            tail.iter().all(|&k| k == BackendKind::CpuSimd),
+            "cpu-simd never won back: {tail:?}"
+        );
+    }
+
+    #[test]
+    fn a_runner_up_that_learned_slow_is_won_back_early() {
+        // All of cpu-simd's first `min_samples` runs were slow (a noisy
+        // start), so no exploration is owed to it.
+        let chosen = cold_start(3, 6.0, RECHECK_EVERY as usize / 4);
         // Won back within the first quarter of the periodic re-check
         // interval, by the early re-check at run 16 and its repeats.
         let tail = &chosen[chosen.len() - 16..];
@@ -852,44 +841,15 @@ mod tests {
 
     #[test]
     fn a_runner_up_that_learned_very_slow_is_still_won_back() {
-        let s = LearningSelector::new(settings());
-        let (p, w) = plan(8);
-        p.artifact(BackendKind::CpuSimd, || Ok::<_, ()>(0u8))
-            .unwrap();
-        let d = select(&s, &p, &w);
-        let simd_model = d
-            .estimates
-            .iter()
-            .find(|e| e.backend == BackendKind::CpuSimd)
-            .unwrap()
-            .seconds;
         // cpu-simd's first runs were 20x its model (a cold start): ten
         // times the incumbent's 2x, past the 8x of the regular re-checks.
-        for _ in 0..3 {
-            s.observe(
-                &w,
-                &metrics(&p, &w, BackendKind::CpuSimd, 20.0 * simd_model),
-            );
-        }
-        let mut chosen = Vec::new();
-        for _ in 0..4 * RECHECK_EVERY as usize {
-            let d = select(&s, &p, &w);
-            let k = d.order[0];
-            let secs = if k == BackendKind::CpuSimd {
-                simd_model
-            } else {
-                2.0 * simd_model
-            };
-            s.observe(&w, &metrics(&p, &w, k, secs));
-            chosen.push((k, d.reason));
-        }
+        let chosen = cold_start(3, 20.0, 4 * RECHECK_EVERY as usize);
         // The first re-check comes at run 256 (a 10x slowdown waits twice
         // the regular period), and its repeats win cpu-simd back.
         let first = chosen
             .iter()
             .position(|&(k, _)| k == BackendKind::CpuSimd)
             .expect("never re-checked");
-        // (Run 1 was the selection above: `chosen[i]` is run `i + 2`.)
         assert_eq!(first + 2, RECHECK_EVERY as usize, "{:?}", &chosen[first..]);
         let tail = &chosen[chosen.len() - 64..];
         assert!(
