@@ -99,9 +99,13 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
             continue;
         }
         let verdict = check(engine, kind, &plan);
+        let profiled = &engine.profiled[kind.index()];
+        // Loaded before the swap: once profiled (every query after the
+        // first) this is a plain load, not a locked exchange.
         if kind.is_device()
             && b.is_initialized()
-            && !engine.profiled[kind.index()].swap(true, std::sync::atomic::Ordering::Relaxed)
+            && !profiled.load(std::sync::atomic::Ordering::Relaxed)
+            && !profiled.swap(true, std::sync::atomic::Ordering::Relaxed)
         {
             // Measured when the backend can measure itself (bounded by the
             // calibration budget, cached per device on disk), else what

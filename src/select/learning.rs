@@ -49,6 +49,7 @@ use std::time::Duration;
 
 /// Runs of a key between re-checks of the runner-up.
 const RECHECK_EVERY: u64 = 256;
+const _: () = assert!(RECHECK_EVERY.is_power_of_two());
 
 /// A re-check is repeated when it ran faster than this share of the
 /// choice's prediction: clearly faster, so that two backends within noise
@@ -89,8 +90,9 @@ fn recheck_due(now: u64, slowdown: f64) -> bool {
             || ((FIRST_RECHECK..RECHECK_EVERY / 2).contains(&now) && now.is_power_of_two());
     }
     let stretch = ((slowdown / RECHECK_SLOWDOWN).ceil() as u64).next_power_of_two();
+    // A power of two: the remainder is a mask, not a division.
     let period = RECHECK_EVERY * stretch;
-    now % period == period / 2
+    now & (period - 1) == period / 2
 }
 
 /// The learning selector's settings (from [`Config`]).
