@@ -53,7 +53,8 @@ impl RunLog {
         } else {
             let at = ring.oldest;
             ring.runs[at] = m;
-            ring.oldest = (at + 1) % self.capacity;
+            // A compare, not `%`: a division on every query.
+            ring.oldest = if at + 1 == self.capacity { 0 } else { at + 1 };
         }
     }
 

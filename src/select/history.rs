@@ -230,9 +230,36 @@ impl EstimateMemo {
         selectivity: f64,
         revision: u64,
     ) -> bool {
+        // Field by field rather than `==` on the struct: its terminal name
+        // is compared by address first (the names are the plan's static
+        // strings), where the derived comparison calls `memcmp` on every
+        // query. Destructured in full, so that a new field cannot be
+        // forgotten here.
+        let WorkloadCharacteristics {
+            elements,
+            bytes_in,
+            bytes_out,
+            ops_per_element,
+            transcendental_per_element,
+            wide_types,
+            stages,
+            terminal,
+            residency,
+            output_on_device,
+        } = workload;
+        let w = &self.workload;
         self.revision == revision
             && self.selectivity == selectivity.to_bits()
-            && self.workload == *workload
+            && w.elements == *elements
+            && w.bytes_in == *bytes_in
+            && w.bytes_out == *bytes_out
+            && w.ops_per_element == *ops_per_element
+            && w.transcendental_per_element == *transcendental_per_element
+            && w.wide_types == *wide_types
+            && w.stages == *stages
+            && (std::ptr::eq(w.terminal, *terminal) || w.terminal == *terminal)
+            && w.residency == *residency
+            && w.output_on_device == *output_on_device
     }
 }
 
@@ -457,6 +484,56 @@ mod tests {
         assert_eq!(size_bucket(&w), a + 1);
         w.residency = Residency::Device(BackendKind::Wgpu);
         assert_ne!(size_bucket(&w), a + 1);
+    }
+
+    #[test]
+    fn a_memo_prices_only_the_workload_it_was_made_for() {
+        let w = WorkloadCharacteristics {
+            elements: 1000,
+            bytes_in: 4000,
+            bytes_out: 8,
+            ops_per_element: 3,
+            transcendental_per_element: 1,
+            wide_types: false,
+            stages: 1,
+            terminal: "reduce",
+            residency: Residency::Host,
+            output_on_device: false,
+        };
+        let memo = EstimateMemo {
+            workload: w.clone(),
+            selectivity: 0.5f64.to_bits(),
+            revision: 7,
+            steady: [1e-6; BackendKind::COUNT],
+            compile: [0.0; BackendKind::COUNT],
+        };
+        assert!(memo.is_for(&w, 0.5, 7));
+        // The same name at another address is the same terminal.
+        let other = String::from("reduce");
+        let same = WorkloadCharacteristics {
+            terminal: Box::leak(other.into_boxed_str()),
+            ..w.clone()
+        };
+        assert!(memo.is_for(&same, 0.5, 7));
+        assert!(!memo.is_for(&w, 0.25, 7));
+        assert!(!memo.is_for(&w, 0.5, 8));
+        let changed: [fn(&mut WorkloadCharacteristics); 10] = [
+            |w| w.elements += 1,
+            |w| w.bytes_in += 1,
+            |w| w.bytes_out += 1,
+            |w| w.ops_per_element += 1,
+            |w| w.transcendental_per_element += 1,
+            |w| w.wide_types = true,
+            |w| w.stages += 1,
+            |w| w.terminal = "collect",
+            |w| w.residency = Residency::Device(BackendKind::Wgpu),
+            |w| w.output_on_device = true,
+        ];
+        for (i, change) in changed.iter().enumerate() {
+            let mut v = w.clone();
+            change(&mut v);
+            assert!(!memo.is_for(&v, 0.5, 7), "field {i}");
+        }
     }
 
     #[test]
