@@ -370,9 +370,8 @@ mod tests {
 
     #[test]
     fn the_branch_free_median_of_five_is_the_sorted_middle() {
-        // Every arrangement of five values drawn from three (so with every
-        // pattern of ties, and every permutation of distinct ones among
-        // them), against the sorted middle.
+        // Every arrangement of five values drawn from three (every pattern
+        // of ties), against the sorted middle.
         let vals = [-1.5f32, 0.0, 2.25];
         let mut distinct = [0.5f32, -3.0, 7.0, 1.0, -0.25];
         for code in 0..3usize.pow(5) {
