@@ -418,6 +418,22 @@ fn main() {
             verdict(r.cq < 1e-6)
         );
     }
+    // The first query above creates any device (so that no row times
+    // its creation); from then on a tiny query has one more candidate to
+    // check and price, and the device runtime's allocations leave the
+    // heap fragmented: tens of nanoseconds on these rows.
+    let devices: Vec<&str> = [BackendKind::Wgpu, BackendKind::Cuda]
+        .into_iter()
+        .filter(|k| engine().backend(*k).is_some_and(|b| b.is_initialized()))
+        .map(BackendKind::name)
+        .collect();
+    if !devices.is_empty() && rows.iter().any(|r| r.n == 1_000) {
+        println!(
+            "  (measured with a {} device created: every query also weighs it; COMPUTEQ_DISABLE={} measures the 10^3 rows without one)",
+            devices.join(" and "),
+            devices.join(",")
+        );
+    }
 
     device_section(&sizes);
 }
