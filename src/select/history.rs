@@ -86,23 +86,14 @@ impl Stat {
             // samples).
             return median5(self.recent) as f64;
         }
-        // `RECENT` is tiny: an insertion sort of a copy, written out (the
-        // library sort's small-slice path costs several times more here).
-        let n = self.filled().len();
+        // A key's first few samples only: a sorted copy.
         let mut a = self.recent;
-        for i in 1..n {
-            let x = a[i];
-            let mut j = i;
-            while j > 0 && a[j - 1].total_cmp(&x).is_gt() {
-                a[j] = a[j - 1];
-                j -= 1;
-            }
-            a[j] = x;
-        }
-        match n {
+        let v = &mut a[..self.filled().len()];
+        v.sort_unstable_by(f32::total_cmp);
+        match v.len() {
             0 => 0.0,
-            n if n % 2 == 1 => a[n / 2] as f64,
-            n => (a[n / 2 - 1] as f64 + a[n / 2] as f64) / 2.0,
+            n if n % 2 == 1 => v[n / 2] as f64,
+            n => (v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0,
         }
     }
 

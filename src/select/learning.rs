@@ -79,10 +79,14 @@ const RECHECK_SLOWDOWN: f64 = 8.0;
 /// visible stall).
 const RECHECK_MAX_STRETCH: u64 = 64;
 
+/// The slowdown past which a runner-up is neither re-checked nor re-run
+/// as promising.
+const RECHECK_MAX_SLOWDOWN: f64 = RECHECK_SLOWDOWN * RECHECK_MAX_STRETCH as f64;
+
 /// Whether run `now` of a key is a periodic re-check of a runner-up
 /// predicted `slowdown` times the choice's time.
 fn recheck_due(now: u64, slowdown: f64) -> bool {
-    if slowdown.is_nan() || slowdown > RECHECK_SLOWDOWN * RECHECK_MAX_STRETCH as f64 {
+    if slowdown.is_nan() || slowdown > RECHECK_MAX_SLOWDOWN {
         return false;
     }
     if slowdown <= RECHECK_SLOWDOWN {
@@ -480,7 +484,7 @@ impl Selector for LearningSelector {
                 runner_up.filter(|c| {
                     let slowdown = c.steady / best.steady;
                     plausible(c)
-                        && slowdown <= RECHECK_SLOWDOWN * RECHECK_MAX_STRETCH as f64
+                        && slowdown <= RECHECK_MAX_SLOWDOWN
                         && (recheck_due(now, slowdown) || promising(c))
                 })
             });
