@@ -4,6 +4,12 @@
 //! gives a repeatable instruction count (this is how the tiny-query path
 //! is profiled).
 //!
+//! It then says where a query's time goes, from the metrics the engine
+//! records for every run (the run log's last runs, medians): tracing,
+//! plan-cache lookup, selection, the backend's call (the work and its
+//! set-up), and what follows the run's clock (metrics, learning, the run
+//! log, freeing the result).
+//!
 //! `cargo run --release --example tiny_query [-- PIPELINE N RUNS]`, with
 //! PIPELINE one of p1..p5 (default p1 1000 200000).
 
@@ -52,7 +58,8 @@ fn main() {
         done += per_sample;
     }
     samples.sort_by(f64::total_cmp);
-    let backend = computeq::runtime::engine()
+    let engine = computeq::runtime::engine();
+    let backend = engine
         .last_run()
         .map(|m| m.backend.name())
         .unwrap_or("none");
@@ -61,5 +68,46 @@ fn main() {
         samples[samples.len() / 2] * 1e9,
         samples[samples.len() / 10] * 1e9,
         samples[samples.len() * 9 / 10] * 1e9,
+    );
+    breakdown(&mut *query, engine.run_log());
+}
+
+/// Prints the median phases of the run log's runs, over batches that each
+/// fill the log, and the rest of each query's wall time.
+fn breakdown(query: &mut dyn FnMut() -> usize, log: &computeq::runtime::RunLog) {
+    let batch = log.capacity().max(1);
+    let mut phases: [Vec<f64>; 5] = Default::default();
+    let mut walls = Vec::new();
+    for _ in 0..40 {
+        let t = Instant::now();
+        for _ in 0..batch {
+            black_box(query());
+        }
+        walls.push(t.elapsed().as_secs_f64() / batch as f64);
+        for m in log.snapshot() {
+            let p = &m.phases;
+            let call = p.compile + p.transfer_in + p.execute + p.transfer_out;
+            for (v, d) in phases
+                .iter_mut()
+                .zip([p.trace, p.plan, p.select, call, p.total])
+            {
+                v.push(d.as_secs_f64());
+            }
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2] * 1e9
+    };
+    let [trace, plan, select, call, total] = phases.each_mut().map(median);
+    let wall = median(&mut walls);
+    println!(
+        "  where it goes (medians of {} runs' metrics): trace {trace:.0} ns, plan-cache \
+         lookup {plan:.0}, selection {select:.0}, backend call {call:.0} (the work and \
+         its set-up); after the run's clock stops {:.0} (metrics, learning, run log, \
+         freeing the result; the {wall:.0} ns per query of these runs less their \
+         median total {total:.0})",
+        phases[0].len(),
+        wall - total,
     );
 }
