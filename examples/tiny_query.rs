@@ -4,11 +4,11 @@
 //! gives a repeatable instruction count (this is how the tiny-query path
 //! is profiled).
 //!
-//! It then says where a query's time goes, from the metrics the engine
-//! records for every run (the run log's last runs, medians): tracing,
-//! plan-cache lookup, selection, the backend's call (the work and its
-//! set-up), and what follows the run's clock (metrics, learning, the run
-//! log, freeing the result).
+//! It then runs the query as many times again (at most 40 run logs full)
+//! and says where its time goes, from the metrics the engine records for
+//! every run (medians): tracing, plan-cache lookup, selection, the
+//! backend's call (the work and its set-up), and what follows the run's
+//! clock (metrics, learning, the run log, freeing the result).
 //!
 //! `cargo run --release --example tiny_query [-- PIPELINE N RUNS]`, with
 //! PIPELINE one of p1..p5 (default p1 1000 200000).
@@ -69,16 +69,24 @@ fn main() {
         samples[samples.len() / 10] * 1e9,
         samples[samples.len() * 9 / 10] * 1e9,
     );
-    breakdown(&mut *query, engine.run_log());
+    breakdown(&mut *query, engine.run_log(), runs);
 }
 
-/// Prints the median phases of the run log's runs, over batches that each
-/// fill the log, and the rest of each query's wall time.
-fn breakdown(query: &mut dyn FnMut() -> usize, log: &computeq::runtime::RunLog) {
-    let batch = log.capacity().max(1);
+/// Prints the median phases of the last `runs` (at most 40 run logs full)
+/// of `query`, from the run log, and the rest of each query's wall time.
+fn breakdown(query: &mut dyn FnMut() -> usize, log: &computeq::runtime::RunLog, runs: usize) {
+    let cap = log.capacity();
+    if cap == 0 || runs == 0 {
+        println!("  (the run log keeps no runs here: no breakdown)");
+        return;
+    }
     let mut phases: [Vec<f64>; 5] = Default::default();
     let mut walls = Vec::new();
-    for _ in 0..40 {
+    let mut left = runs.min(40 * cap);
+    while left > 0 {
+        // Cleared first, so that each run is counted once.
+        let batch = left.min(cap);
+        log.clear();
         let t = Instant::now();
         for _ in 0..batch {
             black_box(query());
@@ -94,6 +102,7 @@ fn breakdown(query: &mut dyn FnMut() -> usize, log: &computeq::runtime::RunLog) 
                 v.push(d.as_secs_f64());
             }
         }
+        left -= batch;
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
