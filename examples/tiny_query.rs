@@ -4,11 +4,13 @@
 //! gives a repeatable instruction count (this is how the tiny-query path
 //! is profiled).
 //!
-//! It then runs the query as many times again (at most 40 run logs full)
-//! and says where its time goes, from the metrics the engine records for
-//! every run (medians): tracing, plan-cache lookup, selection, the
-//! backend's call (the work and its set-up), and what follows the run's
-//! clock (metrics, learning, the run log, freeing the result).
+//! It then runs the query again, a number of times that depends only on
+//! N (40 run logs full at small N, about 2 * 10^8 elements in all at
+//! large N; so the callgrind difference of two run counts is still per
+//! query), and says where its time goes, from the metrics the engine
+//! records for every run (medians): tracing, plan-cache lookup, selection,
+//! the backend's call (the work and its set-up), and what follows the
+//! run's clock (metrics, learning, the run log, freeing the result).
 //!
 //! `cargo run --release --example tiny_query [-- PIPELINE N RUNS]`, with
 //! PIPELINE one of p1..p5 (default p1 1000 200000).
@@ -69,20 +71,23 @@ fn main() {
         samples[samples.len() / 10] * 1e9,
         samples[samples.len() * 9 / 10] * 1e9,
     );
-    breakdown(&mut *query, engine.run_log(), runs);
+    breakdown(&mut *query, engine.run_log(), n);
 }
 
-/// Prints the median phases of the last `runs` (at most 40 run logs full)
-/// of `query`, from the run log, and the rest of each query's wall time.
-fn breakdown(query: &mut dyn FnMut() -> usize, log: &computeq::runtime::RunLog, runs: usize) {
+/// Prints the median phases of further runs of `query` over `n` elements
+/// (40 run logs full, or fewer so that they read ~2 * 10^8 elements), from
+/// the run log, and the time each query spends after its run's clock
+/// stops: a batch's wall time less its runs' own totals, per query (exact
+/// for the batch, where medians of separate phases would not add up).
+fn breakdown(query: &mut dyn FnMut() -> usize, log: &computeq::runtime::RunLog, n: usize) {
     let cap = log.capacity();
-    if cap == 0 || runs == 0 {
+    if cap == 0 {
         println!("  (the run log keeps no runs here: no breakdown)");
         return;
     }
-    let mut phases: [Vec<f64>; 5] = Default::default();
-    let mut walls = Vec::new();
-    let mut left = runs.min(40 * cap);
+    let mut phases: [Vec<f64>; 4] = Default::default();
+    let mut after = Vec::new();
+    let mut left = (200_000_000 / n.max(1)).clamp(1, 40 * cap);
     while left > 0 {
         // Cleared first, so that each run is counted once.
         let batch = left.min(cap);
@@ -91,32 +96,30 @@ fn breakdown(query: &mut dyn FnMut() -> usize, log: &computeq::runtime::RunLog, 
         for _ in 0..batch {
             black_box(query());
         }
-        walls.push(t.elapsed().as_secs_f64() / batch as f64);
+        let wall = t.elapsed().as_secs_f64();
+        let mut totals = 0.0;
         for m in log.snapshot() {
             let p = &m.phases;
             let call = p.compile + p.transfer_in + p.execute + p.transfer_out;
-            for (v, d) in phases
-                .iter_mut()
-                .zip([p.trace, p.plan, p.select, call, p.total])
-            {
+            for (v, d) in phases.iter_mut().zip([p.trace, p.plan, p.select, call]) {
                 v.push(d.as_secs_f64());
             }
+            totals += p.total.as_secs_f64();
         }
+        after.push((wall - totals) / batch as f64);
         left -= batch;
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2] * 1e9
     };
-    let [trace, plan, select, call, total] = phases.each_mut().map(median);
-    let wall = median(&mut walls);
+    let [trace, plan, select, call] = phases.each_mut().map(median);
     println!(
         "  where it goes (medians of {} runs' metrics): trace {trace:.0} ns, plan-cache \
          lookup {plan:.0}, selection {select:.0}, backend call {call:.0} (the work and \
          its set-up); after the run's clock stops {:.0} (metrics, learning, run log, \
-         freeing the result; the {wall:.0} ns per query of these runs less their \
-         median total {total:.0})",
+         freeing the result)",
         phases[0].len(),
-        wall - total,
+        median(&mut after),
     );
 }
