@@ -18,7 +18,7 @@ pub enum Residency {
 }
 
 /// The measurable shape of one run.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct WorkloadCharacteristics {
     /// Elements of the first stage (the longest pass).
     pub elements: u64,
@@ -40,6 +40,39 @@ pub struct WorkloadCharacteristics {
     pub residency: Residency,
     /// The result is asked to stay on the device (no download).
     pub output_on_device: bool,
+}
+
+/// Field by field, as derived, except that the terminal name is compared
+/// by address first: the names are the plans' static strings, and the
+/// derived comparison calls `memcmp` on them. The selector's price memo
+/// compares a workload on every query. Destructured in full, so that a new
+/// field cannot be forgotten here.
+impl PartialEq for WorkloadCharacteristics {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        let WorkloadCharacteristics {
+            elements,
+            bytes_in,
+            bytes_out,
+            ops_per_element,
+            transcendental_per_element,
+            wide_types,
+            stages,
+            terminal,
+            residency,
+            output_on_device,
+        } = other;
+        self.elements == *elements
+            && self.bytes_in == *bytes_in
+            && self.bytes_out == *bytes_out
+            && self.ops_per_element == *ops_per_element
+            && self.transcendental_per_element == *transcendental_per_element
+            && self.wide_types == *wide_types
+            && self.stages == *stages
+            && (std::ptr::eq(self.terminal, *terminal) || self.terminal == *terminal)
+            && self.residency == *residency
+            && self.output_on_device == *output_on_device
+    }
 }
 
 /// The parts of a run's shape that depend only on the plan, computed once

@@ -221,36 +221,10 @@ impl EstimateMemo {
         selectivity: f64,
         revision: u64,
     ) -> bool {
-        // Field by field rather than `==` on the struct: its terminal name
-        // is compared by address first (the names are the plan's static
-        // strings), where the derived comparison calls `memcmp` on every
-        // query. Destructured in full, so that a new field cannot be
-        // forgotten here.
-        let WorkloadCharacteristics {
-            elements,
-            bytes_in,
-            bytes_out,
-            ops_per_element,
-            transcendental_per_element,
-            wide_types,
-            stages,
-            terminal,
-            residency,
-            output_on_device,
-        } = workload;
-        let w = &self.workload;
+        // The workload last: its comparison is the longest.
         self.revision == revision
             && self.selectivity == selectivity.to_bits()
-            && w.elements == *elements
-            && w.bytes_in == *bytes_in
-            && w.bytes_out == *bytes_out
-            && w.ops_per_element == *ops_per_element
-            && w.transcendental_per_element == *transcendental_per_element
-            && w.wide_types == *wide_types
-            && w.stages == *stages
-            && (std::ptr::eq(w.terminal, *terminal) || w.terminal == *terminal)
-            && w.residency == *residency
-            && w.output_on_device == *output_on_device
+            && self.workload == *workload
     }
 }
 
