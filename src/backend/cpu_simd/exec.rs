@@ -8,7 +8,9 @@
 //! independent of the thread count. This file owns no policy about threads.
 
 use super::kernels::{self, ArgState, Keep, KeepAll, KeepCmp, KeepMask, Op, LANES};
-use super::lanes::{with_float, with_lane, with_num, CastTo, FloatLane, Lane, Num, OutSlice, Regs};
+use super::lanes::{
+    with_float, with_lane, with_num, CastTo, Direct, FloatLane, Lane, Num, OutSlice, Regs,
+};
 use super::program::{BlockProgram, Col, Fused, Instr, Operand, StageProgram, TermProgram};
 use super::scan;
 use super::{BLOCK, LEAF};
@@ -17,6 +19,7 @@ use crate::expr::{eval, BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value
 use crate::plan::{AggKind, Combine, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput};
 use crate::runtime::column::{Column, ColumnRef};
 use smallvec::SmallVec;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// The instruction set the block loops are compiled for.
@@ -617,8 +620,51 @@ impl<'a> StageRun<'a> {
     #[inline(always)]
     fn run_instrs_impl(&self, regs: &mut Regs, pos: usize, n: usize) {
         for ins in &self.prog.instrs {
-            self.exec(ins, regs, pos, n);
+            self.exec(ins, regs, pos, n, None);
         }
+    }
+
+    /// Runs the instruction list over positions `pos..pos + n` with the
+    /// last instruction writing into `dst` (`n` lanes) instead of its
+    /// register: for a collect whose one column is that register
+    /// ([`StageProgram::direct_store`]). Whether every lane of `dst` was
+    /// written (always, for compiled programs).
+    fn run_instrs_into(&self, regs: &mut Regs, pos: usize, n: usize, dst: &mut Direct<'_>) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self.isa == Isa::Avx2Fma {
+            // SAFETY: as in `run_instrs`.
+            return unsafe { self.run_instrs_into_avx2(regs, pos, n, dst) };
+        }
+        self.run_instrs_into_impl(regs, pos, n, dst)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn run_instrs_into_avx2(
+        &self,
+        regs: &mut Regs,
+        pos: usize,
+        n: usize,
+        dst: &mut Direct<'_>,
+    ) -> bool {
+        self.run_instrs_into_impl(regs, pos, n, dst)
+    }
+
+    #[inline(always)]
+    fn run_instrs_into_impl(
+        &self,
+        regs: &mut Regs,
+        pos: usize,
+        n: usize,
+        dst: &mut Direct<'_>,
+    ) -> bool {
+        let Some((last, rest)) = self.prog.instrs.split_last() else {
+            return false;
+        };
+        for ins in rest {
+            self.exec(ins, regs, pos, n, None);
+        }
+        self.exec(last, regs, pos, n, Some(dst))
     }
 
     /// Takes output register `out` out of its file (no closure: everything
@@ -645,16 +691,33 @@ impl<'a> StageRun<'a> {
         pos: usize,
         n: usize,
         f: impl Fn(A) -> R,
-    ) {
+        dst: Option<&mut Direct<'_>>,
+    ) -> bool {
+        if let Some(d) = dst {
+            let Some(d) = R::direct(d).and_then(|d| d.get_mut(..n)) else {
+                return false;
+            };
+            return match self.operand::<A>(a, regs, pos, n) {
+                Op::Slice(s) => kernels::unary(s, d, f),
+                Op::Splat(x) => {
+                    kernels::splat(d, f(x));
+                    true
+                }
+            };
+        }
         let Some(mut o) = Self::take_out::<R>(regs, out) else {
-            return;
+            return false;
         };
         let k = n.min(o.len());
         match self.operand::<A>(a, regs, pos, n) {
             Op::Slice(s) => kernels::unary(s, &mut o[..k], f),
-            Op::Splat(x) => kernels::splat(&mut o[..k], f(x)),
-        }
+            Op::Splat(x) => {
+                kernels::splat(&mut o[..k], f(x));
+                true
+            }
+        };
         Self::put_out(regs, out, o);
+        false
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -668,9 +731,20 @@ impl<'a> StageRun<'a> {
         pos: usize,
         n: usize,
         f: impl Fn(A, A) -> R,
-    ) {
+        dst: Option<&mut Direct<'_>>,
+    ) -> bool {
+        if let Some(d) = dst {
+            let Some(d) = R::direct(d).and_then(|d| d.get_mut(..n)) else {
+                return false;
+            };
+            let (a, b) = (
+                self.operand::<A>(a, regs, pos, n),
+                self.operand::<A>(b, regs, pos, n),
+            );
+            return kernels::binary(a, b, d, f);
+        }
         let Some(mut o) = Self::take_out::<R>(regs, out) else {
-            return;
+            return false;
         };
         let k = n.min(o.len());
         let (a, b) = (
@@ -679,6 +753,7 @@ impl<'a> StageRun<'a> {
         );
         kernels::binary(a, b, &mut o[..k], f);
         Self::put_out(regs, out, o);
+        false
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -691,9 +766,19 @@ impl<'a> StageRun<'a> {
         pos: usize,
         n: usize,
         f: impl Fn(A, B, B) -> B,
-    ) {
+        dst: Option<&mut Direct<'_>>,
+    ) -> bool {
+        if let Some(d) = dst {
+            let Some(d) = B::direct(d).and_then(|d| d.get_mut(..n)) else {
+                return false;
+            };
+            let a = self.operand::<A>(ops[0], regs, pos, n);
+            let b = self.operand::<B>(ops[1], regs, pos, n);
+            let c = self.operand::<B>(ops[2], regs, pos, n);
+            return kernels::ternary(a, b, c, d, f);
+        }
         let Some(mut o) = Self::take_out::<B>(regs, out) else {
-            return;
+            return false;
         };
         let k = n.min(o.len());
         let a = self.operand::<A>(ops[0], regs, pos, n);
@@ -701,49 +786,85 @@ impl<'a> StageRun<'a> {
         let c = self.operand::<B>(ops[2], regs, pos, n);
         kernels::ternary(a, b, c, &mut o[..k], f);
         Self::put_out(regs, out, o);
+        false
     }
 
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn powi<T: Num>(&self, regs: &mut Regs, a: Operand, k: i32, out: u16, pos: usize, n: usize) {
+    fn powi<T: Num>(
+        &self,
+        regs: &mut Regs,
+        a: Operand,
+        k: i32,
+        out: u16,
+        pos: usize,
+        n: usize,
+        dst: Option<&mut Direct<'_>>,
+    ) -> bool {
+        if let Some(d) = dst {
+            let Some(d) = T::direct(d).and_then(|d| d.get_mut(..n)) else {
+                return false;
+            };
+            return match self.operand::<T>(a, regs, pos, n) {
+                Op::Slice(s) => kernels::powi(s, k, d),
+                Op::Splat(_) => false,
+            };
+        }
         let Some(mut o) = Self::take_out::<T>(regs, out) else {
-            return;
+            return false;
         };
         let m = n.min(o.len());
         if let Op::Slice(s) = self.operand::<T>(a, regs, pos, n) {
             kernels::powi(s, k, &mut o[..m]);
         }
         Self::put_out(regs, out, o);
+        false
     }
 
     #[inline(always)]
-    fn iota(regs: &mut Regs, base: u64, out: u16, n: usize) {
+    fn iota(regs: &mut Regs, base: u64, out: u16, n: usize, dst: Option<&mut Direct<'_>>) -> bool {
+        if let Some(d) = dst {
+            let Some(d) = u64::direct(d).and_then(|d| d.get_mut(..n)) else {
+                return false;
+            };
+            kernels::iota(d, base);
+            return true;
+        }
         if let Some(o) = u64::file_mut(regs).get_mut(out as usize) {
             let m = n.min(o.len());
             kernels::iota(&mut o[..m], base);
         }
+        false
     }
 
     #[inline(always)]
-    fn exec(&self, ins: &Instr, regs: &mut Regs, pos: usize, n: usize) {
+    fn exec(
+        &self,
+        ins: &Instr,
+        regs: &mut Regs,
+        pos: usize,
+        n: usize,
+        dst: Option<&mut Direct<'_>>,
+    ) -> bool {
         match *ins {
             Instr::Iota { slot, out } => {
                 let off = self.index_offsets.get(slot as usize).copied().unwrap_or(0);
                 let base = (pos as u64).wrapping_add(off);
-                Self::iota(regs, base, out, n);
+                Self::iota(regs, base, out, n, dst)
             }
             Instr::Unary { op, ty, a, out } => {
                 macro_rules! float {
                     ($f:ident) => {
-                        with_float!(ty, T => self.un::<T, T>(regs, a, out, pos, n, T::$f), else ())
+                        with_float!(ty, T => self.un::<T, T>(regs, a, out, pos, n, T::$f, dst), else false)
                     };
                 }
                 match op {
-                    UnaryOp::Not => self.un::<bool, bool>(regs, a, out, pos, n, |x| !x),
+                    UnaryOp::Not => self.un::<bool, bool>(regs, a, out, pos, n, |x| !x, dst),
                     UnaryOp::Neg => {
-                        with_num!(ty, T => self.un::<T, T>(regs, a, out, pos, n, T::n_neg), else ())
+                        with_num!(ty, T => self.un::<T, T>(regs, a, out, pos, n, T::n_neg, dst), else false)
                     }
                     UnaryOp::Abs => {
-                        with_num!(ty, T => self.un::<T, T>(regs, a, out, pos, n, T::n_abs), else ())
+                        with_num!(ty, T => self.un::<T, T>(regs, a, out, pos, n, T::n_abs, dst), else false)
                     }
                     UnaryOp::Sqrt => float!(f_sqrt),
                     UnaryOp::Exp => float!(f_exp),
@@ -758,12 +879,12 @@ impl<'a> StageRun<'a> {
             Instr::Binary { op, ty, a, b, out } => {
                 macro_rules! arith {
                     ($f:ident) => {
-                        with_num!(ty, T => self.bin::<T, T>(regs, a, b, out, pos, n, T::$f), else ())
+                        with_num!(ty, T => self.bin::<T, T>(regs, a, b, out, pos, n, T::$f, dst), else false)
                     };
                 }
                 macro_rules! cmp {
                     ($o:tt) => {
-                        with_lane!(ty, T => self.bin::<T, bool>(regs, a, b, out, pos, n, |x: T, y: T| x $o y))
+                        with_lane!(ty, T => self.bin::<T, bool>(regs, a, b, out, pos, n, |x: T, y: T| x $o y, dst))
                     };
                 }
                 match op {
@@ -780,8 +901,12 @@ impl<'a> StageRun<'a> {
                     BinaryOp::Le => cmp!(<=),
                     BinaryOp::Gt => cmp!(>),
                     BinaryOp::Ge => cmp!(>=),
-                    BinaryOp::And => self.bin::<bool, bool>(regs, a, b, out, pos, n, |x, y| x & y),
-                    BinaryOp::Or => self.bin::<bool, bool>(regs, a, b, out, pos, n, |x, y| x | y),
+                    BinaryOp::And => {
+                        self.bin::<bool, bool>(regs, a, b, out, pos, n, |x, y| x & y, dst)
+                    }
+                    BinaryOp::Or => {
+                        self.bin::<bool, bool>(regs, a, b, out, pos, n, |x, y| x | y, dst)
+                    }
                 }
             }
             Instr::Select { ty, c, a, b, out } => with_lane!(ty, T => self.tern::<bool, T>(
@@ -791,6 +916,7 @@ impl<'a> StageRun<'a> {
                 pos,
                 n,
                 |c, x, y| if c { x } else { y },
+                dst,
             )),
             Instr::MulAdd { ty, a, b, c, out } => with_num!(ty, T => self.tern::<T, T>(
                 regs,
@@ -799,12 +925,13 @@ impl<'a> StageRun<'a> {
                 pos,
                 n,
                 T::n_mul_add,
-            ), else ()),
+                dst,
+            ), else false),
             Instr::Cast { from, to, a, out } => with_lane!(from, A => with_lane!(to, B => {
-                self.un::<A, B>(regs, a, out, pos, n, <A as CastTo<B>>::cast_to)
+                self.un::<A, B>(regs, a, out, pos, n, <A as CastTo<B>>::cast_to, dst)
             })),
             Instr::Powi { ty, a, n: k, out } => {
-                with_num!(ty, T => self.powi::<T>(regs, a, k, out, pos, n), else ())
+                with_num!(ty, T => self.powi::<T>(regs, a, k, out, pos, n, dst), else false)
             }
         }
     }
@@ -1196,6 +1323,10 @@ impl<'a> StageRun<'a> {
         let TermProgram::Collect(cols) = &self.prog.terminal else {
             return;
         };
+        if let (true, [c]) = (self.prog.direct_store, cols.as_slice()) {
+            with_lane!(c.ty, T => self.store_direct::<T>(st, start, end, &mut out));
+            return;
+        }
         let mut pos = start;
         while pos < end {
             let n = (end - pos).min(BLOCK);
@@ -1204,6 +1335,62 @@ impl<'a> StageRun<'a> {
                 with_lane!(c.ty, T => {
                     out.store::<T>(k, pos - start, self.col::<T>(Some(c), &st.regs, pos, n))
                 })
+            }
+            pos += n;
+        }
+    }
+
+    /// [`StageRun::store_range`] of a program whose last instruction
+    /// computes its one column ([`StageProgram::direct_store`]): that
+    /// instruction writes each block straight into the column, so no block
+    /// is copied from a register.
+    fn store_direct<T: Lane>(
+        &self,
+        st: &mut Exec,
+        start: usize,
+        end: usize,
+        out: &mut CollectOut<'_, '_>,
+    ) {
+        let mut pos = start;
+        while pos < end {
+            let n = (end - pos).min(BLOCK);
+            match out {
+                CollectOut::Append(cols) => {
+                    let Some(v) = cols.get_mut(0).and_then(T::column_mut) else {
+                        return;
+                    };
+                    v.reserve(n);
+                    let len = v.len();
+                    let lanes = &mut v.spare_capacity_mut()[..n];
+                    if !self.run_instrs_into(&mut st.regs, pos, n, &mut T::to_direct(lanes)) {
+                        // Never for a compiled program; whatever happened,
+                        // no lane is left uninitialized.
+                        kernels::splat(lanes, T::default());
+                    }
+                    // SAFETY: the `n` lanes after `len` are within the
+                    // capacity (reserved above) and all initialized: the
+                    // last instruction wrote every one (it said so), or the
+                    // fill above did.
+                    unsafe { v.set_len(len + n) };
+                }
+                CollectOut::Windows(w) => {
+                    let at = pos - start;
+                    let Some(win) = w
+                        .get_mut(0)
+                        .and_then(T::out)
+                        .and_then(|d| d.get_mut(at..at + n))
+                    else {
+                        return;
+                    };
+                    // SAFETY: the window's own memory, seen as lanes that
+                    // may be uninitialized: only initialized values are
+                    // written through it (`kernels::Slot::put`), so it stays
+                    // initialized.
+                    let lanes = unsafe { &mut *(win as *mut [T] as *mut [MaybeUninit<T>]) };
+                    if !self.run_instrs_into(&mut st.regs, pos, n, &mut T::to_direct(lanes)) {
+                        kernels::splat(lanes, T::default());
+                    }
+                }
             }
             pos += n;
         }

@@ -3,9 +3,12 @@
 //! Every kernel is `#[inline(always)]` so that it is compiled inside the
 //! ISA-specific entry points of `exec.rs` (AVX2+FMA or the portable
 //! baseline) and vectorized there. Kernels never panic: operands shorter
-//! than the output (impossible for validated programs) leave lanes untouched.
+//! than the output (impossible for validated programs) leave lanes untouched,
+//! and the element kernels say so (they return whether they wrote every lane
+//! of the output).
 
 use super::lanes::{Lane, Num};
+use std::mem::MaybeUninit;
 
 /// Lanes of a reduction accumulator: independent partial results, so that
 /// float reductions vectorize without reassociating any lane's additions.
@@ -13,6 +16,28 @@ pub(crate) const LANES: usize = 32;
 
 /// Lanes per chunk of the element loops: four AVX2 vectors of `f32`.
 const CHUNK: usize = 32;
+
+/// An output lane of the element kernels: a register's lane, or a lane of
+/// a result column not written yet, which the last instruction of a
+/// collect fills in place (`StageRun::store_range`): a copy of every block
+/// fewer. Kernels only ever write initialized values through either.
+pub(crate) trait Slot<T>: Sized {
+    fn put(&mut self, v: T);
+}
+
+impl<T> Slot<T> for T {
+    #[inline(always)]
+    fn put(&mut self, v: T) {
+        *self = v;
+    }
+}
+
+impl<T> Slot<T> for MaybeUninit<T> {
+    #[inline(always)]
+    fn put(&mut self, v: T) {
+        self.write(v);
+    }
+}
 
 /// An operand of a block instruction: a block of lanes or one scalar.
 #[derive(Copy, Clone, Debug)]
@@ -96,28 +121,29 @@ impl<T: Copy> Src<T> for K<T> {
     }
 }
 
-/// `out[i] = f(a[i])`.
+/// `out[i] = f(a[i])`; whether every lane of `out` was written.
 #[inline(always)]
-pub(crate) fn unary<A: Copy, R>(a: &[A], out: &mut [R], f: impl Fn(A) -> R) {
+pub(crate) fn unary<A: Copy, R, O: Slot<R>>(a: &[A], out: &mut [O], f: impl Fn(A) -> R) -> bool {
     let n = out.len();
     let Some(a) = a.get(..n) else {
-        return;
+        return false;
     };
     for (o, &x) in out.iter_mut().zip(a) {
-        *o = f(x);
+        o.put(f(x));
     }
+    true
 }
 
 #[inline(always)]
-fn bin_loop<A: Copy, R: Copy + Default, X: Src<A>, Y: Src<A>>(
+fn bin_loop<A: Copy, R: Copy + Default, O: Slot<R>, X: Src<A>, Y: Src<A>>(
     x: X,
     y: Y,
-    out: &mut [R],
+    out: &mut [O],
     f: impl Fn(A, A) -> R,
-) {
+) -> bool {
     let n = out.len();
     let (Some(x), Some(y)) = (x.fit(n), y.fit(n)) else {
-        return;
+        return false;
     };
     let mut oc = out.chunks_exact_mut(CHUNK);
     let mut base = 0;
@@ -127,41 +153,61 @@ fn bin_loop<A: Copy, R: Copy + Default, X: Src<A>, Y: Src<A>>(
         for (i, t) in t.iter_mut().enumerate() {
             *t = f(xs.at(i), ys.at(i));
         }
-        o.copy_from_slice(&t);
+        put_chunk(o, &t);
         base += CHUNK;
     }
     for (i, o) in oc.into_remainder().iter_mut().enumerate() {
-        *o = f(x.at(base + i), y.at(base + i));
+        o.put(f(x.at(base + i), y.at(base + i)));
+    }
+    true
+}
+
+/// Writes a computed chunk to its place in the output.
+#[inline(always)]
+fn put_chunk<R: Copy, O: Slot<R>>(out: &mut [O], t: &[R; CHUNK]) {
+    for (o, &v) in out.iter_mut().zip(t) {
+        o.put(v);
     }
 }
 
-/// `out[i] = f(a[i], b[i])`.
+/// Writes `v` to every lane of `out`.
 #[inline(always)]
-pub(crate) fn binary<A: Copy, R: Copy + Default>(
+fn fill<R: Copy, O: Slot<R>>(out: &mut [O], v: R) {
+    for o in out {
+        o.put(v);
+    }
+}
+
+/// `out[i] = f(a[i], b[i])`; whether every lane of `out` was written.
+#[inline(always)]
+pub(crate) fn binary<A: Copy, R: Copy + Default, O: Slot<R>>(
     a: Op<A>,
     b: Op<A>,
-    out: &mut [R],
+    out: &mut [O],
     f: impl Fn(A, A) -> R,
-) {
+) -> bool {
     match (a, b) {
         (Op::Slice(a), Op::Slice(b)) => bin_loop(S(a), S(b), out, f),
         (Op::Slice(a), Op::Splat(b)) => bin_loop(S(a), K(b), out, f),
         (Op::Splat(a), Op::Slice(b)) => bin_loop(K(a), S(b), out, f),
-        (Op::Splat(a), Op::Splat(b)) => out.fill(f(a, b)),
+        (Op::Splat(a), Op::Splat(b)) => {
+            fill(out, f(a, b));
+            true
+        }
     }
 }
 
 #[inline(always)]
-fn tern_loop<A: Copy, B: Copy, R: Copy + Default, X: Src<A>, Y: Src<B>, Z: Src<B>>(
+fn tern_loop<A: Copy, B: Copy, R: Copy + Default, O: Slot<R>, X: Src<A>, Y: Src<B>, Z: Src<B>>(
     x: X,
     y: Y,
     z: Z,
-    out: &mut [R],
+    out: &mut [O],
     f: impl Fn(A, B, B) -> R,
-) {
+) -> bool {
     let n = out.len();
     let (Some(x), Some(y), Some(z)) = (x.fit(n), y.fit(n), z.fit(n)) else {
-        return;
+        return false;
     };
     let mut oc = out.chunks_exact_mut(CHUNK);
     let mut base = 0;
@@ -171,24 +217,26 @@ fn tern_loop<A: Copy, B: Copy, R: Copy + Default, X: Src<A>, Y: Src<B>, Z: Src<B
         for (i, t) in t.iter_mut().enumerate() {
             *t = f(xs.at(i), ys.at(i), zs.at(i));
         }
-        o.copy_from_slice(&t);
+        put_chunk(o, &t);
         base += CHUNK;
     }
     for (i, o) in oc.into_remainder().iter_mut().enumerate() {
-        *o = f(x.at(base + i), y.at(base + i), z.at(base + i));
+        o.put(f(x.at(base + i), y.at(base + i), z.at(base + i)));
     }
+    true
 }
 
 /// `out[i] = f(a[i], b[i], c[i])` where `b` and `c` share a type (select's
-/// condition may differ from its values; mul_add uses one type).
+/// condition may differ from its values; mul_add uses one type); whether
+/// every lane of `out` was written.
 #[inline(always)]
-pub(crate) fn ternary<A: Copy, B: Copy, R: Copy + Default>(
+pub(crate) fn ternary<A: Copy, B: Copy, R: Copy + Default, O: Slot<R>>(
     a: Op<A>,
     b: Op<B>,
     c: Op<B>,
-    out: &mut [R],
+    out: &mut [O],
     f: impl Fn(A, B, B) -> R,
-) {
+) -> bool {
     use Op::{Slice as L, Splat as P};
     match (a, b, c) {
         (L(a), L(b), L(c)) => tern_loop(S(a), S(b), S(c), out, f),
@@ -198,15 +246,18 @@ pub(crate) fn ternary<A: Copy, B: Copy, R: Copy + Default>(
         (P(a), L(b), L(c)) => tern_loop(K(a), S(b), S(c), out, f),
         (P(a), L(b), P(c)) => tern_loop(K(a), S(b), K(c), out, f),
         (P(a), P(b), L(c)) => tern_loop(K(a), K(b), S(c), out, f),
-        (P(a), P(b), P(c)) => out.fill(f(a, b, c)),
+        (P(a), P(b), P(c)) => {
+            fill(out, f(a, b, c));
+            true
+        }
     }
 }
 
 /// `out[i] = base + i` (wrapping).
 #[inline(always)]
-pub(crate) fn iota(out: &mut [u64], base: u64) {
+pub(crate) fn iota<O: Slot<u64>>(out: &mut [O], base: u64) {
     for (i, o) in out.iter_mut().enumerate() {
-        *o = base.wrapping_add(i as u64);
+        o.put(base.wrapping_add(i as u64));
     }
 }
 
@@ -236,10 +287,14 @@ pub(crate) fn powi_one<T: Num>(x: T, n: i32) -> T {
 }
 
 /// `out[i] = a[i]^n`: the exponent's bit loop runs once per chunk of 16
-/// lanes, so each multiply step is a vector operation.
+/// lanes, so each multiply step is a vector operation. Whether every lane
+/// of `out` was written.
 #[inline(always)]
-pub(crate) fn powi<T: Num>(a: &[T], n: i32, out: &mut [T]) {
+pub(crate) fn powi<T: Num, O: Slot<T>>(a: &[T], n: i32, out: &mut [O]) -> bool {
     const C: usize = 16;
+    let Some(a) = a.get(..out.len()) else {
+        return false;
+    };
     let mut oc = out.chunks_exact_mut(C);
     let mut ac = a.chunks_exact(C);
     for (o, x) in (&mut oc).zip(&mut ac) {
@@ -271,11 +326,14 @@ pub(crate) fn powi<T: Num>(a: &[T], n: i32, out: &mut [T]) {
                 *r = T::n_div(T::ONE, *r);
             }
         }
-        o.copy_from_slice(&result);
+        for (o, &r) in o.iter_mut().zip(&result) {
+            o.put(r);
+        }
     }
     for (o, &x) in oc.into_remainder().iter_mut().zip(ac.remainder()) {
-        *o = powi_one(x, n);
+        o.put(powi_one(x, n));
     }
+    true
 }
 
 /// Which lanes of a block a fold keeps; implemented by "all", by a mask
@@ -571,8 +629,8 @@ pub(crate) fn store<T: Copy>(out: &mut [T], x: &[T]) {
 
 /// Fills `out` with one value.
 #[inline(always)]
-pub(crate) fn splat<T: Copy>(out: &mut [T], v: T) {
-    out.fill(v);
+pub(crate) fn splat<T: Copy, O: Slot<T>>(out: &mut [O], v: T) {
+    fill(out, v);
 }
 
 /// Writes the positions of the true lanes of `mask` to the front of `idx`,

@@ -8,6 +8,7 @@
 use super::BLOCK;
 use crate::expr::{DType, Scalar};
 use crate::runtime::column::{Column, ColumnRef};
+use std::mem::MaybeUninit;
 
 /// Position of `ty` in per-dtype tables (the order of [`DType::ALL`]).
 pub(crate) const fn dtype_index(ty: DType) -> usize {
@@ -24,9 +25,11 @@ pub(crate) const fn dtype_index(ty: DType) -> usize {
 
 /// Block registers, one file per lane type, each register `BLOCK` lanes.
 ///
-/// Typed files keep the executor free of `unsafe`: an instruction takes its
-/// output register out of the file (`std::mem::take`), reads its operands
-/// from the file, and puts the output back. The compiler never gives an
+/// Typed files keep the instructions free of `unsafe`: an instruction takes
+/// its output register out of the file (`std::mem::take`), reads its
+/// operands from the file, and puts the output back. (The executor's one use
+/// of `unsafe` is the last instruction of a collect writing straight into
+/// the result column, `StageRun::store_range`.) The compiler never gives an
 /// instruction an output register that is also one of its operands.
 #[derive(Debug, Default)]
 pub(crate) struct Regs {
@@ -166,6 +169,21 @@ impl<'o> OutSlice<'o> {
     }
 }
 
+/// Where the last instruction of a collect writes when it writes straight
+/// into the result column (`StageRun::store_range`): the block's window of
+/// the column, of the column's type. Its lanes may not be initialized yet;
+/// only initialized values are ever written through it.
+#[derive(Debug)]
+pub(crate) enum Direct<'d> {
+    Bool(&'d mut [MaybeUninit<bool>]),
+    I32(&'d mut [MaybeUninit<i32>]),
+    U32(&'d mut [MaybeUninit<u32>]),
+    I64(&'d mut [MaybeUninit<i64>]),
+    U64(&'d mut [MaybeUninit<u64>]),
+    F32(&'d mut [MaybeUninit<f32>]),
+    F64(&'d mut [MaybeUninit<f64>]),
+}
+
 /// One lane type: where its registers live, how it is read from columns and
 /// scalars.
 pub(crate) trait Lane:
@@ -176,6 +194,10 @@ pub(crate) trait Lane:
     fn column(c: ColumnRef<'_>) -> Option<&[Self]>;
     fn column_mut(c: &mut Column) -> Option<&mut Vec<Self>>;
     fn out<'o>(o: &'o mut OutSlice<'_>) -> Option<&'o mut [Self]>;
+    /// `d` as a [`Direct`] destination.
+    fn to_direct(d: &mut [MaybeUninit<Self>]) -> Direct<'_>;
+    /// The lanes of `d` when it is of this type.
+    fn direct<'d>(d: &'d mut Direct<'_>) -> Option<&'d mut [MaybeUninit<Self>]>;
     /// The value of a scalar, converted by `as` if its type differs (which
     /// validated plans never do; converting keeps this panic-free).
     fn from_scalar(s: Scalar) -> Self;
@@ -216,6 +238,17 @@ macro_rules! lane {
             fn out<'o>(o: &'o mut OutSlice<'_>) -> Option<&'o mut [Self]> {
                 match o {
                     OutSlice::$v(v) => Some(&mut **v),
+                    _ => None,
+                }
+            }
+            #[inline(always)]
+            fn to_direct(d: &mut [MaybeUninit<Self>]) -> Direct<'_> {
+                Direct::$v(d)
+            }
+            #[inline(always)]
+            fn direct<'d>(d: &'d mut Direct<'_>) -> Option<&'d mut [MaybeUninit<Self>]> {
+                match d {
+                    Direct::$v(v) => Some(&mut **v),
                     _ => None,
                 }
             }

@@ -171,6 +171,10 @@ pub(crate) struct StageProgram {
     /// For a filter+collect stage: the same stage reduced to `count`, which
     /// the parallel executor runs first to place every leaf's survivors.
     pub(crate) count_pass: Option<Box<StageProgram>>,
+    /// A collect without a predicate whose one column is the register the
+    /// last instruction writes: that instruction then writes each block
+    /// straight into the result column (see `StageRun::store_range`).
+    pub(crate) direct_store: bool,
 }
 
 /// A compiled plan: one block program per stage. This is the artifact both
@@ -651,7 +655,18 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
         _ => None,
     };
 
+    let direct_store = match (&terminal, instrs.last(), &predicate) {
+        (TermProgram::Collect(cols), Some(last), None) => match instr_out(last) {
+            Some((out, ty)) => {
+                matches!(cols.as_slice(), [c] if c.src == Operand::Reg(out) && c.ty == ty)
+            }
+            None => false,
+        },
+        _ => false,
+    };
+
     Ok(StageProgram {
+        direct_store,
         uniforms,
         instrs,
         regs: alloc.counts,
@@ -721,6 +736,22 @@ fn fused_predicate(
 
 fn unreachable_uniform() -> Result<Instr, String> {
     Err("a parameter or constant was not classified as uniform".into())
+}
+
+/// The register an instruction writes and the type of its result (`None`
+/// for an operation that does not apply to its operands' type, which
+/// verified programs never hold).
+fn instr_out(i: &Instr) -> Option<(u16, DType)> {
+    match *i {
+        Instr::Iota { out, .. } => Some((out, DType::U64)),
+        // Unary operations keep their operand's type (`!` is on bools).
+        Instr::Unary { ty, out, .. }
+        | Instr::Select { ty, out, .. }
+        | Instr::MulAdd { ty, out, .. }
+        | Instr::Powi { ty, out, .. } => Some((out, ty)),
+        Instr::Binary { op, ty, out, .. } => op.result_type(ty).map(|t| (out, t)),
+        Instr::Cast { to, out, .. } => Some((out, to)),
+    }
 }
 
 fn with_out(i: Instr, out: u16) -> Instr {

@@ -805,65 +805,128 @@ fn int_values<T: Copy>(rng: &mut Rng, n: usize, special: &[T], conv: impl Fn(u64
         .collect()
 }
 
+/// Two input columns of `n` values of `ty` (the type's edge values among
+/// them) and a parameter, for [`all_ops_plan`].
+fn all_ops_inputs(ty: DType, n: usize, rng: &mut Rng) -> (Column, Column, Scalar) {
+    macro_rules! go {
+        ($t:ty, $v:ident, $special:expr, $conv:expr, $k:expr) => {{
+            let a: Vec<$t> = int_values(rng, n, &$special, $conv);
+            let b: Vec<$t> = int_values(rng, n, &$special, $conv);
+            (Column::$v(a), Column::$v(b), Scalar::$v($k))
+        }};
+    }
+    match ty {
+        DType::I32 => go!(
+            i32,
+            I32,
+            [0, -1, 1, i32::MIN, i32::MAX],
+            |r| r as i32 % 1000,
+            -1
+        ),
+        DType::U32 => go!(u32, U32, [0, 1, u32::MAX], |r| r as u32, 0),
+        DType::I64 => go!(
+            i64,
+            I64,
+            [0, -1, i64::MIN, i64::MAX],
+            |r| r as i64,
+            i64::MIN
+        ),
+        DType::U64 => go!(u64, U64, [0, 1, u64::MAX], |r| r % 77, 3),
+        DType::F32 => go!(
+            f32,
+            F32,
+            [0.0, -0.5, 2.5, f32::NAN, f32::INFINITY, -1e30, 3e9, -0.0],
+            |r| (r % 20000) as f32 / 100.0 - 100.0,
+            1.5
+        ),
+        DType::F64 => go!(
+            f64,
+            F64,
+            [0.0, 0.5, -2.5, f64::NAN, f64::NEG_INFINITY, 1e300, -3e19],
+            |r| (r % 20000) as f64 / 64.0 - 100.0,
+            -0.75
+        ),
+        DType::Bool => unreachable!("no arithmetic on bool inputs"),
+    }
+}
+
+/// The numeric dtypes (`all_ops_plan` does arithmetic on its inputs).
+fn all_ops_types() -> impl Iterator<Item = DType> {
+    DType::ALL.into_iter().filter(|t| *t != DType::Bool)
+}
+
 #[test]
 fn every_op_and_dtype_matches_reference_semantics() {
     let n = BLOCK + 77;
     let mut rng = Rng(23);
-    for ty in [
-        DType::I32,
-        DType::U32,
-        DType::I64,
-        DType::U64,
-        DType::F32,
-        DType::F64,
-    ] {
+    for ty in all_ops_types() {
         let (pl, _) = all_ops_plan(ty);
-        macro_rules! go {
-            ($t:ty, $v:ident, $special:expr, $conv:expr, $k:expr) => {{
-                let a: Vec<$t> = int_values(&mut rng, n, &$special, $conv);
-                let b: Vec<$t> = int_values(&mut rng, n, &$special, $conv);
-                check(
-                    pl,
-                    &[ColumnRef::$v(&a), ColumnRef::$v(&b)],
-                    &[Scalar::$v($k)],
-                    false,
-                );
-            }};
-        }
-        match ty {
-            DType::I32 => go!(
-                i32,
-                I32,
-                [0, -1, 1, i32::MIN, i32::MAX],
-                |r| r as i32 % 1000,
-                -1
-            ),
-            DType::U32 => go!(u32, U32, [0, 1, u32::MAX], |r| r as u32, 0),
-            DType::I64 => go!(
-                i64,
-                I64,
-                [0, -1, i64::MIN, i64::MAX],
-                |r| r as i64,
-                i64::MIN
-            ),
-            DType::U64 => go!(u64, U64, [0, 1, u64::MAX], |r| r % 77, 3),
-            DType::F32 => go!(
-                f32,
-                F32,
-                [0.0, -0.5, 2.5, f32::NAN, f32::INFINITY, -1e30, 3e9, -0.0],
-                |r| (r % 20000) as f32 / 100.0 - 100.0,
-                1.5
-            ),
-            DType::F64 => go!(
-                f64,
-                F64,
-                [0.0, 0.5, -2.5, f64::NAN, f64::NEG_INFINITY, 1e300, -3e19],
-                |r| (r % 20000) as f64 / 64.0 - 100.0,
-                -0.75
-            ),
-            DType::Bool => unreachable!(),
+        let (a, b, k) = all_ops_inputs(ty, n, &mut rng);
+        check(pl, &[a.as_ref(), b.as_ref()], &[k], false);
+    }
+}
+
+/// A collect of one computed column has its last instruction write straight
+/// into the result (`direct_store`, no copy from a register): for every
+/// operation and dtype, on one block, across blocks and on the pool's
+/// windows, it gives the reference's values.
+#[test]
+fn direct_stores_match_reference_semantics() {
+    let mut rng = Rng(29);
+    for ty in all_ops_types() {
+        let (pl, _) = all_ops_plan(ty);
+        let Terminal::Collect(cols) = &pl.stages[0].terminal else {
+            unreachable!("all_ops_plan collects");
+        };
+        for n in [1, BLOCK - 1, 2 * BLOCK + 3] {
+            let (a, b, k) = all_ops_inputs(ty, n, &mut rng);
+            for &c in cols {
+                let mut one = pl.clone();
+                one.stages[0].terminal = Terminal::Collect(smallvec![c]);
+                let prog = BlockProgram::compile(&one).unwrap();
+                assert!(prog.stages[0].direct_store, "{ty}: {}", prog.stages[0]);
+                check(one, &[a.as_ref(), b.as_ref()], &[k], false);
+            }
         }
     }
+}
+
+/// What `direct_store` must not take: several columns, a predicate, a
+/// column that is an input or a uniform, or one the last instruction does
+/// not write.
+#[test]
+fn direct_store_only_for_one_computed_column() {
+    let direct = |pred: bool, cols: fn(&[Value; 4]) -> SmallVec<[Value; 4]>| {
+        let mut p = P::default();
+        let x = p.input(0, DType::F32);
+        let two = p.param(0, DType::F32);
+        let y = p.bin(BinaryOp::Mul, x, two);
+        let z = p.un(UnaryOp::Sqrt, x);
+        let keep = p.bin(BinaryOp::Gt, x, two);
+        let vals = [x, two, y, z];
+        let pl = plan(
+            &[DType::F32],
+            1,
+            vec![stage(
+                1,
+                p,
+                pred.then_some(keep),
+                Terminal::Collect(cols(&vals)),
+            )],
+        );
+        let prog = BlockProgram::compile(&pl).unwrap();
+        let xs = Rng(31).f32s(BLOCK + 5);
+        check(pl, &[ColumnRef::F32(&xs)], &[Scalar::F32(0.5)], false);
+        prog.stages[0].direct_store
+    };
+    assert!(direct(false, |v| smallvec![v[3]]));
+    assert!(!direct(true, |v| smallvec![v[3]]), "filtered");
+    assert!(!direct(false, |v| smallvec![v[2], v[3]]), "two columns");
+    assert!(!direct(false, |v| smallvec![v[0]]), "an input");
+    assert!(!direct(false, |v| smallvec![v[1]]), "a uniform");
+    // `y` is computed before `z` but only `y` is collected: `z` is dead,
+    // so `y` is the last instruction.
+    assert!(direct(false, |v| smallvec![v[2]]));
 }
 
 #[test]
