@@ -892,8 +892,8 @@ fn direct_stores_match_reference_semantics() {
 }
 
 /// What `direct_store` must not take: several columns, a predicate, a
-/// column that is an input or a uniform, or one the last instruction does
-/// not write.
+/// column that is an input or a uniform. (A lone computed column is always
+/// the last instruction's: the compiler drops instructions nothing reads.)
 #[test]
 fn direct_store_only_for_one_computed_column() {
     let direct = |pred: bool, cols: fn(&[Value; 4]) -> SmallVec<[Value; 4]>| {
