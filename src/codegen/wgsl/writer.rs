@@ -196,12 +196,17 @@ impl<W: Write> WgslWriter<W> {
             )?;
             self.bindings.push(n);
         }
+        // Booleans live in workgroup memory as `u32`, as they do in storage
+        // buffers: `bool` has no defined memory representation, and
+        // NVIDIA's Vulkan driver mis-stored `array<bool, N>` workgroup
+        // arrays (an `all` of nothing read back false, and neighbouring
+        // arrays were clobbered), where lavapipe and llvmpipe did not.
         for s in &k.shared {
             let n = self.namer.call(&s.name);
             writeln!(
                 self.out,
                 "var<workgroup> {n}: array<{}, {}>;",
-                type_name(s.elem),
+                storage_type(s.elem),
                 s.len
             )?;
             self.shared.push(n);
@@ -268,13 +273,19 @@ impl<W: Write> WgslWriter<W> {
                         self.operand(*i)
                     )?;
                 }
-                Stmt::StoreShared(a, i, v) => writeln!(
-                    self.out,
-                    "{pad}{}[{}] = {};",
-                    self.shared[a.index()],
-                    self.operand(*i),
-                    self.operand(*v)
-                )?,
+                Stmt::StoreShared(a, i, v) => {
+                    let v = if k.shared[a.index()].elem == DType::Bool {
+                        format!("select(0u, 1u, {})", self.operand(*v))
+                    } else {
+                        self.operand(*v)
+                    };
+                    writeln!(
+                        self.out,
+                        "{pad}{}[{}] = {v};",
+                        self.shared[a.index()],
+                        self.operand(*i)
+                    )?
+                }
                 Stmt::If {
                     cond,
                     then_body,
@@ -406,7 +417,14 @@ impl<W: Write> WgslWriter<W> {
                     v
                 }
             }
-            Op::LoadShared(s, i) => format!("{}[{}]", self.shared[s.index()], o(i)),
+            Op::LoadShared(s, i) => {
+                let v = format!("{}[{}]", self.shared[s.index()], o(i));
+                if k.shared[s.index()].elem == DType::Bool {
+                    format!("({v} != 0u)")
+                } else {
+                    v
+                }
+            }
             Op::Subgroup(s, a) => {
                 let f = match s {
                     SubgroupOp::Add => "subgroupAdd",

@@ -25,8 +25,8 @@ var<workgroup> red4_0: array<f32, 256>;
 var<workgroup> red4_1: array<u32, 256>;
 var<workgroup> red5_0: array<f32, 256>;
 var<workgroup> red5_1: array<u32, 256>;
-var<workgroup> red6_0: array<bool, 256>;
-var<workgroup> red7_0: array<bool, 256>;
+var<workgroup> red6_0: array<u32, 256>;
+var<workgroup> red7_0: array<u32, 256>;
 fn cq_isnan_f32(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
 }
@@ -286,8 +286,8 @@ fn reduce_final(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup
     red4_1[r5] = r12;
     red5_0[r5] = r13;
     red5_1[r5] = r14;
-    red6_0[r5] = r15;
-    red7_0[r5] = r16;
+    red6_0[r5] = select(0u, 1u, r15);
+    red7_0[r5] = select(0u, 1u, r16);
     workgroupBarrier();
     r65 = 1u;
     for (r66 = 0u; r66 < 8u; r66 = r66 + 1u) {
@@ -303,8 +303,8 @@ fn reduce_final(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup
             r75 = red4_1[r5];
             r76 = red5_0[r5];
             r77 = red5_1[r5];
-            r78 = red6_0[r5];
-            r79 = red7_0[r5];
+            r78 = (red6_0[r5] != 0u);
+            r79 = (red7_0[r5] != 0u);
             r80 = (r5 + r65);
             r81 = red0_0[r80];
             r82 = red1_0[r80];
@@ -314,8 +314,8 @@ fn reduce_final(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup
             r86 = red4_1[r80];
             r87 = red5_0[r80];
             r88 = red5_1[r80];
-            r89 = red6_0[r80];
-            r90 = red7_0[r80];
+            r89 = (red6_0[r80] != 0u);
+            r90 = (red7_0[r80] != 0u);
             r91 = (r70 + r81);
             r92 = r91;
             r93 = cq_min_f32(r71, r82);
@@ -368,8 +368,8 @@ fn reduce_final(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup
             red4_1[r5] = r114;
             red5_0[r5] = r129;
             red5_1[r5] = r130;
-            red6_0[r5] = r132;
-            red7_0[r5] = r134;
+            red6_0[r5] = select(0u, 1u, r132);
+            red7_0[r5] = select(0u, 1u, r134);
         }
         workgroupBarrier();
         r65 = r67;
@@ -383,8 +383,8 @@ fn reduce_final(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup
         r140 = red4_1[0u];
         r141 = red5_0[0u];
         r142 = red5_1[0u];
-        r143 = red6_0[0u];
-        r144 = red7_0[0u];
+        r143 = (red6_0[0u] != 0u);
+        r144 = (red7_0[0u] != 0u);
         r145 = r135;
         r146 = r136;
         r147 = r137;

@@ -26,8 +26,8 @@ var<workgroup> red4_0: array<f32, 256>;
 var<workgroup> red4_1: array<u32, 256>;
 var<workgroup> red5_0: array<f32, 256>;
 var<workgroup> red5_1: array<u32, 256>;
-var<workgroup> red6_0: array<bool, 256>;
-var<workgroup> red7_0: array<bool, 256>;
+var<workgroup> red6_0: array<u32, 256>;
+var<workgroup> red7_0: array<u32, 256>;
 fn cq_isnan_f32(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
 }
@@ -285,8 +285,8 @@ fn reduce_partial(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgro
     red4_1[r5] = r12;
     red5_0[r5] = r13;
     red5_1[r5] = r14;
-    red6_0[r5] = r15;
-    red7_0[r5] = r16;
+    red6_0[r5] = select(0u, 1u, r15);
+    red7_0[r5] = select(0u, 1u, r16);
     workgroupBarrier();
     r63 = 1u;
     for (r64 = 0u; r64 < 8u; r64 = r64 + 1u) {
@@ -302,8 +302,8 @@ fn reduce_partial(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgro
             r73 = red4_1[r5];
             r74 = red5_0[r5];
             r75 = red5_1[r5];
-            r76 = red6_0[r5];
-            r77 = red7_0[r5];
+            r76 = (red6_0[r5] != 0u);
+            r77 = (red7_0[r5] != 0u);
             r78 = (r5 + r63);
             r79 = red0_0[r78];
             r80 = red1_0[r78];
@@ -313,8 +313,8 @@ fn reduce_partial(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgro
             r84 = red4_1[r78];
             r85 = red5_0[r78];
             r86 = red5_1[r78];
-            r87 = red6_0[r78];
-            r88 = red7_0[r78];
+            r87 = (red6_0[r78] != 0u);
+            r88 = (red7_0[r78] != 0u);
             r89 = (r68 + r79);
             r90 = r89;
             r91 = cq_min_f32(r69, r80);
@@ -367,8 +367,8 @@ fn reduce_partial(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgro
             red4_1[r5] = r112;
             red5_0[r5] = r127;
             red5_1[r5] = r128;
-            red6_0[r5] = r130;
-            red7_0[r5] = r132;
+            red6_0[r5] = select(0u, 1u, r130);
+            red7_0[r5] = select(0u, 1u, r132);
         }
         workgroupBarrier();
         r63 = r65;
@@ -382,8 +382,8 @@ fn reduce_partial(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgro
         r138 = red4_1[0u];
         r139 = red5_0[0u];
         r140 = red5_1[0u];
-        r141 = red6_0[0u];
-        r142 = red7_0[0u];
+        r141 = (red6_0[0u] != 0u);
+        r142 = (red7_0[0u] != 0u);
         r143 = r133;
         r144 = r134;
         r145 = r135;

@@ -25,8 +25,8 @@ var<workgroup> red4_0: array<i64, 256>;
 var<workgroup> red4_1: array<u32, 256>;
 var<workgroup> red5_0: array<i64, 256>;
 var<workgroup> red5_1: array<u32, 256>;
-var<workgroup> red6_0: array<bool, 256>;
-var<workgroup> red7_0: array<bool, 256>;
+var<workgroup> red6_0: array<u32, 256>;
+var<workgroup> red7_0: array<u32, 256>;
 fn cq_rem_u32(a: u32, b: u32) -> u32 {
     if (b == 0u) { return 0u; }
     return a % b;
@@ -255,8 +255,8 @@ fn reduce_final(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup
     red4_1[r5] = r12;
     red5_0[r5] = r13;
     red5_1[r5] = r14;
-    red6_0[r5] = r15;
-    red7_0[r5] = r16;
+    red6_0[r5] = select(0u, 1u, r15);
+    red7_0[r5] = select(0u, 1u, r16);
     workgroupBarrier();
     r59 = 1u;
     for (r60 = 0u; r60 < 8u; r60 = r60 + 1u) {
@@ -272,8 +272,8 @@ fn reduce_final(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup
             r69 = red4_1[r5];
             r70 = red5_0[r5];
             r71 = red5_1[r5];
-            r72 = red6_0[r5];
-            r73 = red7_0[r5];
+            r72 = (red6_0[r5] != 0u);
+            r73 = (red7_0[r5] != 0u);
             r74 = (r5 + r59);
             r75 = red0_0[r74];
             r76 = red1_0[r74];
@@ -283,8 +283,8 @@ fn reduce_final(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup
             r80 = red4_1[r74];
             r81 = red5_0[r74];
             r82 = red5_1[r74];
-            r83 = red6_0[r74];
-            r84 = red7_0[r74];
+            r83 = (red6_0[r74] != 0u);
+            r84 = (red7_0[r74] != 0u);
             r85 = (r64 + r75);
             r86 = r85;
             r87 = min(r65, r76);
@@ -331,8 +331,8 @@ fn reduce_final(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup
             red4_1[r5] = r105;
             red5_0[r5] = r117;
             red5_1[r5] = r118;
-            red6_0[r5] = r120;
-            red7_0[r5] = r122;
+            red6_0[r5] = select(0u, 1u, r120);
+            red7_0[r5] = select(0u, 1u, r122);
         }
         workgroupBarrier();
         r59 = r61;
@@ -346,8 +346,8 @@ fn reduce_final(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup
         r128 = red4_1[0u];
         r129 = red5_0[0u];
         r130 = red5_1[0u];
-        r131 = red6_0[0u];
-        r132 = red7_0[0u];
+        r131 = (red6_0[0u] != 0u);
+        r132 = (red7_0[0u] != 0u);
         r133 = r123;
         r134 = r124;
         r135 = r125;

@@ -26,8 +26,8 @@ var<workgroup> red4_0: array<i64, 256>;
 var<workgroup> red4_1: array<u32, 256>;
 var<workgroup> red5_0: array<i64, 256>;
 var<workgroup> red5_1: array<u32, 256>;
-var<workgroup> red6_0: array<bool, 256>;
-var<workgroup> red7_0: array<bool, 256>;
+var<workgroup> red6_0: array<u32, 256>;
+var<workgroup> red7_0: array<u32, 256>;
 fn cq_rem_u32(a: u32, b: u32) -> u32 {
     if (b == 0u) { return 0u; }
     return a % b;
@@ -250,8 +250,8 @@ fn reduce_partial(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgro
     red4_1[r5] = r12;
     red5_0[r5] = r13;
     red5_1[r5] = r14;
-    red6_0[r5] = r15;
-    red7_0[r5] = r16;
+    red6_0[r5] = select(0u, 1u, r15);
+    red7_0[r5] = select(0u, 1u, r16);
     workgroupBarrier();
     r56 = 1u;
     for (r57 = 0u; r57 < 8u; r57 = r57 + 1u) {
@@ -267,8 +267,8 @@ fn reduce_partial(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgro
             r66 = red4_1[r5];
             r67 = red5_0[r5];
             r68 = red5_1[r5];
-            r69 = red6_0[r5];
-            r70 = red7_0[r5];
+            r69 = (red6_0[r5] != 0u);
+            r70 = (red7_0[r5] != 0u);
             r71 = (r5 + r56);
             r72 = red0_0[r71];
             r73 = red1_0[r71];
@@ -278,8 +278,8 @@ fn reduce_partial(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgro
             r77 = red4_1[r71];
             r78 = red5_0[r71];
             r79 = red5_1[r71];
-            r80 = red6_0[r71];
-            r81 = red7_0[r71];
+            r80 = (red6_0[r71] != 0u);
+            r81 = (red7_0[r71] != 0u);
             r82 = (r61 + r72);
             r83 = r82;
             r84 = min(r62, r73);
@@ -326,8 +326,8 @@ fn reduce_partial(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgro
             red4_1[r5] = r102;
             red5_0[r5] = r114;
             red5_1[r5] = r115;
-            red6_0[r5] = r117;
-            red7_0[r5] = r119;
+            red6_0[r5] = select(0u, 1u, r117);
+            red7_0[r5] = select(0u, 1u, r119);
         }
         workgroupBarrier();
         r56 = r58;
@@ -341,8 +341,8 @@ fn reduce_partial(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgro
         r125 = red4_1[0u];
         r126 = red5_0[0u];
         r127 = red5_1[0u];
-        r128 = red6_0[0u];
-        r129 = red7_0[0u];
+        r128 = (red6_0[0u] != 0u);
+        r129 = (red7_0[0u] != 0u);
         r130 = r120;
         r131 = r121;
         r132 = r122;
