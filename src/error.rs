@@ -17,6 +17,9 @@ pub enum ErrorKind {
     InvalidQuery,
     /// A configuration value (environment variable, setting) is invalid.
     Config,
+    /// The query captures more values than its parameter slots hold
+    /// ([`MAX_PARAMS`](crate::expr::MAX_PARAMS)).
+    TooManyParameters,
 }
 
 /// A computeq error.

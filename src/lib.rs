@@ -11,10 +11,12 @@
 //! - [The path of a query](#the-path-of-a-query)
 //! - [Semantics](#semantics)
 //! - [Backends and features](#backends-and-features)
+//! - [Reliability](#reliability)
 //!
 //! ## Example
 //!
 //! ```
+//! # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
 //! use computeq::prelude::*;
 //!
 //! let xs: Vec<f32> = (0..10_000).map(|i| (i as f32).sin()).collect();
@@ -57,6 +59,40 @@
 //! `cpu-scalar` (reference interpreter), `cpu-simd` (block program with
 //! SIMD lanes), `cpu-parallel` (the block program over rayon). Feature
 //! `wgpu` (default) adds the WGSL backend; feature `cuda` the PTX backend.
+//!
+//! ## Reliability
+//!
+//! ### Settings
+//!
+//! Every setting is a field of [`runtime::Config`]. Environment variables
+//! are read once, when an engine is made from the environment (the
+//! process-wide engine behind `.compute()` is), and handed down: no
+//! backend reads one itself. They are `COMPUTEQ_BACKEND`,
+//! `COMPUTEQ_DISABLE`, `COMPUTEQ_LEARN`, `COMPUTEQ_EXPLORE`,
+//! `COMPUTEQ_CALIBRATION_MS`, `COMPUTEQ_CACHE_DIR` (else
+//! `XDG_CACHE_HOME`, `HOME`; absolute paths only), `COMPUTEQ_WGPU_SUBGROUPS`,
+//! `COMPUTEQ_WGPU_TIMESTAMPS` and `COMPUTEQ_FAULT`; every on/off switch
+//! takes `1`/`0`, `on`/`off`, `true`/`false` or `yes`/`no`.
+//!
+//! A bad value never makes a query fail: the engine ignores it (the
+//! default stands; a list keeps its valid entries), logs one
+//! `tracing::warn!` naming the variable, the value and what it accepts,
+//! and lists it in [`Engine::config_warnings`](runtime::Engine::config_warnings)
+//! (and in `explain`'s settings). A program that would rather stop calls
+//! [`Config::from_env`](runtime::Config::from_env), which returns the
+//! error, and installs its engine with [`runtime::set_engine`] before the
+//! first query.
+//!
+//! ### Fault injection
+//!
+//! `COMPUTEQ_FAULT=wgpu:compile,wgpu:oom:2,cuda:launch` (every entry:
+//! [`runtime::FAULTS`]) makes one phase of a device backend fail on
+//! purpose, to check that each failure becomes an error value or a
+//! fallback. Only an engine whose `Config` asks for it injects faults:
+//! `Engine::with_config(Config::from_env()?.with_fault_injection(true))`.
+//! The variable alone, inherited by an application that never opted in,
+//! does nothing. Tests can also set faults on a backend object directly
+//! (`WgpuBackend::set_faults`).
 #![warn(missing_docs)]
 
 pub mod backend;

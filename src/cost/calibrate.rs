@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -99,19 +99,14 @@ pub fn host_profile(cache_dir: Option<&Path>, budget: Duration) -> CpuProfile {
     cpu
 }
 
-/// The cache directory of the environment (`COMPUTEQ_CACHE_DIR`,
-/// `XDG_CACHE_HOME`, `HOME`), if any.
-fn env_cache_dir() -> Option<PathBuf> {
-    crate::runtime::Config::from_env()
-        .ok()
-        .and_then(|c| c.cache_dir)
-}
-
 /// Runs the full CPU calibration (about two seconds: larger buffers, more
 /// repetitions, the pool's wake-up both back to back and after idling),
 /// makes it the process-wide profile that every engine's selector uses
-/// from its next query on, and persists it in the environment's cache
-/// directory.
+/// from its next query on (except those given a
+/// [`Config::cpu_profile`](crate::runtime::Config::cpu_profile)), and
+/// persists it in the cache directory of the process-wide engine (the
+/// environment's, unless [`set_engine`](crate::runtime::set_engine) gave
+/// another).
 ///
 /// # Examples
 ///
@@ -127,7 +122,7 @@ pub fn calibrate_full() -> CpuProfile {
         host.full = true;
         GENERATION.fetch_add(1, Ordering::Relaxed);
     }
-    if let Some(dir) = env_cache_dir() {
+    if let Some(dir) = crate::runtime::global_cache_dir() {
         persist(&dir, |f| {
             f.cpu = Some(cpu.clone());
             f.cpu_full = true;
@@ -586,13 +581,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quick_calibration_measures_within_its_budget() {
-        let t = Instant::now();
+    fn quick_calibration_measures_plausible_figures() {
+        // How long it took is not checked (a busy machine stretches any
+        // run): that the budget bounds it is the zero-budget test's
+        // deadline check below, which needs no clock.
         let p = calibrate_cpu(Duration::from_millis(300));
-        let took = t.elapsed();
-        // Unoptimized test builds run the loops slower than the budget
-        // assumes; the margin is for them.
-        assert!(took < Duration::from_millis(1000), "took {took:?}");
         assert!(p.measured);
         assert!(p.bandwidth_one > 1e9 && p.bandwidth_one < 1e12, "{p:?}");
         assert!(p.bandwidth_all > 1e9, "{p:?}");

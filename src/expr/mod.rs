@@ -16,4 +16,4 @@ pub use dtype::{DType, Scalar};
 pub use element::{Element, Float, Numeric};
 pub use handle::{Expr, IntoExpr, Shape};
 pub use ops::{BinaryOp, UnaryOp};
-pub use trace::Params;
+pub use trace::{Params, MAX_PARAMS};

@@ -116,10 +116,16 @@ pub(crate) fn push(node: Node, ty: Option<DType>, ids: &[u32]) -> (Value, u32) {
     })
 }
 
+/// Most values one query may capture: a parameter's slot is a `u16`.
+pub const MAX_PARAMS: usize = u16::MAX as usize + 1;
+
 /// Adds a run-time parameter and returns its node.
 pub(crate) fn param(value: Scalar) -> (Value, u32) {
     current(|arena, params, id| {
-        let slot = params.len() as u16;
+        // Past `MAX_PARAMS` the slot saturates instead of wrapping onto
+        // another parameter, and the executor refuses the query (the
+        // closure is the user's: a panic here would be inside it).
+        let slot = u16::try_from(params.len()).unwrap_or(u16::MAX);
         params.push(value);
         // A parameter node has no operands and the type of its value:
         // well-typed by construction, so it skips the checks.

@@ -113,4 +113,43 @@ mod tests {
         assert_eq!(t.trace, QueryTrace::default());
         assert_eq!(t.trace.arena.capacity(), cap);
     }
+
+    /// Past 65,536 captured values a `u16` slot used to wrap and read
+    /// another parameter's value: now the terminal reports it.
+    #[test]
+    fn more_captured_values_than_slots_is_an_error_not_a_wrong_answer() {
+        use crate::prelude::*;
+        let engine = Engine::default();
+        let over = crate::expr::MAX_PARAMS as i64 + 2;
+        let r = engine
+            .query(&[0i64][..])
+            .map(|x| (0..over).fold(x, |acc, i| acc + i))
+            .try_sum();
+        let e = r.expect_err("the slots of the last two values wrapped");
+        assert_eq!(e.kind(), crate::ErrorKind::TooManyParameters);
+        assert!(e.to_string().contains("65536"), "{e}");
+        // The same through a plain terminal: a panic with the message.
+        let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            engine
+                .query(&[0i64][..])
+                .map(|x| (0..over).fold(x, |acc, i| acc + i))
+                .sum()
+        }))
+        .expect_err("panics in the default mode");
+        let text = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(text.contains("captures"), "{text}");
+    }
+
+    #[test]
+    fn slots_saturate_instead_of_wrapping() {
+        let mut t = TracedBox::new();
+        let inner = &mut *t;
+        let (arena, params) = (&mut inner.trace.arena, &mut inner.params);
+        params.extend((0..crate::expr::MAX_PARAMS).map(|i| Scalar::I64(i as i64)));
+        let v = crate::expr::trace::with_target(arena, params, 1, || {
+            crate::expr::trace::param(Scalar::I64(-1)).0
+        });
+        assert_eq!(t.trace.arena.get(v).node, Node::Param(u16::MAX));
+        assert_eq!(t.params.len(), crate::expr::MAX_PARAMS + 1);
+    }
 }

@@ -2,11 +2,10 @@
 //! log, each with its own state and at most one lock; no lock is held while
 //! another is taken.
 
-use super::config::Config;
+use super::config::{Config, ConfigWarning};
 use super::plan_cache::PlanCache;
 use super::run_log::RunLog;
 use crate::backend::{Availability, Backend, BackendKind};
-use crate::error::Error;
 use crate::expr::Expr;
 use crate::metrics::ExecutionMetrics;
 use crate::query::{IntoSource, Query};
@@ -34,7 +33,8 @@ use std::sync::{Arc, OnceLock};
 /// ```
 pub struct Engine {
     pub(crate) config: Config,
-    pub(crate) config_error: Option<Error>,
+    /// Environment variables ignored for invalid values.
+    config_warnings: Vec<ConfigWarning>,
     backends: Vec<Arc<dyn Backend>>,
     pub(crate) plans: PlanCache,
     pub(crate) selector: Box<dyn Selector>,
@@ -63,39 +63,112 @@ impl std::fmt::Debug for Engine {
 
 static GLOBAL: OnceLock<Engine> = OnceLock::new();
 
-/// The process-wide engine, created on first use with settings from the
-/// environment (`COMPUTEQ_BACKEND`, `COMPUTEQ_DISABLE`). An invalid setting
-/// makes every query on it fail with a [`ErrorKind::Config`](crate::ErrorKind) error.
+/// The process-wide engine that `.compute()` uses: the one given to
+/// [`set_engine`], else created on first use with settings from the
+/// environment ([`Engine::from_env`]: an invalid variable is ignored with
+/// a warning, see [`Engine::config_warnings`]).
 pub fn engine() -> &'static Engine {
-    GLOBAL.get_or_init(Engine::from_env)
+    GLOBAL.get_or_init(|| {
+        let (mut config, warnings) = Config::from_env_lenient();
+        // This crate's unit tests share this engine: they must neither
+        // read nor write the user's cache.
+        if cfg!(test) {
+            config.cache_dir = None;
+        }
+        Engine::with_warnings(config, warnings)
+    })
+}
+
+/// The cache directory of the process-wide engine, without creating it:
+/// its settings' once it exists, else those it would be created with.
+pub(crate) fn global_cache_dir() -> Option<std::path::PathBuf> {
+    match GLOBAL.get() {
+        Some(e) => e.config.cache_dir.clone(),
+        None if cfg!(test) => None,
+        None => Config::from_env_lenient().0.cache_dir,
+    }
+}
+
+/// Makes `engine` the process-wide engine of [`engine()`] and
+/// `.compute()`, when none exists yet: for programs that configure it in
+/// code (a cache directory of their own, fault injection, a forced
+/// backend), and for tests that must not touch the user's cache.
+///
+/// # Errors
+///
+/// Gives `engine` back when the process-wide engine already exists (a
+/// query ran, or another call came first).
+///
+/// # Examples
+///
+/// ```
+/// use computeq::prelude::*;
+/// use computeq::runtime::{set_engine, Config};
+///
+/// // No cache directory: nothing is read from or written to disk.
+/// let _ = set_engine(Engine::with_config(Config::default()));
+/// assert_eq!(computeq::runtime::engine().config().cache_dir, None);
+/// assert_eq!([1, 2, 3].compute().sum(), 6);
+/// ```
+pub fn set_engine(engine: Engine) -> Result<&'static Engine, Engine> {
+    let mut engine = Some(engine);
+    let global = GLOBAL.get_or_init(|| engine.take().expect("taken once"));
+    match engine {
+        None => Ok(global),
+        Some(e) => Err(e),
+    }
 }
 
 impl Engine {
-    /// An engine configured from the environment.
+    /// An engine configured from the environment. A variable with an
+    /// invalid value is ignored (its default stands) and logged with
+    /// `tracing::warn!`; [`Engine::config_warnings`] lists them.
     pub fn from_env() -> Engine {
-        match Config::from_env() {
-            Ok(c) => Engine::with_config(c),
-            Err(e) => {
-                let mut engine = Engine::with_config(Config::default());
-                engine.config_error = Some(e);
-                engine
-            }
+        let (config, warnings) = Config::from_env_lenient();
+        Engine::with_warnings(config, warnings)
+    }
+
+    fn with_warnings(config: Config, warnings: Vec<ConfigWarning>) -> Engine {
+        for w in &warnings {
+            tracing::warn!(
+                variable = w.variable,
+                value = %w.value,
+                accepted = %w.accepted,
+                "computeq: {w}"
+            );
         }
+        let mut engine = Engine::with_config(config);
+        engine.config_warnings = warnings;
+        engine
     }
 
     /// An engine with explicit settings and every backend compiled in.
     pub fn with_config(config: Config) -> Engine {
+        if !config.fault_injection && !config.faults.is_empty() {
+            tracing::debug!(
+                faults = ?config.faults,
+                "computeq: COMPUTEQ_FAULT ignored: fault injection is off for this engine \
+                 (Config::with_fault_injection)"
+            );
+        }
         Engine {
             selector: crate::select::default_selector(&config),
             log: RunLog::new(config.run_log_capacity),
             plans: PlanCache::new(config.plan_cache_capacity),
-            config_error: None,
-            backends: crate::backend::default_backends(),
+            config_warnings: Vec::new(),
+            backends: crate::backend::default_backends(&config),
             config,
             runs: AtomicU64::new(0),
             profiled: Default::default(),
             outputs: Default::default(),
         }
+    }
+
+    /// The environment variables this engine ignored because their values
+    /// were invalid (each was also logged with `tracing::warn!`); empty
+    /// for an engine made from an explicit [`Config`].
+    pub fn config_warnings(&self) -> &[ConfigWarning] {
+        &self.config_warnings
     }
 
     /// Adds or replaces the backend of its kind (for custom or
@@ -175,5 +248,142 @@ impl Engine {
 impl Default for Engine {
     fn default() -> Self {
         Engine::with_config(Config::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prelude::*;
+
+    /// Runs this binary's test `name` alone in a child process with `vars`
+    /// set: the process environment of the tests, which run in parallel,
+    /// is never changed.
+    fn in_child(name: &str, vars: &[(&str, &str)]) {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+        child.args([name, "--exact", "--nocapture", "--test-threads=1"]);
+        // Only the variables given: none inherited from whoever runs the
+        // tests.
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("COMPUTEQ_") {
+                child.env_remove(k);
+            }
+        }
+        let out = child
+            .env("COMPUTEQ_TEST_CHILD", "1")
+            .envs(vars.iter().copied())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("1 passed"), "the child ran no test: {text}");
+    }
+
+    fn is_child() -> bool {
+        std::env::var_os("COMPUTEQ_TEST_CHILD").is_some()
+    }
+
+    #[test]
+    fn a_bad_variable_is_ignored_and_every_query_still_runs() {
+        if !is_child() {
+            let tmp = std::env::temp_dir().display().to_string();
+            return in_child(
+                "runtime::engine::tests::a_bad_variable_is_ignored_and_every_query_still_runs",
+                &[
+                    ("COMPUTEQ_BACKEND", "gpu"),
+                    ("COMPUTEQ_LEARN", "maybe"),
+                    ("COMPUTEQ_CALIBRATION_MS", "fast"),
+                    ("COMPUTEQ_EXPLORE", "sometimes"),
+                    ("COMPUTEQ_DISABLE", "cpu-scalar,cdua"),
+                    ("COMPUTEQ_WGPU_SUBGROUPS", "nope"),
+                    ("COMPUTEQ_FAULT", "wgpu:compiel"),
+                    ("COMPUTEQ_CACHE_DIR", "relative/dir"),
+                    ("XDG_CACHE_HOME", &tmp),
+                ],
+            );
+        }
+        // The process-wide engine, in the default (panicking) mode.
+        assert_eq!([1, 2, 3].compute().sum(), 6);
+        let e = engine();
+        let ignored: Vec<&str> = e.config_warnings().iter().map(|w| w.variable).collect();
+        assert_eq!(
+            ignored,
+            [
+                "COMPUTEQ_BACKEND",
+                "COMPUTEQ_DISABLE",
+                "COMPUTEQ_LEARN",
+                "COMPUTEQ_EXPLORE",
+                "COMPUTEQ_CALIBRATION_MS",
+                "COMPUTEQ_WGPU_SUBGROUPS",
+                "COMPUTEQ_FAULT",
+                "COMPUTEQ_CACHE_DIR",
+            ]
+        );
+        // The valid rest stands.
+        assert_eq!(e.config().disabled, [BackendKind::CpuScalar]);
+        assert!(e.config().learn && e.config().forced_backend.is_none());
+        // Explain shows what was ignored.
+        let x = [1.0f32].compute().explain().sum().to_string();
+        assert!(x.contains("COMPUTEQ_LEARN: `maybe`"), "{x}");
+        // Failing instead is the caller's choice.
+        assert!(Config::from_env().is_err());
+    }
+
+    #[test]
+    fn an_inherited_fault_variable_alone_injects_nothing() {
+        if !is_child() {
+            return in_child(
+                "runtime::engine::tests::an_inherited_fault_variable_alone_injects_nothing",
+                &[("COMPUTEQ_FAULT", "wgpu:compile,cuda:launch")],
+            );
+        }
+        let e = Engine::from_env();
+        assert!(e.config_warnings().is_empty());
+        assert_eq!(e.config().faults, ["wgpu:compile", "cuda:launch"]);
+        assert!(!e.config().fault_injection);
+        #[cfg(feature = "wgpu")]
+        {
+            use crate::backend::wgpu::{FaultPlan, WgpuBackend};
+            use crate::backend::Backend;
+            let faults = |e: &Engine| {
+                e.backend(BackendKind::Wgpu)
+                    .and_then(|b| b.as_any().downcast_ref::<WgpuBackend>())
+                    .expect("the default wgpu backend")
+                    .faults()
+            };
+            assert_eq!(faults(&e), FaultPlan::NONE);
+            assert_eq!(faults(&Engine::default()), FaultPlan::NONE);
+            // Opting in applies the variable's faults.
+            let opted = Engine::with_config(Config::from_env().unwrap().with_fault_injection(true));
+            assert_eq!(
+                faults(&opted),
+                FaultPlan {
+                    compile: true,
+                    ..FaultPlan::NONE
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn set_engine_installs_the_process_wide_engine_once() {
+        if !is_child() {
+            return in_child(
+                "runtime::engine::tests::set_engine_installs_the_process_wide_engine_once",
+                &[],
+            );
+        }
+        let mine = Engine::with_config(Config {
+            run_log_capacity: 7,
+            ..Config::default()
+        });
+        let e = set_engine(mine).expect("first");
+        assert_eq!(e.config().run_log_capacity, 7);
+        assert!(std::ptr::eq(e, engine()));
+        assert!(set_engine(Engine::default()).is_err());
     }
 }

@@ -44,8 +44,19 @@ struct Planned {
 
 fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
     let engine = p.engine;
-    if let Some(e) = &engine.config_error {
-        return Err(e.clone());
+    let captured = p.traced.params.len();
+    if captured > crate::expr::MAX_PARAMS {
+        // Tracing saturated the slots past the limit: every later value
+        // would read the last slot's.
+        return Err(Error::new(
+            ErrorKind::TooManyParameters,
+            format!(
+                "the query captures {captured} values (captured variables and literals); \
+                 at most {} fit its parameter slots: pass large tables as an input \
+                 column (`zip`) instead",
+                crate::expr::MAX_PARAMS
+            ),
+        ));
     }
     let t0 = Tick::now();
     let (plan, hit) = {
@@ -513,6 +524,9 @@ fn explain_of(
     let mut settings = engine.selector.settings();
     if let Some(k) = engine.config.forced_backend {
         settings.push(("COMPUTEQ_BACKEND", k.name().into()));
+    }
+    for w in engine.config_warnings() {
+        settings.push(("ignored", w.to_string()));
     }
     Explain {
         fingerprint: planned.plan.fingerprint,

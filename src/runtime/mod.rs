@@ -11,7 +11,8 @@ pub(crate) mod executor;
 mod plan_cache;
 mod run_log;
 
-pub use config::Config;
-pub use engine::{engine, Engine};
+pub use config::{parse_switch, Config, ConfigWarning, FAULTS};
+pub(crate) use engine::global_cache_dir;
+pub use engine::{engine, set_engine, Engine};
 pub use plan_cache::{fingerprint, PlanCache};
 pub use run_log::RunLog;

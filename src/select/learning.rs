@@ -112,6 +112,9 @@ pub struct LearningSettings {
     pub cache_dir: Option<PathBuf>,
     /// Longest wait for calibration on the first query.
     pub calibration_budget: Duration,
+    /// A CPU profile that replaces the process's calibration for good
+    /// (see [`Config::cpu_profile`]).
+    pub cpu_profile: Option<crate::cost::CpuProfile>,
 }
 
 impl LearningSettings {
@@ -123,6 +126,7 @@ impl LearningSettings {
             explore_ratio: c.explore_ratio,
             cache_dir: c.cache_dir.clone(),
             calibration_budget: c.calibration_budget,
+            cpu_profile: c.cpu_profile.clone(),
         }
     }
 }
@@ -162,9 +166,13 @@ impl LearningSelector {
             }
             _ => None,
         };
+        let mut model = CostModel::default();
+        if let Some(cpu) = &settings.cpu_profile {
+            model.cpu = cpu.clone();
+        }
         LearningSelector {
             settings,
-            model: RwLock::new(CostModel::default()),
+            model: RwLock::new(model),
             model_generation: AtomicU64::new(u64::MAX),
             revision: AtomicU64::new(0),
             shared,
@@ -205,6 +213,10 @@ impl LearningSelector {
     /// first query this calibrates (bounded by the budget) or loads the
     /// persisted calibration; afterwards it is one relaxed atomic load.
     fn refresh_model(&self) {
+        // A pinned profile is never replaced by the process's calibration.
+        if self.settings.cpu_profile.is_some() {
+            return;
+        }
         let g = calibrate::generation();
         let have = self.model_generation.load(Ordering::Relaxed);
         if have == g {
@@ -652,6 +664,16 @@ mod tests {
             explore_ratio: 1.5,
             cache_dir: None,
             calibration_budget: Duration::ZERO,
+            cpu_profile: Some(host()),
+        }
+    }
+
+    /// The host every test here prices with, whatever this machine
+    /// measured or persisted: four threads, the priors' speeds.
+    fn host() -> crate::cost::CpuProfile {
+        crate::cost::CpuProfile {
+            threads: 4,
+            ..Default::default()
         }
     }
 

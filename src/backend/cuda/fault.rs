@@ -1,8 +1,10 @@
 //! Fault injection: make one phase of the CUDA backend fail on purpose, to
 //! prove that every failure is an error value the runtime recovers from.
 //!
-//! Set by the environment (`COMPUTEQ_FAULT=cuda:compile,cuda:oom`, read when
-//! a backend is constructed) or programmatically with
+//! Set by an engine whose [`Config`](crate::runtime::Config) enables fault
+//! injection (`Config::with_fault_injection`; the faults come from
+//! `COMPUTEQ_FAULT=cuda:compile,cuda:oom` or `Config::faults`; the
+//! environment alone never turns it on) or programmatically with
 //! [`CudaBackend::set_faults`](super::CudaBackend::set_faults). The faults
 //! are injected by [`FaultyDevice`], a wrapper over any
 //! [`PtxDevice`](crate::codegen::ptx::PtxDevice), so the tests exercise it
@@ -37,7 +39,9 @@ impl FaultPlan {
     };
 
     /// Parses a comma list such as `cuda:compile,wgpu:oom,cuda:launch`;
-    /// entries for other backends and unknown names are ignored.
+    /// entries for other backends and unknown names are ignored here
+    /// ([`Config`](crate::runtime::Config) reports unknown entries of
+    /// `COMPUTEQ_FAULT`).
     pub fn parse(list: &str) -> FaultPlan {
         let mut f = FaultPlan::NONE;
         for item in list.split(',').map(str::trim) {
@@ -51,13 +55,6 @@ impl FaultPlan {
             }
         }
         f
-    }
-
-    /// From `COMPUTEQ_FAULT`, or none.
-    pub fn from_env() -> FaultPlan {
-        std::env::var("COMPUTEQ_FAULT")
-            .map(|v| FaultPlan::parse(&v))
-            .unwrap_or_default()
     }
 
     fn check(&self, on: bool, phase: Phase, name: &str) -> Result<(), BackendError> {
@@ -170,5 +167,15 @@ mod tests {
             }
         );
         assert_eq!(FaultPlan::parse(""), FaultPlan::NONE);
+    }
+
+    #[test]
+    fn every_cuda_entry_the_config_accepts_is_a_fault() {
+        for e in crate::runtime::FAULTS
+            .iter()
+            .filter(|e| e.starts_with("cuda:"))
+        {
+            assert_ne!(FaultPlan::parse(e), FaultPlan::NONE, "{e}");
+        }
     }
 }

@@ -22,7 +22,8 @@
 //! - **Results** stay on the device when asked ([`CudaColumn`]); inputs
 //!   already on this device are bound in place.
 //! - **Faults** are injected per phase by [`FaultPlan`]
-//!   (`COMPUTEQ_FAULT=cuda:compile|upload|launch|download|oom`). Every driver
+//!   (`COMPUTEQ_FAULT=cuda:compile|upload|launch|download|oom`, with
+//!   `Config::with_fault_injection`). Every driver
 //!   error, and a panic inside cudarc, becomes a [`BackendError`] the runtime
 //!   falls back from.
 //!
@@ -103,10 +104,15 @@ enum Out {
 
 impl CudaBackend {
     /// A backend with the default launch shape (256 threads per block,
-    /// warp operations), PTX 7.0 for sm_70, and faults from
-    /// `COMPUTEQ_FAULT`.
+    /// warp operations), PTX 7.0 for sm_70, and no faults.
     pub fn new() -> CudaBackend {
-        CudaBackend::with_faults(FaultPlan::from_env())
+        CudaBackend::with_faults(FaultPlan::NONE)
+    }
+
+    /// The default backend, injecting the faults of `config` when it
+    /// enables fault injection (`COMPUTEQ_FAULT` alone never does).
+    pub fn from_config(config: &crate::runtime::Config) -> CudaBackend {
+        CudaBackend::with_faults(FaultPlan::parse(&config.injected_faults()))
     }
 
     /// The same with an explicit fault plan (tests).

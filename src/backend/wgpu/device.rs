@@ -20,11 +20,21 @@ pub(crate) struct Gpu {
     /// What the lowering may use.
     pub caps: Caps,
     /// Timestamp queries around compute passes, when the adapter has
-    /// `TIMESTAMP_QUERY` (and `COMPUTEQ_WGPU_TIMESTAMPS` is not `0`).
+    /// `TIMESTAMP_QUERY` and [`Options::timestamps`] asks for them.
     pub timestamps: Option<Timestamps>,
     /// Errors no scope captured (device loss, late validation errors); the
     /// executor turns them into error values after each submission.
     pub uncaptured: Arc<Mutex<Vec<String>>>,
+}
+
+/// What a device is opened with (from
+/// [`Config`](crate::runtime::Config)'s `wgpu_*` settings).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Options {
+    /// Let kernels use subgroup operations when the adapter has them.
+    pub subgroups: bool,
+    /// Request `TIMESTAMP_QUERY` when the adapter has it.
+    pub timestamps: bool,
 }
 
 /// The query set of a pass's begin and end timestamps. Shared by the runs
@@ -64,7 +74,7 @@ impl std::fmt::Debug for Gpu {
 impl Gpu {
     /// Opens the first adapter of the backends allowed by `WGPU_BACKEND`
     /// (all by default). `Err` carries the reason when there is none.
-    pub fn open() -> Result<Gpu, String> {
+    pub fn open(options: Options) -> Result<Gpu, String> {
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
         desc.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all());
         let instance = wgpu::Instance::new(desc);
@@ -81,7 +91,7 @@ impl Gpu {
             .map_err(|e| format!("no wgpu adapter: {e}"))?;
         let mut wanted =
             wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64 | wgpu::Features::SUBGROUP;
-        if std::env::var("COMPUTEQ_WGPU_TIMESTAMPS").map_or(true, |v| v != "0") {
+        if options.timestamps {
             wanted |= wgpu::Features::TIMESTAMP_QUERY;
         }
         let features = adapter.features() & wanted;
@@ -113,8 +123,7 @@ impl Gpu {
             workgroup_size,
             items_per_thread: 4,
             max_groups: 1024.min(limits.max_compute_workgroups_per_dimension),
-            subgroups: features.contains(wgpu::Features::SUBGROUP)
-                && std::env::var("COMPUTEQ_WGPU_SUBGROUPS").map_or(true, |v| v != "0"),
+            subgroups: features.contains(wgpu::Features::SUBGROUP) && options.subgroups,
             int64: features.contains(wgpu::Features::SHADER_INT64),
             // The NaN test of an f64 reads its bits as a u64.
             f64: features.contains(wgpu::Features::SHADER_F64)

@@ -1,10 +1,13 @@
 //! Fault injection: make one phase of the wgpu backend fail on purpose, to
 //! prove that every failure is an error value the runtime can recover from.
 //!
-//! Set by the environment (`COMPUTEQ_FAULT=wgpu:compile,wgpu:oom`, read
-//! when a backend is constructed) or programmatically with
+//! Set by an engine whose [`Config`](crate::runtime::Config) enables fault
+//! injection (`Config::with_fault_injection`; the faults come from
+//! `COMPUTEQ_FAULT=wgpu:compile,wgpu:oom` or `Config::faults`), or
+//! programmatically with
 //! [`WgpuBackend::set_faults`](super::WgpuBackend::set_faults), which tests
-//! use to avoid racing on the process environment.
+//! use to avoid racing on the process environment. The environment alone
+//! never turns it on.
 
 use crate::backend::{BackendError, BackendKind, Phase};
 
@@ -40,7 +43,9 @@ impl FaultPlan {
     };
 
     /// Parses a comma list such as `wgpu:compile,cuda:launch,wgpu:oom`;
-    /// entries for other backends and unknown names are ignored.
+    /// entries for other backends and unknown names are ignored here
+    /// ([`Config`](crate::runtime::Config) reports unknown entries of
+    /// `COMPUTEQ_FAULT`).
     pub fn parse(list: &str) -> FaultPlan {
         let mut f = FaultPlan::NONE;
         for item in list.split(',').map(str::trim) {
@@ -63,13 +68,6 @@ impl FaultPlan {
             }
         }
         f
-    }
-
-    /// From `COMPUTEQ_FAULT`, or none.
-    pub fn from_env() -> FaultPlan {
-        std::env::var("COMPUTEQ_FAULT")
-            .map(|v| FaultPlan::parse(&v))
-            .unwrap_or_default()
     }
 
     /// Counts one attempt failed by an injected out-of-memory fault; a
@@ -143,6 +141,17 @@ mod tests {
         assert!(f.check(Phase::Compile).is_err());
         assert!(f.check(Phase::Upload).is_ok());
         assert!(f.check_alloc(Phase::Upload).unwrap_err().out_of_memory);
+    }
+
+    #[test]
+    fn every_wgpu_entry_the_config_accepts_is_a_fault() {
+        for e in crate::runtime::FAULTS
+            .iter()
+            .filter(|e| e.starts_with("wgpu:"))
+        {
+            assert_ne!(FaultPlan::parse(e), FaultPlan::NONE, "{e}");
+        }
+        assert_ne!(FaultPlan::parse("wgpu:oom:3"), FaultPlan::NONE);
     }
 
     #[test]

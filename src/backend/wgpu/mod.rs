@@ -59,6 +59,7 @@ pub struct WgpuBackend {
     faults: Arc<Mutex<FaultPlan>>,
     max_chunk: AtomicUsize,
     timestamps: AtomicBool,
+    options: device::Options,
 }
 
 /// Fewest positions per chunk the out-of-memory retries go down to: below
@@ -75,15 +76,27 @@ impl std::fmt::Debug for WgpuBackend {
 }
 
 impl Default for WgpuBackend {
-    /// A backend with the faults of `COMPUTEQ_FAULT`.
+    /// A backend with the default settings and no faults.
     fn default() -> Self {
-        WgpuBackend::new(FaultPlan::from_env())
+        WgpuBackend::new(FaultPlan::NONE)
     }
 }
 
 impl WgpuBackend {
-    /// A backend that injects `faults` (use `FaultPlan::NONE` normally, or
-    /// `FaultPlan::from_env()`).
+    /// A backend with the `wgpu_*` settings of `config`, injecting its
+    /// faults when it enables fault injection (the environment is not
+    /// read here: the `Config` did).
+    pub fn from_config(config: &crate::runtime::Config) -> WgpuBackend {
+        let mut b = WgpuBackend::new(FaultPlan::parse(&config.injected_faults()));
+        b.options = device::Options {
+            subgroups: config.wgpu_subgroups,
+            timestamps: config.wgpu_timestamps,
+        };
+        b
+    }
+
+    /// A backend with the default settings that injects `faults` (use
+    /// `FaultPlan::NONE` normally).
     pub fn new(faults: FaultPlan) -> WgpuBackend {
         WgpuBackend {
             gpu: OnceLock::new(),
@@ -92,6 +105,10 @@ impl WgpuBackend {
             faults: Arc::new(Mutex::new(faults)),
             max_chunk: AtomicUsize::new(usize::MAX),
             timestamps: AtomicBool::new(true),
+            options: device::Options {
+                subgroups: true,
+                timestamps: true,
+            },
         }
     }
 
@@ -114,6 +131,11 @@ impl WgpuBackend {
     /// Replaces the injected faults (thread-safe; affects later calls).
     pub fn set_faults(&self, faults: FaultPlan) {
         *self.faults.lock() = faults;
+    }
+
+    /// The faults injected now.
+    pub fn faults(&self) -> FaultPlan {
+        *self.faults.lock()
     }
 
     /// Caps the positions per chunk below what the device's binding limit
@@ -150,7 +172,7 @@ impl WgpuBackend {
 
     fn device(&self) -> Result<&Arc<Gpu>, BackendError> {
         self.gpu
-            .get_or_init(|| Gpu::open().map(Arc::new))
+            .get_or_init(|| Gpu::open(self.options).map(Arc::new))
             .as_ref()
             .map_err(|e| BackendError::new(BackendKind::Wgpu, Phase::Init, e.clone()))
     }
