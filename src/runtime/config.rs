@@ -48,6 +48,10 @@ pub struct Config {
     /// candidate predicted many times slower is never tried. Zero (or
     /// `COMPUTEQ_EXPLORE=0`) turns exploration off. Default: 1.5.
     pub explore_ratio: f64,
+    /// Plans the selector's history keeps (in memory and in its file), the
+    /// least recently used evicted first; about 1.5 KiB each. Default:
+    /// 1024.
+    pub history_capacity: usize,
 }
 
 impl Default for Config {
@@ -64,6 +68,7 @@ impl Default for Config {
             calibration_budget: Duration::from_millis(200),
             history_min_samples: 3,
             explore_ratio: 1.5,
+            history_capacity: crate::select::history::DEFAULT_CAPACITY,
         }
     }
 }
