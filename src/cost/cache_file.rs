@@ -2,12 +2,17 @@
 //! history), named by library version and machine, wrapped in an envelope
 //! that says what it is and where it was made.
 //!
-//! Writes are atomic (a unique temporary file in the same directory, then
-//! `rename`), so a reader sees a whole old file or a whole new one, and of
-//! two concurrent writers the last one wins with a consistent file (callers
-//! that must keep both sides merge before writing). A file that is corrupt,
-//! of another format, library version or machine is ignored with a
-//! `tracing::warn!` and rebuilt by the next write.
+//! Writes are atomic (a new temporary file of an unpredictable name in the
+//! same directory, created exclusively with mode `0600` and never through
+//! a symbolic link, then `rename`), so a reader sees a whole old file or a
+//! whole new one. Callers that must keep the updates of concurrent
+//! writers (in this process or another) merge with the file under a
+//! [`FileLock`] before writing. The directory is created `0700`, and one
+//! this user does not own is not used. Reads are bounded
+//! ([`MAX_FILE_BYTES`]); a file that is too large, corrupt, of another
+//! format, library version or machine is ignored with a `tracing::warn!`
+//! and rebuilt by the next write, and callers validate every value they
+//! load, dropping what is implausible with one warning per file.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -69,14 +74,91 @@ pub fn path(dir: &Path, kind: &str) -> PathBuf {
     ))
 }
 
+/// The largest cache file read, bytes (8 MiB). A history at its default
+/// bound takes well under half of it; a larger file is not one this
+/// library wrote, and is ignored (with a warning) rather than read into
+/// memory.
+pub const MAX_FILE_BYTES: u64 = 8 << 20;
+
+/// Whether `dir` may be trusted with cache files: a real directory (not a
+/// symbolic link) owned by this process's user. A directory anyone else
+/// owns (`/tmp` itself, another user's cache) could hold files planted to
+/// steer or stall the process. The reason when not.
+fn check_dir(dir: &Path) -> Result<(), String> {
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
+    if !meta.is_dir() {
+        return Err("not a directory (or a symbolic link)".into());
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: `geteuid` has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() != me {
+            return Err(format!("owned by uid {}, not this user ({me})", meta.uid()));
+        }
+    }
+    Ok(())
+}
+
+/// Creates `dir` (and its parents) when missing, as `0700` on Unix, and
+/// checks it ([`check_dir`]).
+fn ensure_dir(dir: &Path) -> std::io::Result<()> {
+    if std::fs::symlink_metadata(dir).is_err() {
+        let mut b = std::fs::DirBuilder::new();
+        b.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(dir)?;
+    }
+    check_dir(dir).map_err(|why| {
+        std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("{}: {why}", dir.display()),
+        )
+    })
+}
+
+/// Options that create a new file exclusively: never an existing file or
+/// a symbolic link (`O_CREAT | O_EXCL`, and `O_NOFOLLOW`), readable by its
+/// owner only.
+fn exclusive() -> std::fs::OpenOptions {
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    #[cfg(target_os = "linux")]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NOFOLLOW);
+    o
+}
+
+/// 64 unpredictable bits for temporary names: the standard library seeds
+/// `RandomState` from the operating system, mixed with the time, the
+/// process and a counter.
+fn unpredictable() -> u64 {
+    use std::hash::BuildHasher;
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    std::collections::hash_map::RandomState::new().hash_one((
+        nanos,
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed),
+    ))
+}
+
 /// Reads the payload of `kind` from `path`. `None` when the file does not
-/// exist (silently) or is unusable (with a warning).
+/// exist (silently) or is unusable (with a warning): not a regular file,
+/// larger than [`MAX_FILE_BYTES`], in a directory this user does not own,
+/// corrupt, or of another format, kind, library version or machine. The
+/// payload's values are the caller's to validate.
 pub fn read<T: DeserializeOwned>(path: &Path, kind: &str) -> Option<T> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+    let text = match read_bounded(path) {
+        Ok(Some(t)) => t,
+        Ok(None) => return None,
         Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "computeq: cannot read cache file; rebuilding it");
+            tracing::warn!(path = %path.display(), error = %e, "computeq: cannot read cache file; ignoring it");
             return None;
         }
     };
@@ -105,12 +187,53 @@ pub fn read<T: DeserializeOwned>(path: &Path, kind: &str) -> Option<T> {
     Some(env.data)
 }
 
-/// Writes `data` as the payload of `kind` to `path`, atomically (temporary
-/// file in the same directory, then rename). Creates the directory.
+/// The text of `path`, at most [`MAX_FILE_BYTES`]; `None` when it does
+/// not exist.
+fn read_bounded(path: &Path) -> std::io::Result<Option<String>> {
+    use std::io::Read;
+    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    // Checked before opening: opening a FIFO would block.
+    if !meta.is_file() {
+        return Err(invalid("not a regular file".into()));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(invalid(format!(
+            "{} bytes, more than the {MAX_FILE_BYTES} a cache file may have",
+            meta.len()
+        )));
+    }
+    if let Some(dir) = path.parent() {
+        check_dir(dir).map_err(invalid)?;
+    }
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    // Swapped for a link or a FIFO since the check: fail, never block.
+    #[cfg(target_os = "linux")]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    let f = o.open(path)?;
+    let mut text = String::new();
+    // Bounded again: the file may have grown since the check.
+    f.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(invalid("grew past the size limit while read".into()));
+    }
+    Ok(Some(text))
+}
+
+/// Writes `data` as the payload of `kind` to `path`, atomically: into a
+/// new temporary file of an unpredictable name in the same directory,
+/// created exclusively (never through a link, never over an existing
+/// file) and readable by this user only, then renamed over `path`.
+/// Creates the directory (`0700`) when missing; refuses one this user does
+/// not own.
 pub fn write<T: Serialize>(path: &Path, kind: &str, data: &T) -> std::io::Result<()> {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
+    ensure_dir(dir)?;
     let env = Envelope {
         format: FORMAT.into(),
         format_version: FORMAT_VERSION,
@@ -119,17 +242,29 @@ pub fn write<T: Serialize>(path: &Path, kind: &str, data: &T) -> std::io::Result
         machine: machine_id().into(),
         data,
     };
-    let text = serde_json::to_vec_pretty(&env).map_err(std::io::Error::other)?;
+    let text = serde_json::to_vec(&env).map_err(std::io::Error::other)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("cache");
-    let tmp = dir.join(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
+    let (tmp, mut f) = {
+        let mut tries = 0;
+        loop {
+            let tmp = dir.join(format!(
+                ".{name}.{}.{:016x}.tmp",
+                std::process::id(),
+                unpredictable()
+            ));
+            match exclusive().open(&tmp) {
+                Ok(f) => break (tmp, f),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 8 => {
+                    tries += 1
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    };
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
         f.write_all(&text)?;
         f.sync_all()?;
+        drop(f);
         std::fs::rename(&tmp, path)
     })();
     if result.is_err() {
@@ -138,9 +273,85 @@ pub fn write<T: Serialize>(path: &Path, kind: &str, data: &T) -> std::io::Result
     result
 }
 
-/// Removes the file of `kind`, if any.
+/// Removes the file at `path`, if any.
 pub fn remove(path: &Path) {
     let _ = std::fs::remove_file(path);
+}
+
+/// An advisory lock on the cache file of `path` (a `flock` on a sibling
+/// `.<name>.lock` file on Linux; elsewhere a lock inside this process
+/// only), held until dropped. Serializes the read-merge-write cycles of
+/// writers in this process and in others, so that none loses another's
+/// update. Never waits forever: past [`LOCK_WAIT`] the cycle goes ahead
+/// unlocked (a lost update is better than a stalled program).
+pub(crate) struct FileLock {
+    #[cfg(target_os = "linux")]
+    _file: Option<std::fs::File>,
+    #[cfg(not(target_os = "linux"))]
+    _guard: Option<parking_lot::MutexGuard<'static, ()>>,
+}
+
+/// The longest wait for a [`FileLock`].
+pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl FileLock {
+    /// Takes the lock of `path`'s file (creating the directory if needed).
+    pub(crate) fn acquire(path: &Path) -> FileLock {
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::io::AsRawFd;
+            let dir = path.parent().unwrap_or(Path::new("."));
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("cache");
+            let file = ensure_dir(dir).and_then(|()| {
+                let mut o = std::fs::OpenOptions::new();
+                o.read(true).write(true).create(true).truncate(false);
+                std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+                std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NOFOLLOW);
+                o.open(dir.join(format!(".{name}.lock")))
+            });
+            let file = match file {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "computeq: no lock file; writing unlocked");
+                    return FileLock { _file: None };
+                }
+            };
+            loop {
+                // SAFETY: a valid open descriptor; `flock` only reads it.
+                if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                    return FileLock { _file: Some(file) };
+                }
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EWOULDBLOCK) || std::time::Instant::now() > deadline {
+                    tracing::warn!(path = %path.display(), error = %e, "computeq: cache file stays locked; writing unlocked");
+                    return FileLock { _file: None };
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            static LOCK: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+            let _ = path;
+            FileLock {
+                _guard: LOCK.try_lock_until(deadline),
+            }
+        }
+    }
+}
+
+/// Logs, once per file, what its validation dropped (nothing when
+/// `dropped` is empty).
+pub(crate) fn warn_dropped(path: &Path, dropped: &[String]) {
+    if !dropped.is_empty() {
+        tracing::warn!(
+            path = %path.display(),
+            count = dropped.len(),
+            dropped = %dropped.join("; "),
+            "computeq: implausible values in cache file ignored"
+        );
+    }
 }
 
 #[cfg(test)]

@@ -70,7 +70,7 @@ pub fn host_profile(cache_dir: Option<&Path>, budget: Duration) -> CpuProfile {
         return p.clone();
     }
     if let Some(dir) = cache_dir {
-        if let Some(f) = cache_file::read::<CalibrationFile>(&cache_file::path(dir, KIND), KIND) {
+        if let Some(f) = load(&cache_file::path(dir, KIND)) {
             if let Some(cpu) = f.cpu {
                 host.profile = Some(cpu.clone());
                 host.full = f.cpu_full;
@@ -116,6 +116,8 @@ pub fn host_profile(cache_dir: Option<&Path>, budget: Duration) -> CpuProfile {
 /// ```
 pub fn calibrate_full() -> CpuProfile {
     let cpu = measure_cpu(&Plan::full(), Instant::now() + Duration::from_secs(10));
+    // A figure timed at zero on a coarse clock would be an infinite speed.
+    let cpu = cpu.sanitized().0;
     {
         let mut host = HOST.lock();
         host.profile = Some(cpu.clone());
@@ -131,11 +133,39 @@ pub fn calibrate_full() -> CpuProfile {
     cpu
 }
 
+/// The calibration file at `path`, with every implausible profile (a
+/// figure not finite or outside its range, e.g. a zero bandwidth that
+/// would price every run at infinity) dropped, with one warning.
+fn load(path: &Path) -> Option<CalibrationFile> {
+    let mut f = cache_file::read::<CalibrationFile>(path, KIND)?;
+    let mut dropped = Vec::new();
+    if let Some(cpu) = &f.cpu {
+        let bad = cpu.clone().sanitized().1;
+        if !bad.is_empty() {
+            dropped.push(format!("cpu profile ({})", bad.join(", ")));
+            f.cpu = None;
+            f.cpu_full = false;
+        }
+    }
+    f.devices.retain(|id, p| {
+        let bad = p.clone().sanitized().1;
+        if !bad.is_empty() {
+            dropped.push(format!("device `{id}` profile ({})", bad.join(", ")));
+        }
+        bad.is_empty()
+    });
+    cache_file::warn_dropped(path, &dropped);
+    Some(f)
+}
+
 /// Read-modify-write of the calibration file: merges with what another
 /// process may have written meanwhile, then replaces it atomically.
 fn persist(dir: &Path, update: impl FnOnce(&mut CalibrationFile)) {
     let path = cache_file::path(dir, KIND);
-    let mut f = cache_file::read::<CalibrationFile>(&path, KIND).unwrap_or_default();
+    // Locked: another process's device profile written between this read
+    // and the write below would be lost.
+    let _lock = cache_file::FileLock::acquire(&path);
+    let mut f = load(&path).unwrap_or_default();
     update(&mut f);
     if let Err(e) = cache_file::write(&path, KIND, &f) {
         tracing::warn!(path = %path.display(), error = %e, "computeq: cannot persist calibration");
@@ -145,7 +175,11 @@ fn persist(dir: &Path, update: impl FnOnce(&mut CalibrationFile)) {
 /// Measures the CPU within `budget` (wall time). Figures not measured
 /// before the budget runs out keep their priors.
 pub fn calibrate_cpu(budget: Duration) -> CpuProfile {
+    // Implausible figures (one timed at zero on a coarse clock is an
+    // infinite speed) keep their priors.
     measure_cpu(&Plan::quick(), Instant::now() + budget)
+        .sanitized()
+        .0
 }
 
 /// Sizes and repetitions of one calibration run.
@@ -545,7 +579,9 @@ pub fn calibrate_device(dev: &dyn Calibrate, budget: Duration) -> Option<DeviceP
         }
     }
     p.measured = true;
-    Some(p)
+    // A figure that came out implausible (a fit over timings rounded to
+    // zero) keeps its prior.
+    Some(p.sanitized().0)
 }
 
 /// The profile of a device: from the cache file in `cache_dir` when this
@@ -560,7 +596,7 @@ pub fn device_profile(
 ) -> Option<DeviceProfile> {
     let id = dev.device_id();
     if let Some(dir) = cache_dir {
-        if let Some(f) = cache_file::read::<CalibrationFile>(&cache_file::path(dir, KIND), KIND) {
+        if let Some(f) = load(&cache_file::path(dir, KIND)) {
             if let Some(p) = f.devices.get(&id) {
                 return Some(p.clone());
             }
@@ -667,5 +703,37 @@ mod tests {
         assert_eq!(fit_transfer(&[(1.0, 1.0)]), None);
         let (l, bw) = fit_transfer(&[(0.0, 1.0), (10.0, 2.0)]).unwrap();
         assert!((l - 1.0).abs() < 1e-12 && (bw - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn implausible_profiles_on_disk_are_dropped() {
+        let dir = cache_file::temp_dir("calibration-implausible");
+        let path = cache_file::path(&dir, KIND);
+        let mut devices = BTreeMap::new();
+        let zero = DeviceProfile {
+            upload_bandwidth: 0.0,
+            download_bandwidth: 0.0,
+            bandwidth: 0.0,
+            measured: true,
+            ..DeviceProfile::default()
+        };
+        devices.insert("fake/zero".to_string(), zero);
+        devices.insert("fake/good".to_string(), DeviceProfile::default());
+        let f = CalibrationFile {
+            cpu: Some(CpuProfile {
+                bandwidth_one: 0.0,
+                bandwidth_all: 0.0,
+                measured: true,
+                ..CpuProfile::default()
+            }),
+            cpu_full: true,
+            devices,
+        };
+        cache_file::write(&path, KIND, &f).unwrap();
+        let loaded = load(&path).unwrap();
+        assert!(loaded.cpu.is_none() && !loaded.cpu_full);
+        assert_eq!(loaded.devices.len(), 1);
+        assert!(loaded.devices.contains_key("fake/good"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -13,6 +13,6 @@ mod profile;
 mod shape;
 
 pub use calibrate::{calibrate_cpu, calibrate_device, calibrate_full, device_profile, Calibrate};
-pub use model::{CostModel, Estimate, EstimateInput, Work, PRIOR_SELECTIVITY};
+pub use model::{CostModel, Estimate, EstimateInput, Work, MAX_ESTIMATE, PRIOR_SELECTIVITY};
 pub use profile::{CpuProfile, DeviceProfile};
 pub use shape::{PlanShape, StageEnd, StageShape};

@@ -23,7 +23,33 @@ pub struct Estimate {
     pub compute: f64,
 }
 
+/// The largest estimate, seconds (~31 years): what a component that
+/// came out infinite or not a number is priced at, so that no estimate
+/// leaves the range of a `Duration` or compares as NaN.
+pub const MAX_ESTIMATE: f64 = 1e9;
+
+/// `x` within `[0, MAX_ESTIMATE]`; NaN (unknown) is priced as the most
+/// expensive, so a candidate priced from a broken figure is never chosen
+/// for its price.
+fn bounded(x: f64) -> f64 {
+    if x.is_nan() {
+        MAX_ESTIMATE
+    } else {
+        x.clamp(0.0, MAX_ESTIMATE)
+    }
+}
+
 impl Estimate {
+    /// Every component within `[0, MAX_ESTIMATE]`.
+    fn bounded(self) -> Estimate {
+        Estimate {
+            compile: bounded(self.compile),
+            transfer: bounded(self.transfer),
+            fixed: bounded(self.fixed),
+            compute: bounded(self.compute),
+        }
+    }
+
     /// Total seconds.
     pub fn total(&self) -> f64 {
         self.compile + self.transfer + self.fixed + self.compute
@@ -127,11 +153,27 @@ impl CostModel {
         Self::device_index(kind).and_then(|i| self.devices[i].as_ref())
     }
 
-    /// Sets the profile of a device backend.
+    /// Sets the profile of a device backend; implausible figures (not
+    /// finite, zero bandwidths, ...) are replaced by the prior's, with a
+    /// warning.
     pub fn set_device(&mut self, kind: BackendKind, p: DeviceProfile) {
         if let Some(i) = Self::device_index(kind) {
+            let (p, bad) = p.sanitized();
+            if !bad.is_empty() {
+                tracing::warn!(backend = %kind, figures = ?bad, "computeq: implausible device profile figures replaced by priors");
+            }
             self.devices[i] = Some(p);
         }
+    }
+
+    /// Sets the CPU profile; implausible figures are replaced by the
+    /// prior's, with a warning.
+    pub fn set_cpu(&mut self, p: CpuProfile) {
+        let (p, bad) = p.sanitized();
+        if !bad.is_empty() {
+            tracing::warn!(figures = ?bad, "computeq: implausible CPU profile figures replaced by priors");
+        }
+        self.cpu = p;
     }
 
     /// Estimated cost of running `w` on `kind` from the workload alone
@@ -168,8 +210,19 @@ impl CostModel {
     }
 
     /// Estimated cost of `work` (from [`CostModel::work`] of the same `e`)
-    /// on `kind`.
+    /// on `kind`. Every component is finite, within `[0, MAX_ESTIMATE]`,
+    /// whatever the profiles hold (the public fields may be set to
+    /// anything).
     pub fn estimate_work(&self, kind: BackendKind, e: &EstimateInput<'_>, work: &Work) -> Estimate {
+        self.estimate_unbounded(kind, e, work).bounded()
+    }
+
+    fn estimate_unbounded(
+        &self,
+        kind: BackendKind,
+        e: &EstimateInput<'_>,
+        work: &Work,
+    ) -> Estimate {
         let work = &work.stages;
         let c = &self.cpu;
         let bw = |bytes: f64, all: bool| match (bytes <= c.cache_bytes, all) {
@@ -462,5 +515,51 @@ mod tests {
             .total()
         };
         assert!(at(0.1) < at(0.9));
+    }
+
+    #[test]
+    fn broken_profiles_price_finitely() {
+        // Zero, negative and non-finite figures, as a hand-edited or
+        // corrupt profile could carry them, set straight into the public
+        // fields (no sanitizing on that path).
+        let broken = |v: f64| CostModel {
+            cpu: CpuProfile {
+                bandwidth_one: v,
+                bandwidth_all: v,
+                cache_bandwidth_one: v,
+                cache_bandwidth_all: v,
+                fresh_write_bandwidth: v,
+                simd_op: -v,
+                pool_wakeup: v,
+                ..CpuProfile::default()
+            },
+            devices: [
+                Some(DeviceProfile {
+                    upload_bandwidth: v,
+                    download_bandwidth: v,
+                    bandwidth: v,
+                    launch: -v,
+                    ..DeviceProfile::default()
+                }),
+                None,
+            ],
+        };
+        for v in [0.0, -1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let m = broken(v);
+            for n in [0, 1000, 1 << 24] {
+                for k in BackendKind::ALL {
+                    let e = m.estimate(k, &sum_of(n), false);
+                    for x in [e.compile, e.transfer, e.fixed, e.compute, e.total()] {
+                        assert!((0.0..=4.0 * MAX_ESTIMATE).contains(&x), "{v} {n} {k}: {e:?}");
+                    }
+                }
+            }
+        }
+        // Set through the setters, the figures are replaced by priors.
+        let mut m = CostModel::default();
+        m.set_cpu(broken(0.0).cpu);
+        m.set_device(BackendKind::Wgpu, broken(0.0).devices[0].clone().unwrap());
+        assert_eq!(m.cpu.bandwidth_one, CpuProfile::default().bandwidth_one);
+        assert_eq!(m.device(BackendKind::Wgpu).upload_bandwidth, DeviceProfile::default().upload_bandwidth);
     }
 }

@@ -145,3 +145,132 @@ impl DeviceProfile {
         }
     }
 }
+
+/// Plausible range of each kind of figure. A profile read from disk or
+/// handed in by the caller with a figure outside its range (or not
+/// finite) is not priced with: a zero bandwidth alone would make every
+/// estimate infinite.
+mod plausible {
+    /// Bytes per second: 1 MB/s to 100 TB/s.
+    pub const BANDWIDTH: (f64, f64) = (1e6, 1e14);
+    /// Seconds per element and operation: 1 fs to 1 ms (never zero: a
+    /// measurement that rounded to zero is not a speed).
+    pub const PER_ELEMENT: (f64, f64) = (1e-15, 1e-3);
+    /// Fixed costs and latencies, seconds: zero to 1 s.
+    pub const FIXED: (f64, f64) = (0.0, 1.0);
+    /// Building a kernel or program, seconds: zero to 10 minutes.
+    pub const COMPILE: (f64, f64) = (0.0, 600.0);
+    /// Cache sizes, bytes: 1 KiB to 1 TiB.
+    pub const CACHE_BYTES: (f64, f64) = (1024.0, 1099511627776.0);
+}
+
+/// Replaces `*v` by `prior` when it is not finite or outside `range`,
+/// recording `name`.
+fn check(name: &'static str, v: &mut f64, range: (f64, f64), prior: f64, bad: &mut Vec<&'static str>) {
+    if !(v.is_finite() && *v >= range.0 && *v <= range.1) {
+        *v = prior;
+        bad.push(name);
+    }
+}
+
+impl CpuProfile {
+    /// This profile with every implausible figure (not finite, or outside
+    /// its range) replaced by its prior, and the names of those figures
+    /// (empty when the profile was plausible).
+    pub(crate) fn sanitized(mut self) -> (CpuProfile, Vec<&'static str>) {
+        use plausible::*;
+        let d = CpuProfile::default();
+        let mut bad = Vec::new();
+        let p = &mut self;
+        check("bandwidth_one", &mut p.bandwidth_one, BANDWIDTH, d.bandwidth_one, &mut bad);
+        check("bandwidth_all", &mut p.bandwidth_all, BANDWIDTH, d.bandwidth_all, &mut bad);
+        check("cache_bytes", &mut p.cache_bytes, CACHE_BYTES, d.cache_bytes, &mut bad);
+        check("cache_bandwidth_one", &mut p.cache_bandwidth_one, BANDWIDTH, d.cache_bandwidth_one, &mut bad);
+        check("cache_bandwidth_all", &mut p.cache_bandwidth_all, BANDWIDTH, d.cache_bandwidth_all, &mut bad);
+        if p.threads == 0 || p.threads > 1 << 16 {
+            p.threads = d.threads;
+            bad.push("threads");
+        }
+        check("simd_op", &mut p.simd_op, PER_ELEMENT, d.simd_op, &mut bad);
+        check("simd_transcendental", &mut p.simd_transcendental, PER_ELEMENT, d.simd_transcendental, &mut bad);
+        check("simd_fixed", &mut p.simd_fixed, FIXED, d.simd_fixed, &mut bad);
+        check("pool_wakeup", &mut p.pool_wakeup, FIXED, d.pool_wakeup, &mut bad);
+        check("scalar_op", &mut p.scalar_op, PER_ELEMENT, d.scalar_op, &mut bad);
+        check("scalar_element", &mut p.scalar_element, PER_ELEMENT, d.scalar_element, &mut bad);
+        check("scalar_transcendental", &mut p.scalar_transcendental, PER_ELEMENT, d.scalar_transcendental, &mut bad);
+        check("scalar_fixed", &mut p.scalar_fixed, FIXED, d.scalar_fixed, &mut bad);
+        check("scan_element", &mut p.scan_element, PER_ELEMENT, d.scan_element, &mut bad);
+        check("fresh_write_bandwidth", &mut p.fresh_write_bandwidth, BANDWIDTH, d.fresh_write_bandwidth, &mut bad);
+        check("simd_compile", &mut p.simd_compile, COMPILE, d.simd_compile, &mut bad);
+        (self, bad)
+    }
+}
+
+impl DeviceProfile {
+    /// As [`CpuProfile::sanitized`]: implausible figures replaced by the
+    /// prior (the software prior for a software device), with their names.
+    pub(crate) fn sanitized(mut self) -> (DeviceProfile, Vec<&'static str>) {
+        use plausible::*;
+        let d = if self.software {
+            DeviceProfile::software_prior()
+        } else {
+            DeviceProfile::default()
+        };
+        let mut bad = Vec::new();
+        let p = &mut self;
+        check("upload_bandwidth", &mut p.upload_bandwidth, BANDWIDTH, d.upload_bandwidth, &mut bad);
+        check("download_bandwidth", &mut p.download_bandwidth, BANDWIDTH, d.download_bandwidth, &mut bad);
+        check("transfer_latency", &mut p.transfer_latency, FIXED, d.transfer_latency, &mut bad);
+        check("launch", &mut p.launch, FIXED, d.launch, &mut bad);
+        check("bandwidth", &mut p.bandwidth, BANDWIDTH, d.bandwidth, &mut bad);
+        check("op", &mut p.op, PER_ELEMENT, d.op, &mut bad);
+        check("transcendental", &mut p.transcendental, PER_ELEMENT, d.transcendental, &mut bad);
+        check("compile", &mut p.compile, COMPILE, d.compile, &mut bad);
+        (self, bad)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_priors_are_plausible() {
+        assert!(CpuProfile::default().sanitized().1.is_empty());
+        assert!(DeviceProfile::default().sanitized().1.is_empty());
+        assert!(DeviceProfile::software_prior().sanitized().1.is_empty());
+    }
+
+    #[test]
+    fn implausible_figures_are_replaced_by_priors() {
+        let cpu = CpuProfile {
+            bandwidth_one: 0.0,
+            bandwidth_all: f64::NAN,
+            simd_op: -1.0,
+            pool_wakeup: f64::INFINITY,
+            threads: 0,
+            measured: true,
+            ..CpuProfile::default()
+        };
+        let (p, bad) = cpu.sanitized();
+        assert_eq!(
+            bad,
+            ["bandwidth_one", "bandwidth_all", "threads", "simd_op", "pool_wakeup"]
+        );
+        let d = CpuProfile::default();
+        assert_eq!(p.bandwidth_one, d.bandwidth_one);
+        assert_eq!(p.bandwidth_all, d.bandwidth_all);
+        assert_eq!(p.simd_op, d.simd_op);
+        assert!(p.measured);
+        let dev = DeviceProfile {
+            upload_bandwidth: 0.0,
+            download_bandwidth: 0.0,
+            bandwidth: 1e300,
+            software: true,
+            ..DeviceProfile::default()
+        };
+        let (p, bad) = dev.sanitized();
+        assert_eq!(bad, ["upload_bandwidth", "download_bandwidth", "bandwidth"]);
+        assert_eq!(p.bandwidth, DeviceProfile::software_prior().bandwidth);
+    }
+}

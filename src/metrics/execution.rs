@@ -68,8 +68,17 @@ impl fmt::Display for SelectionReason {
     }
 }
 
+/// Seconds as a `Duration`, saturating: a negative or NaN figure is zero,
+/// an infinite one or one past `Duration::MAX` (~1.8e19 s) is
+/// `Duration::MAX`. Estimates come from profiles (measured, loaded, set by
+/// the caller), and formatting one must never panic
+/// (`Duration::from_secs_f64` does on all of these).
 pub(crate) fn secs(s: f64) -> Duration {
-    Duration::from_secs_f64(s.max(0.0))
+    Duration::try_from_secs_f64(s).unwrap_or(if s > 0.0 {
+        Duration::MAX
+    } else {
+        Duration::ZERO
+    })
 }
 
 /// A backend that was tried and failed, or skipped before running.
@@ -220,8 +229,8 @@ impl ExecutionMetrics {
             elements_out: 1,
             bytes_out: 8,
             phases: PhaseTimes {
-                execute: Duration::from_secs_f64(secs),
-                total: Duration::from_secs_f64(secs),
+                execute: self::secs(secs),
+                total: self::secs(secs),
                 ..PhaseTimes::default()
             },
             plan_cache_hit: true,
@@ -292,5 +301,38 @@ impl fmt::Display for ExecutionMetrics {
             write!(f, " failed[{}@{}: {}]", a.backend, a.phase, a.message)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn estimates_out_of_range_format_without_panicking() {
+        assert_eq!(secs(f64::INFINITY), Duration::MAX);
+        assert_eq!(secs(1e30), Duration::MAX);
+        assert_eq!(secs(f64::NAN), Duration::ZERO);
+        assert_eq!(secs(-1.0), Duration::ZERO);
+        assert_eq!(secs(f64::NEG_INFINITY), Duration::ZERO);
+        assert_eq!(secs(1.5), Duration::from_millis(1500));
+        for x in [f64::INFINITY, 1e30, f64::NAN, -1.0] {
+            let r = SelectionReason::Model {
+                estimate: x,
+                runner_up: Some((BackendKind::CpuSimd, x)),
+            };
+            assert!(!r.to_string().is_empty());
+            let r = SelectionReason::History {
+                samples: 1,
+                predicted: x,
+            };
+            assert!(!r.to_string().is_empty());
+            let mut m = ExecutionMetrics::test_run(1, BackendKind::CpuSimd, 10, 40, x);
+            m.estimates.push(CandidateEstimate {
+                backend: BackendKind::CpuSimd,
+                seconds: x,
+            });
+            assert!(m.to_string().contains("estimated="));
+        }
     }
 }

@@ -5,6 +5,7 @@
 mod execution;
 mod explain;
 
+pub(crate) use execution::secs;
 pub use execution::{Attempt, CandidateEstimate, ExecutionMetrics, PhaseTimes, SelectionReason};
 pub use explain::Explain;
 

@@ -25,9 +25,9 @@ impl Rule for ParallelLostRule {
                  pool's wake-up cost is not repaid at this size; let the selector choose or \
                  batch more data per query",
                 cx.workload.elements,
-                fmt_duration(std::time::Duration::from_secs_f64(simd))
+                fmt_duration(crate::metrics::secs(simd))
             ),
-            saving: Some(std::time::Duration::from_secs_f64(par - simd)),
+            saving: Some(crate::metrics::secs(par - simd)),
         })
     }
 }

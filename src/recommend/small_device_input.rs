@@ -28,7 +28,7 @@ impl Rule for SmallDeviceInputRule {
                  data per query or leave it on the CPU",
                 cx.backend, cx.workload.elements
             ),
-            saving: Some(std::time::Duration::from_secs_f64(dev - cpu)),
+            saving: Some(crate::metrics::secs(dev - cpu)),
         })
     }
 }

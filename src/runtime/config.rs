@@ -82,6 +82,10 @@ pub struct Config {
     /// `COMPUTEQ_FAULT` such as `wgpu:compile` or `cuda:oom` (see
     /// [`FAULTS`] for every accepted entry). Default: none.
     pub faults: Vec<String>,
+    /// Plans the selector's history keeps (in memory and in its file), the
+    /// least recently used evicted first; about 1.5 KiB each. Default:
+    /// 1024.
+    pub history_capacity: usize,
 }
 
 impl Default for Config {
@@ -103,6 +107,7 @@ impl Default for Config {
             wgpu_timestamps: true,
             fault_injection: false,
             faults: Vec::new(),
+            history_capacity: crate::select::history::DEFAULT_CAPACITY,
         }
     }
 }

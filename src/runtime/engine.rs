@@ -236,6 +236,39 @@ impl Engine {
         self.plans.len()
     }
 
+    /// Persists what the selector learned now (history, in the cache
+    /// directory), rather than in the background.
+    ///
+    /// Learning is written shortly after the first queries and then every
+    /// few seconds by a background thread, when an engine drops, and (on
+    /// Linux) at the process's normal exit. A short program that ends
+    /// another way (a non-Linux target, `_exit`, a signal) and wants the
+    /// next run to start from what this one measured calls this before it
+    /// ends; it is also how to make the file current at a known point.
+    /// Nothing happens without a cache directory or with learning off.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use computeq::prelude::*;
+    /// use computeq::runtime::Config;
+    ///
+    /// # let dir = std::env::temp_dir().join(format!("computeq-doc-flush-{}", std::process::id()));
+    /// let engine = Engine::with_config(Config {
+    ///     cache_dir: Some(dir.clone()),
+    ///     calibration_budget: std::time::Duration::ZERO,
+    ///     ..Config::default()
+    /// });
+    /// let xs = vec![1.0f32; 1000];
+    /// let s: f32 = engine.query(&xs).sum();
+    /// engine.flush(); // the next process starts from this run's measurement
+    /// # assert_eq!(s, 1000.0);
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// ```
+    pub fn flush(&self) {
+        self.selector.flush();
+    }
+
     pub(crate) fn next_run_id(&self) -> u64 {
         self.runs.fetch_add(1, Ordering::Relaxed) + 1
     }

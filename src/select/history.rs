@@ -7,6 +7,11 @@
 //! is the estimate, so one outlier cannot swing it, and old samples age
 //! out), their spread, the sample count, and consecutive failures with the
 //! run count before which the backend is not retried.
+//!
+//! Bounded: at most [`History::capacity`] plans
+//! ([`Config::history_capacity`](crate::runtime::Config::history_capacity)),
+//! the least recently used evicted first. Plans changed since the
+//! persister's last snapshot are listed, so a snapshot copies only them.
 
 use crate::backend::BackendKind;
 use crate::cost::PlanShape;
@@ -190,6 +195,36 @@ pub struct PlanHistory {
     pub buckets: SmallVec<[Bucket; 4]>,
     /// The model's prices for the last workload selected (not persisted).
     pub memo: Option<EstimateMemo>,
+    /// The history's clock at the plan's last selection: the plan with
+    /// the lowest is evicted first.
+    pub last_use: u64,
+    /// Listed in `History::changed` (changed since the last snapshot).
+    changed: bool,
+}
+
+/// What persists of one plan: a copy taken for the writer
+/// ([`History::take_changes`]).
+#[derive(Clone, Debug)]
+pub(crate) struct PlanSnapshot {
+    /// The plan.
+    pub fingerprint: u64,
+    /// See [`PlanHistory::selectivity`].
+    pub selectivity: Option<f64>,
+    /// See [`PlanHistory::selectivity_samples`].
+    pub selectivity_samples: u32,
+    /// See [`PlanHistory::buckets`].
+    pub buckets: SmallVec<[Bucket; 4]>,
+}
+
+impl PlanSnapshot {
+    fn of(fingerprint: u64, p: &PlanHistory) -> PlanSnapshot {
+        PlanSnapshot {
+            fingerprint,
+            selectivity: p.selectivity,
+            selectivity_samples: p.selectivity_samples,
+            buckets: p.buckets.clone(),
+        }
+    }
 }
 
 /// The model's prices of one workload on every backend, kept so that the
@@ -258,14 +293,145 @@ impl PlanHistory {
     }
 }
 
-/// All plans.
-#[derive(Clone, Debug, Default)]
+/// Plans kept by default ([`History::capacity`]): about 1.5 KiB each,
+/// so ~1.5 MiB at most.
+pub const DEFAULT_CAPACITY: usize = 1024;
+
+/// All plans, at most [`History::capacity`] of them.
+#[derive(Clone, Debug)]
 pub struct History {
     /// By plan fingerprint.
     pub plans: FxHashMap<u64, PlanHistory>,
+    capacity: usize,
+    /// Ticks on every selection ([`PlanHistory::last_use`]).
+    clock: u64,
+    /// Plans changed since the last [`History::take_changes`].
+    changed: Vec<u64>,
+    /// Changed plans evicted before the writer took them (at most
+    /// `capacity`, the oldest dropped first).
+    evicted: Vec<PlanSnapshot>,
+}
+
+impl Default for History {
+    fn default() -> Self {
+        History::with_capacity(DEFAULT_CAPACITY)
+    }
 }
 
 impl History {
+    /// An empty history of at most `capacity` plans (at least one).
+    pub fn with_capacity(capacity: usize) -> History {
+        History {
+            plans: FxHashMap::default(),
+            capacity: capacity.max(1),
+            clock: 0,
+            changed: Vec::new(),
+            evicted: Vec::new(),
+        }
+    }
+
+    /// The most plans kept.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The plan `fingerprint`, created when new (evicting the least
+    /// recently used plans when full), marked as used now.
+    pub fn touch(&mut self, fingerprint: u64) -> &mut PlanHistory {
+        self.clock += 1;
+        let clock = self.clock;
+        // The length first: below capacity (the common case) a hit costs
+        // one lookup.
+        if self.plans.len() >= self.capacity && !self.plans.contains_key(&fingerprint) {
+            self.evict();
+        }
+        let p = self.plans.entry(fingerprint).or_default();
+        p.last_use = clock;
+        p
+    }
+
+    /// Evicts the least recently used eighth (at least one plan), so that
+    /// a stream of new plans pays for the scan once per `capacity / 8`
+    /// insertions. A changed plan's data is kept for the writer.
+    fn evict(&mut self) {
+        let target = self.capacity - self.capacity / 8;
+        let excess = (self.plans.len() + 1).saturating_sub(target).max(1);
+        let mut by_use: Vec<(u64, u64)> = self.plans.iter().map(|(&fp, p)| (p.last_use, fp)).collect();
+        if excess < by_use.len() {
+            by_use.select_nth_unstable(excess - 1);
+        }
+        for &(_, fp) in by_use.iter().take(excess) {
+            if let Some(p) = self.plans.remove(&fp) {
+                if p.changed {
+                    self.evicted.push(PlanSnapshot::of(fp, &p));
+                }
+            }
+        }
+        self.changed.retain(|fp| self.plans.contains_key(fp));
+        self.bound_evicted();
+    }
+
+    fn bound_evicted(&mut self) {
+        if self.evicted.len() > self.capacity {
+            let drop = self.evicted.len() - self.capacity;
+            self.evicted.drain(..drop);
+        }
+    }
+
+    /// Notes that `fingerprint`'s persisted part changed (a measurement or
+    /// a selectivity was recorded), for the next snapshot.
+    pub fn mark_changed(&mut self, fingerprint: u64) {
+        if let Some(p) = self.plans.get_mut(&fingerprint) {
+            if !p.changed {
+                p.changed = true;
+                self.changed.push(fingerprint);
+            }
+        }
+    }
+
+    /// Copies of the plans changed since the last call, and of changed
+    /// plans evicted meanwhile: work proportional to the changes, not to
+    /// the history.
+    pub(crate) fn take_changes(&mut self) -> Vec<PlanSnapshot> {
+        let mut out = std::mem::take(&mut self.evicted);
+        for fp in std::mem::take(&mut self.changed) {
+            if let Some(p) = self.plans.get_mut(&fp) {
+                p.changed = false;
+                out.push(PlanSnapshot::of(fp, p));
+            }
+        }
+        out
+    }
+
+    /// Gives back changes a writer could not persist, for the next try.
+    pub(crate) fn requeue(&mut self, changes: Vec<PlanSnapshot>) {
+        for c in changes {
+            if self.plans.contains_key(&c.fingerprint) {
+                self.mark_changed(c.fingerprint);
+            } else {
+                self.evicted.push(c);
+            }
+        }
+        self.bound_evicted();
+    }
+
+    /// Adds a plan read from disk as the most recently used (callers add
+    /// the least recent first); past capacity the least recent is evicted.
+    /// Not marked changed: the file has it.
+    pub(crate) fn insert_loaded(&mut self, s: PlanSnapshot) {
+        let p = self.touch(s.fingerprint);
+        p.selectivity = s.selectivity;
+        p.selectivity_samples = s.selectivity_samples;
+        p.buckets = s.buckets;
+    }
+
+    /// Forgets every plan.
+    pub fn clear(&mut self) {
+        self.plans.clear();
+        self.changed.clear();
+        self.evicted.clear();
+    }
+
     /// Number of (plan, bucket, backend) keys with at least one sample or
     /// failure.
     pub fn keys(&self) -> usize {
@@ -509,5 +675,65 @@ mod tests {
             p.record_selectivity(0.9);
         }
         assert!((p.selectivity.unwrap() - 0.9).abs() < 0.01);
+    }
+
+    fn measured(h: &mut History, fp: u64) {
+        h.touch(fp).bucket_mut(3).stats[0].record(1e-3, 1e-3);
+        h.mark_changed(fp);
+    }
+
+    #[test]
+    fn the_least_recently_used_plans_are_evicted_at_capacity() {
+        let mut h = History::with_capacity(16);
+        for fp in 0..16 {
+            h.touch(fp);
+        }
+        // Plan 0 is used again: the oldest is now plan 1.
+        h.touch(0);
+        h.touch(100);
+        assert!(h.plans.len() <= 16);
+        assert!(h.plans.contains_key(&0) && h.plans.contains_key(&100));
+        assert!(!h.plans.contains_key(&1));
+        // A long stream of new plans never grows it past capacity, and the
+        // most recent always stays.
+        for fp in 1000..11_000 {
+            h.touch(fp);
+            assert!(h.plans.len() <= 16);
+            assert!(h.plans.contains_key(&fp));
+        }
+        assert!(History::with_capacity(0).capacity() == 1);
+    }
+
+    #[test]
+    fn snapshots_copy_only_changed_plans_and_keep_evicted_changes() {
+        let mut h = History::with_capacity(8);
+        for fp in 0..8 {
+            h.touch(fp);
+        }
+        measured(&mut h, 3);
+        measured(&mut h, 3);
+        measured(&mut h, 5);
+        let c = h.take_changes();
+        let fps: Vec<u64> = c.iter().map(|s| s.fingerprint).collect();
+        assert_eq!(fps, [3, 5]);
+        assert_eq!(c[0].buckets[0].stats[0].samples, 2);
+        assert!(h.take_changes().is_empty(), "taken once");
+        // A changed plan evicted before the writer came is still written.
+        measured(&mut h, 6);
+        for fp in 100..120 {
+            h.touch(fp);
+        }
+        assert!(!h.plans.contains_key(&6));
+        let c = h.take_changes();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].fingerprint, 6);
+        // Given back after a failed write, taken again.
+        h.requeue(c);
+        assert_eq!(h.take_changes().len(), 1);
+        // The evicted copies are bounded too.
+        for fp in 1000..1100 {
+            measured(&mut h, fp);
+        }
+        assert!(h.take_changes().len() <= 2 * h.capacity());
     }
 }

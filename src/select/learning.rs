@@ -115,6 +115,8 @@ pub struct LearningSettings {
     /// A CPU profile that replaces the process's calibration for good
     /// (see [`Config::cpu_profile`]).
     pub cpu_profile: Option<crate::cost::CpuProfile>,
+    /// Plans the history keeps (see [`Config::history_capacity`]).
+    pub history_capacity: usize,
 }
 
 impl LearningSettings {
@@ -127,6 +129,7 @@ impl LearningSettings {
             cache_dir: c.cache_dir.clone(),
             calibration_budget: c.calibration_budget,
             cpu_profile: c.cpu_profile.clone(),
+            history_capacity: c.history_capacity,
         }
     }
 }
@@ -136,6 +139,8 @@ impl LearningSettings {
 pub(crate) struct Shared {
     pub(crate) history: Mutex<History>,
     pub(crate) dirty: AtomicBool,
+    /// The background writer, woken by the first change after a write.
+    pub(crate) writer: std::sync::OnceLock<std::thread::Thread>,
 }
 
 /// Cost model × history × bounded exploration. See the module doc.
@@ -158,10 +163,13 @@ impl LearningSelector {
     /// directory is set and learning is on, and starts the background
     /// persister.
     pub fn new(settings: LearningSettings) -> LearningSelector {
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            history: Mutex::new(History::with_capacity(settings.history_capacity)),
+            ..Shared::default()
+        });
         let persister = match (&settings.cache_dir, settings.learn) {
             (Some(dir), true) => {
-                *shared.history.lock() = super::persist::load(dir);
+                *shared.history.lock() = super::persist::load(dir, settings.history_capacity);
                 Some(Persister::start(dir.clone(), &shared))
             }
             _ => None,
@@ -199,7 +207,7 @@ impl LearningSelector {
     /// Replaces the CPU profile (e.g. measured by the caller); later
     /// calibrations of the process replace it again.
     pub fn set_cpu_profile(&self, cpu: crate::cost::CpuProfile) {
-        self.update_model(|m| m.cpu = cpu);
+        self.update_model(|m| m.set_cpu(cpu));
         self.model_generation
             .store(calibrate::generation(), Ordering::Relaxed);
     }
@@ -300,8 +308,17 @@ impl LearningSelector {
     }
 }
 
-fn plan_entry<'h>(h: &'h mut History, input: &SelectionInput<'_>) -> &'h mut PlanHistory {
-    let e = h.plans.entry(input.plan.fingerprint).or_default();
+/// The plan's entry in `h`, or in `scratch` when there is no history
+/// (learning off: nothing is kept, so nothing grows).
+fn plan_entry<'h>(
+    h: Option<&'h mut History>,
+    scratch: &'h mut PlanHistory,
+    input: &SelectionInput<'_>,
+) -> &'h mut PlanHistory {
+    let e = match h {
+        Some(h) => h.touch(input.plan.fingerprint),
+        None => scratch,
+    };
     if e.shape.is_none() {
         e.shape = Some(Arc::new(PlanShape::of(&input.plan.plan)));
     }
@@ -313,8 +330,9 @@ impl Selector for LearningSelector {
         self.refresh_model();
         let s = &self.settings;
         let key = size_bucket(input.workload);
-        let mut h = self.shared.history.lock();
-        let plan = plan_entry(&mut h, input);
+        let mut scratch = PlanHistory::default();
+        let mut h = s.learn.then(|| self.shared.history.lock());
+        let plan = plan_entry(h.as_deref_mut(), &mut scratch, input);
         let selectivity = plan.selectivity.unwrap_or(PRIOR_SELECTIVITY);
         let PlanHistory {
             shape,
@@ -567,8 +585,9 @@ impl Selector for LearningSelector {
                 bucket.stats[a.backend.index()].fail(bucket.runs);
             }
         }
+        h.mark_changed(m.fingerprint);
         drop(h);
-        self.shared.dirty.store(true, Ordering::Relaxed);
+        self.shared.note_change();
     }
 
     fn settings(&self) -> Vec<(&'static str, String)> {
@@ -624,7 +643,7 @@ impl Selector for LearningSelector {
     }
 
     fn reset(&self) {
-        self.shared.history.lock().plans.clear();
+        self.shared.history.lock().clear();
         self.shared.dirty.store(false, Ordering::Relaxed);
         if let Some(p) = &self.persister {
             p.remove_file();
@@ -646,6 +665,7 @@ impl Drop for LearningSelector {
             if self.shared.dirty.load(Ordering::Relaxed) {
                 p.save_now(&self.shared);
             }
+            p.stop(&self.shared);
         }
     }
 }
@@ -665,6 +685,7 @@ mod tests {
             cache_dir: None,
             calibration_budget: Duration::ZERO,
             cpu_profile: Some(host()),
+            history_capacity: 1024,
         }
     }
 
@@ -1020,5 +1041,41 @@ mod tests {
         s.observe(&w, &m);
         let sel = s.history().plans[&p.fingerprint].selectivity.unwrap();
         assert!((sel - 0.1).abs() < 1e-3, "{sel}");
+    }
+
+    #[test]
+    fn without_learning_no_plan_is_kept() {
+        let s = LearningSelector::new(LearningSettings {
+            learn: false,
+            ..settings()
+        });
+        let (p, w) = plan(1 << 16);
+        for fp in 0..100 {
+            let p = CompiledPlan::new(p.plan.clone(), fp, PlanReport::default());
+            select(&s, &p, &w);
+            s.observe(&w, &metrics(&p, &w, BackendKind::CpuSimd, 1e-3));
+        }
+        assert!(s.history().plans.is_empty());
+    }
+
+    #[test]
+    fn the_history_keeps_at_most_its_capacity_of_plans() {
+        let s = LearningSelector::new(LearningSettings {
+            history_capacity: 8,
+            ..settings()
+        });
+        let (p, w) = plan(1 << 16);
+        let hot = CompiledPlan::new(p.plan.clone(), 1, PlanReport::default());
+        for fp in 100..1100 {
+            let p = CompiledPlan::new(p.plan.clone(), fp, PlanReport::default());
+            select(&s, &p, &w);
+            s.observe(&w, &metrics(&p, &w, BackendKind::CpuSimd, 1e-3));
+            // One plan in constant use is never the least recently used.
+            select(&s, &hot, &w);
+            s.observe(&w, &metrics(&hot, &w, BackendKind::CpuSimd, 1e-3));
+        }
+        let h = s.history();
+        assert!(h.plans.len() <= 8, "{}", h.plans.len());
+        assert!(h.plans[&1].bucket(size_bucket(&w)).unwrap().stats[BackendKind::CpuSimd.index()].samples >= 1000);
     }
 }
