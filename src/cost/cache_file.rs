@@ -254,9 +254,7 @@ pub fn write<T: Serialize>(path: &Path, kind: &str, data: &T) -> std::io::Result
             ));
             match exclusive().open(&tmp) {
                 Ok(f) => break (tmp, f),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 8 => {
-                    tries += 1
-                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
                 Err(e) => return Err(e),
             }
         }
@@ -323,7 +321,9 @@ impl FileLock {
                     return FileLock { _file: Some(file) };
                 }
                 let e = std::io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::EWOULDBLOCK) || std::time::Instant::now() > deadline {
+                if e.raw_os_error() != Some(libc::EWOULDBLOCK)
+                    || std::time::Instant::now() > deadline
+                {
                     tracing::warn!(path = %path.display(), error = %e, "computeq: cache file stays locked; writing unlocked");
                     return FileLock { _file: None };
                 }
