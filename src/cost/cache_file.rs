@@ -416,4 +416,84 @@ mod tests {
         assert!(v.iter().all(|&x| x == v[0]));
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    #[cfg(unix)]
+    #[test]
+    fn writes_never_follow_a_planted_link_and_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp_dir("cachefile-links");
+        let p = path(&dir, "history");
+        write(&p, "history", &vec![1u32]).unwrap();
+        assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        // Links at every temporary name the old scheme (pid + counter)
+        // could pick, to a victim file outside.
+        let victim = dir.with_extension("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        for seq in 0..512 {
+            let link = dir.join(format!(".{name}.{}.{seq}.tmp", std::process::id()));
+            std::os::unix::fs::symlink(&victim, link).unwrap();
+        }
+        write(&p, "history", &vec![2u32]).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(read::<Vec<u32>>(&p, "history"), Some(vec![2]));
+        // The exclusive open itself refuses links and existing files.
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        assert!(exclusive().open(&link).is_err());
+        assert!(exclusive().open(&victim).is_err());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        // A cache file that is a link is not read either (Linux).
+        #[cfg(target_os = "linux")]
+        {
+            std::fs::remove_file(&p).unwrap();
+            std::os::unix::fs::symlink(&victim, &p).unwrap();
+            assert_eq!(read::<Vec<u32>>(&p, "history"), None);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_file(&victim);
+    }
+
+    #[test]
+    fn oversized_files_are_not_read() {
+        let dir = temp_dir("cachefile-large");
+        let p = path(&dir, "history");
+        write(&p, "history", &vec![1u32]).unwrap();
+        // A whole, valid envelope, padded past the limit with a field the
+        // reader ignores.
+        let text = std::fs::read_to_string(&p).unwrap();
+        let padding = "x".repeat(MAX_FILE_BYTES as usize);
+        let big = text.replacen('{', &format!("{{\"padding\":\"{padding}\","), 1);
+        std::fs::write(&p, big).unwrap();
+        assert_eq!(read::<Vec<u32>>(&p, "history"), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_fifo_in_place_of_a_file_does_not_block() {
+        let dir = temp_dir("cachefile-fifo");
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = path(&dir, "history");
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(read::<Vec<u32>>(&p, "history"), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_directory_of_another_user_is_not_used() {
+        // `/` belongs to root; when the tests run as root there is no
+        // other user's directory to try.
+        // SAFETY: no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            return;
+        }
+        assert!(check_dir(Path::new("/")).is_err());
+        assert!(write(&Path::new("/").join("computeq-never.json"), "history", &1u32).is_err());
+    }
 }
+
