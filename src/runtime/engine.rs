@@ -386,7 +386,10 @@ mod tests {
             use crate::backend::wgpu::{FaultPlan, WgpuBackend};
             use crate::backend::Availability;
             // The backends an engine is made with (`default_backends`).
-            assert_eq!(WgpuBackend::from_config(e.config()).faults(), FaultPlan::NONE);
+            assert_eq!(
+                WgpuBackend::from_config(e.config()).faults(),
+                FaultPlan::NONE
+            );
             assert_eq!(WgpuBackend::default().faults(), FaultPlan::NONE);
             let opted = Config::from_env().unwrap().with_fault_injection(true);
             assert_eq!(
@@ -403,9 +406,13 @@ mod tests {
                     .on(BackendKind::Wgpu)
                     .no_fallback()
                     .try_sum();
-                r.err().is_some_and(|e| e.to_string().contains("injected fault"))
+                r.err()
+                    .is_some_and(|e| e.to_string().contains("injected fault"))
             };
-            let wgpu = e.backends().into_iter().find(|(k, _)| *k == BackendKind::Wgpu);
+            let wgpu = e
+                .backends()
+                .into_iter()
+                .find(|(k, _)| *k == BackendKind::Wgpu);
             if let Some((_, Availability::Available)) = wgpu {
                 assert!(!injected(&e));
                 assert!(injected(&Engine::with_config(opted)));
