@@ -2,10 +2,17 @@
 //! history takes over from the model, exploration is bounded, learning can
 //! be switched off, history persists across engines and can be reset.
 
+use computeq::backend::cpu_parallel::CpuParallel;
+use computeq::backend::cpu_scalar::CpuScalar;
+use computeq::backend::cpu_simd::CpuSimd;
+use computeq::backend::{Availability, Backend, BackendError, Job, RunStats};
 use computeq::metrics::SelectionReason;
+use computeq::plan::{PhysicalPlan, PlanOutput};
 use computeq::prelude::*;
 use computeq::runtime::Config;
+use std::borrow::Cow;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 fn config() -> Config {
@@ -35,9 +42,56 @@ fn reasons(engine: &Engine, xs: &[f32], runs: usize) -> Vec<SelectionReason> {
         .collect()
 }
 
+/// A CPU backend that computes for real but reports a fixed execution
+/// time: the selector learns from these injected measurements, not from
+/// how busy the machine running the test is.
+struct FixedTime {
+    inner: Arc<dyn Backend>,
+    execute: Duration,
+}
+
+impl Backend for FixedTime {
+    fn kind(&self) -> BackendKind {
+        self.inner.kind()
+    }
+    fn availability(&self) -> Availability {
+        self.inner.availability()
+    }
+    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
+        self.inner.supports(plan)
+    }
+    fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {
+        let out = self.inner.execute(job, stats)?;
+        stats.execute = self.execute;
+        Ok(out)
+    }
+}
+
+/// An engine of the three CPU backends only, each reporting a fixed time
+/// (scalar 4 ms, simd 1 ms, parallel 2 ms), priced with a fixed host.
+fn fixed_time_engine() -> Engine {
+    let fixed = |inner: Arc<dyn Backend>, ms: u64| {
+        Arc::new(FixedTime {
+            inner,
+            execute: Duration::from_millis(ms),
+        })
+    };
+    Engine::with_config(Config {
+        disabled: vec![BackendKind::Wgpu, BackendKind::Cuda],
+        cpu_profile: Some(computeq::cost::CpuProfile {
+            threads: 4,
+            ..Default::default()
+        }),
+        ..config()
+    })
+    .with_backend(fixed(Arc::new(CpuScalar), 4))
+    .with_backend(fixed(Arc::new(CpuSimd), 1))
+    .with_backend(fixed(Arc::new(CpuParallel), 2))
+}
+
 #[test]
 fn the_model_decides_first_and_history_takes_over() {
-    let engine = Engine::with_config(config());
+    let engine = fixed_time_engine();
     let xs = vec![0.5f32; 200_000];
     let r = reasons(&engine, &xs, 40);
     assert!(matches!(r[0], SelectionReason::Model { .. }), "{:?}", r[0]);
@@ -47,17 +101,23 @@ fn the_model_decides_first_and_history_takes_over() {
         .count();
     assert!(history >= 15, "history takes over: {r:?}");
     // Exploration: each plausible alternative until it has `min_samples`
-    // (3) runs, on every other run (at most 6); the early re-checks of the
-    // runner-up at the key's 16th and 32nd runs; and a repeat of a run
-    // that came out clearly faster than the choice's prediction, which
-    // the selector's own tests bound. The schedule is theirs to pin down;
-    // here, through the engine and real timings, exploration stays a
-    // small share.
+    // (3) runs, on every other run (at most 6), and the early re-checks of
+    // the runner-up at the key's 16th and 32nd runs; the selector's own
+    // tests pin the schedule down.
     let explored = r
         .iter()
         .filter(|r| **r == SelectionReason::Exploration)
         .count();
     assert!(explored <= 10, "exploration is bounded: {r:?}");
+    // What was measured fastest runs once history decides.
+    let (_, m) = engine
+        .query(&xs)
+        .map(|x| x * 2.0 + 1.0)
+        .with_metrics()
+        .sum();
+    if matches!(m.reason, SelectionReason::History { .. }) {
+        assert_eq!(m.backend, BackendKind::CpuSimd, "{m:?}");
+    }
 }
 
 #[test]

@@ -96,8 +96,8 @@ pub(crate) fn global_cache_dir() -> Option<std::path::PathBuf> {
 ///
 /// # Errors
 ///
-/// Gives `engine` back when the process-wide engine already exists (a
-/// query ran, or another call came first).
+/// Gives `engine` back (boxed) when the process-wide engine already
+/// exists (a query ran, or another call came first).
 ///
 /// # Examples
 ///
@@ -110,12 +110,12 @@ pub(crate) fn global_cache_dir() -> Option<std::path::PathBuf> {
 /// assert_eq!(computeq::runtime::engine().config().cache_dir, None);
 /// assert_eq!([1, 2, 3].compute().sum(), 6);
 /// ```
-pub fn set_engine(engine: Engine) -> Result<&'static Engine, Engine> {
+pub fn set_engine(engine: Engine) -> Result<&'static Engine, Box<Engine>> {
     let mut engine = Some(engine);
     let global = GLOBAL.get_or_init(|| engine.take().expect("taken once"));
     match engine {
         None => Ok(global),
-        Some(e) => Err(e),
+        Some(e) => Err(Box::new(e)),
     }
 }
 
@@ -271,6 +271,9 @@ mod tests {
         }
         let out = child
             .env("COMPUTEQ_TEST_CHILD", "1")
+            // No cache directory unless the test names one: an engine made
+            // from the environment must not touch the user's.
+            .env("COMPUTEQ_CACHE_DIR", "off")
             .envs(vars.iter().copied())
             .output()
             .unwrap();
@@ -348,24 +351,39 @@ mod tests {
         #[cfg(feature = "wgpu")]
         {
             use crate::backend::wgpu::{FaultPlan, WgpuBackend};
-            use crate::backend::Backend;
-            let faults = |e: &Engine| {
-                e.backend(BackendKind::Wgpu)
-                    .and_then(|b| b.as_any().downcast_ref::<WgpuBackend>())
-                    .expect("the default wgpu backend")
-                    .faults()
-            };
-            assert_eq!(faults(&e), FaultPlan::NONE);
-            assert_eq!(faults(&Engine::default()), FaultPlan::NONE);
-            // Opting in applies the variable's faults.
-            let opted = Engine::with_config(Config::from_env().unwrap().with_fault_injection(true));
+            use crate::backend::Availability;
+            // The backends an engine is made with (`default_backends`).
             assert_eq!(
-                faults(&opted),
+                WgpuBackend::from_config(e.config()).faults(),
+                FaultPlan::NONE
+            );
+            assert_eq!(WgpuBackend::default().faults(), FaultPlan::NONE);
+            let opted = Config::from_env().unwrap().with_fault_injection(true);
+            assert_eq!(
+                WgpuBackend::from_config(&opted).faults(),
                 FaultPlan {
                     compile: true,
                     ..FaultPlan::NONE
                 }
             );
+            // Through the engines, where a wgpu device exists.
+            let injected = |e: &Engine| {
+                let r = e
+                    .query(&[1.0f32, 2.0][..])
+                    .on(BackendKind::Wgpu)
+                    .no_fallback()
+                    .try_sum();
+                r.err()
+                    .is_some_and(|e| e.to_string().contains("injected fault"))
+            };
+            let wgpu = e
+                .backends()
+                .into_iter()
+                .find(|(k, _)| *k == BackendKind::Wgpu);
+            if let Some((_, Availability::Available)) = wgpu {
+                assert!(!injected(&e));
+                assert!(injected(&Engine::with_config(opted)));
+            }
         }
     }
 
