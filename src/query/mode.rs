@@ -20,7 +20,11 @@ pub trait Mode: sealed::Sealed + Sized {
 }
 
 /// Terminals return plain values and panic when no backend could run the
-/// query (only possible with `no_fallback` or a forced, failing backend).
+/// query (only possible with `no_fallback` or a forced, failing backend)
+/// or the query is malformed (more than
+/// [`MAX_PARAMS`](crate::expr::MAX_PARAMS) captured values). Settings
+/// never make them panic: an invalid environment variable is ignored with
+/// a warning.
 #[derive(Debug)]
 pub struct Run;
 /// Terminals return `Result<R, Error>`.

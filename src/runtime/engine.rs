@@ -96,8 +96,8 @@ pub(crate) fn global_cache_dir() -> Option<std::path::PathBuf> {
 ///
 /// # Errors
 ///
-/// Gives `engine` back when the process-wide engine already exists (a
-/// query ran, or another call came first).
+/// Gives `engine` back (boxed) when the process-wide engine already
+/// exists (a query ran, or another call came first).
 ///
 /// # Examples
 ///
@@ -110,12 +110,12 @@ pub(crate) fn global_cache_dir() -> Option<std::path::PathBuf> {
 /// assert_eq!(computeq::runtime::engine().config().cache_dir, None);
 /// assert_eq!([1, 2, 3].compute().sum(), 6);
 /// ```
-pub fn set_engine(engine: Engine) -> Result<&'static Engine, Engine> {
+pub fn set_engine(engine: Engine) -> Result<&'static Engine, Box<Engine>> {
     let mut engine = Some(engine);
     let global = GLOBAL.get_or_init(|| engine.take().expect("taken once"));
     match engine {
         None => Ok(global),
-        Some(e) => Err(e),
+        Some(e) => Err(Box::new(e)),
     }
 }
 
