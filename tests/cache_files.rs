@@ -100,7 +100,12 @@ fn a_calibration_file_with_zero_bandwidths_does_not_panic() {
     };
     // Valid JSON, as another version or a hand edit could leave it.
     let payload = serde_json::json!({ "cpu": cpu, "cpu_full": true, "devices": {} });
-    cache_file::write(&cache_file::path(&dir, "calibration"), "calibration", &payload).unwrap();
+    cache_file::write(
+        &cache_file::path(&dir, "calibration"),
+        "calibration",
+        &payload,
+    )
+    .unwrap();
     wait_ok(
         spawn("child_zero_bandwidth", "zero-bandwidth", &dir, &[]),
         "explain, metrics and recommendations with a zero-bandwidth calibration",
@@ -110,7 +115,9 @@ fn a_calibration_file_with_zero_bandwidths_does_not_panic() {
 
 #[test]
 fn child_zero_bandwidth() {
-    let Some(dir) = child_of("zero-bandwidth") else { return };
+    let Some(dir) = child_of("zero-bandwidth") else {
+        return;
+    };
     let engine = engine_in(&dir);
     let xs = vec![1.5f32; 1 << 16];
     let ex = engine.query(&xs).map(|x| x * 2.0).explain().sum();
@@ -127,11 +134,19 @@ fn child_zero_bandwidth() {
     for r in &analyzed.recommendations {
         let _ = r.to_string();
     }
-    let (_, m) = engine.query(&xs).filter(|x| x.gt(1.0)).with_metrics().count();
+    let (_, m) = engine
+        .query(&xs)
+        .filter(|x| x.gt(1.0))
+        .with_metrics()
+        .count();
     let _ = m.to_string();
     let _ = m.reason.to_string();
     // Forced onto every CPU backend: each one's estimate is formatted.
-    for k in [BackendKind::CpuScalar, BackendKind::CpuSimd, BackendKind::CpuParallel] {
+    for k in [
+        BackendKind::CpuScalar,
+        BackendKind::CpuSimd,
+        BackendKind::CpuParallel,
+    ] {
         let a = engine.query(&xs).on(k).explain_analyze().sum();
         let _ = a.to_string();
     }
@@ -164,7 +179,12 @@ fn two_processes_writing_history_keep_each_others_plans() {
         .copied()
         .filter(|fp| !h.plans.contains_key(fp))
         .collect();
-    assert!(lost.is_empty(), "{} of {} plans lost: {lost:?}", lost.len(), 2 * ROUNDS);
+    assert!(
+        lost.is_empty(),
+        "{} of {} plans lost: {lost:?}",
+        lost.len(),
+        2 * ROUNDS
+    );
     // No temporary file is left behind, and the files are the user's alone.
     for e in std::fs::read_dir(&dir).unwrap() {
         let name = e.unwrap().file_name().to_string_lossy().into_owned();
@@ -181,7 +201,9 @@ fn two_processes_writing_history_keep_each_others_plans() {
 
 #[test]
 fn child_history_writer() {
-    let Some(dir) = child_of("writer") else { return };
+    let Some(dir) = child_of("writer") else {
+        return;
+    };
     let side = std::env::var(SIDE).unwrap();
     let engine = engine_in(&dir);
     let xs = vec![1.0f32; 4096];

@@ -254,9 +254,7 @@ pub fn write<T: Serialize>(path: &Path, kind: &str, data: &T) -> std::io::Result
             ));
             match exclusive().open(&tmp) {
                 Ok(f) => break (tmp, f),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 8 => {
-                    tries += 1
-                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
                 Err(e) => return Err(e),
             }
         }
@@ -323,7 +321,9 @@ impl FileLock {
                     return FileLock { _file: Some(file) };
                 }
                 let e = std::io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::EWOULDBLOCK) || std::time::Instant::now() > deadline {
+                if e.raw_os_error() != Some(libc::EWOULDBLOCK)
+                    || std::time::Instant::now() > deadline
+                {
                     tracing::warn!(path = %path.display(), error = %e, "computeq: cache file stays locked; writing unlocked");
                     return FileLock { _file: None };
                 }
@@ -424,8 +424,14 @@ mod tests {
         let dir = temp_dir("cachefile-links");
         let p = path(&dir, "history");
         write(&p, "history", &vec![1u32]).unwrap();
-        assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         // Links at every temporary name the old scheme (pid + counter)
         // could pick, to a victim file outside.
         let victim = dir.with_extension("victim");
@@ -493,7 +499,11 @@ mod tests {
             return;
         }
         assert!(check_dir(Path::new("/")).is_err());
-        assert!(write(&Path::new("/").join("computeq-never.json"), "history", &1u32).is_err());
+        assert!(write(
+            &Path::new("/").join("computeq-never.json"),
+            "history",
+            &1u32
+        )
+        .is_err());
     }
 }
-

@@ -550,7 +550,10 @@ mod tests {
                 for k in BackendKind::ALL {
                     let e = m.estimate(k, &sum_of(n), false);
                     for x in [e.compile, e.transfer, e.fixed, e.compute, e.total()] {
-                        assert!((0.0..=4.0 * MAX_ESTIMATE).contains(&x), "{v} {n} {k}: {e:?}");
+                        assert!(
+                            (0.0..=4.0 * MAX_ESTIMATE).contains(&x),
+                            "{v} {n} {k}: {e:?}"
+                        );
                     }
                 }
             }
@@ -560,6 +563,9 @@ mod tests {
         m.set_cpu(broken(0.0).cpu);
         m.set_device(BackendKind::Wgpu, broken(0.0).devices[0].clone().unwrap());
         assert_eq!(m.cpu.bandwidth_one, CpuProfile::default().bandwidth_one);
-        assert_eq!(m.device(BackendKind::Wgpu).upload_bandwidth, DeviceProfile::default().upload_bandwidth);
+        assert_eq!(
+            m.device(BackendKind::Wgpu).upload_bandwidth,
+            DeviceProfile::default().upload_bandwidth
+        );
     }
 }

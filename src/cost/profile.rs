@@ -166,7 +166,13 @@ mod plausible {
 
 /// Replaces `*v` by `prior` when it is not finite or outside `range`,
 /// recording `name`.
-fn check(name: &'static str, v: &mut f64, range: (f64, f64), prior: f64, bad: &mut Vec<&'static str>) {
+fn check(
+    name: &'static str,
+    v: &mut f64,
+    range: (f64, f64),
+    prior: f64,
+    bad: &mut Vec<&'static str>,
+) {
     if !(v.is_finite() && *v >= range.0 && *v <= range.1) {
         *v = prior;
         bad.push(name);
@@ -182,26 +188,116 @@ impl CpuProfile {
         let d = CpuProfile::default();
         let mut bad = Vec::new();
         let p = &mut self;
-        check("bandwidth_one", &mut p.bandwidth_one, BANDWIDTH, d.bandwidth_one, &mut bad);
-        check("bandwidth_all", &mut p.bandwidth_all, BANDWIDTH, d.bandwidth_all, &mut bad);
-        check("cache_bytes", &mut p.cache_bytes, CACHE_BYTES, d.cache_bytes, &mut bad);
-        check("cache_bandwidth_one", &mut p.cache_bandwidth_one, BANDWIDTH, d.cache_bandwidth_one, &mut bad);
-        check("cache_bandwidth_all", &mut p.cache_bandwidth_all, BANDWIDTH, d.cache_bandwidth_all, &mut bad);
+        check(
+            "bandwidth_one",
+            &mut p.bandwidth_one,
+            BANDWIDTH,
+            d.bandwidth_one,
+            &mut bad,
+        );
+        check(
+            "bandwidth_all",
+            &mut p.bandwidth_all,
+            BANDWIDTH,
+            d.bandwidth_all,
+            &mut bad,
+        );
+        check(
+            "cache_bytes",
+            &mut p.cache_bytes,
+            CACHE_BYTES,
+            d.cache_bytes,
+            &mut bad,
+        );
+        check(
+            "cache_bandwidth_one",
+            &mut p.cache_bandwidth_one,
+            BANDWIDTH,
+            d.cache_bandwidth_one,
+            &mut bad,
+        );
+        check(
+            "cache_bandwidth_all",
+            &mut p.cache_bandwidth_all,
+            BANDWIDTH,
+            d.cache_bandwidth_all,
+            &mut bad,
+        );
         if p.threads == 0 || p.threads > 1 << 16 {
             p.threads = d.threads;
             bad.push("threads");
         }
         check("simd_op", &mut p.simd_op, PER_ELEMENT, d.simd_op, &mut bad);
-        check("simd_transcendental", &mut p.simd_transcendental, PER_ELEMENT, d.simd_transcendental, &mut bad);
-        check("simd_fixed", &mut p.simd_fixed, FIXED, d.simd_fixed, &mut bad);
-        check("pool_wakeup", &mut p.pool_wakeup, FIXED, d.pool_wakeup, &mut bad);
-        check("scalar_op", &mut p.scalar_op, PER_ELEMENT, d.scalar_op, &mut bad);
-        check("scalar_element", &mut p.scalar_element, PER_ELEMENT, d.scalar_element, &mut bad);
-        check("scalar_transcendental", &mut p.scalar_transcendental, PER_ELEMENT, d.scalar_transcendental, &mut bad);
-        check("scalar_fixed", &mut p.scalar_fixed, FIXED, d.scalar_fixed, &mut bad);
-        check("scan_element", &mut p.scan_element, PER_ELEMENT, d.scan_element, &mut bad);
-        check("fresh_write_bandwidth", &mut p.fresh_write_bandwidth, BANDWIDTH, d.fresh_write_bandwidth, &mut bad);
-        check("simd_compile", &mut p.simd_compile, COMPILE, d.simd_compile, &mut bad);
+        check(
+            "simd_transcendental",
+            &mut p.simd_transcendental,
+            PER_ELEMENT,
+            d.simd_transcendental,
+            &mut bad,
+        );
+        check(
+            "simd_fixed",
+            &mut p.simd_fixed,
+            FIXED,
+            d.simd_fixed,
+            &mut bad,
+        );
+        check(
+            "pool_wakeup",
+            &mut p.pool_wakeup,
+            FIXED,
+            d.pool_wakeup,
+            &mut bad,
+        );
+        check(
+            "scalar_op",
+            &mut p.scalar_op,
+            PER_ELEMENT,
+            d.scalar_op,
+            &mut bad,
+        );
+        check(
+            "scalar_element",
+            &mut p.scalar_element,
+            PER_ELEMENT,
+            d.scalar_element,
+            &mut bad,
+        );
+        check(
+            "scalar_transcendental",
+            &mut p.scalar_transcendental,
+            PER_ELEMENT,
+            d.scalar_transcendental,
+            &mut bad,
+        );
+        check(
+            "scalar_fixed",
+            &mut p.scalar_fixed,
+            FIXED,
+            d.scalar_fixed,
+            &mut bad,
+        );
+        check(
+            "scan_element",
+            &mut p.scan_element,
+            PER_ELEMENT,
+            d.scan_element,
+            &mut bad,
+        );
+        check(
+            "fresh_write_bandwidth",
+            &mut p.fresh_write_bandwidth,
+            BANDWIDTH,
+            d.fresh_write_bandwidth,
+            &mut bad,
+        );
+        check(
+            "simd_compile",
+            &mut p.simd_compile,
+            COMPILE,
+            d.simd_compile,
+            &mut bad,
+        );
         (self, bad)
     }
 }
@@ -218,13 +314,43 @@ impl DeviceProfile {
         };
         let mut bad = Vec::new();
         let p = &mut self;
-        check("upload_bandwidth", &mut p.upload_bandwidth, BANDWIDTH, d.upload_bandwidth, &mut bad);
-        check("download_bandwidth", &mut p.download_bandwidth, BANDWIDTH, d.download_bandwidth, &mut bad);
-        check("transfer_latency", &mut p.transfer_latency, FIXED, d.transfer_latency, &mut bad);
+        check(
+            "upload_bandwidth",
+            &mut p.upload_bandwidth,
+            BANDWIDTH,
+            d.upload_bandwidth,
+            &mut bad,
+        );
+        check(
+            "download_bandwidth",
+            &mut p.download_bandwidth,
+            BANDWIDTH,
+            d.download_bandwidth,
+            &mut bad,
+        );
+        check(
+            "transfer_latency",
+            &mut p.transfer_latency,
+            FIXED,
+            d.transfer_latency,
+            &mut bad,
+        );
         check("launch", &mut p.launch, FIXED, d.launch, &mut bad);
-        check("bandwidth", &mut p.bandwidth, BANDWIDTH, d.bandwidth, &mut bad);
+        check(
+            "bandwidth",
+            &mut p.bandwidth,
+            BANDWIDTH,
+            d.bandwidth,
+            &mut bad,
+        );
         check("op", &mut p.op, PER_ELEMENT, d.op, &mut bad);
-        check("transcendental", &mut p.transcendental, PER_ELEMENT, d.transcendental, &mut bad);
+        check(
+            "transcendental",
+            &mut p.transcendental,
+            PER_ELEMENT,
+            d.transcendental,
+            &mut bad,
+        );
         check("compile", &mut p.compile, COMPILE, d.compile, &mut bad);
         (self, bad)
     }
@@ -255,7 +381,13 @@ mod tests {
         let (p, bad) = cpu.sanitized();
         assert_eq!(
             bad,
-            ["bandwidth_one", "bandwidth_all", "threads", "simd_op", "pool_wakeup"]
+            [
+                "bandwidth_one",
+                "bandwidth_all",
+                "threads",
+                "simd_op",
+                "pool_wakeup"
+            ]
         );
         let d = CpuProfile::default();
         assert_eq!(p.bandwidth_one, d.bandwidth_one);

@@ -356,7 +356,8 @@ impl History {
     fn evict(&mut self) {
         let target = self.capacity - self.capacity / 8;
         let excess = (self.plans.len() + 1).saturating_sub(target).max(1);
-        let mut by_use: Vec<(u64, u64)> = self.plans.iter().map(|(&fp, p)| (p.last_use, fp)).collect();
+        let mut by_use: Vec<(u64, u64)> =
+            self.plans.iter().map(|(&fp, p)| (p.last_use, fp)).collect();
         if excess < by_use.len() {
             by_use.select_nth_unstable(excess - 1);
         }

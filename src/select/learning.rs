@@ -1054,6 +1054,10 @@ mod tests {
         }
         let h = s.history();
         assert!(h.plans.len() <= 8, "{}", h.plans.len());
-        assert!(h.plans[&1].bucket(size_bucket(&w)).unwrap().stats[BackendKind::CpuSimd.index()].samples >= 1000);
+        assert!(
+            h.plans[&1].bucket(size_bucket(&w)).unwrap().stats[BackendKind::CpuSimd.index()]
+                .samples
+                >= 1000
+        );
     }
 }

@@ -112,7 +112,13 @@ fn implausible_stat(s: &Stat) -> Option<&'static str> {
 /// names what was. A time of last use far in the future is taken as now.
 fn plans_of(path: &Path, f: HistoryFile) -> FxHashMap<u64, FilePlan> {
     let now = now_ms();
-    let when = |t: u64| if t > now.saturating_add(FUTURE_SLACK_MS) { now } else { t };
+    let when = |t: u64| {
+        if t > now.saturating_add(FUTURE_SLACK_MS) {
+            now
+        } else {
+            t
+        }
+    };
     let mut dropped = Vec::new();
     let mut plans: FxHashMap<u64, FilePlan> = FxHashMap::default();
     for e in f.entries {
@@ -123,17 +129,25 @@ fn plans_of(path: &Path, f: HistoryFile) -> FxHashMap<u64, FilePlan> {
             Some(_) => implausible_stat(&e.stat),
         };
         if let Some(why) = why {
-            dropped.push(format!("{:016x}/{}/{}: {why}", e.fingerprint, e.bucket, e.backend));
+            dropped.push(format!(
+                "{:016x}/{}/{}: {why}",
+                e.fingerprint, e.bucket, e.backend
+            ));
             continue;
         }
-        let k = BackendKind::parse(&e.backend).expect("checked above").index();
+        let k = BackendKind::parse(&e.backend)
+            .expect("checked above")
+            .index();
         let p = plans.entry(e.fingerprint).or_default();
         p.last_used = p.last_used.max(when(e.last_used));
         merge_stat(p, e.bucket, k, e.stat);
     }
     for s in f.selectivity {
         if !(s.selectivity.is_finite() && (0.0..=1.0).contains(&s.selectivity)) {
-            dropped.push(format!("{:016x}: selectivity {}", s.fingerprint, s.selectivity));
+            dropped.push(format!(
+                "{:016x}: selectivity {}",
+                s.fingerprint, s.selectivity
+            ));
             continue;
         }
         let p = plans.entry(s.fingerprint).or_default();
@@ -359,7 +373,9 @@ fn register_exit_hook() {
         // as the program; it takes only locks that no thread holds across
         // a call into user code or across `exit`.
         if unsafe { libc::atexit(at_exit) } != 0 {
-            tracing::warn!("computeq: no exit hook; call Engine::flush before exiting to keep history");
+            tracing::warn!(
+                "computeq: no exit hook; call Engine::flush before exiting to keep history"
+            );
         }
     });
 }
@@ -518,16 +534,71 @@ mod tests {
                 entry(1, 10, "cpu-simd", good),
                 entry(2, 10, "quantum", good),
                 entry(3, 200, "cpu-simd", good),
-                entry(4, 10, "cpu-simd", Stat { mean_seconds: 1e300, ..good }),
-                entry(5, 10, "cpu-simd", Stat { mean_seconds: -1.0, ..good }),
-                entry(6, 10, "cpu-simd", Stat { center: 1e9, ..good }),
-                entry(7, 10, "cpu-simd", Stat { recent: [1e9; RECENT], ..good }),
-                entry(8, 10, "cpu-simd", Stat { last: -1e30, ..good }),
+                entry(
+                    4,
+                    10,
+                    "cpu-simd",
+                    Stat {
+                        mean_seconds: 1e300,
+                        ..good
+                    },
+                ),
+                entry(
+                    5,
+                    10,
+                    "cpu-simd",
+                    Stat {
+                        mean_seconds: -1.0,
+                        ..good
+                    },
+                ),
+                entry(
+                    6,
+                    10,
+                    "cpu-simd",
+                    Stat {
+                        center: 1e9,
+                        ..good
+                    },
+                ),
+                entry(
+                    7,
+                    10,
+                    "cpu-simd",
+                    Stat {
+                        recent: [1e9; RECENT],
+                        ..good
+                    },
+                ),
+                entry(
+                    8,
+                    10,
+                    "cpu-simd",
+                    Stat {
+                        last: -1e30,
+                        ..good
+                    },
+                ),
             ],
             selectivity: vec![
-                SelectivityEntry { fingerprint: 1, selectivity: 0.25, samples: 4, last_used: 0 },
-                SelectivityEntry { fingerprint: 9, selectivity: 2.0, samples: 4, last_used: 0 },
-                SelectivityEntry { fingerprint: 10, selectivity: -0.5, samples: 4, last_used: 0 },
+                SelectivityEntry {
+                    fingerprint: 1,
+                    selectivity: 0.25,
+                    samples: 4,
+                    last_used: 0,
+                },
+                SelectivityEntry {
+                    fingerprint: 9,
+                    selectivity: 2.0,
+                    samples: 4,
+                    last_used: 0,
+                },
+                SelectivityEntry {
+                    fingerprint: 10,
+                    selectivity: -0.5,
+                    samples: 4,
+                    last_used: 0,
+                },
             ],
         };
         // JSON has no NaN or infinity (serde writes `null`, which fails the
@@ -561,7 +632,10 @@ mod tests {
         }
         let kept = bounded(plans, 1000);
         let keys: usize = kept.iter().map(|(_, p)| p.stats.len()).sum();
-        assert!(keys <= MAX_FILE_ENTRIES && keys > MAX_FILE_ENTRIES - 60, "{keys}");
+        assert!(
+            keys <= MAX_FILE_ENTRIES && keys > MAX_FILE_ENTRIES - 60,
+            "{keys}"
+        );
         assert_eq!(kept.last().unwrap().0, 999);
     }
 
