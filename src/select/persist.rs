@@ -272,6 +272,16 @@ pub(crate) fn load(dir: &Path, capacity: usize) -> History {
 /// Writes the plans of `shared`'s history changed since the last write,
 /// merged with the file in `dir`. Returns whether anything was written.
 pub(crate) fn save(dir: &Path, shared: &Shared) -> bool {
+    SAVING.fetch_add(1, Ordering::SeqCst);
+    let wrote = save_locked(dir, shared);
+    SAVING.fetch_sub(1, Ordering::SeqCst);
+    wrote
+}
+
+/// Writes in progress in this process (the exit hook waits for them).
+static SAVING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn save_locked(dir: &Path, shared: &Shared) -> bool {
     let path = cache_file::path(dir, KIND);
     // First the file lock, then the history's (briefly): another writer of
     // this process takes its changes only after this one wrote its own.
@@ -332,7 +342,9 @@ impl Shared {
 static LIVE: parking_lot::Mutex<Vec<(Weak<Shared>, PathBuf)>> = parking_lot::Mutex::new(Vec::new());
 
 /// Writes every live selector's changes (the exit hook). Copies the list
-/// first: no lock is held while writing.
+/// first: no lock is held while writing. A write in progress on another
+/// thread (which has taken its changes already) is waited for through the
+/// file lock, so that the exit does not cut it short.
 fn save_all_live() {
     let live: Vec<(Arc<Shared>, PathBuf)> = LIVE
         .lock()
@@ -340,7 +352,7 @@ fn save_all_live() {
         .filter_map(|(w, d)| Some((w.upgrade()?, d.clone())))
         .collect();
     for (shared, dir) in live {
-        if shared.dirty.swap(false, Ordering::Relaxed) {
+        if shared.dirty.swap(false, Ordering::Relaxed) || SAVING.load(Ordering::SeqCst) > 0 {
             save(&dir, &shared);
         }
     }
@@ -428,8 +440,10 @@ impl Persister {
     /// Forgets the persisted history (reset).
     pub(crate) fn remove_file(&self) {
         let path = cache_file::path(&self.dir, KIND);
-        let _lock = cache_file::FileLock::acquire(&path);
-        cache_file::remove(&path);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            let _lock = cache_file::FileLock::acquire(&path);
+            cache_file::remove(&path);
+        }
     }
 
     /// Lets the writer thread see that the selector is gone.
