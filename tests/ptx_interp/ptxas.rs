@@ -68,9 +68,8 @@ pub fn check(ptxas: &PathBuf, name: &str, text: &str) -> Result<(), String> {
         }
         if !out.status.success() {
             return Err(format!(
-                "ptxas {target} rejected {name}:\n{}\n{}",
-                String::from_utf8_lossy(&out.stderr),
-                context(text, &String::from_utf8_lossy(&out.stderr))
+                "ptxas {target} rejected {name}:\n{stderr}\n{}",
+                context(text, &stderr)
             ));
         }
         assembled += 1;
@@ -91,9 +90,16 @@ fn unknown_target(stderr: &str) -> bool {
 fn skipped_target(target: &str) {
     use std::sync::Mutex;
     static SAID: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
-    if !said.iter().any(|t| t == target) {
-        said.push(target.to_string());
+    let first = {
+        let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+        let first = !said.iter().any(|t| t == target);
+        if first {
+            said.push(target.to_string());
+        }
+        first
+    };
+    // Printed after the lock is released: no I/O under a lock.
+    if first {
         eprintln!("ptxas does not know {target} (a newer CUDA dropped it); not assembled for it");
     }
 }
