@@ -11,6 +11,7 @@
 //! - [The path of a query](#the-path-of-a-query)
 //! - [Semantics](#semantics)
 //! - [Backends and features](#backends-and-features)
+//! - [Reliability](#reliability)
 //!
 //! ## Example
 //!
@@ -57,6 +58,19 @@
 //! `cpu-scalar` (reference interpreter), `cpu-simd` (block program with
 //! SIMD lanes), `cpu-parallel` (the block program over rayon). Feature
 //! `wgpu` (default) adds the WGSL backend; feature `cuda` the PTX backend.
+//!
+//! ## Reliability
+//!
+//! ### Locks
+//!
+//! An engine may be shared by any number of threads. No lock is held while
+//! another is taken, nor while your code runs (a closure passed to
+//! [`RunLog::filter`](runtime::RunLog::filter), a custom backend or
+//! selector, a `tracing` subscriber), a file is read or written, or the
+//! CPU is measured; so a query may be run from anywhere, a filter closure
+//! or a rayon worker included. The one place that holds two, the CUDA
+//! device and its buffers, keeps the one order written down at the top of
+//! `src/runtime/engine.rs`.
 #![warn(missing_docs)]
 
 pub mod backend;

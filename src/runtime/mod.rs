@@ -13,5 +13,7 @@ mod run_log;
 
 pub use config::Config;
 pub use engine::{engine, Engine};
+#[cfg(test)]
+pub(crate) use engine::finishes_within;
 pub use plan_cache::{fingerprint, PlanCache};
 pub use run_log::RunLog;
