@@ -192,7 +192,13 @@ fn queries_explain_profiles_calibration_and_log_reads_never_deadlock() {
             let stuck: Vec<String> = workers
                 .iter()
                 .filter(|w| !w.handle.is_finished())
-                .map(|w| format!("{} (after {} rounds)", w.name, w.rounds.load(Ordering::Relaxed)))
+                .map(|w| {
+                    format!(
+                        "{} (after {} rounds)",
+                        w.name,
+                        w.rounds.load(Ordering::Relaxed)
+                    )
+                })
                 .collect();
             // The stuck threads are left behind: the process ends with the
             // harness, and the test fails instead of hanging.
@@ -203,6 +209,11 @@ fn queries_explain_profiles_calibration_and_log_reads_never_deadlock() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+    let summary: Vec<String> = workers
+        .iter()
+        .map(|w| format!("{} {}", w.name, w.rounds.load(Ordering::Relaxed)))
+        .collect();
+    eprintln!("rounds: {}", summary.join(", "));
     for w in workers {
         let rounds = w.rounds.load(Ordering::Relaxed);
         if let Err(panic) = w.handle.join() {

@@ -118,8 +118,9 @@ impl HostCell {
         if budget.is_zero() {
             return CpuProfile::default();
         }
-        let _span = tracing::debug_span!("computeq.calibrate", budget_ms = budget.as_millis() as u64)
-            .entered();
+        let _span =
+            tracing::debug_span!("computeq.calibrate", budget_ms = budget.as_millis() as u64)
+                .entered();
         let cpu = measure(budget);
         tracing::debug!(?cpu, "computeq.calibrated");
         let (cpu, ours) = self.publish(cpu, false, false);

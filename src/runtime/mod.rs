@@ -12,8 +12,8 @@ mod plan_cache;
 mod run_log;
 
 pub use config::Config;
-pub use engine::{engine, Engine};
 #[cfg(test)]
 pub(crate) use engine::finishes_within;
+pub use engine::{engine, Engine};
 pub use plan_cache::{fingerprint, PlanCache};
 pub use run_log::RunLog;

@@ -1061,7 +1061,10 @@ mod tests {
             let free = s.shared.history.try_lock_for(PATIENCE).is_some();
             drop(writer);
             t.join().unwrap();
-            assert!(free, "select() holds the history while it waits for the model");
+            assert!(
+                free,
+                "select() holds the history while it waits for the model"
+            );
         });
     }
 
@@ -1079,7 +1082,10 @@ mod tests {
             let free = s.shared.history.try_lock_for(PATIENCE).is_some();
             drop(writer);
             t.join().unwrap();
-            assert!(free, "observe() holds the history while it waits for the model");
+            assert!(
+                free,
+                "observe() holds the history while it waits for the model"
+            );
         });
     }
 
@@ -1096,7 +1102,10 @@ mod tests {
             let free = s.model.try_write_for(PATIENCE).is_some();
             drop(history);
             t.join().unwrap();
-            assert!(free, "settings() hold the model while they wait for the history");
+            assert!(
+                free,
+                "settings() hold the model while they wait for the history"
+            );
         });
     }
 
