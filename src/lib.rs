@@ -62,6 +62,17 @@
 //!
 //! ## Reliability
 //!
+//! ### Locks
+//!
+//! An engine may be shared by any number of threads. No lock is held while
+//! another is taken, nor while your code runs (a closure passed to
+//! [`RunLog::filter`](runtime::RunLog::filter), a custom backend or
+//! selector, a `tracing` subscriber), a file is read or written, or the
+//! CPU is measured; so a query may be run from anywhere, a filter closure
+//! or a rayon worker included. The one place that holds two, the CUDA
+//! device and its buffers, keeps the one order written down at the top of
+//! `src/runtime/engine.rs`.
+//!
 //! ### Settings
 //!
 //! Every setting is a field of [`runtime::Config`]. Environment variables

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The file kind of persisted calibrations.
@@ -49,54 +49,125 @@ struct Host {
     full: bool,
 }
 
-static HOST: Mutex<Host> = Mutex::new(Host {
-    profile: None,
-    full: false,
-});
-static GENERATION: AtomicU64 = AtomicU64::new(0);
+/// The process-wide CPU profile, published with a generation number.
+///
+/// No lock is held while the cache file is read or the CPU measured: the
+/// measurement runs on the rayon pool, and a query asking for the profile
+/// may run on a worker of that pool (a query inside `par_iter`). Had the
+/// askers waited for the measurement, every worker could park and the
+/// measurement wait for a worker forever. So one thread loads or
+/// measures, and the others go on with the priors meanwhile and pick the
+/// result up by its generation on a later query.
+struct HostCell {
+    host: Mutex<Host>,
+    generation: AtomicU64,
+    /// Set while one thread loads or measures the profile.
+    busy: AtomicBool,
+}
+
+/// Clears `busy` when the loading or measuring thread is done (or panics).
+struct Busy<'a>(&'a AtomicBool);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+impl HostCell {
+    const fn new() -> HostCell {
+        HostCell {
+            host: Mutex::new(Host {
+                profile: None,
+                full: false,
+            }),
+            generation: AtomicU64::new(0),
+            busy: AtomicBool::new(false),
+        }
+    }
+
+    /// See [`host_profile`]; `measure` is [`calibrate_cpu`] but in tests.
+    fn profile(
+        &self,
+        cache_dir: Option<&Path>,
+        budget: Duration,
+        measure: impl FnOnce(Duration) -> CpuProfile,
+    ) -> CpuProfile {
+        if let Some(p) = self.current() {
+            return p;
+        }
+        if budget.is_zero() && cache_dir.is_none() {
+            return CpuProfile::default();
+        }
+        if self.busy.swap(true, Ordering::Acquire) {
+            return CpuProfile::default();
+        }
+        let _busy = Busy(&self.busy);
+        // Published between the first look and the claim.
+        if let Some(p) = self.current() {
+            return p;
+        }
+        if let Some(dir) = cache_dir {
+            if let Some(f) = load(&cache_file::path(dir, KIND)) {
+                if let Some(cpu) = f.cpu {
+                    return self.publish(cpu, f.cpu_full, false).0;
+                }
+            }
+        }
+        if budget.is_zero() {
+            return CpuProfile::default();
+        }
+        let _span =
+            tracing::debug_span!("computeq.calibrate", budget_ms = budget.as_millis() as u64)
+                .entered();
+        let cpu = measure(budget);
+        tracing::debug!(?cpu, "computeq.calibrated");
+        let (cpu, ours) = self.publish(cpu, false, false);
+        if let (Some(dir), true) = (cache_dir, ours) {
+            persist(dir, |f| {
+                f.cpu = Some(cpu.clone());
+                f.cpu_full = false;
+            });
+        }
+        cpu
+    }
+
+    /// The published profile, if any.
+    fn current(&self) -> Option<CpuProfile> {
+        self.host.lock().profile.clone()
+    }
+
+    /// Publishes `cpu` (from the full run when `full`) and moves the
+    /// generation on, unless a profile is there and `replace` is false
+    /// (a full calibration finished while a quick one ran). Returns the
+    /// profile in force and whether it is `cpu`.
+    fn publish(&self, cpu: CpuProfile, full: bool, replace: bool) -> (CpuProfile, bool) {
+        let mut host = self.host.lock();
+        if let (Some(p), false) = (&host.profile, replace) {
+            return (p.clone(), false);
+        }
+        host.profile = Some(cpu.clone());
+        host.full = full;
+        self.generation.fetch_add(1, Ordering::Release);
+        (cpu, true)
+    }
+}
+
+static HOST: HostCell = HostCell::new();
 
 /// Incremented whenever the process-wide CPU profile changes; selectors
-/// compare it (one relaxed load) to know when to re-read the profile.
+/// compare it (one load) to know when to re-read the profile.
 pub fn generation() -> u64 {
-    GENERATION.load(Ordering::Relaxed)
+    HOST.generation.load(Ordering::Acquire)
 }
 
 /// The process-wide CPU profile: from memory, else from the cache file in
 /// `cache_dir`, else measured within `budget` (and persisted). With a zero
-/// budget and nothing persisted, the priors.
+/// budget and nothing persisted, the priors; the priors too while another
+/// thread loads or measures the profile (it is not waited for; see
+/// [`generation`]).
 pub fn host_profile(cache_dir: Option<&Path>, budget: Duration) -> CpuProfile {
-    let mut host = HOST.lock();
-    if let Some(p) = &host.profile {
-        return p.clone();
-    }
-    if let Some(dir) = cache_dir {
-        if let Some(f) = load(&cache_file::path(dir, KIND)) {
-            if let Some(cpu) = f.cpu {
-                host.profile = Some(cpu.clone());
-                host.full = f.cpu_full;
-                GENERATION.fetch_add(1, Ordering::Relaxed);
-                return cpu;
-            }
-        }
-    }
-    if budget.is_zero() {
-        return CpuProfile::default();
-    }
-    let _span =
-        tracing::debug_span!("computeq.calibrate", budget_ms = budget.as_millis() as u64).entered();
-    let cpu = calibrate_cpu(budget);
-    tracing::debug!(?cpu, "computeq.calibrated");
-    host.profile = Some(cpu.clone());
-    host.full = false;
-    GENERATION.fetch_add(1, Ordering::Relaxed);
-    drop(host);
-    if let Some(dir) = cache_dir {
-        persist(dir, |f| {
-            f.cpu = Some(cpu.clone());
-            f.cpu_full = false;
-        });
-    }
-    cpu
+    HOST.profile(cache_dir, budget, calibrate_cpu)
 }
 
 /// Runs the full CPU calibration (about two seconds: larger buffers, more
@@ -118,12 +189,7 @@ pub fn calibrate_full() -> CpuProfile {
     let cpu = measure_cpu(&Plan::full(), Instant::now() + Duration::from_secs(10));
     // A figure timed at zero on a coarse clock would be an infinite speed.
     let cpu = cpu.sanitized().0;
-    {
-        let mut host = HOST.lock();
-        host.profile = Some(cpu.clone());
-        host.full = true;
-        GENERATION.fetch_add(1, Ordering::Relaxed);
-    }
+    HOST.publish(cpu.clone(), true, true);
     if let Some(dir) = crate::runtime::global_cache_dir() {
         persist(&dir, |f| {
             f.cpu = Some(cpu.clone());
@@ -696,6 +762,52 @@ mod tests {
             Some(p)
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Callers on the rayon pool while the profile is being measured from
+    /// outside it: the measurement needs the pool, so they must not wait
+    /// for it (they used to, on the host lock, and every worker parked).
+    #[test]
+    fn pool_threads_do_not_wait_for_a_measurement_that_needs_the_pool() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize};
+        crate::runtime::finishes_within(60, "a measurement on a blocked pool", || {
+            let cell = HostCell::new();
+            let workers = rayon::current_num_threads();
+            let entered = AtomicUsize::new(0);
+            let measuring = AtomicBool::new(false);
+            let budget = Duration::from_secs(1);
+            std::thread::scope(|scope| {
+                let first = scope.spawn(|| {
+                    cell.profile(None, budget, |_| {
+                        measuring.store(true, Ordering::SeqCst);
+                        // Every worker of the pool is inside `profile`.
+                        while entered.load(Ordering::SeqCst) < workers {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        rayon::join(|| (), || ());
+                        CpuProfile {
+                            measured: true,
+                            ..CpuProfile::default()
+                        }
+                    })
+                });
+                while !measuring.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                let others = scope.spawn(|| {
+                    rayon::broadcast(|_| {
+                        entered.fetch_add(1, Ordering::SeqCst);
+                        cell.profile(None, budget, |_| panic!("measured twice"))
+                    })
+                });
+                assert!(first.join().unwrap().measured);
+                // The others went on (with the priors, or the result if
+                // they asked late) and never measured.
+                assert_eq!(others.join().unwrap().len(), workers);
+            });
+            assert!(cell.host.lock().profile.as_ref().unwrap().measured);
+            assert_eq!(cell.generation.load(Ordering::SeqCst), 1);
+        });
     }
 
     #[test]

@@ -1,6 +1,24 @@
 //! The engine: owns the backends, the plan cache, the selector and the run
-//! log, each with its own state and at most one lock; no lock is held while
-//! another is taken.
+//! log, each with its own state and its own locks.
+//!
+//! # Locks
+//!
+//! The rule, everywhere in the crate: no lock is held while another is
+//! taken, and none while code the crate does not control runs (a caller's
+//! closure, a custom backend or selector, a `tracing` subscriber), while a
+//! file is read or written, or while a measurement runs. State that needs
+//! a price, a profile or a file is copied out under its lock and the lock
+//! released first (the selector's history and model, the run log's
+//! filter, the process's CPU profile, the wgpu buffer pool and bind
+//! groups).
+//!
+//! One exception, and the only order in which two locks are ever held: the
+//! CUDA backend holds its device's lock (`Gpu`) for a whole run or
+//! transfer, because the driver's streams and staging buffers serve one
+//! at a time; under it, it takes leaf locks, one at a time: a device
+//! buffer's event cells (`ready`, `last_use`, `last_read`) and the device's
+//! pool of free allocations. A leaf lock is never held while any other
+//! lock is taken.
 
 use super::config::{Config, ConfigWarning};
 use super::plan_cache::PlanCache;
@@ -281,6 +299,27 @@ impl Engine {
 impl Default for Engine {
     fn default() -> Self {
         Engine::with_config(Config::default())
+    }
+}
+
+/// Runs `f` on a thread of its own and fails the calling test when it has
+/// not finished after `secs` seconds: a deadlock then fails the test with
+/// a message instead of hanging the run (the stuck thread is left behind;
+/// the process ends with the harness).
+#[cfg(test)]
+pub(crate) fn finishes_within<T: Send + 'static>(
+    secs: u64,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(secs)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(_) => panic!("{what}: not finished after {secs} s: deadlocked"),
     }
 }
 

@@ -13,6 +13,8 @@ mod run_log;
 
 pub use config::{parse_switch, Config, ConfigWarning, FAULTS};
 pub(crate) use engine::global_cache_dir;
+#[cfg(test)]
+pub(crate) use engine::finishes_within;
 pub use engine::{engine, set_engine, Engine};
 pub use plan_cache::{fingerprint, PlanCache};
 pub use run_log::RunLog;

@@ -68,9 +68,12 @@ impl RunLog {
         self.ring.lock().iter().last().cloned()
     }
 
-    /// Runs matching `f`, oldest first.
+    /// Runs matching `f`, oldest first. `f` runs under no lock, so it may
+    /// query the engine (which logs its run).
     pub fn filter(&self, f: impl Fn(&ExecutionMetrics) -> bool) -> Vec<ExecutionMetrics> {
-        self.ring.lock().iter().filter(|m| f(m)).cloned().collect()
+        let mut runs = self.snapshot();
+        runs.retain(|m| f(m));
+        runs
     }
 
     /// Number of runs kept.
@@ -105,6 +108,25 @@ mod tests {
             run_id: id,
             ..ExecutionMetrics::test_run(0, crate::backend::BackendKind::CpuScalar, 3, 12, 1e-6)
         }
+    }
+
+    /// The closure is the caller's code: a query on the same engine from
+    /// inside it logs its run, which must not wait for the filter.
+    #[test]
+    fn a_filter_may_query_the_engine_whose_log_it_reads() {
+        crate::runtime::finishes_within(30, "a query inside RunLog::filter", || {
+            let engine = crate::runtime::Engine::with_config(crate::runtime::Config {
+                calibration_budget: std::time::Duration::ZERO,
+                ..Default::default()
+            });
+            let xs = vec![1.0f32; 64];
+            let sum = || -> f32 { engine.query(&xs).sum() };
+            sum();
+            let kept = engine.run_log().filter(|_| sum() == 64.0);
+            assert_eq!(kept.len(), 1);
+            // The first run, and the one the closure ran.
+            assert_eq!(engine.run_log().len(), 2);
+        });
     }
 
     #[test]

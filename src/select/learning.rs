@@ -29,6 +29,15 @@
 //! Cheap on the query path: one uncontended mutex around a hash lookup and
 //! a few multiplications; no allocation, I/O or clock reads. Persistence
 //! happens in a background thread ([`super::persist`]).
+//!
+//! Two locks, never one inside the other (the rule of
+//! [`crate::runtime::Engine`]): the history's mutex and the model's
+//! `RwLock`. Pricing a plan needs the model, so a query whose memoized
+//! prices are stale lets go of the history, prices, and takes it again;
+//! explain's settings copy the model before they count the history. (Held
+//! together they deadlocked: a reader of the model waiting for the
+//! history, the history's holder waiting for a read lock queued behind a
+//! model update.)
 
 use super::history::{size_bucket, Bucket, EstimateMemo, History, PlanHistory};
 use super::persist::Persister;
@@ -46,6 +55,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// `model_generation` before the model has read the process's profile.
+const NOT_CALIBRATED: u64 = u64::MAX;
 
 /// Runs of a key between re-checks of the runner-up.
 const RECHECK_EVERY: u64 = 256;
@@ -148,8 +160,9 @@ pub(crate) struct Shared {
 pub struct LearningSelector {
     settings: LearningSettings,
     model: RwLock<CostModel>,
-    /// Calibration generation the model's CPU profile is from
-    /// (`u64::MAX`: not yet calibrated).
+    /// Calibration generation the model's CPU profile is at least as new
+    /// as ([`NOT_CALIBRATED`] before the first refresh); written only
+    /// under the model's write lock, with the profile.
     model_generation: AtomicU64,
     /// Bumped on every change of `model` (under its write lock), so
     /// memoized prices ([`EstimateMemo`]) know when they are stale.
@@ -169,19 +182,21 @@ impl LearningSelector {
         });
         let persister = match (&settings.cache_dir, settings.learn) {
             (Some(dir), true) => {
-                *shared.history.lock() = super::persist::load(dir, settings.history_capacity);
+                // Read before the lock is taken.
+                let loaded = super::persist::load(dir, settings.history_capacity);
+                *shared.history.lock() = loaded;
                 Some(Persister::start(dir.clone(), &shared))
             }
             _ => None,
         };
         let mut model = CostModel::default();
         if let Some(cpu) = &settings.cpu_profile {
-            model.cpu = cpu.clone();
+            model.set_cpu(cpu.clone());
         }
         LearningSelector {
             settings,
             model: RwLock::new(model),
-            model_generation: AtomicU64::new(u64::MAX),
+            model_generation: AtomicU64::new(NOT_CALIBRATED),
             revision: AtomicU64::new(0),
             shared,
             persister,
@@ -207,9 +222,11 @@ impl LearningSelector {
     /// Replaces the CPU profile (e.g. measured by the caller); later
     /// calibrations of the process replace it again.
     pub fn set_cpu_profile(&self, cpu: crate::cost::CpuProfile) {
-        self.update_model(|m| m.set_cpu(cpu));
-        self.model_generation
-            .store(calibrate::generation(), Ordering::Relaxed);
+        let g = calibrate::generation();
+        self.update_model(|m| {
+            m.set_cpu(cpu);
+            self.model_generation.store(g, Ordering::Relaxed);
+        });
     }
 
     /// A copy of the history (for inspection and tests).
@@ -219,24 +236,44 @@ impl LearningSelector {
 
     /// Keeps the model's CPU profile at the process's calibration: on the
     /// first query this calibrates (bounded by the budget) or loads the
-    /// persisted calibration; afterwards it is one relaxed atomic load.
+    /// persisted calibration; afterwards it is one atomic load.
     fn refresh_model(&self) {
         // A pinned profile is never replaced by the process's calibration.
         if self.settings.cpu_profile.is_some() {
             return;
         }
-        let g = calibrate::generation();
-        let have = self.model_generation.load(Ordering::Relaxed);
-        if have == g {
+        self.refresh_model_from(calibrate::generation, || {
+            calibrate::host_profile(
+                self.settings.cache_dir.as_deref(),
+                self.settings.calibration_budget,
+            )
+        });
+    }
+
+    /// [`Self::refresh_model`] with the process's calibration as
+    /// `generation` and `profile` (injected in tests).
+    fn refresh_model_from(
+        &self,
+        generation: impl Fn() -> u64,
+        profile: impl FnOnce() -> crate::cost::CpuProfile,
+    ) {
+        // Read before the profile: a calibration published after this
+        // read moves the generation past `g`, so a later query reads the
+        // profile again even when the one read below predates it.
+        let g = generation();
+        if self.model_generation.load(Ordering::Relaxed) == g {
             return;
         }
-        let cpu = calibrate::host_profile(
-            self.settings.cache_dir.as_deref(),
-            self.settings.calibration_budget,
-        );
-        self.update_model(|m| m.cpu = cpu);
-        self.model_generation
-            .store(calibrate::generation(), Ordering::Relaxed);
+        let cpu = profile();
+        self.update_model(|m| {
+            // Forward only: a query that read an older generation than
+            // one another query installed meanwhile keeps the newer.
+            let have = self.model_generation.load(Ordering::Relaxed);
+            if have == NOT_CALIBRATED || have <= g {
+                m.cpu = cpu;
+                self.model_generation.store(g, Ordering::Relaxed);
+            }
+        });
     }
 
     /// Changes the model and its revision together (under the write lock),
@@ -247,56 +284,61 @@ impl LearningSelector {
         self.revision.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The model's prices of `input`'s workload on its candidates, from
-    /// the plan's memo when it is current, else priced now and memoized.
-    fn prices<'m>(
+    /// Whether `memo` holds the model's current prices of `input`'s
+    /// workload on every candidate. Checked without the model's lock: a
+    /// current memo (the common case) needs no model, and a model changed
+    /// between this check and the use of the memo is no different from
+    /// one changed just after the query.
+    fn memo_is_current(
         &self,
-        memo: &'m mut Option<EstimateMemo>,
+        memo: &Option<EstimateMemo>,
         input: &SelectionInput<'_>,
-        shape: &PlanShape,
         selectivity: f64,
-    ) -> &'m EstimateMemo {
-        // The memo is checked before the model is locked: a current memo
-        // (the common case) needs no model, and a model changed between
-        // this check and the use of the memo is no different from one
-        // changed just after the query.
+    ) -> bool {
         let revision = self.revision.load(Ordering::Relaxed);
-        let current = memo.as_ref().is_some_and(|m| {
+        memo.as_ref().is_some_and(|m| {
             m.is_for(input.workload, selectivity, revision)
                 && input
                     .candidates
                     .iter()
                     .all(|k| !m.steady[k.index()].is_nan())
-        });
-        if !current {
-            let model = self.model.read();
-            // The revision the prices below are from (a writer holds the
-            // model's write lock while it bumps it).
-            let revision = self.revision.load(Ordering::Relaxed);
-            let e = EstimateInput {
-                workload: input.workload,
-                shape,
-                compiled: false,
-                selectivity,
-                keep_on_device: input.workload.output_on_device,
-            };
-            let work = model.work(&e);
-            let mut steady = [f64::NAN; BackendKind::COUNT];
-            let mut compile = [f64::NAN; BackendKind::COUNT];
-            for &k in input.candidates {
-                let est = model.estimate_work(k, &e, &work);
-                steady[k.index()] = est.total() - est.compile;
-                compile[k.index()] = est.compile;
-            }
-            *memo = Some(EstimateMemo {
-                workload: input.workload.clone(),
-                selectivity: selectivity.to_bits(),
-                revision,
-                steady,
-                compile,
-            });
+        })
+    }
+
+    /// The model's prices of `input`'s workload on its candidates. Takes
+    /// the model's read lock: never called with the history's held.
+    fn price(
+        &self,
+        input: &SelectionInput<'_>,
+        shape: &PlanShape,
+        selectivity: f64,
+    ) -> EstimateMemo {
+        let model = self.model.read();
+        // The revision the prices below are from (a writer holds the
+        // model's write lock while it bumps it).
+        let revision = self.revision.load(Ordering::Relaxed);
+        let e = EstimateInput {
+            workload: input.workload,
+            shape,
+            compiled: false,
+            selectivity,
+            keep_on_device: input.workload.output_on_device,
+        };
+        let work = model.work(&e);
+        let mut steady = [f64::NAN; BackendKind::COUNT];
+        let mut compile = [f64::NAN; BackendKind::COUNT];
+        for &k in input.candidates {
+            let est = model.estimate_work(k, &e, &work);
+            steady[k.index()] = est.total() - est.compile;
+            compile[k.index()] = est.compile;
         }
-        memo.as_ref().expect("set above")
+        EstimateMemo {
+            workload: input.workload.clone(),
+            selectivity: selectivity.to_bits(),
+            revision,
+            steady,
+            compile,
+        }
     }
 
     /// Writes the history to the cache directory now (it is also written
@@ -332,15 +374,19 @@ impl Selector for LearningSelector {
         let key = size_bucket(input.workload);
         let mut scratch = PlanHistory::default();
         let mut h = s.learn.then(|| self.shared.history.lock());
-        let plan = plan_entry(h.as_deref_mut(), &mut scratch, input);
+        let mut plan = plan_entry(h.as_deref_mut(), &mut scratch, input);
         let selectivity = plan.selectivity.unwrap_or(PRIOR_SELECTIVITY);
-        let PlanHistory {
-            shape,
-            buckets,
-            memo,
-            ..
-        } = plan;
-        let shape: &PlanShape = shape.as_deref().expect("set by plan_entry");
+        if !self.memo_is_current(&plan.memo, input, selectivity) {
+            // Priced with the history released (see the module doc), then
+            // the entry is looked up again: a reset may have dropped it.
+            let shape = plan.shape.clone().expect("set by plan_entry");
+            drop(h);
+            let memo = self.price(input, &shape, selectivity);
+            h = s.learn.then(|| self.shared.history.lock());
+            plan = plan_entry(h.as_deref_mut(), &mut scratch, input);
+            plan.memo = Some(memo);
+        }
+        let PlanHistory { buckets, memo, .. } = plan;
         let bucket = match buckets.iter().position(|b| b.key == key) {
             Some(i) => &mut buckets[i],
             None => {
@@ -367,7 +413,7 @@ impl Selector for LearningSelector {
             samples: u32,
             backed_off: bool,
         }
-        let prices = self.prices(memo, input, shape, selectivity);
+        let prices = memo.as_ref().expect("current or priced above");
         let mut cands: SmallVec<[Cand; 5]> = SmallVec::new();
         for &k in input.candidates {
             let compile = if input.plan.has_artifact(k) {
@@ -542,7 +588,7 @@ impl Selector for LearningSelector {
         }
         let key = size_bucket(workload);
         let mut h = self.shared.history.lock();
-        let Some(plan) = h.plans.get_mut(&m.fingerprint) else {
+        let Some(mut plan) = h.plans.get_mut(&m.fingerprint) else {
             return;
         };
         // The shape is borrowed, not cloned: a query whose prices are
@@ -562,20 +608,32 @@ impl Selector for LearningSelector {
             .filter(|memo| memo.is_for(workload, selectivity, revision))
             .map(|memo| memo.steady[m.backend.index()])
             .filter(|s| !s.is_nan());
-        let estimated = memoized.unwrap_or_else(|| {
-            let shape = plan
-                .shape
-                .clone()
-                .unwrap_or_else(|| Arc::new(PlanShape::from_workload(workload)));
-            let e = EstimateInput {
-                workload,
-                shape: &shape,
-                compiled: true,
-                selectivity,
-                keep_on_device: workload.output_on_device,
-            };
-            self.model.read().estimate_with(m.backend, &e).total()
-        });
+        let estimated = match memoized {
+            Some(e) => e,
+            None => {
+                let shape = plan
+                    .shape
+                    .clone()
+                    .unwrap_or_else(|| Arc::new(PlanShape::from_workload(workload)));
+                // Priced with the history released (see the module doc).
+                drop(h);
+                let e = EstimateInput {
+                    workload,
+                    shape: &shape,
+                    compiled: true,
+                    selectivity,
+                    keep_on_device: workload.output_on_device,
+                };
+                let estimated = self.model.read().estimate_with(m.backend, &e).total();
+                h = self.shared.history.lock();
+                match h.plans.get_mut(&m.fingerprint) {
+                    Some(p) => plan = p,
+                    // Reset meanwhile.
+                    None => return,
+                }
+                estimated
+            }
+        };
         let bucket = plan.bucket_mut(key);
         let p = &m.phases;
         let measured = (p.transfer_in + p.execute + p.transfer_out).as_secs_f64();
@@ -592,17 +650,16 @@ impl Selector for LearningSelector {
 
     fn settings(&self) -> Vec<(&'static str, String)> {
         self.refresh_model();
-        let m = self.model.read();
+        // Counted before the model is read: one lock at a time.
+        let keys = self.shared.history.lock().keys();
+        let m = self.model.read().clone();
         let s = &self.settings;
         let mut v = vec![
             ("selector", "learning".into()),
             ("learn", s.learn.to_string()),
             ("history_min_samples", s.min_samples.to_string()),
             ("explore_ratio", format!("{}", s.explore_ratio)),
-            (
-                "history_keys",
-                self.shared.history.lock().keys().to_string(),
-            ),
+            ("history_keys", keys.to_string()),
             ("calibrated", m.cpu.measured.to_string()),
             (
                 "cpu.bandwidth_one",
@@ -1022,6 +1079,159 @@ mod tests {
         drop(s);
         assert_eq!(with_dir().history().keys(), 0, "reset removes the file");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Time for a spawned thread to reach the lock it will wait on. Not
+    /// an assertion on time: a thread that has not got there yet makes
+    /// the lock checks below pass without proving anything, never fail.
+    const SETTLE: Duration = Duration::from_millis(100);
+
+    /// Long enough for any thread that holds a lock only briefly.
+    const PATIENCE: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn select_waits_for_the_model_without_holding_the_history() {
+        let s = LearningSelector::new(settings());
+        let (p, w) = plan(1 << 20);
+        // Calibrated now, so that the selection below does not wait to
+        // write the model before it takes the history.
+        s.model();
+        let writer = s.model.write();
+        std::thread::scope(|scope| {
+            // The plan's first selection prices it: it needs the model.
+            let t = scope.spawn(|| select(&s, &p, &w));
+            std::thread::sleep(SETTLE);
+            let free = s.shared.history.try_lock_for(PATIENCE).is_some();
+            drop(writer);
+            t.join().unwrap();
+            assert!(
+                free,
+                "select() holds the history while it waits for the model"
+            );
+        });
+    }
+
+    #[test]
+    fn observe_waits_for_the_model_without_holding_the_history() {
+        let s = LearningSelector::new(settings());
+        let (p, w) = plan(1 << 20);
+        // The plan's entry exists, its memo prices the CPU backends only.
+        select(&s, &p, &w);
+        let writer = s.model.write();
+        std::thread::scope(|scope| {
+            // A run on a backend the memo does not price: priced now.
+            let t = scope.spawn(|| s.observe(&w, &metrics(&p, &w, BackendKind::Wgpu, 1e-3)));
+            std::thread::sleep(SETTLE);
+            let free = s.shared.history.try_lock_for(PATIENCE).is_some();
+            drop(writer);
+            t.join().unwrap();
+            assert!(
+                free,
+                "observe() holds the history while it waits for the model"
+            );
+        });
+    }
+
+    #[test]
+    fn settings_wait_for_the_history_without_holding_the_model() {
+        let s = LearningSelector::new(settings());
+        s.model();
+        let history = s.shared.history.lock();
+        std::thread::scope(|scope| {
+            let t = scope.spawn(|| s.settings());
+            std::thread::sleep(SETTLE);
+            // A model update (a device profile, a calibration) must not
+            // wait for whoever holds the history.
+            let free = s.model.try_write_for(PATIENCE).is_some();
+            drop(history);
+            t.join().unwrap();
+            assert!(
+                free,
+                "settings() hold the model while they wait for the history"
+            );
+        });
+    }
+
+    /// The deadlock of issue 20: explain's `settings()` held the model's
+    /// read lock and waited for the history; `select()` held the history
+    /// and waited for a read lock, queued behind a model update's write
+    /// lock, which waited for the first reader.
+    #[test]
+    fn explain_select_and_model_updates_together_never_deadlock() {
+        crate::runtime::finishes_within(60, "settings + select + model updates", || {
+            let s = LearningSelector::new(settings());
+            let (p, w) = plan(1 << 20);
+            let rounds = 100_000;
+            let start = std::sync::Barrier::new(3);
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    start.wait();
+                    for _ in 0..rounds {
+                        std::hint::black_box(s.settings());
+                    }
+                });
+                scope.spawn(|| {
+                    start.wait();
+                    for _ in 0..rounds {
+                        // Every model update makes the memo stale, so
+                        // most selections price the plan anew.
+                        select(&s, &p, &w);
+                    }
+                });
+                scope.spawn(|| {
+                    start.wait();
+                    for i in 0..rounds {
+                        let profile = DeviceProfile {
+                            launch: 1e-5 * (1 + i % 7) as f64,
+                            ..DeviceProfile::default()
+                        };
+                        s.set_device_profile(BackendKind::Wgpu, profile);
+                    }
+                });
+            });
+        });
+    }
+
+    fn cpu(threads: u32) -> crate::cost::CpuProfile {
+        crate::cost::CpuProfile {
+            threads,
+            ..Default::default()
+        }
+    }
+
+    /// Issue 20's calibration race: a calibration published while a query
+    /// reads the previous profile is picked up by a later query, not
+    /// skipped for good.
+    #[test]
+    fn a_calibration_published_during_a_refresh_is_not_skipped() {
+        let s = LearningSelector::new(settings());
+        let generation = AtomicU64::new(5);
+        let now = || generation.load(Ordering::SeqCst);
+        s.refresh_model_from(now, || {
+            // `calibrate_full` publishes just after the read.
+            generation.store(6, Ordering::SeqCst);
+            cpu(3)
+        });
+        s.refresh_model_from(now, || cpu(4));
+        assert_eq!(s.model.read().cpu.threads, 4);
+    }
+
+    /// Two queries refresh at once: the one that read the older profile
+    /// finishes last and must not replace the newer one.
+    #[test]
+    fn a_slow_refresh_does_not_replace_a_newer_profile() {
+        let s = LearningSelector::new(settings());
+        let generation = AtomicU64::new(5);
+        let now = || generation.load(Ordering::SeqCst);
+        s.refresh_model_from(now, || {
+            // While this query reads generation 5's profile, generation 6
+            // is published and another query installs it.
+            generation.store(6, Ordering::SeqCst);
+            s.refresh_model_from(now, || cpu(4));
+            cpu(3)
+        });
+        assert_eq!(s.model.read().cpu.threads, 4);
+        s.refresh_model_from(now, || panic!("the model is current"));
     }
 
     #[test]

@@ -134,11 +134,17 @@ impl Pool {
     }
 
     fn give(&self, class: usize, ptr: sys::CUdeviceptr) {
-        let mut free = self.free.lock();
-        let cached: usize = free.iter().map(|(c, v)| c * v.len()).sum();
-        if cached + class <= POOL_CACHE_BYTES {
-            free.entry(class).or_default().push(ptr);
-        } else if self.ctx.bind_to_thread().is_ok() {
+        let kept = {
+            let mut free = self.free.lock();
+            let cached: usize = free.iter().map(|(c, v)| c * v.len()).sum();
+            let fits = cached + class <= POOL_CACHE_BYTES;
+            if fits {
+                free.entry(class).or_default().push(ptr);
+            }
+            fits
+        };
+        // Freed with the list's lock released: a driver call.
+        if !kept && self.ctx.bind_to_thread().is_ok() {
             // SAFETY: the buffer's last use has been waited for by its owner.
             let _ = unsafe { result::free_sync(ptr) };
         }
@@ -184,14 +190,12 @@ impl Drop for DeviceBuffer {
         // The next owner must not reuse the memory while a kernel still
         // uses it, an upload into it or a download from it (on the other
         // streams) is in flight, as after a run that failed halfway.
-        for e in [
-            self.last_use.lock().take(),
-            self.ready.lock().take(),
-            self.last_read.lock().take(),
-        ]
-        .into_iter()
-        .flatten()
-        {
+        // One cell locked at a time, none while waiting (a `for` keeps
+        // its head's guards).
+        let used = self.last_use.lock().take();
+        let ready = self.ready.lock().take();
+        let read = self.last_read.lock().take();
+        for e in [used, ready, read].into_iter().flatten() {
             let _ = e.synchronize();
         }
         self.pool.give(self.class, self.ptr);

@@ -76,10 +76,10 @@ impl PtxDevice for CudaDevice<'_> {
         }
         let copy = self.gpu.copy.raw;
         // After the kernels using the buffer and the downloads reading it.
-        for e in [dst.last_use.lock().clone(), dst.last_read.lock().clone()]
-            .into_iter()
-            .flatten()
-        {
+        // (One cell locked at a time: a `for` keeps its head's guards.)
+        let used = dst.last_use.lock().clone();
+        let read = dst.last_read.lock().clone();
+        for e in [used, read].into_iter().flatten() {
             e.wait_on(copy)
                 .map_err(|e| driver_error(Phase::Upload, "ordering an upload", e))?;
         }
@@ -125,10 +125,9 @@ impl PtxDevice for CudaDevice<'_> {
             ));
         }
         let copy = self.gpu.copy.raw;
-        for e in [src.last_use.lock().clone(), src.ready.lock().clone()]
-            .into_iter()
-            .flatten()
-        {
+        let used = src.last_use.lock().clone();
+        let ready = src.ready.lock().clone();
+        for e in [used, ready].into_iter().flatten() {
             e.wait_on(copy)
                 .map_err(|e| driver_error(Phase::Download, "ordering a download", e))?;
         }
@@ -174,10 +173,9 @@ impl PtxDevice for CudaDevice<'_> {
         // After the kernels that wrote the buffer (their event is recorded
         // on the compute stream after the last launch using it) and the
         // last upload into it; not after anything queued later.
-        for e in [src.last_use.lock().clone(), src.ready.lock().clone()]
-            .into_iter()
-            .flatten()
-        {
+        let used = src.last_use.lock().clone();
+        let ready = src.ready.lock().clone();
+        for e in [used, ready].into_iter().flatten() {
             e.wait_on(stream)
                 .map_err(|e| driver_error(Phase::Download, "ordering a download", e))?;
         }
@@ -281,13 +279,9 @@ impl PtxDevice for CudaDevice<'_> {
         // After the uploads into every bound buffer, and after the started
         // downloads from them (the kernel may write any of them).
         for b in buffers {
-            for e in [
-                b.buffer.ready.lock().clone(),
-                b.buffer.last_read.lock().clone(),
-            ]
-            .into_iter()
-            .flatten()
-            {
+            let ready = b.buffer.ready.lock().clone();
+            let read = b.buffer.last_read.lock().clone();
+            for e in [ready, read].into_iter().flatten() {
                 e.wait_on(compute)
                     .map_err(|e| driver_error(Phase::Execute, "ordering a launch", e))?;
             }

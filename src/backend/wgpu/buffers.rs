@@ -70,12 +70,20 @@ impl Drop for PooledBuffer {
             return;
         };
         self.pool.live.fetch_sub(1, Ordering::Relaxed);
-        let mut pooled = self.pool.pooled_bytes.lock();
-        if self.owned || *pooled + self.key.0 > MAX_POOLED_BYTES {
+        // The bytes are reserved under one lock and the buffer listed under
+        // the other: one lock at a time, and no device call under either.
+        let kept = !self.owned && {
+            let mut pooled = self.pool.pooled_bytes.lock();
+            let fits = *pooled + self.key.0 <= MAX_POOLED_BYTES;
+            if fits {
+                *pooled += self.key.0;
+            }
+            fits
+        };
+        if !kept {
             buffer.destroy();
             return;
         }
-        *pooled += self.key.0;
         self.pool
             .free
             .lock()

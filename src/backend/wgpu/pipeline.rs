@@ -34,10 +34,11 @@ const MAX_BIND_GROUPS: usize = 64;
 impl Pipeline {
     /// The bind group of `key`, made on first use.
     pub fn bind_group(&self, device: &wgpu::Device, key: &BindKey) -> wgpu::BindGroup {
-        let mut groups = self.groups.lock();
-        if let Some(g) = groups.get(key) {
+        if let Some(g) = self.groups.lock().get(key) {
             return g.clone();
         }
+        // Made without the lock: the device reports a failure through its
+        // uncaptured-error handler, which takes the device's error list.
         let entries: smallvec::SmallVec<[wgpu::BindGroupEntry<'_>; 8]> = key
             .iter()
             .enumerate()
@@ -55,6 +56,7 @@ impl Pipeline {
             layout: &self.layout,
             entries: &entries,
         });
+        let mut groups = self.groups.lock();
         if groups.len() >= MAX_BIND_GROUPS {
             groups.clear();
         }
