@@ -45,7 +45,6 @@ fn reasons(engine: &Engine, xs: &[f32], runs: usize) -> Vec<SelectionReason> {
 /// A CPU backend that computes for real but reports a fixed execution
 /// time: the selector learns from these injected measurements, not from
 /// how busy the machine running the test is.
-#[derive(Debug)]
 struct FixedTime {
     inner: Arc<dyn Backend>,
     execute: Duration,
