@@ -4,24 +4,28 @@
 //! * The CPU: read bandwidth from DRAM and from cache with one thread and
 //!   with the whole pool, the pool's wake-up cost, the cost of one block
 //!   operation and of a transcendental, page-fault cost of fresh outputs.
-//!   [`calibrate_cpu`] runs within a time budget (the first query waits for
-//!   at most [`Config::calibration_budget`](crate::runtime::Config), 200 ms
-//!   by default; the quick run needs ~50 ms); [`calibrate_full`] is the
-//!   long, explicit run.
+//!   [`calibrate_cpu`] runs within a time budget, in a thread of its own:
+//!   the first query waits for it at most
+//!   [`Config::calibration_budget`](crate::runtime::Config) (200 ms by
+//!   default; the quick run needs ~50 ms) and otherwise goes on with the
+//!   priors, while the measurement finishes and is used from a later query
+//!   on; [`calibrate_full`] is the long, explicit run.
 //! * Devices: a device backend implements [`Calibrate`] (timed uploads,
 //!   downloads, an empty dispatch, a read kernel, a compile) and
 //!   [`calibrate_device`] fits a [`DeviceProfile`] from those timings
 //!   (latency + bytes/bandwidth by least squares over several sizes).
 //!
 //! Results persist per machine, device and library version in the cache
-//! directory ([`super::cache_file`]); the process keeps one CPU profile that
+//! directory ([`super::cache_file`]), with a [`DeviceRecord`] of the device
+//! each device backend opened, so that a later process prices a device
+//! (and judges which plans it can run) without opening it; the process keeps one CPU profile that
 //! every engine shares, published with a generation number so selectors
 //! pick up a later full calibration without a lock on the query path.
 
 use super::cache_file;
 use super::profile::{CpuProfile, DeviceProfile};
 use crate::backend::BackendKind;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -42,17 +46,38 @@ struct CalibrationFile {
     cpu_full: bool,
     /// Device profiles by [`Calibrate::device_id`].
     devices: BTreeMap<String, DeviceProfile>,
+    /// The device each device backend opened, by its
+    /// [`Backend::device_key`](crate::backend::Backend::device_key).
+    opened: BTreeMap<String, DeviceRecord>,
+}
+
+/// What a device backend remembers of the device it opened, so that a
+/// later process can price that device from its persisted profile and
+/// judge plans for it without opening it ([`recall_device`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceRecord {
+    /// The device's [`Calibrate::device_id`]: the key of its profile.
+    pub device_id: String,
+    /// What the backend judges plans by (capabilities, limits), in the
+    /// backend's own format; a backend that cannot read it accepts plans
+    /// and lets the run tell.
+    pub facts: serde_json::Value,
 }
 
 struct Host {
     profile: Option<CpuProfile>,
     full: bool,
+    /// A quick calibration is under way in its own thread.
+    calibrating: bool,
 }
 
 static HOST: Mutex<Host> = Mutex::new(Host {
     profile: None,
     full: false,
+    calibrating: false,
 });
+/// Signalled when a background calibration has published its profile.
+static HOST_READY: Condvar = Condvar::new();
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// Incremented whenever the process-wide CPU profile changes; selectors
@@ -62,41 +87,102 @@ pub fn generation() -> u64 {
 }
 
 /// The process-wide CPU profile: from memory, else from the cache file in
-/// `cache_dir`, else measured within `budget` (and persisted). With a zero
-/// budget and nothing persisted, the priors.
+/// `cache_dir`, else measured in a thread of its own within `budget` (and
+/// persisted). The caller waits at most `budget` for the measurement and
+/// gets the priors if it is not done by then; the measurement is published
+/// when it ends (a new [`generation`]). With a zero budget and nothing
+/// persisted, the priors, and nothing is measured.
 pub fn host_profile(cache_dir: Option<&Path>, budget: Duration) -> CpuProfile {
-    let mut host = HOST.lock();
-    if let Some(p) = &host.profile {
+    let waited_from = Instant::now();
+    if let Some(p) = &HOST.lock().profile {
         return p.clone();
     }
+    // The file is read without the lock held (two first queries may both
+    // read it; the first to publish wins).
     if let Some(dir) = cache_dir {
         if let Some(f) = cache_file::read::<CalibrationFile>(&cache_file::path(dir, KIND), KIND) {
             if let Some(cpu) = f.cpu {
-                host.profile = Some(cpu.clone());
-                host.full = f.cpu_full;
-                GENERATION.fetch_add(1, Ordering::Relaxed);
-                return cpu;
+                let mut host = HOST.lock();
+                if host.profile.is_none() {
+                    host.profile = Some(cpu);
+                    host.full = f.cpu_full;
+                    GENERATION.fetch_add(1, Ordering::Relaxed);
+                }
+                return host.profile.clone().unwrap_or_default();
             }
         }
     }
     if budget.is_zero() {
         return CpuProfile::default();
     }
-    let _span =
-        tracing::debug_span!("computeq.calibrate", budget_ms = budget.as_millis() as u64).entered();
-    let cpu = calibrate_cpu(budget);
+    let start = {
+        let mut host = HOST.lock();
+        let start = host.profile.is_none() && !host.calibrating;
+        host.calibrating |= start;
+        start
+    };
+    if start {
+        let dir = cache_dir.map(Path::to_path_buf);
+        let spawned = std::thread::Builder::new()
+            .name("computeq-calibrate".into())
+            .spawn(move || calibrate_host(dir, budget));
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "computeq: cannot start the CPU calibration; using priors");
+            HOST.lock().calibrating = false;
+            return CpuProfile::default();
+        }
+    }
+    let deadline = waited_from + budget;
+    let mut host = HOST.lock();
+    while host.profile.is_none() && host.calibrating {
+        if HOST_READY.wait_until(&mut host, deadline).timed_out() {
+            break;
+        }
+    }
+    match &host.profile {
+        Some(p) => p.clone(),
+        None => {
+            drop(host);
+            tracing::debug!(
+                budget_ms = budget.as_millis() as u64,
+                "computeq.calibrate: not done within the budget; priors until it is"
+            );
+            CpuProfile::default()
+        }
+    }
+}
+
+/// The background half of [`host_profile`]: measures within `budget`,
+/// publishes (unless a full calibration or a persisted profile came
+/// first), wakes the waiting queries and persists.
+fn calibrate_host(cache_dir: Option<PathBuf>, budget: Duration) {
+    let cpu = {
+        let _span = tracing::debug_span!("computeq.calibrate", budget_ms = budget.as_millis() as u64)
+            .entered();
+        calibrate_cpu(budget)
+    };
     tracing::debug!(?cpu, "computeq.calibrated");
-    host.profile = Some(cpu.clone());
-    host.full = false;
-    GENERATION.fetch_add(1, Ordering::Relaxed);
-    drop(host);
-    if let Some(dir) = cache_dir {
-        persist(dir, |f| {
-            f.cpu = Some(cpu.clone());
-            f.cpu_full = false;
+    let published = {
+        let mut host = HOST.lock();
+        host.calibrating = false;
+        let fresh = host.profile.is_none();
+        if fresh {
+            host.profile = Some(cpu.clone());
+            host.full = false;
+            GENERATION.fetch_add(1, Ordering::Relaxed);
+        }
+        fresh
+    };
+    HOST_READY.notify_all();
+    if let (true, Some(dir)) = (published, cache_dir) {
+        persist(&dir, |f| {
+            // Another process's full calibration is better than this one.
+            if !f.cpu_full || f.cpu.is_none() {
+                f.cpu = Some(cpu);
+                f.cpu_full = false;
+            }
         });
     }
-    cpu
 }
 
 /// The cache directory of the environment (`COMPUTEQ_CACHE_DIR`,
@@ -127,6 +213,7 @@ pub fn calibrate_full() -> CpuProfile {
         host.full = true;
         GENERATION.fetch_add(1, Ordering::Relaxed);
     }
+    HOST_READY.notify_all();
     if let Some(dir) = env_cache_dir() {
         persist(&dir, |f| {
             f.cpu = Some(cpu.clone());
@@ -564,12 +651,8 @@ pub fn device_profile(
     budget: Duration,
 ) -> Option<DeviceProfile> {
     let id = dev.device_id();
-    if let Some(dir) = cache_dir {
-        if let Some(f) = cache_file::read::<CalibrationFile>(&cache_file::path(dir, KIND), KIND) {
-            if let Some(p) = f.devices.get(&id) {
-                return Some(p.clone());
-            }
-        }
+    if let Some(p) = cache_dir.and_then(|dir| persisted_device_profile(dir, &id)) {
+        return Some(p);
     }
     let _span = tracing::debug_span!("computeq.calibrate_device", device = %id).entered();
     let p = calibrate_device(dev, budget)?;
@@ -579,6 +662,38 @@ pub fn device_profile(
         });
     }
     Some(p)
+}
+
+/// The persisted profile of the device `device_id`, if any.
+pub(crate) fn persisted_device_profile(cache_dir: &Path, device_id: &str) -> Option<DeviceProfile> {
+    cache_file::read::<CalibrationFile>(&cache_file::path(cache_dir, KIND), KIND)?
+        .devices
+        .get(device_id)
+        .cloned()
+}
+
+/// The device that the backend with `key` (its
+/// [`Backend::device_key`](crate::backend::Backend::device_key)) opened in
+/// an earlier process, with that device's persisted profile: both must be
+/// on file.
+pub fn recall_device(cache_dir: &Path, key: &str) -> Option<(DeviceRecord, DeviceProfile)> {
+    let f = cache_file::read::<CalibrationFile>(&cache_file::path(cache_dir, KIND), KIND)?;
+    let record = f.opened.get(key)?.clone();
+    let profile = f.devices.get(&record.device_id)?.clone();
+    Some((record, profile))
+}
+
+/// Remembers that the backend with `key` opens `record`'s device (written
+/// only when it changed).
+pub fn remember_device(cache_dir: &Path, key: &str, record: &DeviceRecord) {
+    let path = cache_file::path(cache_dir, KIND);
+    let known = cache_file::read::<CalibrationFile>(&path, KIND)
+        .is_some_and(|f| f.opened.get(key) == Some(record));
+    if !known {
+        persist(cache_dir, |f| {
+            f.opened.insert(key.to_string(), record.clone());
+        });
+    }
 }
 
 #[cfg(test)]
