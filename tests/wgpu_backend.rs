@@ -1286,9 +1286,11 @@ fn golden_wgsl() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// The first run on an opened device measures it through the engine's own
-/// query path (within the calibration budget), hands the profile to the
-/// selector and caches it per device; a second engine reads the cache.
+/// A device is measured through the engine's own query path (within the
+/// calibration budget, by a probe, in the background or in
+/// `prepare_devices`), its profile handed to the selector and cached per
+/// device; a second engine reads the cache. The probe queries stay out of
+/// the user's run log.
 #[test]
 fn the_device_is_calibrated_through_the_engine_and_cached() {
     let Some(b) = open(FaultPlan::NONE) else {
@@ -1304,8 +1306,9 @@ fn the_device_is_calibrated_through_the_engine_and_cached() {
     let xs = vec![1.0f32; 1 << 16];
     let t = Instant::now();
     let s: f32 = engine.query(&xs).on(BackendKind::Wgpu).sum();
-    let first = t.elapsed();
     assert_eq!(s, (1 << 16) as f32);
+    engine.prepare_devices();
+    let first = t.elapsed();
     let ex = engine.query(&xs).explain().sum();
     let profile = ex
         .settings
@@ -1337,7 +1340,251 @@ fn the_device_is_calibrated_through_the_engine_and_cached() {
         1,
         "no probes with a cached profile"
     );
-    // The first engine's log holds its probes and the query.
-    assert!(engine.run_log().len() > 2);
+    // The first engine's log holds the query, not the probes.
+    assert_eq!(engine.run_log().len(), 1);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ------------------------------------------ device errors, loss, first use
+
+/// An engine over `b` that keeps nothing on disk.
+fn engine_on(b: Arc<WgpuBackend>) -> Engine {
+    Engine::with_config(Config::default()).with_backend(b)
+}
+
+/// Twice the sum of `n` ones on wgpu through `engine` (falling back when
+/// wgpu fails), checked, with the run's metrics.
+fn doubled_sum(engine: &Engine, n: usize) -> computeq::metrics::ExecutionMetrics {
+    let xs = vec![1.0f32; n];
+    let (s, m) = engine
+        .query(&xs)
+        .on(BackendKind::Wgpu)
+        .map(|x| x * 2.0)
+        .with_metrics()
+        .sum();
+    assert_eq!(s, 2.0 * n as f32, "{m}");
+    m
+}
+
+/// A device error is charged to the run that caused it: that run fails
+/// (and falls back), and the next run on the device is clean. With one
+/// device-wide list of errors, the error waited in the list: its own run
+/// reported success and the next run failed with it.
+#[test]
+fn a_device_error_fails_its_own_run_and_not_the_next() {
+    let Some(b) = open(FaultPlan {
+        device_errors: 1,
+        ..FaultPlan::NONE
+    }) else {
+        return;
+    };
+    let engine = engine_on(Arc::new(b));
+    let m = doubled_sum(&engine, 40_000);
+    assert!(m.fell_back(), "the run with the device error succeeded: {m}");
+    let a = &m.attempts[0];
+    assert_eq!(a.backend, BackendKind::Wgpu);
+    assert!(
+        a.message.contains("run_over_40000_elements"),
+        "not this run's error: {}",
+        a.message
+    );
+    let xs = vec![1.0f32; 50_000];
+    let s = engine
+        .query(&xs)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .fallible()
+        .sum()
+        .unwrap_or_else(|e| panic!("a clean run failed: {e}"));
+    assert_eq!(s, 50_000.0);
+}
+
+/// Two threads run queries on one device while some of the runs raise
+/// device errors: every failure names its own run (each thread sums its
+/// own input lengths), no run succeeds with an error of its own, and the
+/// injected errors are charged once each.
+#[test]
+fn concurrent_runs_are_charged_only_their_own_device_errors() {
+    const INJECTED: u32 = 12;
+    let Some(b) = open(FaultPlan {
+        device_errors: INJECTED,
+        ..FaultPlan::NONE
+    }) else {
+        return;
+    };
+    let engine = engine_on(Arc::new(b));
+    let failed: u32 = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..2)
+            .map(|t| {
+                let engine = &engine;
+                s.spawn(move || {
+                    let mut failed = 0;
+                    for i in 0..20 {
+                        let n = 40_000 + t * 1000 + i;
+                        let m = doubled_sum(engine, n);
+                        for a in &m.attempts {
+                            assert_eq!(a.backend, BackendKind::Wgpu);
+                            assert!(
+                                a.message.contains(&format!("run_over_{n}_elements")),
+                                "the run over {n} elements was charged another run's error: {}",
+                                a.message
+                            );
+                        }
+                        failed += m.fell_back() as u32;
+                    }
+                    failed
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).sum()
+    });
+    assert_eq!(failed, INJECTED, "every injected error fails exactly its run");
+}
+
+/// A lost device fails the run under way on it, and a later run opens a
+/// new device instead of finding the lost one for good.
+#[test]
+fn a_lost_device_is_opened_again_by_a_later_run() {
+    let Some(b) = open(FaultPlan {
+        device_losses: 1,
+        ..FaultPlan::NONE
+    }) else {
+        return;
+    };
+    let b = Arc::new(b);
+    assert_eq!(b.devices_opened(), 1);
+    let engine = engine_on(b.clone());
+    let m = doubled_sum(&engine, 40_000);
+    assert!(m.fell_back(), "the run that lost the device succeeded: {m}");
+    assert!(m.attempts[0].message.contains("lost"), "{m}");
+    // The engine's device probe runs queries of its own on the device.
+    engine.prepare_devices();
+    let baseline = b.live_buffers();
+    let m = doubled_sum(&engine, 40_000);
+    assert_eq!(m.backend, BackendKind::Wgpu, "{m}");
+    assert!(!m.fell_back(), "{m}");
+    assert_eq!(b.devices_opened(), 2);
+    assert_eq!(b.live_buffers(), baseline);
+    // Device-resident data works on the new device too.
+    let xs = vec![1.0f32; 1000];
+    let col = b.upload(ColumnRef::F32(&xs)).unwrap();
+    assert_eq!(col.download().unwrap(), Column::F32(xs));
+}
+
+/// A temporary cache directory, removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("computeq-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn cached_engine(dir: &TempDir, b: Arc<WgpuBackend>) -> Engine {
+    Engine::with_config(Config {
+        cache_dir: Some(dir.0.clone()),
+        ..Config::default()
+    })
+    .with_backend(b)
+}
+
+/// A device nothing is known about is probed in the background: the first
+/// query does not wait for it to open or be measured, and runs on a CPU
+/// backend, saying why; once probed, the device is a candidate, and its
+/// probe queries are nowhere in the user's run log.
+#[test]
+fn an_unknown_device_is_probed_in_the_background() {
+    if open(FaultPlan::NONE).is_none() {
+        return;
+    }
+    let dir = TempDir::new("probe");
+    let b = Arc::new(WgpuBackend::new(FaultPlan::NONE));
+    let engine = cached_engine(&dir, b.clone());
+    let xs = vec![1.0f32; 1 << 16];
+    let (s, m) = engine.query(&xs).with_metrics().sum();
+    assert_eq!(s, (1 << 16) as f32);
+    assert_ne!(m.backend, BackendKind::Wgpu);
+    let ex = engine.query(&xs).explain().sum();
+    let wgpu_declined = ex
+        .declined
+        .iter()
+        .find(|a| a.backend == BackendKind::Wgpu)
+        .map(|a| a.message.to_string());
+    // The probe may have finished already; if not, the reason says so.
+    if let Some(why) = &wgpu_declined {
+        assert!(why.contains("background"), "{why}");
+    }
+    engine.prepare_devices();
+    assert!(b.adapter().is_some());
+    let ex = engine.query(&xs).explain().sum();
+    assert!(
+        ex.candidates.iter().any(|c| c.backend == BackendKind::Wgpu),
+        "{ex}"
+    );
+    let profile = ex
+        .settings
+        .iter()
+        .find(|(k, _)| *k == "wgpu.profile")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    assert!(profile.contains("measured=true"), "{profile}\n{ex}");
+    assert_eq!(engine.run_log().len(), 1, "probe queries in the run log");
+}
+
+/// A later process (here: a new engine and backend on the same cache
+/// directory) prices the device from its persisted profile and judges
+/// plans by its remembered capabilities, without opening it: a query the
+/// selector does not put on the device never opens it.
+#[test]
+fn a_remembered_device_is_priced_without_being_opened() {
+    if open(FaultPlan::NONE).is_none() {
+        return;
+    }
+    let dir = TempDir::new("remembered");
+    let first = Arc::new(WgpuBackend::new(FaultPlan::NONE));
+    cached_engine(&dir, first.clone()).prepare_devices();
+    assert!(first.adapter().is_some());
+
+    let b = Arc::new(WgpuBackend::new(FaultPlan::NONE));
+    let engine = cached_engine(&dir, b.clone());
+    let xs = vec![1.0f32; 1 << 16];
+    let ex = engine.query(&xs).explain().sum();
+    assert!(
+        ex.candidates.iter().any(|c| c.backend == BackendKind::Wgpu),
+        "{ex}"
+    );
+    let profile = ex
+        .settings
+        .iter()
+        .find(|(k, _)| *k == "wgpu.profile")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    assert!(profile.contains("measured=true"), "{profile}\n{ex}");
+    assert!(b.adapter().is_none(), "explain opened the device");
+    // What the device cannot run is declined from the record, unopened.
+    let fs = vec![0.5f64; 1 << 16];
+    let ex = engine.query(&fs).map(|x| x.exp()).explain().sum();
+    assert!(
+        ex.declined
+            .iter()
+            .any(|a| a.backend == BackendKind::Wgpu && a.phase == Phase::Support),
+        "{ex}"
+    );
+    assert!(b.adapter().is_none(), "judging a plan opened the device");
+    // A run the selector puts on a CPU backend leaves it closed too.
+    let (_, m) = engine.query(&xs).with_metrics().sum();
+    if m.backend != BackendKind::Wgpu {
+        assert!(b.adapter().is_none(), "a CPU run opened the device: {m}");
+    }
+    // A query forced onto it opens it.
+    let _: f32 = engine.query(&xs).on(BackendKind::Wgpu).sum();
+    assert!(b.adapter().is_some());
 }

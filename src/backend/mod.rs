@@ -338,9 +338,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// A way to measure the device for the cost model through `engine`
     /// (transfers, launch, bandwidth, compute, compile), once it is created.
-    /// The runtime calls it once per engine and device, within the
-    /// configured calibration budget, and caches the profile on disk; a
-    /// backend without one is priced by [`Backend::device_profile`].
+    /// The runtime's device probe calls it once per engine and device, off
+    /// the query path, with a private engine (its probe queries never reach
+    /// the user's run log), within the configured calibration budget, and
+    /// caches the profile on disk; a backend without one is priced by
+    /// [`Backend::device_profile`].
     fn calibrator<'e>(
         &'e self,
         _engine: &'e crate::runtime::Engine,
@@ -352,6 +354,34 @@ pub trait Backend: Send + Sync + 'static {
     /// (a software adapter gets the software prior instead of a GPU's).
     fn device_profile(&self) -> Option<crate::cost::DeviceProfile> {
         None
+    }
+
+    /// The key under which a device backend's device is remembered between
+    /// processes: what decides which device it opens here (e.g. its
+    /// adapter selection settings). `None` (the default): nothing to
+    /// remember, the backend is probed by opening it.
+    fn device_key(&self) -> Option<String> {
+        None
+    }
+
+    /// What to remember of the open device ([`Backend::device_key`]): its
+    /// calibration identity and what [`Backend::supports_remembered`]
+    /// judges plans by. `None` while it is not open.
+    fn device_record(&self) -> Option<crate::cost::DeviceRecord> {
+        None
+    }
+
+    /// Whether the device remembered in `record` (by an earlier process)
+    /// can run `plan`, answered without opening the device, so that a
+    /// device no query runs on is never opened. The default accepts: the
+    /// run then finds out.
+    fn supports_remembered(
+        &self,
+        plan: &PhysicalPlan,
+        record: &crate::cost::DeviceRecord,
+    ) -> Result<(), Cow<'static, str>> {
+        let _ = (plan, record);
+        Ok(())
     }
 
     /// Whether it can run this plan (dtype support, limits). A backend that

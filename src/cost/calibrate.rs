@@ -4,29 +4,33 @@
 //! * The CPU: read bandwidth from DRAM and from cache with one thread and
 //!   with the whole pool, the pool's wake-up cost, the cost of one block
 //!   operation and of a transcendental, page-fault cost of fresh outputs.
-//!   [`calibrate_cpu`] runs within a time budget (the first query waits for
-//!   at most [`Config::calibration_budget`](crate::runtime::Config), 200 ms
-//!   by default; the quick run needs ~50 ms); [`calibrate_full`] is the
-//!   long, explicit run.
+//!   [`calibrate_cpu`] runs within a time budget, in a thread of its own:
+//!   the first query waits for it at most
+//!   [`Config::calibration_budget`](crate::runtime::Config) (200 ms by
+//!   default; the quick run needs ~50 ms) and otherwise goes on with the
+//!   priors, while the measurement finishes and is used from a later query
+//!   on; [`calibrate_full`] is the long, explicit run.
 //! * Devices: a device backend implements [`Calibrate`] (timed uploads,
 //!   downloads, an empty dispatch, a read kernel, a compile) and
 //!   [`calibrate_device`] fits a [`DeviceProfile`] from those timings
 //!   (latency + bytes/bandwidth by least squares over several sizes).
 //!
 //! Results persist per machine, device and library version in the cache
-//! directory ([`super::cache_file`]); the process keeps one CPU profile that
+//! directory ([`super::cache_file`]), with a [`DeviceRecord`] of the device
+//! each device backend opened, so that a later process prices a device
+//! (and judges which plans it can run) without opening it; the process keeps one CPU profile that
 //! every engine shares, published with a generation number so selectors
 //! pick up a later full calibration without a lock on the query path.
 
 use super::cache_file;
 use super::profile::{CpuProfile, DeviceProfile};
 use crate::backend::BackendKind;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The file kind of persisted calibrations.
@@ -42,36 +46,46 @@ struct CalibrationFile {
     cpu_full: bool,
     /// Device profiles by [`Calibrate::device_id`].
     devices: BTreeMap<String, DeviceProfile>,
+    /// The device each device backend opened, by its
+    /// [`Backend::device_key`](crate::backend::Backend::device_key).
+    opened: BTreeMap<String, DeviceRecord>,
 }
+
+/// What a device backend remembers of the device it opened, so that a
+/// later process can price that device from its persisted profile and
+/// judge plans for it without opening it ([`recall_device`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceRecord {
+    /// The device's [`Calibrate::device_id`]: the key of its profile.
+    pub device_id: String,
+    /// What the backend judges plans by (capabilities, limits), in the
+    /// backend's own format; a backend that cannot read it accepts plans
+    /// and lets the run tell.
+    pub facts: serde_json::Value,
+}
+
 
 struct Host {
     profile: Option<CpuProfile>,
     full: bool,
+    /// A quick calibration is under way in its own thread.
+    calibrating: bool,
 }
 
 /// The process-wide CPU profile, published with a generation number.
 ///
-/// No lock is held while the cache file is read or the CPU measured: the
-/// measurement runs on the rayon pool, and a query asking for the profile
-/// may run on a worker of that pool (a query inside `par_iter`). Had the
-/// askers waited for the measurement, every worker could park and the
-/// measurement wait for a worker forever. So one thread loads or
-/// measures, and the others go on with the priors meanwhile and pick the
-/// result up by its generation on a later query.
+/// No lock is held while the cache file is read or the CPU measured. The
+/// quick measurement runs in a thread of its own; the first query waits
+/// for it at most its budget (the condition variable releases the lock
+/// while it waits) and otherwise goes on with the priors, and the result
+/// is picked up by its generation on a later query. A query on a worker of
+/// the rayon pool does not wait at all: the measurement needs the pool,
+/// and a query inside `par_iter` on every worker would hold it.
 struct HostCell {
     host: Mutex<Host>,
+    /// Signalled when a measurement has ended (published or not).
+    ready: Condvar,
     generation: AtomicU64,
-    /// Set while one thread loads or measures the profile.
-    busy: AtomicBool,
-}
-
-/// Clears `busy` when the loading or measuring thread is done (or panics).
-struct Busy<'a>(&'a AtomicBool);
-
-impl Drop for Busy<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
 }
 
 impl HostCell {
@@ -80,56 +94,112 @@ impl HostCell {
             host: Mutex::new(Host {
                 profile: None,
                 full: false,
+                calibrating: false,
             }),
+            ready: Condvar::new(),
             generation: AtomicU64::new(0),
-            busy: AtomicBool::new(false),
         }
     }
 
     /// See [`host_profile`]; `measure` is [`calibrate_cpu`] but in tests.
     fn profile(
-        &self,
+        &'static self,
         cache_dir: Option<&Path>,
         budget: Duration,
-        measure: impl FnOnce(Duration) -> CpuProfile,
+        measure: impl FnOnce(Duration) -> CpuProfile + Send + 'static,
     ) -> CpuProfile {
+        let waited_from = Instant::now();
         if let Some(p) = self.current() {
             return p;
         }
-        if budget.is_zero() && cache_dir.is_none() {
-            return CpuProfile::default();
-        }
-        if self.busy.swap(true, Ordering::Acquire) {
-            return CpuProfile::default();
-        }
-        let _busy = Busy(&self.busy);
-        // Published between the first look and the claim.
-        if let Some(p) = self.current() {
-            return p;
-        }
-        if let Some(dir) = cache_dir {
-            if let Some(f) = load(&cache_file::path(dir, KIND)) {
-                if let Some(cpu) = f.cpu {
-                    return self.publish(cpu, f.cpu_full, false).0;
-                }
+        // The file is read without the lock held (two first queries may
+        // both read it; the first to publish wins).
+        if let Some(f) = cache_dir.and_then(|dir| load(&cache_file::path(dir, KIND))) {
+            if let Some(cpu) = f.cpu {
+                return self.publish(cpu, f.cpu_full, false).0;
             }
         }
         if budget.is_zero() {
             return CpuProfile::default();
         }
-        let _span =
-            tracing::debug_span!("computeq.calibrate", budget_ms = budget.as_millis() as u64)
-                .entered();
-        let cpu = measure(budget);
-        tracing::debug!(?cpu, "computeq.calibrated");
-        let (cpu, ours) = self.publish(cpu, false, false);
-        if let (Some(dir), true) = (cache_dir, ours) {
-            persist(dir, |f| {
-                f.cpu = Some(cpu.clone());
-                f.cpu_full = false;
+        let start = {
+            let mut host = self.host.lock();
+            let start = host.profile.is_none() && !host.calibrating;
+            host.calibrating |= start;
+            start
+        };
+        if start {
+            let dir = cache_dir.map(Path::to_path_buf);
+            let spawned = std::thread::Builder::new()
+                .name("computeq-calibrate".into())
+                .spawn(move || self.measure_in_background(dir, budget, measure));
+            if let Err(e) = spawned {
+                tracing::warn!(error = %e, "computeq: cannot start the CPU calibration; using priors");
+                self.host.lock().calibrating = false;
+                return CpuProfile::default();
+            }
+        }
+        if rayon::current_thread_index().is_some() {
+            return self.current().unwrap_or_default();
+        }
+        let deadline = waited_from + budget;
+        let mut host = self.host.lock();
+        while host.profile.is_none() && host.calibrating {
+            if self.ready.wait_until(&mut host, deadline).timed_out() {
+                break;
+            }
+        }
+        match &host.profile {
+            Some(p) => p.clone(),
+            None => {
+                drop(host);
+                tracing::debug!(
+                    budget_ms = budget.as_millis() as u64,
+                    "computeq.calibrate: not done within the budget; priors until it is"
+                );
+                CpuProfile::default()
+            }
+        }
+    }
+
+    /// The background half of [`Self::profile`]: measures within `budget`,
+    /// publishes (unless a full calibration or a persisted profile came
+    /// first), wakes the waiting queries and persists.
+    fn measure_in_background(
+        &self,
+        cache_dir: Option<std::path::PathBuf>,
+        budget: Duration,
+        measure: impl FnOnce(Duration) -> CpuProfile,
+    ) {
+        let measured = {
+            let _span =
+                tracing::debug_span!("computeq.calibrate", budget_ms = budget.as_millis() as u64)
+                    .entered();
+            // A panic here must not leave `calibrating` set for good.
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| measure(budget)))
+        };
+        self.host.lock().calibrating = false;
+        let published = match measured {
+            Ok(cpu) => {
+                tracing::debug!(?cpu, "computeq.calibrated");
+                let (cpu, ours) = self.publish(cpu, false, false);
+                ours.then_some(cpu)
+            }
+            Err(_) => {
+                tracing::warn!("computeq: the CPU calibration panicked; using priors");
+                None
+            }
+        };
+        self.ready.notify_all();
+        if let (Some(cpu), Some(dir)) = (published, cache_dir) {
+            persist(&dir, |f| {
+                // Another process's full calibration is better than this one.
+                if !f.cpu_full || f.cpu.is_none() {
+                    f.cpu = Some(cpu);
+                    f.cpu_full = false;
+                }
             });
         }
-        cpu
     }
 
     /// The published profile, if any.
@@ -149,6 +219,8 @@ impl HostCell {
         host.profile = Some(cpu.clone());
         host.full = full;
         self.generation.fetch_add(1, Ordering::Release);
+        drop(host);
+        self.ready.notify_all();
         (cpu, true)
     }
 }
@@ -162,10 +234,12 @@ pub fn generation() -> u64 {
 }
 
 /// The process-wide CPU profile: from memory, else from the cache file in
-/// `cache_dir`, else measured within `budget` (and persisted). With a zero
-/// budget and nothing persisted, the priors; the priors too while another
-/// thread loads or measures the profile (it is not waited for; see
-/// [`generation`]).
+/// `cache_dir`, else measured in a thread of its own within `budget` (and
+/// persisted). The caller waits at most `budget` for the measurement and
+/// gets the priors if it is not done by then (a caller on the rayon pool
+/// does not wait); the measurement is published when it ends (a new
+/// [`generation`]). With a zero budget and nothing persisted, the priors,
+/// and nothing is measured.
 pub fn host_profile(cache_dir: Option<&Path>, budget: Duration) -> CpuProfile {
     HOST.profile(cache_dir, budget, calibrate_cpu)
 }
@@ -678,6 +752,37 @@ pub fn device_profile(
     Some(p)
 }
 
+/// The persisted profile of the device `device_id`, if any.
+pub(crate) fn persisted_device_profile(cache_dir: &Path, device_id: &str) -> Option<DeviceProfile> {
+    load(&cache_file::path(cache_dir, KIND))?
+        .devices
+        .get(device_id)
+        .cloned()
+}
+
+/// The device that the backend with `key` (its
+/// [`Backend::device_key`](crate::backend::Backend::device_key)) opened in
+/// an earlier process, with that device's persisted profile: both must be
+/// on file.
+pub fn recall_device(cache_dir: &Path, key: &str) -> Option<(DeviceRecord, DeviceProfile)> {
+    let f = load(&cache_file::path(cache_dir, KIND))?;
+    let record = f.opened.get(key)?.clone();
+    let profile = f.devices.get(&record.device_id)?.clone();
+    Some((record, profile))
+}
+
+/// Remembers that the backend with `key` opens `record`'s device (written
+/// only when it changed).
+pub fn remember_device(cache_dir: &Path, key: &str, record: &DeviceRecord) {
+    let path = cache_file::path(cache_dir, KIND);
+    let known = load(&path).is_some_and(|f| f.opened.get(key) == Some(record));
+    if !known {
+        persist(cache_dir, |f| {
+            f.opened.insert(key.to_string(), record.clone());
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -771,14 +876,18 @@ mod tests {
     fn pool_threads_do_not_wait_for_a_measurement_that_needs_the_pool() {
         use std::sync::atomic::{AtomicBool, AtomicUsize};
         crate::runtime::finishes_within(60, "a measurement on a blocked pool", || {
-            let cell = HostCell::new();
+            // The measurement runs in a thread of its own: what it uses
+            // lives as long as the process.
+            let cell: &'static HostCell = Box::leak(Box::new(HostCell::new()));
             let workers = rayon::current_num_threads();
-            let entered = AtomicUsize::new(0);
-            let measuring = AtomicBool::new(false);
-            let budget = Duration::from_secs(1);
+            let entered: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+            let measuring: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+            // Long enough that the first caller (not on the pool) waits for
+            // the measurement to end, however busy the machine.
+            let budget = Duration::from_secs(50);
             std::thread::scope(|scope| {
                 let first = scope.spawn(|| {
-                    cell.profile(None, budget, |_| {
+                    cell.profile(None, budget, move |_| {
                         measuring.store(true, Ordering::SeqCst);
                         // Every worker of the pool is inside `profile`.
                         while entered.load(Ordering::SeqCst) < workers {
@@ -840,6 +949,7 @@ mod tests {
             }),
             cpu_full: true,
             devices,
+            opened: BTreeMap::new(),
         };
         cache_file::write(&path, KIND, &f).unwrap();
         let loaded = load(&path).unwrap();

@@ -12,7 +12,10 @@ mod model;
 mod profile;
 mod shape;
 
-pub use calibrate::{calibrate_cpu, calibrate_device, calibrate_full, device_profile, Calibrate};
+pub use calibrate::{
+    calibrate_cpu, calibrate_device, calibrate_full, device_profile, recall_device,
+    remember_device, Calibrate, DeviceRecord,
+};
 pub use model::{CostModel, Estimate, EstimateInput, Work, MAX_ESTIMATE, PRIOR_SELECTIVITY};
 pub use profile::{CpuProfile, DeviceProfile};
 pub use shape::{PlanShape, StageEnd, StageShape};

@@ -1,5 +1,6 @@
-//! The engine: owns the backends, the plan cache, the selector and the run
-//! log, each with its own state and its own locks.
+//! The engine: owns the backends, the plan cache, the selector, the run
+//! log and the state of its devices, each with its own state and its own
+//! locks.
 //!
 //! # Locks
 //!
@@ -55,11 +56,12 @@ pub struct Engine {
     config_warnings: Vec<ConfigWarning>,
     backends: Vec<Arc<dyn Backend>>,
     pub(crate) plans: PlanCache,
-    pub(crate) selector: Box<dyn Selector>,
+    /// Shared with device probes, which hand it the devices' profiles.
+    pub(crate) selector: Arc<dyn Selector>,
     log: RunLog,
     runs: AtomicU64,
-    /// Device backends whose own profile was handed to the selector.
-    pub(crate) profiled: [std::sync::atomic::AtomicBool; BackendKind::COUNT],
+    /// Which devices the selector can price, and their probes.
+    pub(crate) devices: super::devices::Devices,
     /// Recent large collects, so that explain can tell a query that it
     /// reads another query's intermediate result.
     pub(crate) outputs: crate::recommend::OutputTracker,
@@ -170,14 +172,14 @@ impl Engine {
             );
         }
         Engine {
-            selector: crate::select::default_selector(&config),
+            selector: Arc::from(crate::select::default_selector(&config)),
             log: RunLog::new(config.run_log_capacity),
             plans: PlanCache::new(config.plan_cache_capacity),
             config_warnings: Vec::new(),
             backends: crate::backend::default_backends(&config),
             config,
             runs: AtomicU64::new(0),
-            profiled: Default::default(),
+            devices: Default::default(),
             outputs: Default::default(),
         }
     }
@@ -200,7 +202,7 @@ impl Engine {
 
     /// Replaces the selector.
     pub fn with_selector(mut self, selector: Box<dyn Selector>) -> Engine {
-        self.selector = selector;
+        self.selector = Arc::from(selector);
         self
     }
 
@@ -232,6 +234,22 @@ impl Engine {
                 (b.kind(), a)
             })
             .collect()
+    }
+
+    /// Opens every enabled device backend now and prices it (its persisted
+    /// profile, else measured within [`Config::calibration_budget`]),
+    /// waiting for a probe already under way. Queries never wait for
+    /// this: without it, a device is priced from what an earlier process
+    /// remembered and opened by the first query that runs on it, or, when
+    /// nothing is remembered, probed in the background from the first
+    /// query large enough to use it. For benchmarks and for services that
+    /// prefer to pay at start-up.
+    pub fn prepare_devices(&self) {
+        for b in &self.backends {
+            if b.kind().is_device() && self.config.enabled(b.kind()) {
+                self.devices.prepare(self, b);
+            }
+        }
     }
 
     /// Recent runs (bounded; see [`Config::run_log_capacity`]).

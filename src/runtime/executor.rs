@@ -92,46 +92,45 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
     let forced_kind = forced.map(|f| match f {
         Forced::Query(k) | Forced::Environment(k) => k,
     });
+    // A query may open a device only when it is forced onto it or reads
+    // data resident on one; any other is priced from what is known and
+    // opened by the run the selector puts on it (see `devices`).
+    let pinned_all = matches!(workload.residency, crate::plan::Residency::Device(_));
+    // Device probes start after selection: the first query's selection
+    // calibrates the host, which a probe would share the cores with.
+    let mut probes: SmallVec<[&Arc<dyn crate::backend::Backend>; 2]> = SmallVec::new();
     for b in engine.all_backends() {
         let kind = b.kind();
-        // Probing a device creates it (tens of milliseconds, once): not for
-        // inputs far too small to repay a launch, unless asked for.
-        if kind.is_device()
-            && workload.elements < DEVICE_PROBE_MIN_ELEMENTS
-            && forced_kind != Some(kind)
-            && !matches!(workload.residency, crate::plan::Residency::Device(_))
-            && !b.is_initialized()
-        {
-            declined.push(Attempt {
-                backend: kind,
-                phase: Phase::Init,
-                message: "not probed: input below the device probe threshold".into(),
-            });
+        if kind.is_device() && !pinned_all && forced_kind != Some(kind) {
+            // Probing a device costs tens of milliseconds, once: not for
+            // inputs far too small to repay a launch.
+            if !b.is_initialized() && workload.elements < DEVICE_PROBE_MIN_ELEMENTS {
+                declined.push(Attempt {
+                    backend: kind,
+                    phase: Phase::Init,
+                    message: "not probed: input below the device probe threshold".into(),
+                });
+                continue;
+            }
+            let verdict = if engine.config.enabled(kind) {
+                let mut probe = false;
+                let v = engine.devices.consider(engine, b, &plan, &mut probe);
+                if probe {
+                    probes.push(b);
+                }
+                v
+            } else {
+                check(engine, kind, &plan)
+            };
+            match verdict {
+                Ok(()) => candidates.push(kind),
+                Err(a) => declined.push(a),
+            }
             continue;
         }
         let verdict = check(engine, kind, &plan);
-        let profiled = &engine.profiled[kind.index()];
-        // Loaded before the swap: once profiled (every query after the
-        // first) this is a plain load, not a locked exchange.
-        if kind.is_device()
-            && b.is_initialized()
-            && !profiled.load(std::sync::atomic::Ordering::Relaxed)
-            && !profiled.swap(true, std::sync::atomic::Ordering::Relaxed)
-        {
-            // Measured when the backend can measure itself (bounded by the
-            // calibration budget, cached per device on disk), else what
-            // the device says about its class.
-            let measured = b.calibrator(engine).and_then(|c| {
-                crate::cost::device_profile(
-                    &*c,
-                    engine.config.cache_dir.as_deref(),
-                    engine.config.calibration_budget,
-                )
-            });
-            if let Some(profile) = measured.or_else(|| b.device_profile()) {
-                tracing::debug!(backend = %kind, ?profile, "computeq.device_profile");
-                engine.selector.set_device_profile(kind, profile);
-            }
+        if kind.is_device() && verdict.is_ok() && engine.devices.needs_probe(b) {
+            probes.push(b);
         }
         match verdict {
             Ok(()) => candidates.push(kind),
@@ -146,6 +145,9 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
     });
     let t2 = Tick::now();
     drop(_select);
+    for b in probes {
+        engine.devices.start_probe(engine, b);
+    }
     Ok(Planned {
         plan_cache_hit: hit,
         workload,

@@ -1,4 +1,5 @@
-//! The runtime: the engine and its parts (plan cache, run log, settings),
+//! The runtime: the engine and its parts (plan cache, run log, settings,
+//! device probes),
 //! the executor that selects, runs and falls back, and the column types
 //! that cross into backends.
 
@@ -6,6 +7,7 @@ pub(crate) mod clock;
 pub mod column;
 pub mod compiled;
 mod config;
+mod devices;
 mod engine;
 pub(crate) mod executor;
 mod plan_cache;

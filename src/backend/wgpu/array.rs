@@ -5,8 +5,9 @@
 use super::buffers::{Pool, PooledBuffer};
 use super::device::Gpu;
 use super::fault::FaultPlan;
+use super::scope::scoped;
 use super::transfer::{device_size, download, from_device_bytes};
-use crate::backend::{BackendError, BackendKind, DeviceColumn};
+use crate::backend::{BackendError, BackendKind, DeviceColumn, Phase};
 use crate::expr::DType;
 use crate::runtime::column::Column;
 use parking_lot::Mutex;
@@ -59,14 +60,16 @@ impl DeviceColumn for WgpuColumn {
 
     fn download(&self) -> Result<Column, BackendError> {
         let faults = *self.faults.lock();
-        let bytes = download(
-            &self.gpu,
-            &self.pool,
-            &faults,
-            self.buffer.buffer(),
-            0,
-            self.device_bytes(),
-        )?;
+        let bytes = scoped(&self.gpu, Phase::Download, || {
+            download(
+                &self.gpu,
+                &self.pool,
+                &faults,
+                self.buffer.buffer(),
+                0,
+                self.device_bytes(),
+            )
+        })?;
         Ok(from_device_bytes(self.dtype, &bytes))
     }
 

@@ -5,13 +5,16 @@
 //! checked out is observable ([`Pool::live`]) so tests can prove nothing
 //! leaks. Device-resident columns take buffers that are destroyed on drop
 //! instead of pooled, so dropping a `DeviceArray` really frees its memory.
+//! Free buffers belong to one device: when a lost device is replaced, those
+//! of the old one are dropped, and buffers of it returned later are
+//! destroyed rather than pooled.
 
 use super::device::Gpu;
 use super::fault::FaultPlan;
 use crate::backend::{BackendError, BackendKind, Phase};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Most bytes kept in free lists; beyond it returned buffers are destroyed.
@@ -19,11 +22,16 @@ const MAX_POOLED_BYTES: u64 = 256 << 20;
 /// Smallest buffer handed out (binding sizes must be non-zero).
 const MIN_SIZE: u64 = 256;
 
+/// A free list's key: device id, size class, usage bits.
+type Key = (u64, u64, u32);
+
 #[derive(Default)]
 pub(crate) struct PoolInner {
-    free: Mutex<HashMap<(u64, u32), Vec<wgpu::Buffer>>>,
+    free: Mutex<HashMap<Key, Vec<wgpu::Buffer>>>,
     pooled_bytes: Mutex<u64>,
     live: AtomicUsize,
+    /// The device whose buffers are pooled.
+    device: AtomicU64,
 }
 
 /// The pool of one device.
@@ -41,7 +49,7 @@ impl std::fmt::Debug for Pool {
 /// A buffer checked out of the pool.
 pub(crate) struct PooledBuffer {
     buffer: Option<wgpu::Buffer>,
-    key: (u64, u32),
+    key: Key,
     pool: Arc<PoolInner>,
     /// Destroy on drop instead of returning to the pool.
     owned: bool,
@@ -49,7 +57,7 @@ pub(crate) struct PooledBuffer {
 
 impl std::fmt::Debug for PooledBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PooledBuffer({} bytes)", self.key.0)
+        write!(f, "PooledBuffer({} bytes)", self.key.1)
     }
 }
 
@@ -60,7 +68,7 @@ impl PooledBuffer {
 
     /// Allocated size in bytes.
     pub fn size(&self) -> u64 {
-        self.key.0
+        self.key.1
     }
 }
 
@@ -71,12 +79,14 @@ impl Drop for PooledBuffer {
         };
         self.pool.live.fetch_sub(1, Ordering::Relaxed);
         // The bytes are reserved under one lock and the buffer listed under
-        // the other: one lock at a time, and no device call under either.
-        let kept = !self.owned && {
+        // the other: one lock at a time, and no device call under either. A
+        // buffer of a device since replaced is never pooled.
+        let other_device = self.key.0 != self.pool.device.load(Ordering::Relaxed);
+        let kept = !self.owned && !other_device && {
             let mut pooled = self.pool.pooled_bytes.lock();
-            let fits = *pooled + self.key.0 <= MAX_POOLED_BYTES;
+            let fits = *pooled + self.key.1 <= MAX_POOLED_BYTES;
             if fits {
-                *pooled += self.key.0;
+                *pooled += self.key.1;
             }
             fits
         };
@@ -99,6 +109,28 @@ impl Pool {
         self.inner.live.load(Ordering::Relaxed)
     }
 
+    /// Pools the buffers of device `id` from now on, dropping the free
+    /// buffers of any other (a lost one).
+    pub fn set_device(&self, id: u64) {
+        self.inner.device.store(id, Ordering::Relaxed);
+        let stale: Vec<wgpu::Buffer> = {
+            let mut free = self.inner.free.lock();
+            let keys: Vec<Key> = free.keys().filter(|k| k.0 != id).copied().collect();
+            keys.into_iter()
+                .filter_map(|k| free.remove(&k))
+                .flatten()
+                .collect()
+        };
+        let bytes: u64 = stale.iter().map(|b| b.size()).sum();
+        {
+            let mut pooled = self.inner.pooled_bytes.lock();
+            *pooled = pooled.saturating_sub(bytes);
+        }
+        for b in stale {
+            b.destroy();
+        }
+    }
+
     /// A buffer of at least `size` bytes with `usage`. `owned` buffers are
     /// sized exactly and destroyed on drop. Allocation runs in an
     /// out-of-memory error scope so a full device is an error value.
@@ -118,7 +150,7 @@ impl Pool {
         } else {
             size.next_power_of_two()
         };
-        let key = (class, usage.bits());
+        let key = (gpu.id, class, usage.bits());
         let reused = if owned {
             None
         } else {

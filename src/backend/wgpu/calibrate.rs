@@ -1,8 +1,9 @@
 //! The wgpu device measures itself for the cost model: each probe the
 //! [`Calibrate`] trait asks for is a real query forced onto this backend
-//! through the engine, and the figure is read from its `ExecutionMetrics`
-//! (upload, download, execute and compile phases), so the profile prices
-//! exactly the path queries take. `cost::device_profile` fits the figures,
+//! through an engine (the runtime's device probe gives it a private one,
+//! so these queries never appear in the user's run log), and the figure
+//! is read from its `ExecutionMetrics` (upload, download, execute and
+//! compile phases), so the profile prices exactly the path queries take. `cost::device_profile` fits the figures,
 //! bounds the time spent by the engine's calibration budget and persists
 //! the profile per device in the cache directory.
 
@@ -28,7 +29,7 @@ impl WgpuBackend {
     /// consume or trip it) and the engine falls back on failure (a probe
     /// that fails then still returns, and is simply not counted).
     pub(crate) fn calibration<'e>(&'e self, engine: &'e Engine) -> Option<WgpuCalibration<'e>> {
-        let open = matches!(self.gpu.get(), Some(Ok(_)));
+        let open = self.opened().is_some();
         let usable = open && engine.config().fallback && *self.faults.lock() == FaultPlan::NONE;
         usable.then_some(WgpuCalibration {
             engine,
@@ -43,11 +44,8 @@ fn elements(bytes: usize) -> usize {
 }
 
 impl WgpuCalibration<'_> {
-    fn gpu(&self) -> Option<&super::device::Gpu> {
-        match self.backend.gpu.get() {
-            Some(Ok(g)) => Some(&**g),
-            _ => None,
-        }
+    fn gpu(&self) -> Option<std::sync::Arc<super::device::Gpu>> {
+        self.backend.opened()
     }
 
     /// The metrics of a probe that really ran on this backend.
@@ -74,10 +72,7 @@ impl Calibrate for WgpuCalibration<'_> {
 
     fn device_id(&self) -> String {
         match self.gpu() {
-            Some(g) => format!(
-                "wgpu/{:?}/{}/{} {}",
-                g.info.backend, g.info.name, g.info.driver, g.info.driver_info
-            ),
+            Some(g) => g.device_id(),
             _ => "wgpu/unopened".into(),
         }
     }
@@ -98,8 +93,19 @@ impl Calibrate for WgpuCalibration<'_> {
         let column = self.backend.upload(ColumnRef::F32(&xs)).ok()?;
         // `write_buffer` is staged until the next submission: submit and
         // wait so that the copy is done.
-        gpu.queue.submit([]);
-        gpu.device.poll(wgpu::PollType::wait_indefinitely()).ok()?;
+        super::scope::scoped(&gpu, crate::backend::Phase::Upload, || {
+            gpu.queue.submit([]);
+            gpu.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| {
+                    crate::backend::BackendError::new(
+                        BackendKind::Wgpu,
+                        crate::backend::Phase::Upload,
+                        e.to_string(),
+                    )
+                })
+        })
+        .ok()?;
         let d = t.elapsed();
         drop(column);
         Some(d)

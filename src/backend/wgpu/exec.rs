@@ -506,7 +506,9 @@ impl Exec<'_> {
                     .device
                     .poll(wgpu::PollType::wait_indefinitely())
                     .map_err(|e| error(Phase::Execute, format!("waiting for the kernels: {e}")))?;
-                if let Some(e) = self.gpu.take_uncaptured() {
+                // Errors of this run's own operations are in its scopes
+                // (`scope::scoped`); only the device's loss is shared.
+                if let Some(e) = self.gpu.lost_message() {
                     return Err(error(Phase::Execute, e));
                 }
                 self.stats.execute += t_ex.elapsed();

@@ -29,6 +29,16 @@ pub struct FaultPlan {
     /// With `oom`: how many failing attempts remain (`wgpu:oom:N`); 0 means
     /// every attempt fails.
     pub oom_times: u32,
+    /// Runs that end with one invalid device operation of their own, a real
+    /// wgpu validation error naming the run's input length
+    /// (`wgpu:device-error:N`; `u32::MAX`, plain `wgpu:device-error`: every
+    /// run). Proves that a device error is charged to the run that caused
+    /// it, never to another run polling the same device.
+    pub device_errors: u32,
+    /// Runs that end by destroying the device (`wgpu:lose-device:N`;
+    /// `u32::MAX`: every run), as a driver reset would: the run fails and a
+    /// later one opens a new device.
+    pub device_losses: u32,
 }
 
 impl FaultPlan {
@@ -40,6 +50,8 @@ impl FaultPlan {
         readback: false,
         oom: false,
         oom_times: 0,
+        device_errors: 0,
+        device_losses: 0,
     };
 
     /// Parses a comma list such as `wgpu:compile,cuda:launch,wgpu:oom`;
@@ -58,10 +70,17 @@ impl FaultPlan {
                     f.oom = true;
                     f.oom_times = 0;
                 }
+                Some("device-error") => f.device_errors = u32::MAX,
+                Some("lose-device") => f.device_losses = u32::MAX,
                 Some(other) => {
-                    if let Some(Ok(n)) = other.strip_prefix("oom:").map(str::parse::<u32>) {
+                    let count = |prefix: &str| other.strip_prefix(prefix)?.parse::<u32>().ok();
+                    if let Some(n) = count("oom:") {
                         f.oom = n > 0;
                         f.oom_times = n;
+                    } else if let Some(n) = count("device-error:") {
+                        f.device_errors = n;
+                    } else if let Some(n) = count("lose-device:") {
+                        f.device_losses = n;
                     }
                 }
                 None => {}
@@ -77,6 +96,28 @@ impl FaultPlan {
             self.oom_times -= 1;
             self.oom = self.oom_times > 0;
         }
+    }
+
+    /// Takes one run's share of a counted fault: whether this run injects it.
+    fn take(count: &mut u32) -> bool {
+        match *count {
+            0 => false,
+            u32::MAX => true,
+            _ => {
+                *count -= 1;
+                true
+            }
+        }
+    }
+
+    /// Whether this run ends with an invalid device operation (counts it).
+    pub(crate) fn take_device_error(&mut self) -> bool {
+        FaultPlan::take(&mut self.device_errors)
+    }
+
+    /// Whether this run ends by destroying the device (counts it).
+    pub(crate) fn take_device_loss(&mut self) -> bool {
+        FaultPlan::take(&mut self.device_losses)
     }
 
     /// The injected error for `phase`, when that phase is set to fail.
@@ -163,6 +204,9 @@ mod tests {
         f.spend_oom();
         assert!(f.check_alloc(Phase::Execute).is_ok());
         assert_eq!(f, FaultPlan::NONE);
+        let mut once = FaultPlan::parse("wgpu:device-error:1,wgpu:lose-device");
+        assert!(once.take_device_error() && !once.take_device_error());
+        assert!(once.take_device_loss() && once.take_device_loss());
         let mut always = FaultPlan::parse("wgpu:oom");
         always.spend_oom();
         assert!(always.oom);

@@ -4,7 +4,14 @@
 //!
 //! One [`WgpuBackend`] owns one instance/adapter/device, opened lazily on
 //! the first [`availability`](Backend::availability), `supports` or
-//! `execute` call and never per query. Pipelines are cached by the kernel's
+//! `execute` call and never per query. A device that is lost (driver
+//! reset, `destroy`) fails the runs under way on it and is opened anew by
+//! the next run that needs it.
+//!
+//! Every run's device work sits inside error scopes of its own thread
+//! (`scope`), so a validation or out-of-memory error wgpu reports is
+//! charged to the run that caused it, even with many runs on one device
+//! at once. Pipelines are cached by the kernel's
 //! structural hash (and each plan keeps its lowered kernels as its wgpu
 //! artifact); captured values travel in the uniform block, so a new value
 //! reuses the pipeline. Buffers come from a pool ([`WgpuBackend::live_buffers`]
@@ -16,8 +23,8 @@
 //! is retried with chunks of half the positions, down to
 //! [`MIN_OOM_CHUNK`] ([`RunStats::oom_retries`] counts the retries).
 //!
-//! Files: `device` (opening, features, limits), `pipeline` (cache, error
-//! scopes), `buffers` (pool), `transfer` (uploads, readbacks, bool words),
+//! Files: `device` (opening, features, limits, loss), `scope` (a run's
+//! error scopes), `pipeline` (cache, error scopes), `buffers` (pool), `transfer` (uploads, readbacks, bool words),
 //! `exec` (the run loop), `array` (device-resident columns), `fault`
 //! (fault injection), `raw` (the bare wgpu replay the overhead benchmark
 //! compares against).
@@ -30,6 +37,7 @@ mod exec;
 mod fault;
 mod pipeline;
 mod raw;
+mod scope;
 mod transfer;
 
 pub use array::WgpuColumn;
@@ -42,24 +50,32 @@ use crate::codegen::{lower_plan, Caps, KernelPlan};
 use crate::plan::{PhysicalPlan, PlanOutput, Terminal};
 use crate::runtime::column::ColumnRef;
 use buffers::Pool;
-use device::Gpu;
+use device::{DeviceFacts, Gpu};
 use exec::{build_artifact, Artifact, Exec, RunOutput, Want};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use pipeline::PipelineCache;
+use scope::scoped;
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+/// The device of a backend: opened once by whichever call needs it first
+/// (others wait for that opening); a lost device's cell is replaced by an
+/// empty one, which the next call opens again.
+type DeviceCell = Arc<OnceLock<Result<Arc<Gpu>, String>>>;
+
 /// The wgpu backend. Cheap to construct: the device opens on first use.
 pub struct WgpuBackend {
-    gpu: OnceLock<Result<Arc<Gpu>, String>>,
+    gpu: RwLock<DeviceCell>,
     pipelines: PipelineCache,
     pool: Pool,
     faults: Arc<Mutex<FaultPlan>>,
     max_chunk: AtomicUsize,
     timestamps: AtomicBool,
     options: device::Options,
+    /// Devices opened so far (a lost one is replaced by a new one).
+    opened_count: AtomicU64,
 }
 
 /// Fewest positions per chunk the out-of-memory retries go down to: below
@@ -69,7 +85,7 @@ pub const MIN_OOM_CHUNK: usize = 1024;
 impl std::fmt::Debug for WgpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WgpuBackend")
-            .field("gpu", &self.gpu.get())
+            .field("gpu", &self.gpu.read().get())
             .field("pool", &self.pool)
             .finish_non_exhaustive()
     }
@@ -99,7 +115,7 @@ impl WgpuBackend {
     /// `FaultPlan::NONE` normally).
     pub fn new(faults: FaultPlan) -> WgpuBackend {
         WgpuBackend {
-            gpu: OnceLock::new(),
+            gpu: RwLock::new(DeviceCell::default()),
             pipelines: PipelineCache::default(),
             pool: Pool::default(),
             faults: Arc::new(Mutex::new(faults)),
@@ -109,6 +125,7 @@ impl WgpuBackend {
                 subgroups: true,
                 timestamps: true,
             },
+            opened_count: AtomicU64::new(0),
         }
     }
 
@@ -122,10 +139,7 @@ impl WgpuBackend {
     /// Whether the opened device offers timestamp queries (`None` before it
     /// opens or when it failed to).
     pub fn has_timestamps(&self) -> Option<bool> {
-        match self.gpu.get() {
-            Some(Ok(g)) => Some(g.timestamps.is_some()),
-            _ => None,
-        }
+        self.opened().map(|g| g.timestamps.is_some())
     }
 
     /// Replaces the injected faults (thread-safe; affects later calls).
@@ -159,10 +173,14 @@ impl WgpuBackend {
 
     /// The adapter's name and backend, once opened successfully.
     pub fn adapter(&self) -> Option<String> {
-        match self.gpu.get() {
-            Some(Ok(g)) => Some(format!("{} ({:?})", g.info.name, g.info.backend)),
-            _ => None,
-        }
+        self.opened()
+            .map(|g| format!("{} ({:?})", g.info.name, g.info.backend))
+    }
+
+    /// Devices opened so far: 1 after the first use, one more each time a
+    /// lost device was replaced.
+    pub fn devices_opened(&self) -> u64 {
+        self.opened_count.load(Ordering::Relaxed)
     }
 
     /// What the device lets kernels use, once opened successfully.
@@ -170,11 +188,63 @@ impl WgpuBackend {
         self.device().ok().map(|g| g.caps)
     }
 
-    fn device(&self) -> Result<&Arc<Gpu>, BackendError> {
-        self.gpu
-            .get_or_init(|| Gpu::open(self.options).map(Arc::new))
-            .as_ref()
-            .map_err(|e| BackendError::new(BackendKind::Wgpu, Phase::Init, e.clone()))
+    /// The device, opened on first use and again after a loss.
+    fn device(&self) -> Result<Arc<Gpu>, BackendError> {
+        // Twice at most: a device lost while it was being fetched is
+        // replaced once; lost again at once, the error says so.
+        for _ in 0..2 {
+            let cell = self.gpu.read().clone();
+            match cell.get_or_init(|| self.open()) {
+                Ok(g) if g.is_lost() => self.forget(g),
+                Ok(g) => return Ok(g.clone()),
+                Err(e) => return Err(BackendError::new(BackendKind::Wgpu, Phase::Init, e.clone())),
+            }
+        }
+        Err(BackendError::new(
+            BackendKind::Wgpu,
+            Phase::Init,
+            "the device was lost again as soon as it was opened",
+        ))
+    }
+
+    fn open(&self) -> Result<Arc<Gpu>, String> {
+        let _span = tracing::debug_span!("computeq.wgpu.open").entered();
+        let gpu = Gpu::open(self.options)?;
+        self.pool.set_device(gpu.id);
+        self.pipelines.retain_device(gpu.id);
+        self.opened_count.fetch_add(1, Ordering::Relaxed);
+        Ok(Arc::new(gpu))
+    }
+
+    /// Replaces the cell of the lost device `lost` (once, whoever notices
+    /// first), so that the next use opens a new device.
+    fn forget(&self, lost: &Gpu) {
+        let mut cell = self.gpu.write();
+        if matches!(cell.get(), Some(Ok(g)) if g.id == lost.id) {
+            *cell = DeviceCell::default();
+            drop(cell);
+            tracing::warn!(
+                reason = %lost.lost_message().unwrap_or_default(),
+                "computeq.wgpu.device_lost: a later run opens the device again"
+            );
+        }
+    }
+
+    /// The device if it is open and not lost, without opening it.
+    fn opened(&self) -> Option<Arc<Gpu>> {
+        match self.gpu.read().get() {
+            Some(Ok(g)) if !g.is_lost() => Some(g.clone()),
+            _ => None,
+        }
+    }
+
+    /// The faults of this run: a copy of the plan, with the counted
+    /// device faults this run injects taken from the shared one.
+    fn run_faults(&self) -> (FaultPlan, bool, bool) {
+        let mut f = self.faults.lock();
+        let error = f.take_device_error();
+        let loss = f.take_device_loss();
+        (*f, error, loss)
     }
 
     /// The kernel plans this device would run for `plan` (for explain and
@@ -199,7 +269,9 @@ impl WgpuBackend {
                 format!("the device has no {dtype} (needs SHADER_INT64 / SHADER_F64)"),
             ));
         }
-        let (buffer, _) = transfer::upload(gpu, &self.pool, &faults, column, true)?;
+        let (buffer, _) = scoped(&gpu, Phase::Upload, || {
+            transfer::upload(&gpu, &self.pool, &faults, column, true)
+        })?;
         Ok(Arc::new(WgpuColumn {
             buffer,
             dtype,
@@ -240,19 +312,24 @@ impl WgpuBackend {
         want: Want,
     ) -> Result<RunOutput, BackendError> {
         let gpu = self.device()?;
-        let faults = *self.faults.lock();
+        let (faults, device_error, device_loss) = self.run_faults();
         let t = Instant::now();
         faults.check(Phase::Compile)?;
         let plan = &job.plan.plan;
-        let (art, cached) = job.plan.artifact(BackendKind::Wgpu, || {
-            build_artifact(gpu, &self.pipelines, &faults, plan)
+        let (art, cached) = scoped(&gpu, Phase::Compile, || {
+            job.plan.artifact(BackendKind::Wgpu, || {
+                build_artifact(&gpu, &self.pipelines, &faults, plan)
+            })
         })?;
-        // An artifact of another device (another backend object) is not
-        // usable here: build one for this device without caching it.
+        // An artifact of another device (another backend object, or this
+        // one's device before a loss) is not usable here: build one for
+        // this device without caching it.
         let (art, cached): (Arc<Artifact>, bool) = if art.device == gpu.id {
             (art.clone(), cached || art.all_cached)
         } else {
-            let a = build_artifact(gpu, &self.pipelines, &faults, plan)?;
+            let a = scoped(&gpu, Phase::Compile, || {
+                build_artifact(&gpu, &self.pipelines, &faults, plan)
+            })?;
             let c = a.all_cached;
             (Arc::new(a), c)
         };
@@ -263,9 +340,10 @@ impl WgpuBackend {
         // then falls back to a CPU backend).
         let mut max_chunk = self.max_chunk.load(Ordering::Relaxed);
         let mut faults = faults;
+        let mut inject = (device_error, device_loss);
         loop {
             let mut exec = Exec {
-                gpu,
+                gpu: &gpu,
                 pool: &self.pool,
                 faults,
                 fault_cell: &self.faults,
@@ -276,7 +354,12 @@ impl WgpuBackend {
                 host_timed_chunks: 0,
                 stats,
             };
-            let result = exec.run(&art, plan, job.inputs, job.params, want);
+            let result = scoped(&gpu, Phase::Execute, || {
+                let out = exec.run(&art, plan, job.inputs, job.params, want)?;
+                let (error, loss) = std::mem::take(&mut inject);
+                inject_device_faults(&gpu, job, error, loss);
+                Ok(out)
+            });
             let widest = exec.widest_chunk;
             match result {
                 Err(e) if e.out_of_memory => {
@@ -305,31 +388,26 @@ impl WgpuBackend {
                     max_chunk = next;
                     faults = *self.faults.lock();
                 }
+                Err(e) => {
+                    if gpu.is_lost() {
+                        self.forget(&gpu);
+                    }
+                    return Err(e);
+                }
                 r => return r,
             }
         }
     }
-}
 
-impl Backend for WgpuBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Wgpu
-    }
-
-    fn availability(&self) -> Availability {
-        match self.device() {
-            Ok(_) => Availability::Available,
-            Err(e) => Availability::Unavailable(e.message),
-        }
-    }
-
-    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
-        let gpu = self.device().map_err(|e| e.message)?;
-        let plans = lower_plan(plan, &gpu.caps).map_err(|e| Cow::Owned(e.0))?;
+    /// Whether the device can run `plan`, from what decides it: its
+    /// capabilities and two limits (of the open device, or remembered).
+    fn judge(plan: &PhysicalPlan, facts: &DeviceFacts) -> Result<(), Cow<'static, str>> {
+        let caps = facts.caps();
+        let plans = lower_plan(plan, &caps).map_err(|e| Cow::Owned(e.0))?;
         for kp in &plans {
             for k in &kp.kernels {
                 let needs = k.needs();
-                if needs.f64 && !gpu.caps.f64 {
+                if needs.f64 && !caps.f64 {
                     return Err(
                         "f64 needs SHADER_F64 and SHADER_INT64, which this adapter lacks".into(),
                     );
@@ -341,30 +419,103 @@ impl Backend for WgpuBackend {
                     )
                     .into());
                 }
-                if needs.int64 && !gpu.caps.int64 {
+                if needs.int64 && !caps.int64 {
                     return Err(
                         "64-bit integers need SHADER_INT64, which this adapter lacks".into(),
                     );
                 }
-                if needs.shared_bytes > gpu.limits.max_compute_workgroup_storage_size {
+                if needs.shared_bytes > facts.workgroup_storage {
                     return Err(format!(
                         "kernel `{}` needs {} bytes of workgroup memory, the adapter has {}",
-                        k.name, needs.shared_bytes, gpu.limits.max_compute_workgroup_storage_size
+                        k.name, needs.shared_bytes, facts.workgroup_storage
                     )
                     .into());
                 }
-                if k.bindings.len() as u32 > gpu.limits.max_storage_buffers_per_shader_stage {
+                if k.bindings.len() as u32 > facts.storage_buffers {
                     return Err(format!(
                         "kernel `{}` needs {} storage buffers, the adapter allows {}",
                         k.name,
                         k.bindings.len(),
-                        gpu.limits.max_storage_buffers_per_shader_stage
+                        facts.storage_buffers
                     )
                     .into());
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// The injected device faults of one run, at its end and inside its error
+/// scopes: an invalid buffer whose label names the run's input length (a
+/// real validation error, which must fail this run and no other), or the
+/// device's destruction.
+fn inject_device_faults(gpu: &Gpu, job: &Job<'_>, error: bool, loss: bool) {
+    if error {
+        let elements = job.inputs.first().map_or(0, |i| i.len());
+        // Mapped at creation with a size that is not a multiple of 4: a
+        // validation error of `create_buffer`.
+        let b = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(&format!("computeq.injected_fault.run_over_{elements}_elements")),
+            size: 3,
+            usage: wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: true,
+        });
+        b.destroy();
+    }
+    if loss {
+        gpu.device.destroy();
+        // The loss is reported by the next poll.
+        let _ = gpu.device.poll(wgpu::PollType::wait_indefinitely());
+    }
+}
+
+impl Backend for WgpuBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Wgpu
+    }
+
+    fn availability(&self) -> Availability {
+        // Once the device is open this is a read lock and a flag: the
+        // runtime asks on every query.
+        match self.gpu.read().get() {
+            Some(Ok(g)) if !g.is_lost() => return Availability::Available,
+            Some(Err(e)) => return Availability::Unavailable(e.clone().into()),
+            _ => {}
+        }
+        match self.device() {
+            Ok(_) => Availability::Available,
+            Err(e) => Availability::Unavailable(e.message),
+        }
+    }
+
+    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
+        let gpu = self.device().map_err(|e| e.message)?;
+        WgpuBackend::judge(plan, &gpu.facts())
+    }
+
+    fn device_key(&self) -> Option<String> {
+        Some(device::selection_key())
+    }
+
+    fn device_record(&self) -> Option<crate::cost::DeviceRecord> {
+        let gpu = self.opened()?;
+        Some(crate::cost::DeviceRecord {
+            device_id: gpu.device_id(),
+            facts: serde_json::to_value(gpu.facts()).ok()?,
+        })
+    }
+
+    fn supports_remembered(
+        &self,
+        plan: &PhysicalPlan,
+        record: &crate::cost::DeviceRecord,
+    ) -> Result<(), Cow<'static, str>> {
+        match serde_json::from_value::<DeviceFacts>(record.facts.clone()) {
+            Ok(facts) if facts.plausible() => WgpuBackend::judge(plan, &facts),
+            // A record this version cannot read: the run will tell.
+            _ => Ok(()),
+        }
     }
 
     fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {
@@ -374,8 +525,13 @@ impl Backend for WgpuBackend {
         }
     }
 
+    /// Opened and not lost, or known to be unavailable.
     fn is_initialized(&self) -> bool {
-        self.gpu.get().is_some()
+        match self.gpu.read().get() {
+            Some(Ok(g)) => !g.is_lost(),
+            Some(Err(_)) => true,
+            None => false,
+        }
     }
 
     fn calibrator<'e>(
@@ -387,12 +543,9 @@ impl Backend for WgpuBackend {
     }
 
     fn device_profile(&self) -> Option<crate::cost::DeviceProfile> {
-        match self.gpu.get() {
-            Some(Ok(g)) if g.info.device_type == wgpu::DeviceType::Cpu => {
-                Some(crate::cost::DeviceProfile::software_prior())
-            }
-            _ => None,
-        }
+        self.opened()
+            .filter(|g| g.info.device_type == wgpu::DeviceType::Cpu)
+            .map(|_| crate::cost::DeviceProfile::software_prior())
     }
 
     fn upload(&self, column: ColumnRef<'_>) -> Result<Arc<dyn DeviceColumn>, BackendError> {

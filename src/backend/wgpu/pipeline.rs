@@ -65,10 +65,11 @@ impl Pipeline {
     }
 }
 
-/// The pipelines of one device.
+/// The pipelines of the backend's device, by device id and kernel hash (a
+/// device opened after a loss builds its own).
 #[derive(Default)]
 pub(crate) struct PipelineCache {
-    map: Mutex<HashMap<u64, Arc<Pipeline>>>,
+    map: Mutex<HashMap<(u64, u64), Arc<Pipeline>>>,
 }
 
 /// The structural hash of a kernel (stable within a process).
@@ -88,6 +89,18 @@ impl PipelineCache {
         self.map.lock().len()
     }
 
+    /// Keeps only the pipelines of device `id` (the others' device is
+    /// gone).
+    pub fn retain_device(&self, id: u64) {
+        let stale: Vec<Arc<Pipeline>> = {
+            let mut map = self.map.lock();
+            let keys: Vec<(u64, u64)> = map.keys().filter(|k| k.0 != id).copied().collect();
+            keys.into_iter().filter_map(|k| map.remove(&k)).collect()
+        };
+        // Released outside the lock.
+        drop(stale);
+    }
+
     /// The pipeline of `k`, built on first use; `true` when cached.
     pub fn get(
         &self,
@@ -95,7 +108,7 @@ impl PipelineCache {
         faults: &FaultPlan,
         k: &Kernel,
     ) -> Result<(Arc<Pipeline>, bool), BackendError> {
-        let key = kernel_hash(k);
+        let key = (gpu.id, kernel_hash(k));
         if let Some(p) = self.map.lock().get(&key) {
             return Ok((p.clone(), true));
         }

@@ -185,7 +185,7 @@ pub(crate) fn finish_readback(
     gpu.device
         .poll(wgpu::PollType::wait_indefinitely())
         .map_err(|e| fail(format!("waiting for the readback: {e}")))?;
-    if let Some(e) = gpu.take_uncaptured() {
+    if let Some(e) = gpu.lost_message() {
         return Err(fail(e));
     }
     rx.recv()

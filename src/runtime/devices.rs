@@ -1,0 +1,391 @@
+//! The engine's device backends as the selector sees them: whether each
+//! has a price (a profile handed to the selector), and the probe that
+//! finds one.
+//!
+//! No query waits for a device to open or to be measured unless it is
+//! going to run on it. A device that is not open is priced from what an
+//! earlier process remembered (its [`DeviceRecord`] and persisted profile,
+//! in the cache directory) and opened by the first query the selector puts
+//! on it. A device nothing is known about is opened and measured by a
+//! probe in a background thread (through a private engine, so its probe
+//! queries never reach the user's run log or history), and is a candidate
+//! from the first query after the probe. A query forced onto a device, or
+//! reading data resident on one, opens it at once.
+//!
+//! Locks: each slot has two mutexes (what is known, the probe's state),
+//! never held together, never across I/O, a device opening or a call into
+//! the selector.
+
+use crate::backend::{Availability, Backend, BackendKind, Phase};
+use crate::cost::{DeviceProfile, DeviceRecord};
+use crate::metrics::Attempt;
+use crate::runtime::compiled::CompiledPlan;
+use crate::runtime::{Config, Engine};
+use crate::select::Selector;
+use parking_lot::{Condvar, Mutex};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The state of the device backends of one engine, by kind.
+pub(crate) struct Devices {
+    slots: [Arc<Slot>; BackendKind::COUNT],
+    /// Never start a probe: the private engine of a probe, whose device
+    /// the probe that owns it prices.
+    quiet: bool,
+}
+
+#[derive(Default)]
+struct Slot {
+    /// The selector holds a profile of this device: it may be a candidate.
+    priced: AtomicBool,
+    /// The open device was compared with the remembered one.
+    identity_checked: AtomicBool,
+    /// What is known of the device without opening it.
+    known: Mutex<Known>,
+    /// Whether a probe is under way; `probed` signals its end.
+    probing: Mutex<bool>,
+    probed: Condvar,
+}
+
+/// What is known of a device without opening it.
+#[derive(Clone, Default)]
+enum Known {
+    /// The cache directory was not read yet.
+    #[default]
+    Unread,
+    /// Nothing: the device must be probed.
+    Nothing,
+    /// The device as a probe (of this process or an earlier one) left it.
+    Device(Arc<Remembered>),
+}
+
+struct Remembered {
+    record: DeviceRecord,
+    profile: DeviceProfile,
+}
+
+/// What a probe needs, owned (it runs in its own thread).
+struct ProbeJob {
+    backend: Arc<dyn Backend>,
+    selector: Arc<dyn Selector>,
+    slot: Arc<Slot>,
+    cache_dir: Option<PathBuf>,
+    budget: Duration,
+}
+
+impl std::fmt::Debug for Devices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let priced: Vec<BackendKind> = BackendKind::ALL
+            .into_iter()
+            .filter(|k| self.slots[k.index()].priced.load(Ordering::Relaxed))
+            .collect();
+        f.debug_struct("Devices").field("priced", &priced).finish()
+    }
+}
+
+impl Devices {
+    /// Slots for an engine that probes its devices.
+    pub fn new() -> Devices {
+        Devices {
+            slots: Default::default(),
+            quiet: false,
+        }
+    }
+
+    /// Slots for a probe's private engine: it never probes.
+    fn quiet() -> Devices {
+        Devices {
+            quiet: true,
+            ..Devices::new()
+        }
+    }
+
+    /// Whether the device backend `b`, not forced by the query, is a
+    /// candidate for `plan` now; the reason when not. Never opens the
+    /// device and never waits for it; sets `probe` when it needs a probe,
+    /// which the caller starts with [`Devices::start_probe`] once the query
+    /// no longer measures anything (the host's calibration would share the
+    /// cores with it).
+    pub fn consider(
+        &self,
+        engine: &Engine,
+        b: &Arc<dyn Backend>,
+        plan: &CompiledPlan,
+        probe: &mut bool,
+    ) -> Result<(), Attempt> {
+        let kind = b.kind();
+        let declined = |phase, message: String| Attempt {
+            backend: kind,
+            phase,
+            message: message.into(),
+        };
+        let slot = &self.slots[kind.index()];
+        if b.is_initialized() {
+            if let Availability::Unavailable(why) = b.availability() {
+                return Err(Attempt {
+                    backend: kind,
+                    phase: Phase::Init,
+                    message: why,
+                });
+            }
+            if !slot.priced.load(Ordering::Acquire) {
+                *probe = true;
+                return Err(declined(
+                    Phase::Init,
+                    "being measured in the background; later queries consider it".into(),
+                ));
+            }
+            if !slot.identity_checked.load(Ordering::Relaxed) {
+                self.check_identity(engine, b);
+            }
+            return plan
+                .supported_by(&**b)
+                .map_err(|why| declined(Phase::Support, why.into_owned()));
+        }
+        // Not open: price it from memory; the query the selector puts on
+        // it opens it.
+        match self.known(engine, b) {
+            Some(known) => {
+                if !slot.priced.load(Ordering::Acquire) {
+                    // Two queries may both hand it over: the same profile.
+                    engine.selector.set_device_profile(kind, known.profile.clone());
+                    slot.priced.store(true, Ordering::Release);
+                }
+                b.supports_remembered(&plan.plan, &known.record)
+                    .map_err(|why| declined(Phase::Support, why.into_owned()))
+            }
+            None => {
+                *probe = true;
+                Err(declined(
+                    Phase::Init,
+                    "not open yet: being probed in the background; later queries consider it"
+                        .into(),
+                ))
+            }
+        }
+    }
+
+    /// After a query opened `b` itself (forced onto it, or reading data
+    /// resident on it): whether a probe should price it for later queries
+    /// (nothing did yet).
+    pub fn needs_probe(&self, b: &Arc<dyn Backend>) -> bool {
+        !self.slots[b.kind().index()].priced.load(Ordering::Acquire)
+    }
+
+    /// Opens `b` and prices it now, in this thread, or waits for the probe
+    /// already under way ([`Engine::prepare_devices`]).
+    pub fn prepare(&self, engine: &Engine, b: &Arc<dyn Backend>) {
+        let slot = &self.slots[b.kind().index()];
+        if slot.priced.load(Ordering::Acquire) {
+            // Priced from memory: only the opening is left.
+            let _ = b.availability();
+            self.check_identity(engine, b);
+            return;
+        }
+        let run_here = {
+            let mut probing = slot.probing.lock();
+            let idle = !*probing;
+            *probing = true;
+            idle
+        };
+        if run_here {
+            probe(self.job(engine, b));
+        } else {
+            let mut probing = slot.probing.lock();
+            while *probing {
+                slot.probed.wait(&mut probing);
+            }
+        }
+    }
+
+    fn job(&self, engine: &Engine, b: &Arc<dyn Backend>) -> ProbeJob {
+        ProbeJob {
+            backend: b.clone(),
+            selector: engine.selector.clone(),
+            slot: self.slots[b.kind().index()].clone(),
+            cache_dir: engine.config.cache_dir.clone(),
+            budget: engine.config.calibration_budget,
+        }
+    }
+
+    /// What is known of `b`'s device without opening it: from this
+    /// process's probe, else from the cache directory (read once).
+    fn known(&self, engine: &Engine, b: &Arc<dyn Backend>) -> Option<Arc<Remembered>> {
+        let slot = &self.slots[b.kind().index()];
+        let known = slot.known.lock().clone();
+        match known {
+            Known::Device(r) => Some(r),
+            Known::Nothing => None,
+            Known::Unread => {
+                // Read without the lock held; a probe's answer that came
+                // meanwhile wins.
+                let read = match (&engine.config.cache_dir, b.device_key()) {
+                    (Some(dir), Some(key)) => crate::cost::recall_device(dir, &key)
+                        .map(|(record, profile)| Arc::new(Remembered { record, profile })),
+                    _ => None,
+                };
+                let mut known = slot.known.lock();
+                if matches!(*known, Known::Unread) {
+                    *known = read.map_or(Known::Nothing, Known::Device);
+                }
+                match &*known {
+                    Known::Device(r) => Some(r.clone()),
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    /// Once the device is open: if it is not the remembered one (another
+    /// adapter or driver than the earlier process had), a probe prices it
+    /// anew.
+    fn check_identity(&self, engine: &Engine, b: &Arc<dyn Backend>) {
+        let slot = &self.slots[b.kind().index()];
+        let Some(opened) = b.device_record() else {
+            return;
+        };
+        if slot.identity_checked.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let remembered = match &*slot.known.lock() {
+            Known::Device(r) => r.record.device_id.clone(),
+            _ => return,
+        };
+        if remembered != opened.device_id {
+            tracing::debug!(
+                remembered = %remembered,
+                opened = %opened.device_id,
+                "computeq.device_changed"
+            );
+            *slot.known.lock() = Known::Nothing;
+            slot.priced.store(false, Ordering::Release);
+            self.start_probe(engine, b);
+        }
+    }
+
+    /// Starts the probe of `b` in a background thread, unless one is under
+    /// way (or this engine never probes).
+    pub fn start_probe(&self, engine: &Engine, b: &Arc<dyn Backend>) {
+        if self.quiet {
+            return;
+        }
+        let slot = &self.slots[b.kind().index()];
+        {
+            let mut probing = slot.probing.lock();
+            if *probing {
+                return;
+            }
+            *probing = true;
+        }
+        let job = self.job(engine, b);
+        let spawned = std::thread::Builder::new()
+            .name(format!("computeq-probe-{}", b.kind()))
+            .spawn(move || probe(job));
+        if let Err(e) = spawned {
+            tracing::warn!(backend = %b.kind(), error = %e, "computeq: cannot start a device probe");
+            *slot.probing.lock() = false;
+            slot.probed.notify_all();
+        }
+    }
+}
+
+impl Default for Devices {
+    fn default() -> Self {
+        Devices::new()
+    }
+}
+
+/// Opens the device, prices it (its persisted profile, else measured
+/// within the budget through a private engine, else what the device says
+/// of its class), hands the price to the selector and remembers the
+/// device in the cache directory.
+fn probe(job: ProbeJob) {
+    let ProbeJob {
+        backend,
+        selector,
+        slot,
+        cache_dir,
+        budget,
+    } = job;
+    let kind = backend.kind();
+    let _span = tracing::debug_span!("computeq.device_probe", backend = %kind).entered();
+    // A panic in a driver must not leave the probe marked as under way
+    // (`prepare` would wait for it forever).
+    let priced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        price(&backend, &*selector, &slot, cache_dir.as_deref(), budget)
+    }));
+    if let Err(payload) = priced {
+        let why = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        tracing::warn!(backend = %kind, panic = %why, "computeq: the device probe panicked");
+    }
+    *slot.probing.lock() = false;
+    slot.probed.notify_all();
+}
+
+/// The probe's work (see [`probe`]).
+fn price(
+    backend: &Arc<dyn Backend>,
+    selector: &dyn Selector,
+    slot: &Slot,
+    cache_dir: Option<&std::path::Path>,
+    budget: Duration,
+) {
+    let kind = backend.kind();
+    // Opening the device is the probe's first step.
+    if let Availability::Available = backend.availability() {
+        let private = probe_engine(backend);
+        let measured = match backend.calibrator(&private) {
+            Some(c) if budget.is_zero() => {
+                // Zero budget: what is on file for this device, nothing
+                // measured.
+                let id = c.device_id();
+                cache_dir.and_then(|dir| crate::cost::calibrate::persisted_device_profile(dir, &id))
+            }
+            Some(c) => crate::cost::device_profile(&*c, cache_dir, budget),
+            None => None,
+        };
+        drop(private);
+        let profile = measured.or_else(|| backend.device_profile());
+        tracing::debug!(backend = %kind, ?profile, "computeq.device_profile");
+        if let Some(p) = &profile {
+            selector.set_device_profile(kind, p.clone());
+        }
+        let record = backend.device_record();
+        if let (Some(dir), Some(key), Some(record)) = (cache_dir, backend.device_key(), &record) {
+            crate::cost::remember_device(dir, &key, record);
+        }
+        *slot.known.lock() = match record {
+            Some(record) => Known::Device(Arc::new(Remembered {
+                record,
+                profile: profile.unwrap_or_default(),
+            })),
+            None => Known::Nothing,
+        };
+        slot.identity_checked.store(true, Ordering::Relaxed);
+        slot.priced.store(true, Ordering::Release);
+    }
+}
+
+/// The engine a probe measures a device through: the device's own
+/// backend, nothing persisted or learned, a run log no one reads.
+fn probe_engine(backend: &Arc<dyn Backend>) -> Engine {
+    let mut engine = Engine::with_config(Config {
+        cache_dir: None,
+        learn: false,
+        calibration_budget: Duration::ZERO,
+        run_log_capacity: 0,
+        fallback: true,
+        forced_backend: None,
+        disabled: Vec::new(),
+        ..Config::default()
+    })
+    .with_backend(backend.clone());
+    engine.devices = Devices::quiet();
+    engine
+}
