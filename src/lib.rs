@@ -94,6 +94,27 @@
 //! error, and installs its engine with [`runtime::set_engine`] before the
 //! first query.
 //!
+//! ### Files
+//!
+//! An engine with a cache directory (`COMPUTEQ_CACHE_DIR`, else
+//! `$XDG_CACHE_HOME/computeq`, else `$HOME/.cache/computeq`;
+//! `COMPUTEQ_CACHE_DIR=off` or [`Config::cache_dir`](runtime::Config)
+//! `None` for none) keeps two files there, per library version and
+//! machine: the calibration (CPU and device profiles, and the device each
+//! backend opened) and the selector's history. The directory is created
+//! `0700`, and one another user owns is not used. Writes go to a new
+//! temporary file (created exclusively, `0600`, never through a symbolic
+//! link) renamed over the old one, under a file lock, merged with what
+//! another process wrote meanwhile. Reads are bounded in size; a file that
+//! is corrupt, too large or from another version or machine is ignored
+//! and rebuilt, and every value read is range-checked (an implausible
+//! profile or history entry is dropped, with one warning per file). The
+//! history keeps at most [`Config::history_capacity`](runtime::Config)
+//! plans, least recently used evicted first, in memory and on disk. It is
+//! written soon after the first observations, then every few seconds with
+//! what changed, at normal process exit, and on
+//! [`Engine::flush`](runtime::Engine::flush).
+//!
 //! ### Fault injection
 //!
 //! `COMPUTEQ_FAULT=wgpu:compile,wgpu:oom:2,cuda:launch` (every entry:
