@@ -71,7 +71,10 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("computeq-first-query-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     println!("first query of a process: sum of 4M f32 on the default engine (cache {dir:?})");
-    for (i, label) in ["empty cache", "warm cache", "warm cache"].iter().enumerate() {
+    for (i, label) in ["empty cache", "warm cache", "warm cache"]
+        .iter()
+        .enumerate()
+    {
         let (first, second, backend, log, reason, stderr) = run(&dir);
         println!(
             "  run {}: {label:<12} first query {:>9.2?}  second {:>9.2?}  on {backend} ({reason}); run log {log}",

@@ -1380,7 +1380,10 @@ fn a_device_error_fails_its_own_run_and_not_the_next() {
     };
     let engine = engine_on(Arc::new(b));
     let m = doubled_sum(&engine, 40_000);
-    assert!(m.fell_back(), "the run with the device error succeeded: {m}");
+    assert!(
+        m.fell_back(),
+        "the run with the device error succeeded: {m}"
+    );
     let a = &m.attempts[0];
     assert_eq!(a.backend, BackendKind::Wgpu);
     assert!(
@@ -1438,7 +1441,10 @@ fn concurrent_runs_are_charged_only_their_own_device_errors() {
             .collect();
         threads.into_iter().map(|t| t.join().unwrap()).sum()
     });
-    assert_eq!(failed, INJECTED, "every injected error fails exactly its run");
+    assert_eq!(
+        failed, INJECTED,
+        "every injected error fails exactly its run"
+    );
 }
 
 /// A lost device fails the run under way on it, and a later run opens a

@@ -64,7 +64,6 @@ pub struct DeviceRecord {
     pub facts: serde_json::Value,
 }
 
-
 struct Host {
     profile: Option<CpuProfile>,
     full: bool,

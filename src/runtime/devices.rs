@@ -130,6 +130,10 @@ impl Devices {
                     message: why,
                 });
             }
+            // A plan the device cannot run is declined for that reason
+            // first: it tells the user more than a probe under way.
+            plan.supported_by(&**b)
+                .map_err(|why| declined(Phase::Support, why.into_owned()))?;
             if !slot.priced.load(Ordering::Acquire) {
                 *probe = true;
                 return Err(declined(
@@ -140,9 +144,7 @@ impl Devices {
             if !slot.identity_checked.load(Ordering::Relaxed) {
                 self.check_identity(engine, b);
             }
-            return plan
-                .supported_by(&**b)
-                .map_err(|why| declined(Phase::Support, why.into_owned()));
+            return Ok(());
         }
         // Not open: price it from memory; the query the selector puts on
         // it opens it.
@@ -150,7 +152,9 @@ impl Devices {
             Some(known) => {
                 if !slot.priced.load(Ordering::Acquire) {
                     // Two queries may both hand it over: the same profile.
-                    engine.selector.set_device_profile(kind, known.profile.clone());
+                    engine
+                        .selector
+                        .set_device_profile(kind, known.profile.clone());
                     slot.priced.store(true, Ordering::Release);
                 }
                 b.supports_remembered(&plan.plan, &known.record)

@@ -314,6 +314,15 @@ impl Engine {
     }
 }
 
+impl Drop for Engine {
+    /// Writes what the selector learned: a device probe may still hold the
+    /// selector (it hands it the device's profile), so the selector's own
+    /// drop can come later than the engine's.
+    fn drop(&mut self) {
+        self.selector.flush();
+    }
+}
+
 impl Default for Engine {
     fn default() -> Self {
         Engine::with_config(Config::default())

@@ -14,9 +14,9 @@ mod plan_cache;
 mod run_log;
 
 pub use config::{parse_switch, Config, ConfigWarning, FAULTS};
-pub(crate) use engine::global_cache_dir;
 #[cfg(test)]
 pub(crate) use engine::finishes_within;
+pub(crate) use engine::global_cache_dir;
 pub use engine::{engine, set_engine, Engine};
 pub use plan_cache::{fingerprint, PlanCache};
 pub use run_log::RunLog;

@@ -175,8 +175,9 @@ fn headless_vulkan(desc: &wgpu::InstanceDescriptor) -> Option<wgpu::Instance> {
     // wgpu-hal 30 reads in one place, `create_surface_from_{wayland,xcb,
     // xlib}`, where their absence is an error value; computeq creates no
     // surface.
-    let raw = unsafe { hal::vulkan::Instance::init_with_callback(&hal_desc, Some(without_surfaces)) }
-        .ok()?;
+    let raw =
+        unsafe { hal::vulkan::Instance::init_with_callback(&hal_desc, Some(without_surfaces)) }
+            .ok()?;
     // SAFETY: a valid Vulkan instance, just created, which wgpu owns from
     // here on.
     Some(unsafe { wgpu::Instance::from_hal::<hal::api::Vulkan>(raw) })

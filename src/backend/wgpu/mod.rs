@@ -456,7 +456,9 @@ fn inject_device_faults(gpu: &Gpu, job: &Job<'_>, error: bool, loss: bool) {
         // Mapped at creation with a size that is not a multiple of 4: a
         // validation error of `create_buffer`.
         let b = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(&format!("computeq.injected_fault.run_over_{elements}_elements")),
+            label: Some(&format!(
+                "computeq.injected_fault.run_over_{elements}_elements"
+            )),
             size: 3,
             usage: wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: true,
