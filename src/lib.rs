@@ -115,6 +115,18 @@
 //! what changed, at normal process exit, and on
 //! [`Engine::flush`](runtime::Engine::flush).
 //!
+//! ### Devices
+//!
+//! A device is opened only by a query that runs on it (or is forced onto
+//! it, or reads data resident on it); the others price it from the profile
+//! an earlier process persisted, or, when none is known, it is probed in a
+//! background thread through a private engine (its probe runs appear in no
+//! run log or history). A device error is charged to the run that caused
+//! it (each run's work is inside its own wgpu error scopes), and a lost
+//! device is opened again by a later run. A program that exits while a
+//! probe is under way waits for it (at most 10 s) instead of tearing the
+//! driver down under it.
+//!
 //! ### Fault injection
 //!
 //! `COMPUTEQ_FAULT=wgpu:compile,wgpu:oom:2,cuda:launch` (every entry:

@@ -175,7 +175,18 @@ fn explain_says_whether_cuda_can_run_and_why() {
     assert_eq!(lines.len(), 1, "one line about cuda in:\n{text}");
     let b = CudaBackend::with_faults(FaultPlan::NONE);
     match b.availability() {
-        Availability::Available => assert!(lines[0].contains("estimated"), "{text}"),
+        Availability::Available => {
+            // A device nothing is known about is probed in the background
+            // from the first query; `prepare_devices` waits for the probe.
+            assert!(
+                lines[0].contains("estimated") || lines[0].contains("probed in the background"),
+                "{text}"
+            );
+            e.prepare_devices();
+            let text = e.query(&xs).explain().map(|x| x * 2.0).sum().to_string();
+            let line = text.lines().find(|l| l.trim_start().starts_with("cuda "));
+            assert!(line.is_some_and(|l| l.contains("estimated")), "{text}");
+        }
         Availability::Unavailable(why) => {
             assert!(
                 !required(),
