@@ -4,12 +4,13 @@
 //! * The CPU: read bandwidth from DRAM and from cache with one thread and
 //!   with the whole pool, the pool's wake-up cost, the cost of one block
 //!   operation and of a transcendental, page-fault cost of fresh outputs.
-//!   [`calibrate_cpu`] runs within a time budget, in a thread of its own:
-//!   the first query waits for it at most
+//!   [`calibrate_cpu`] runs within a time budget,
 //!   [`Config::calibration_budget`](crate::runtime::Config) (200 ms by
-//!   default; the quick run needs ~50 ms) and otherwise goes on with the
-//!   priors, while the measurement finishes and is used from a later query
-//!   on; [`calibrate_full`] is the long, explicit run.
+//!   default; the quick run needs ~50 ms on a quiet machine), in a thread
+//!   of its own: the first query waits for it at most three quarters of
+//!   the budget (the rest is the query's own first run) and otherwise goes
+//!   on with the priors, while the measurement finishes and is used from a
+//!   later query on; [`calibrate_full`] is the long, explicit run.
 //! * Devices: a device backend implements [`Calibrate`] (timed uploads,
 //!   downloads, an empty dispatch, a read kernel, a compile) and
 //!   [`calibrate_device`] fits a [`DeviceProfile`] from those timings
@@ -141,7 +142,10 @@ impl HostCell {
         if rayon::current_thread_index().is_some() {
             return self.current().unwrap_or_default();
         }
-        let deadline = waited_from + budget;
+        // A quarter of the budget is left to the query's own first run
+        // (its compile, the pricing), so that the whole first query stays
+        // within the budget.
+        let deadline = waited_from + budget * 3 / 4;
         let mut host = self.host.lock();
         while host.profile.is_none() && host.calibrating {
             if self.ready.wait_until(&mut host, deadline).timed_out() {
@@ -234,7 +238,7 @@ pub fn generation() -> u64 {
 
 /// The process-wide CPU profile: from memory, else from the cache file in
 /// `cache_dir`, else measured in a thread of its own within `budget` (and
-/// persisted). The caller waits at most `budget` for the measurement and
+/// persisted). The caller waits at most 3/4 of `budget` for it and
 /// gets the priors if it is not done by then (a caller on the rayon pool
 /// does not wait); the measurement is published when it ends (a new
 /// [`generation`]). With a zero budget and nothing persisted, the priors,

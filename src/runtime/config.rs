@@ -47,8 +47,10 @@ pub struct Config {
     /// must be an absolute path: a cache that moves with the working
     /// directory is a setting mistake.
     pub cache_dir: Option<PathBuf>,
-    /// Longest time the first query waits for CPU calibration when no
-    /// persisted calibration exists; zero keeps the built-in priors.
+    /// The first query's budget for CPU calibration when no persisted
+    /// calibration exists: the measurement runs in the background within
+    /// it, and the first query waits for it at most three quarters of it
+    /// (then goes on with the priors); zero keeps the built-in priors.
     /// `COMPUTEQ_CALIBRATION_MS`. Default: 200 ms (the quick calibration
     /// usually needs ~50 ms; [`crate::cost::calibrate_full`] runs the long
     /// one explicitly).
