@@ -374,6 +374,7 @@ impl Config {
 
     /// The `COMPUTEQ_FAULT`-style list the default backends inject: the
     /// faults when fault injection is on, else empty.
+    #[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
     pub(crate) fn injected_faults(&self) -> String {
         if self.fault_injection {
             self.faults.join(",")

@@ -389,6 +389,17 @@ mod tests {
         std::env::var_os("COMPUTEQ_TEST_CHILD").is_some()
     }
 
+    /// Runs a child's test body on a thread of its own and joins it: the
+    /// thread's locals (the plan-cache memo, which may hold device
+    /// pipelines) are dropped before the test returns, not while the
+    /// harness exits the process (a driver unloaded under a thread still
+    /// dropping them crashed the child about once in 25 runs).
+    fn joined(body: impl FnOnce() + Send + 'static) {
+        if let Err(panic) = std::thread::spawn(body).join() {
+            std::panic::resume_unwind(panic);
+        }
+    }
+
     #[test]
     fn a_bad_variable_is_ignored_and_every_query_still_runs() {
         if !is_child() {
@@ -408,31 +419,33 @@ mod tests {
                 ],
             );
         }
-        // The process-wide engine, in the default (panicking) mode.
-        assert_eq!([1, 2, 3].compute().sum(), 6);
-        let e = engine();
-        let ignored: Vec<&str> = e.config_warnings().iter().map(|w| w.variable).collect();
-        assert_eq!(
-            ignored,
-            [
-                "COMPUTEQ_BACKEND",
-                "COMPUTEQ_DISABLE",
-                "COMPUTEQ_LEARN",
-                "COMPUTEQ_EXPLORE",
-                "COMPUTEQ_CALIBRATION_MS",
-                "COMPUTEQ_WGPU_SUBGROUPS",
-                "COMPUTEQ_FAULT",
-                "COMPUTEQ_CACHE_DIR",
-            ]
-        );
-        // The valid rest stands.
-        assert_eq!(e.config().disabled, [BackendKind::CpuScalar]);
-        assert!(e.config().learn && e.config().forced_backend.is_none());
-        // Explain shows what was ignored.
-        let x = [1.0f32].compute().explain().sum().to_string();
-        assert!(x.contains("COMPUTEQ_LEARN: `maybe`"), "{x}");
-        // Failing instead is the caller's choice.
-        assert!(Config::from_env().is_err());
+        joined(|| {
+            // The process-wide engine, in the default (panicking) mode.
+            assert_eq!([1, 2, 3].compute().sum(), 6);
+            let e = engine();
+            let ignored: Vec<&str> = e.config_warnings().iter().map(|w| w.variable).collect();
+            assert_eq!(
+                ignored,
+                [
+                    "COMPUTEQ_BACKEND",
+                    "COMPUTEQ_DISABLE",
+                    "COMPUTEQ_LEARN",
+                    "COMPUTEQ_EXPLORE",
+                    "COMPUTEQ_CALIBRATION_MS",
+                    "COMPUTEQ_WGPU_SUBGROUPS",
+                    "COMPUTEQ_FAULT",
+                    "COMPUTEQ_CACHE_DIR",
+                ]
+            );
+            // The valid rest stands.
+            assert_eq!(e.config().disabled, [BackendKind::CpuScalar]);
+            assert!(e.config().learn && e.config().forced_backend.is_none());
+            // Explain shows what was ignored.
+            let x = [1.0f32].compute().explain().sum().to_string();
+            assert!(x.contains("COMPUTEQ_LEARN: `maybe`"), "{x}");
+            // Failing instead is the caller's choice.
+            assert!(Config::from_env().is_err());
+        });
     }
 
     #[test]
@@ -443,47 +456,49 @@ mod tests {
                 &[("COMPUTEQ_FAULT", "wgpu:compile,cuda:launch")],
             );
         }
-        let e = Engine::from_env();
-        assert!(e.config_warnings().is_empty());
-        assert_eq!(e.config().faults, ["wgpu:compile", "cuda:launch"]);
-        assert!(!e.config().fault_injection);
-        #[cfg(feature = "wgpu")]
-        {
-            use crate::backend::wgpu::{FaultPlan, WgpuBackend};
-            use crate::backend::Availability;
-            // The backends an engine is made with (`default_backends`).
-            assert_eq!(
-                WgpuBackend::from_config(e.config()).faults(),
-                FaultPlan::NONE
-            );
-            assert_eq!(WgpuBackend::default().faults(), FaultPlan::NONE);
-            let opted = Config::from_env().unwrap().with_fault_injection(true);
-            assert_eq!(
-                WgpuBackend::from_config(&opted).faults(),
-                FaultPlan {
-                    compile: true,
-                    ..FaultPlan::NONE
+        joined(|| {
+            let e = Engine::from_env();
+            assert!(e.config_warnings().is_empty());
+            assert_eq!(e.config().faults, ["wgpu:compile", "cuda:launch"]);
+            assert!(!e.config().fault_injection);
+            #[cfg(feature = "wgpu")]
+            {
+                use crate::backend::wgpu::{FaultPlan, WgpuBackend};
+                use crate::backend::Availability;
+                // The backends an engine is made with (`default_backends`).
+                assert_eq!(
+                    WgpuBackend::from_config(e.config()).faults(),
+                    FaultPlan::NONE
+                );
+                assert_eq!(WgpuBackend::default().faults(), FaultPlan::NONE);
+                let opted = Config::from_env().unwrap().with_fault_injection(true);
+                assert_eq!(
+                    WgpuBackend::from_config(&opted).faults(),
+                    FaultPlan {
+                        compile: true,
+                        ..FaultPlan::NONE
+                    }
+                );
+                // Through the engines, where a wgpu device exists.
+                let injected = |e: &Engine| {
+                    let r = e
+                        .query(&[1.0f32, 2.0][..])
+                        .on(BackendKind::Wgpu)
+                        .no_fallback()
+                        .try_sum();
+                    r.err()
+                        .is_some_and(|e| e.to_string().contains("injected fault"))
+                };
+                let wgpu = e
+                    .backends()
+                    .into_iter()
+                    .find(|(k, _)| *k == BackendKind::Wgpu);
+                if let Some((_, Availability::Available)) = wgpu {
+                    assert!(!injected(&e));
+                    assert!(injected(&Engine::with_config(opted)));
                 }
-            );
-            // Through the engines, where a wgpu device exists.
-            let injected = |e: &Engine| {
-                let r = e
-                    .query(&[1.0f32, 2.0][..])
-                    .on(BackendKind::Wgpu)
-                    .no_fallback()
-                    .try_sum();
-                r.err()
-                    .is_some_and(|e| e.to_string().contains("injected fault"))
-            };
-            let wgpu = e
-                .backends()
-                .into_iter()
-                .find(|(k, _)| *k == BackendKind::Wgpu);
-            if let Some((_, Availability::Available)) = wgpu {
-                assert!(!injected(&e));
-                assert!(injected(&Engine::with_config(opted)));
             }
-        }
+        });
     }
 
     #[test]
@@ -494,13 +509,15 @@ mod tests {
                 &[],
             );
         }
-        let mine = Engine::with_config(Config {
-            run_log_capacity: 7,
-            ..Config::default()
+        joined(|| {
+            let mine = Engine::with_config(Config {
+                run_log_capacity: 7,
+                ..Config::default()
+            });
+            let e = set_engine(mine).expect("first");
+            assert_eq!(e.config().run_log_capacity, 7);
+            assert!(std::ptr::eq(e, engine()));
+            assert!(set_engine(Engine::default()).is_err());
         });
-        let e = set_engine(mine).expect("first");
-        assert_eq!(e.config().run_log_capacity, 7);
-        assert!(std::ptr::eq(e, engine()));
-        assert!(set_engine(Engine::default()).is_err());
     }
 }
