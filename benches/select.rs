@@ -4,8 +4,8 @@
 //! `cargo bench --bench select`
 
 use computeq::backend::BackendKind;
+use computeq::plan::{CompiledPlan, PlanReport};
 use computeq::prelude::*;
-use computeq::runtime::compiled::{CompiledPlan, PlanReport};
 use computeq::runtime::Config;
 use computeq::select::{CostRule, LearningSelector, SelectionInput, Selector};
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -41,7 +41,7 @@ fn selection(c: &mut Criterion) {
     };
 
     let mut g = c.benchmark_group("select");
-    let learning = LearningSelector::from_config(&config);
+    let learning = LearningSelector::new(config.learning_settings());
     learning.select(&input); // shape computed, bucket created
     g.bench_function("learning/model-only", |b| {
         b.iter(|| black_box(learning.select(black_box(&input))))

@@ -8,9 +8,9 @@
 use computeq::backend::wgpu::{measure_overhead, FaultPlan, WgpuBackend};
 use computeq::backend::{Availability, Backend, Input, Job, RunStats};
 use computeq::expr::Scalar;
+use computeq::plan::{CompiledPlan, PlanReport};
 use computeq::prelude::*;
-use computeq::runtime::column::ColumnRef;
-use computeq::runtime::compiled::{CompiledPlan, PlanReport};
+use computeq::types::ColumnRef;
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 

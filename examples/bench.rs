@@ -522,8 +522,8 @@ fn device_rows(kind: BackendKind, sizes: &[usize]) {
 #[cfg(feature = "wgpu")]
 fn dispatch_overhead() {
     use computeq::backend::wgpu::{measure_overhead, FaultPlan, WgpuBackend};
-    use computeq::runtime::column::ColumnRef;
-    use computeq::runtime::compiled::{CompiledPlan, PlanReport};
+    use computeq::plan::{CompiledPlan, PlanReport};
+    use computeq::types::ColumnRef;
     let backend = WgpuBackend::new(FaultPlan::NONE);
     let xs: Vec<f32> = (0..1024).map(|i| i as f32 * 0.25).collect();
     let e = xs.compute().map(|x| x * 2.0 + 1.0).explain().sum();

@@ -1,7 +1,7 @@
 //! The one public error type. Opaque: inspect it through `kind()` and the
 //! accessors, so its insides can change without breaking users.
 
-use crate::backend::BackendError;
+use crate::types::BackendError;
 use std::fmt;
 
 /// What went wrong, broadly.

@@ -33,8 +33,15 @@
 //! `query` (the lazy builder) → `expr` (traced element expressions) →
 //! `graph` (operation graph) → `optimize` (passes: constant folding, CSE,
 //! fusion, filter-into-reduce, dead code) → `plan` (fused stages, workload)
-//! → `cost`/`select` (estimates and choice) → `backend` (execution) →
-//! `runtime` (engine, fallback, run log) → `metrics` and `recommend`.
+//! → `cost`/`select` (estimates and choice) → `codegen` (kernels for the
+//! device targets) → `backend` (execution) → `runtime` (engine, fallback,
+//! run log) → `metrics`, `recommend` and `explain`.
+//!
+//! The imports point one way, from the user's surface down to the data
+//! types: `types` (dtypes, scalars, columns, backend kinds) and
+//! `semantics` (aggregates: identities and the one merge of partials) sit
+//! at the bottom, and no module imports one above it. `docs/architecture.md`
+//! draws the layers; `tests/layering.rs` checks them.
 //!
 //! ## Semantics
 //!
@@ -143,6 +150,7 @@ pub mod backend;
 pub mod codegen;
 pub mod cost;
 mod error;
+pub mod explain;
 pub mod expr;
 pub mod graph;
 pub mod metrics;
@@ -153,7 +161,9 @@ pub mod query;
 pub mod recommend;
 pub mod runtime;
 pub mod select;
+pub mod semantics;
 #[cfg(feature = "otel")]
 pub mod telemetry;
+pub mod types;
 
 pub use error::{Error, ErrorKind, Result};

@@ -63,10 +63,11 @@ fn engine_in(dir: &Path) -> Engine {
 fn persisted(dir: &Path) -> computeq::select::history::History {
     LearningSelector::new(LearningSettings {
         cache_dir: Some(dir.to_path_buf()),
-        ..LearningSettings::from_config(&Config {
+        ..Config {
             calibration_budget: Duration::ZERO,
             ..Config::default()
-        })
+        }
+        .learning_settings()
     })
     .history()
 }

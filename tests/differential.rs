@@ -418,7 +418,7 @@ mod wrong_backend {
     use computeq::backend::{Availability, Backend, BackendError, Job, RunStats};
     use computeq::expr::Scalar;
     use computeq::plan::{PhysicalPlan, PlanOutput, Terminal};
-    use computeq::runtime::column::Column;
+    use computeq::types::Column;
     use std::borrow::Cow;
     use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //! changed the plan. `BLESS=1 cargo test --test golden_plans` rewrites the
 //! files.
 
-use computeq::metrics::Explain;
+use computeq::explain::Explain;
 use computeq::prelude::*;
 use computeq::runtime::{Config, Engine};
 use std::path::PathBuf;

@@ -23,8 +23,8 @@ use computeq::plan::{
     AggKind, Aggregate, Combine, PhysicalPlan, PlanOutput, RangeOp, ScanOp, Stage, StageInput,
     Terminal,
 };
-use computeq::runtime::column::{Column, ColumnRef};
 use computeq::runtime::{Config, Engine};
+use computeq::types::{Column, ColumnRef};
 use proptest::prelude::*;
 use ptx_interp::backend::InterpBackend;
 use ptx_interp::device::{InterpBuffer, InterpPending, LoadedModule};

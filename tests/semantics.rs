@@ -1,5 +1,5 @@
 #![allow(clippy::modulo_one, clippy::excessive_precision)] // edge cases on purpose: MIN % -1, float literals at the precision limit
-//! Targeted edge cases of the semantics DESIGN.md and the crate docs state,
+//! Targeted edge cases of the semantics docs/architecture.md and the crate docs state,
 //! each checked on every backend that can run here (forced, no fallback,
 //! and the run log checked to say it ran there): empty inputs, NaN and
 //! infinity rules, integer wrapping and division by zero, casts, zip

@@ -12,13 +12,13 @@ use computeq::backend::{
 };
 use computeq::codegen::{lower_stage, wgsl, Caps};
 use computeq::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
+use computeq::plan::CompiledPlan;
 use computeq::plan::{
     AggKind, Aggregate, Combine, PhysicalPlan, PlanOutput, RangeOp, ScanOp, Stage, StageInput,
     Terminal,
 };
-use computeq::runtime::column::{Column, ColumnRef};
-use computeq::runtime::compiled::CompiledPlan;
 use computeq::runtime::{Config, Engine};
+use computeq::types::{Column, ColumnRef};
 use smallvec::{smallvec, SmallVec};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -80,7 +80,7 @@ impl Rng {
         (0..n)
             .map(|i| {
                 let r = self.next();
-                if specials && r % 97 == 0 {
+                if specials && r.is_multiple_of(97) {
                     [f32::NAN, f32::INFINITY, -0.0, 1e30, -1e30][i % 5]
                 } else {
                     ((r >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0) as f32
@@ -591,8 +591,8 @@ fn bool_columns_travel_as_words() {
     let plan = s.finish(Some(o), Terminal::Collect(smallvec![a, c, y]));
     let mut rng = Rng(6);
     for n in lengths() {
-        let xs: Vec<bool> = (0..n).map(|_| rng.next() % 3 == 0).collect();
-        let ys: Vec<bool> = (0..n).map(|_| rng.next() % 2 == 0).collect();
+        let xs: Vec<bool> = (0..n).map(|_| rng.next().is_multiple_of(3)).collect();
+        let ys: Vec<bool> = (0..n).map(|_| rng.next().is_multiple_of(2)).collect();
         check(
             b,
             &plan,

@@ -40,7 +40,7 @@ use super::cpu_simd::{
 use super::{Availability, Backend, BackendError, BackendKind, Job, RunStats};
 use crate::expr::{DType, Scalar};
 use crate::plan::{PhysicalPlan, PlanOutput};
-use crate::runtime::column::Column;
+use crate::types::Column;
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -5,9 +5,11 @@
 //! `expr::eval`, reductions and scans run strictly left to right.
 
 use super::{Availability, Backend, BackendError, BackendKind, HostColumn, Job, Phase, RunStats};
-use crate::expr::{eval, BinaryOp, DType, ExprArena, Node, Scalar, Value};
+use crate::expr::eval::{self, eval_into};
+use crate::expr::{BinaryOp, DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput, Terminal};
-use crate::runtime::column::{Column, ColumnRef};
+use crate::semantics::{agg_identity, arg_better};
+use crate::types::{Column, ColumnRef};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::time::Instant;
@@ -86,107 +88,6 @@ pub fn run_plan(
     Err("the plan has no stage".into())
 }
 
-/// Evaluates `program` up to `output` for one element.
-pub fn eval_program(
-    program: &ExprArena,
-    output: Value,
-    inputs: &[Scalar],
-    indices: &[u64],
-    params: &[Scalar],
-) -> Scalar {
-    let mut regs: SmallVec<[Scalar; 32]> = SmallVec::with_capacity(program.len());
-    eval_into(program, inputs, indices, params, &mut regs);
-    regs[output.index()]
-}
-
-fn eval_into(
-    program: &ExprArena,
-    inputs: &[Scalar],
-    indices: &[u64],
-    params: &[Scalar],
-    regs: &mut SmallVec<[Scalar; 32]>,
-) {
-    regs.clear();
-    for (_, n) in program.iter() {
-        let r = |v: Value| regs[v.index()];
-        let value = match n.node {
-            Node::Input(s) => inputs[s as usize],
-            Node::Index(e) => Scalar::U64(indices[e as usize]),
-            Node::Param(p) => params[p as usize],
-            Node::Const(c) => c,
-            Node::Unary(op, a) => eval::unary(op, r(a)),
-            Node::Binary(op, a, b) => eval::binary(op, r(a), r(b)),
-            Node::Select(c, a, b) => {
-                if r(c).as_bool() {
-                    r(a)
-                } else {
-                    r(b)
-                }
-            }
-            Node::MulAdd(a, b, c) => eval::mul_add(r(a), r(b), r(c)),
-            Node::Cast(a) => r(a).cast(n.ty),
-            Node::Powi(a, k) => eval::powi(r(a), k),
-        };
-        regs.push(value);
-    }
-}
-
-/// The starting accumulator of an aggregate.
-pub fn agg_identity(kind: &AggKind, ty: DType, params: &[Scalar]) -> Scalar {
-    match kind {
-        AggKind::Sum => Scalar::zero(ty),
-        AggKind::Count | AggKind::ArgMin | AggKind::ArgMax => Scalar::U64(0),
-        AggKind::Any => Scalar::Bool(false),
-        AggKind::All => Scalar::Bool(true),
-        AggKind::Min => match ty {
-            DType::F32 => Scalar::F32(f32::NAN),
-            DType::F64 => Scalar::F64(f64::NAN),
-            DType::I32 => Scalar::I32(i32::MAX),
-            DType::U32 => Scalar::U32(u32::MAX),
-            DType::I64 => Scalar::I64(i64::MAX),
-            DType::U64 => Scalar::U64(u64::MAX),
-            DType::Bool => Scalar::Bool(true),
-        },
-        AggKind::Max => match ty {
-            DType::F32 => Scalar::F32(f32::NAN),
-            DType::F64 => Scalar::F64(f64::NAN),
-            DType::I32 => Scalar::I32(i32::MIN),
-            DType::U32 => Scalar::U32(0),
-            DType::I64 => Scalar::I64(i64::MIN),
-            DType::U64 => Scalar::U64(0),
-            DType::Bool => Scalar::Bool(false),
-        },
-        AggKind::Custom(c) => params[c.identity as usize],
-    }
-}
-
-fn is_nan(s: Scalar) -> bool {
-    match s {
-        Scalar::F32(v) => v.is_nan(),
-        Scalar::F64(v) => v.is_nan(),
-        _ => false,
-    }
-}
-
-/// Whether `x` replaces `best` as the arg-extremum (strictly better, NaNs
-/// never win; ties keep the earlier position).
-pub fn arg_better(kind: &AggKind, x: Scalar, best: Option<Scalar>) -> bool {
-    if is_nan(x) {
-        return false;
-    }
-    match best {
-        None => true,
-        Some(b) => {
-            let op = if matches!(kind, AggKind::ArgMin) {
-                BinaryOp::Lt
-            } else {
-                BinaryOp::Gt
-            };
-            eval::binary(op, x, b).as_bool()
-        }
-    }
-}
-
 /// Runs one stage with the reference semantics.
 pub fn run_stage(
     stage: &Stage,
@@ -263,7 +164,7 @@ pub fn run_stage(
                         AggKind::Sum => eval::binary(BinaryOp::Add, accs[i], x.unwrap()),
                         AggKind::Min => eval::binary(BinaryOp::Min, accs[i], x.unwrap()),
                         AggKind::Max => eval::binary(BinaryOp::Max, accs[i], x.unwrap()),
-                        AggKind::Count => Scalar::U64(accs[i].to_bits() + 1),
+                        AggKind::Count => Scalar::U64(accs[i].to_bits().wrapping_add(1)),
                         AggKind::Any => Scalar::Bool(accs[i].as_bool() | x.unwrap().as_bool()),
                         AggKind::All => Scalar::Bool(accs[i].as_bool() & x.unwrap().as_bool()),
                         AggKind::ArgMin | AggKind::ArgMax => {

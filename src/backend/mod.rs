@@ -9,173 +9,19 @@ pub mod cpu_scalar;
 pub mod cpu_simd;
 mod registry;
 
-pub use registry::default_backends;
+pub use registry::{default_backends, DeviceSettings};
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
 
-use crate::expr::{DType, Scalar};
-use crate::plan::{PhysicalPlan, PlanOutput};
-use crate::runtime::column::{Column, ColumnRef};
-use crate::runtime::compiled::CompiledPlan;
+pub use crate::types::{
+    BackendError, BackendKind, DeviceColumn, HostColumn, Input, Phase, RunStats, TimingSource,
+};
+
+use crate::plan::{CompiledPlan, PhysicalPlan, PlanOutput};
+use crate::types::{ColumnRef, Scalar};
 use std::borrow::Cow;
-use std::fmt;
-use std::time::Duration;
-
-/// The backends computeq knows, in the order they are tried by default.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum BackendKind {
-    /// The reference interpreter: one element at a time.
-    CpuScalar,
-    /// The compiled block program on one thread with SIMD lanes.
-    CpuSimd,
-    /// The block program over the rayon pool.
-    CpuParallel,
-    /// WGSL kernels through wgpu.
-    Wgpu,
-    /// PTX kernels through the CUDA driver.
-    Cuda,
-}
-
-impl BackendKind {
-    /// Number of backend kinds.
-    pub const COUNT: usize = 5;
-    /// Every kind.
-    pub const ALL: [BackendKind; 5] = [
-        BackendKind::CpuScalar,
-        BackendKind::CpuSimd,
-        BackendKind::CpuParallel,
-        BackendKind::Wgpu,
-        BackendKind::Cuda,
-    ];
-
-    /// The name used in settings and output: `cpu-simd`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            BackendKind::CpuScalar => "cpu-scalar",
-            BackendKind::CpuSimd => "cpu-simd",
-            BackendKind::CpuParallel => "cpu-parallel",
-            BackendKind::Wgpu => "wgpu",
-            BackendKind::Cuda => "cuda",
-        }
-    }
-
-    /// Parses a name as written by [`BackendKind::name`].
-    pub fn parse(name: &str) -> Option<BackendKind> {
-        BackendKind::ALL
-            .into_iter()
-            .find(|k| k.name().eq_ignore_ascii_case(name.trim()))
-    }
-
-    /// Index into per-backend tables.
-    pub const fn index(self) -> usize {
-        self as usize
-    }
-
-    /// Whether the backend runs on a separate device (data must move).
-    pub const fn is_device(self) -> bool {
-        matches!(self, BackendKind::Wgpu | BackendKind::Cuda)
-    }
-}
-
-impl fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A column stored on a device (`DeviceArray`), seen by backends.
-pub trait DeviceColumn: Send + Sync + fmt::Debug {
-    /// The backend owning the memory.
-    fn backend(&self) -> BackendKind;
-    /// Element type.
-    fn dtype(&self) -> DType;
-    /// Number of elements.
-    fn len(&self) -> usize;
-    /// Whether there is no element.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Copies the data back to the host.
-    fn download(&self) -> Result<Column, BackendError>;
-    /// For the owning backend to recover its own type.
-    fn as_any(&self) -> &dyn std::any::Any;
-}
-
-/// One input column of a run.
-#[derive(Copy, Clone, Debug)]
-pub enum Input<'a> {
-    /// In host memory.
-    Host(ColumnRef<'a>),
-    /// Already on a device.
-    Device(&'a dyn DeviceColumn),
-}
-
-impl<'a> Input<'a> {
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        match self {
-            Input::Host(c) => c.len(),
-            Input::Device(d) => d.len(),
-        }
-    }
-
-    /// Whether there is no element.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Element type.
-    pub fn dtype(&self) -> DType {
-        match self {
-            Input::Host(c) => c.dtype(),
-            Input::Device(d) => d.dtype(),
-        }
-    }
-
-    /// Where the data lives: `None` for the host.
-    pub fn device(&self) -> Option<BackendKind> {
-        match self {
-            Input::Host(_) => None,
-            Input::Device(d) => Some(d.backend()),
-        }
-    }
-
-    /// The data on the host, downloading it when it lives on a device (the
-    /// download is recorded in `stats`).
-    pub fn host(&self, stats: &mut RunStats) -> Result<HostColumn<'a>, BackendError> {
-        match *self {
-            Input::Host(c) => Ok(HostColumn::Borrowed(c)),
-            Input::Device(d) => {
-                let t = std::time::Instant::now();
-                let c = d.download()?;
-                stats.transfer_out += t.elapsed();
-                stats.bytes_downloaded += c.byte_len() as u64;
-                Ok(HostColumn::Owned(c))
-            }
-        }
-    }
-}
-
-/// A host column, borrowed from the user or downloaded for this run.
-#[derive(Debug)]
-pub enum HostColumn<'a> {
-    /// The user's data.
-    Borrowed(ColumnRef<'a>),
-    /// Downloaded from a device.
-    Owned(Column),
-}
-
-impl HostColumn<'_> {
-    /// Borrows the data.
-    pub fn as_ref(&self) -> ColumnRef<'_> {
-        match self {
-            HostColumn::Borrowed(c) => *c,
-            HostColumn::Owned(c) => c.as_ref(),
-        }
-    }
-}
 
 /// Everything one execution needs.
 #[derive(Clone, Copy, Debug)]
@@ -191,126 +37,26 @@ pub struct Job<'a> {
     pub keep_on_device: bool,
 }
 
-/// Where the time of one execution went, filled in by the backend.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct RunStats {
-    /// Building kernels or block programs (zero when cached).
-    pub compile: Duration,
-    /// Whether the compiled artifact came from the cache.
-    pub compile_cached: bool,
-    /// Host → device copies.
-    pub transfer_in: Duration,
-    /// The computation itself.
-    pub execute: Duration,
-    /// Device → host copies.
-    pub transfer_out: Duration,
-    /// Bytes copied to a device.
-    pub bytes_uploaded: u64,
-    /// Bytes copied from a device.
-    pub bytes_downloaded: u64,
-    /// Bytes of input that were already resident on the device.
-    pub bytes_resident: u64,
-    /// Bytes of memory allocated by the run (outputs, intermediates, scratch).
-    pub bytes_allocated: u64,
-    /// Threads or device lanes that took part (1 for single-threaded).
-    pub parallelism: u32,
-    /// Device dispatches or parallel tasks launched.
-    pub launches: u32,
-    /// Which clock measured `execute`.
-    pub timing: TimingSource,
-    /// Times the run was retried with smaller chunks after the device ran
-    /// out of memory.
-    pub oom_retries: u32,
+/// A probe query of a device's calibration, run by [`ProbeRunner`].
+#[derive(Clone, Copy, Debug)]
+pub enum Probe<'a> {
+    /// `xs.sum()`.
+    Sum(&'a [f32]),
+    /// `xs.map(|x| x * 1.000001 + 0.5, ops / 2 times).sum()`: a chain of
+    /// dependent multiply-adds, two operations each.
+    MulAdds(&'a [f32], u32),
+    /// `xs.map(|x| x * k).sum()` with `k` baked into the kernel as a
+    /// constant: a plan (and pipelines) of its own for every new `k`.
+    Scale(&'a [f32], f32),
 }
 
-/// The clock behind a run's `execute` time.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub enum TimingSource {
-    /// Host timers around the work (on a device: around its fences).
-    #[default]
-    HostClock,
-    /// The device's own timestamp queries around its kernels.
-    DeviceTimestamps,
-}
-
-impl TimingSource {
-    /// Lower-case name: `host-clock`, `device-timestamps`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            TimingSource::HostClock => "host-clock",
-            TimingSource::DeviceTimestamps => "device-timestamps",
-        }
-    }
-}
-
-impl fmt::Display for TimingSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// The step of an execution where an error happened.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Phase {
-    /// Finding the device.
-    Init,
-    /// Checking that the backend can run the plan.
-    Support,
-    /// Building kernels.
-    Compile,
-    /// Host → device copies.
-    Upload,
-    /// Running kernels.
-    Execute,
-    /// Device → host copies.
-    Download,
-}
-
-impl Phase {
-    /// Lower-case name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Phase::Init => "init",
-            Phase::Support => "support",
-            Phase::Compile => "compile",
-            Phase::Upload => "upload",
-            Phase::Execute => "execute",
-            Phase::Download => "download",
-        }
-    }
-}
-
-impl fmt::Display for Phase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// An error from one backend, which the runtime may recover from by trying
-/// another one.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{backend} failed during {phase}: {message}")]
-pub struct BackendError {
-    /// The failing backend.
-    pub backend: BackendKind,
-    /// Where it failed.
-    pub phase: Phase,
-    /// What happened.
-    pub message: Cow<'static, str>,
-    /// Out of device memory: the runtime may retry in smaller chunks.
-    pub out_of_memory: bool,
-}
-
-impl BackendError {
-    /// A new error.
-    pub fn new(backend: BackendKind, phase: Phase, message: impl Into<Cow<'static, str>>) -> Self {
-        BackendError {
-            backend,
-            phase,
-            message: message.into(),
-            out_of_memory: false,
-        }
-    }
+/// How a device's calibrator runs its probe queries (the runtime runs them
+/// on a private engine that falls back on failure and keeps no history):
+/// the backend sees this, never the engine.
+pub trait ProbeRunner {
+    /// Runs `probe` forced onto `backend` and returns its metrics (those
+    /// of a fallback run when the backend failed).
+    fn run(&self, backend: BackendKind, probe: Probe<'_>) -> crate::metrics::ExecutionMetrics;
 }
 
 /// Whether a backend can be used at all on this machine.
@@ -336,16 +82,16 @@ pub trait Backend: Send + Sync + 'static {
         true
     }
 
-    /// A way to measure the device for the cost model through `engine`
-    /// (transfers, launch, bandwidth, compute, compile), once it is created.
-    /// The runtime's device probe calls it once per engine and device, off
-    /// the query path, with a private engine (its probe queries never reach
-    /// the user's run log), within the configured calibration budget, and
-    /// caches the profile on disk; a backend without one is priced by
-    /// [`Backend::device_profile`].
+    /// A way to measure the device for the cost model with probe queries
+    /// run by `probes` (transfers, launch, bandwidth, compute, compile),
+    /// once it is created. The runtime's device probe calls it once per
+    /// engine and device, off the query path, with a private engine behind
+    /// `probes` (its probe queries never reach the user's run log), within
+    /// the configured calibration budget, and caches the profile on disk;
+    /// a backend without one is priced by [`Backend::device_profile`].
     fn calibrator<'e>(
         &'e self,
-        _engine: &'e crate::runtime::Engine,
+        _probes: &'e dyn ProbeRunner,
     ) -> Option<Box<dyn crate::cost::Calibrate + 'e>> {
         None
     }

@@ -2,13 +2,24 @@
 //! backend when its feature is compiled in (it probes its device lazily).
 
 use super::Backend;
-use crate::runtime::Config;
 use std::sync::Arc;
 
+/// What the device backends are told by the engine's settings (the
+/// runtime's `Config` makes it; backends never read the environment).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceSettings {
+    /// Faults to inject, as `COMPUTEQ_FAULT` entries (empty unless the
+    /// engine's settings enable fault injection).
+    pub faults: String,
+    /// Let wgpu kernels use subgroup operations.
+    pub wgpu_subgroups: bool,
+    /// Ask the wgpu adapter for timestamp queries.
+    pub wgpu_timestamps: bool,
+}
+
 /// Every backend compiled into this build, in `BackendKind` order, with
-/// the device settings of `config` (and its faults, when it enables fault
-/// injection).
-pub fn default_backends(config: &Config) -> Vec<Arc<dyn Backend>> {
+/// the device `settings` (and their faults).
+pub fn default_backends(config: &DeviceSettings) -> Vec<Arc<dyn Backend>> {
     let mut v: Vec<Arc<dyn Backend>> = vec![
         Arc::new(super::cpu_scalar::CpuScalar),
         Arc::new(super::cpu_simd::CpuSimd),
@@ -20,21 +31,21 @@ pub fn default_backends(config: &Config) -> Vec<Arc<dyn Backend>> {
 }
 
 #[cfg(feature = "wgpu")]
-fn wgpu_backend(config: &Config) -> Option<Arc<dyn Backend>> {
-    Some(Arc::new(super::wgpu::WgpuBackend::from_config(config)))
+fn wgpu_backend(config: &DeviceSettings) -> Option<Arc<dyn Backend>> {
+    Some(Arc::new(super::wgpu::WgpuBackend::from_settings(config)))
 }
 
 #[cfg(not(feature = "wgpu"))]
-fn wgpu_backend(_: &Config) -> Option<Arc<dyn Backend>> {
+fn wgpu_backend(_: &DeviceSettings) -> Option<Arc<dyn Backend>> {
     None
 }
 
 #[cfg(feature = "cuda")]
-fn cuda_backend(config: &Config) -> Option<Arc<dyn Backend>> {
-    Some(Arc::new(super::cuda::CudaBackend::from_config(config)))
+fn cuda_backend(config: &DeviceSettings) -> Option<Arc<dyn Backend>> {
+    Some(Arc::new(super::cuda::CudaBackend::from_settings(config)))
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_backend(_: &Config) -> Option<Arc<dyn Backend>> {
+fn cuda_backend(_: &DeviceSettings) -> Option<Arc<dyn Backend>> {
     None
 }

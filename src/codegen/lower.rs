@@ -366,7 +366,7 @@ impl<'a> Lower<'a> {
             AggKind::All => vec![c(Scalar::Bool(true))],
             AggKind::ArgMin | AggKind::ArgMax => vec![c(Scalar::zero(a.ty)), c(Scalar::U32(NONE))],
             AggKind::Min | AggKind::Max => {
-                let s = crate::backend::cpu_scalar::agg_identity(&a.kind, a.ty, &[]);
+                let s = crate::semantics::agg_identity(&a.kind, a.ty, &[]);
                 vec![c(s)]
             }
             AggKind::Custom(comb) => {

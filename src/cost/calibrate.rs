@@ -5,12 +5,12 @@
 //!   with the whole pool, the pool's wake-up cost, the cost of one block
 //!   operation and of a transcendental, page-fault cost of fresh outputs.
 //!   [`calibrate_cpu`] runs within a time budget,
-//!   [`Config::calibration_budget`](crate::runtime::Config) (200 ms by
+//!   `Config::calibration_budget` (200 ms by
 //!   default; the quick run needs ~50 ms on a quiet machine), in a thread
 //!   of its own: the first query waits for it at most three quarters of
 //!   the budget (the rest is the query's own first run) and otherwise goes
 //!   on with the priors, while the measurement finishes and is used from a
-//!   later query on; [`calibrate_full`] is the long, explicit run.
+//!   later query on; `runtime::calibrate_full` is the long, explicit run.
 //! * Devices: a device backend implements [`Calibrate`] (timed uploads,
 //!   downloads, an empty dispatch, a read kernel, a compile) and
 //!   [`calibrate_device`] fits a [`DeviceProfile`] from those timings
@@ -25,7 +25,7 @@
 
 use super::cache_file;
 use super::profile::{CpuProfile, DeviceProfile};
-use crate::backend::BackendKind;
+use crate::types::BackendKind;
 use parking_lot::{Condvar, Mutex};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -48,7 +48,7 @@ struct CalibrationFile {
     /// Device profiles by [`Calibrate::device_id`].
     devices: BTreeMap<String, DeviceProfile>,
     /// The device each device backend opened, by its
-    /// [`Backend::device_key`](crate::backend::Backend::device_key).
+    /// `Backend::device_key`.
     opened: BTreeMap<String, DeviceRecord>,
 }
 
@@ -247,28 +247,15 @@ pub fn host_profile(cache_dir: Option<&Path>, budget: Duration) -> CpuProfile {
     HOST.profile(cache_dir, budget, calibrate_cpu)
 }
 
-/// Runs the full CPU calibration (about two seconds: larger buffers, more
-/// repetitions, the pool's wake-up both back to back and after idling),
-/// makes it the process-wide profile that every engine's selector uses
-/// from its next query on (except those given a
-/// [`Config::cpu_profile`](crate::runtime::Config::cpu_profile)), and
-/// persists it in the cache directory of the process-wide engine (the
-/// environment's, unless [`set_engine`](crate::runtime::set_engine) gave
-/// another).
-///
-/// # Examples
-///
-/// ```no_run
-/// let cpu = computeq::cost::calibrate_full();
-/// println!("{:.1} GB/s on one thread", cpu.bandwidth_one / 1e9);
-/// ```
-pub fn calibrate_full() -> CpuProfile {
+/// Runs the full CPU calibration, makes it the process-wide profile and
+/// persists it in `cache_dir` (the body of `runtime::calibrate_full`).
+pub fn calibrate_full_into(cache_dir: Option<&Path>) -> CpuProfile {
     let cpu = measure_cpu(&Plan::full(), Instant::now() + Duration::from_secs(10));
     // A figure timed at zero on a coarse clock would be an infinite speed.
     let cpu = cpu.sanitized().0;
     HOST.publish(cpu.clone(), true, true);
-    if let Some(dir) = crate::runtime::global_cache_dir() {
-        persist(&dir, |f| {
+    if let Some(dir) = cache_dir {
+        persist(dir, |f| {
             f.cpu = Some(cpu.clone());
             f.cpu_full = true;
         });
@@ -382,7 +369,7 @@ fn llc_bytes() -> Option<f64> {
     best
 }
 
-/// Sum with 8 SIMD accumulators: the bandwidth-bound loop of DESIGN.md.
+/// Sum with 8 SIMD accumulators: the bandwidth-bound loop of docs/architecture.md.
 fn sum_wide(xs: &[f32]) -> f32 {
     use wide::f32x8;
     let mut acc = [f32x8::ZERO; 8];
@@ -731,7 +718,7 @@ pub fn calibrate_device(dev: &dyn Calibrate, budget: Duration) -> Option<DeviceP
 /// device (by [`Calibrate::device_id`]) was measured before, else measured
 /// within `budget` and persisted. The call the runtime makes once per
 /// device, then hands the result to
-/// [`Selector::set_device_profile`](crate::select::Selector::set_device_profile).
+/// `Selector::set_device_profile`.
 pub fn device_profile(
     dev: &dyn Calibrate,
     cache_dir: Option<&Path>,
@@ -764,7 +751,7 @@ pub(crate) fn persisted_device_profile(cache_dir: &Path, device_id: &str) -> Opt
 }
 
 /// The device that the backend with `key` (its
-/// [`Backend::device_key`](crate::backend::Backend::device_key)) opened in
+/// `Backend::device_key`) opened in
 /// an earlier process, with that device's persisted profile: both must be
 /// on file.
 pub fn recall_device(cache_dir: &Path, key: &str) -> Option<(DeviceRecord, DeviceProfile)> {

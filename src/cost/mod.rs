@@ -1,6 +1,6 @@
 //! The cost model: estimated seconds for running a workload on a backend,
 //! from device profiles. The built-in profiles are priors (the measured
-//! facts of DESIGN.md and common PCIe/launch figures) until calibration
+//! facts of docs/architecture.md and common PCIe/launch figures) until calibration
 //! replaces them with measurements of this machine ([`calibrate`]).
 //!
 //! Owns profiles, their calibration and persistence, and pricing; it never
@@ -13,7 +13,7 @@ mod profile;
 mod shape;
 
 pub use calibrate::{
-    calibrate_cpu, calibrate_device, calibrate_full, device_profile, recall_device,
+    calibrate_cpu, calibrate_device, calibrate_full_into, device_profile, recall_device,
     remember_device, Calibrate, DeviceRecord,
 };
 pub use model::{CostModel, Estimate, EstimateInput, Work, MAX_ESTIMATE, PRIOR_SELECTIVITY};

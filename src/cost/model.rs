@@ -6,8 +6,8 @@
 
 use super::profile::{CpuProfile, DeviceProfile};
 use super::shape::{PlanShape, StageEnd};
-use crate::backend::BackendKind;
 use crate::plan::{Residency, WorkloadCharacteristics};
+use crate::types::BackendKind;
 
 /// One estimate, split by component (all seconds).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

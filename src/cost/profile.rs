@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 #[serde(default)]
 pub struct CpuProfile {
     /// Read bandwidth of one thread from DRAM, bytes/s. Prior: 25 GB/s
-    /// (DESIGN.md: 23–33 GB/s with 8 SIMD accumulators).
+    /// (docs/architecture.md: 23–33 GB/s with 8 SIMD accumulators).
     pub bandwidth_one: f64,
     /// Read bandwidth of all threads from DRAM, bytes/s. Prior: 45 GB/s
     /// (44–57 GB/s).
@@ -34,7 +34,7 @@ pub struct CpuProfile {
     /// setup), seconds. Prior: 100 ns.
     pub simd_fixed: f64,
     /// Cost of waking the pool and joining it, seconds. Prior: 30 µs
-    /// (DESIGN.md: 14–40 µs from the main thread).
+    /// (docs/architecture.md: 14–40 µs from the main thread).
     pub pool_wakeup: f64,
     /// Seconds per element per operation of the reference interpreter.
     /// Prior: 6 ns.

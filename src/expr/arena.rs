@@ -4,8 +4,8 @@
 //! Nodes are appended in evaluation order: an operand always has a smaller
 //! index than its user, so walking the arena front to back evaluates it.
 
-use super::dtype::{DType, Scalar};
 use super::ops::{BinaryOp, UnaryOp};
+use crate::types::{DType, Scalar};
 use smallvec::SmallVec;
 use std::fmt;
 

@@ -2,8 +2,8 @@
 //! (arithmetic) and `Float` (math functions). Sealed: the set is fixed by
 //! what every backend implements.
 
-use super::dtype::{DType, Scalar};
-use crate::runtime::column::{Column, ColumnRef};
+use crate::types::{Column, ColumnRef};
+use crate::types::{DType, Scalar};
 
 mod sealed {
     pub trait Sealed {}

@@ -2,12 +2,14 @@
 //!
 //! `cpu-scalar` and constant folding evaluate through these functions, so
 //! they are the definition every other backend is tested against. The rules
-//! are those of DESIGN.md: integers wrap, integer division or remainder by
+//! are those of docs/architecture.md: integers wrap, integer division or remainder by
 //! zero gives 0, float→int casts saturate with NaN → 0, float `min`/`max`
 //! return the other operand when one is NaN.
 
-use super::dtype::Scalar;
+use super::arena::{ExprArena, Node, Value};
 use super::ops::{BinaryOp, UnaryOp};
+use crate::types::Scalar;
+use smallvec::SmallVec;
 
 /// `x` to the power `n` by binary exponentiation (the sequence of multiplies
 /// every backend reproduces); a negative `n` gives `1 / x^|n|`.
@@ -218,6 +220,53 @@ pub fn powi(x: Scalar, n: i32) -> Scalar {
                 p
             }
         }
+    }
+}
+
+/// Evaluates `program` up to `output` for one element.
+pub fn eval_program(
+    program: &ExprArena,
+    output: Value,
+    inputs: &[Scalar],
+    indices: &[u64],
+    params: &[Scalar],
+) -> Scalar {
+    let mut regs: SmallVec<[Scalar; 32]> = SmallVec::with_capacity(program.len());
+    eval_into(program, inputs, indices, params, &mut regs);
+    regs[output.index()]
+}
+
+/// Evaluates every node of `program` for one element into `regs` (by
+/// node index), reusing its allocation.
+pub fn eval_into(
+    program: &ExprArena,
+    inputs: &[Scalar],
+    indices: &[u64],
+    params: &[Scalar],
+    regs: &mut SmallVec<[Scalar; 32]>,
+) {
+    regs.clear();
+    for (_, n) in program.iter() {
+        let r = |v: Value| regs[v.index()];
+        let value = match n.node {
+            Node::Input(s) => inputs[s as usize],
+            Node::Index(e) => Scalar::U64(indices[e as usize]),
+            Node::Param(p) => params[p as usize],
+            Node::Const(c) => c,
+            Node::Unary(op, a) => unary(op, r(a)),
+            Node::Binary(op, a, b) => binary(op, r(a), r(b)),
+            Node::Select(c, a, b) => {
+                if r(c).as_bool() {
+                    r(a)
+                } else {
+                    r(b)
+                }
+            }
+            Node::MulAdd(a, b, c) => mul_add(r(a), r(b), r(c)),
+            Node::Cast(a) => r(a).cast(n.ty),
+            Node::Powi(a, k) => powi(r(a), k),
+        };
+        regs.push(value);
     }
 }
 

@@ -5,10 +5,10 @@
 //! run-time parameters, never constants: the plan is shared by every value.
 
 use super::arena::{Node, Value};
-use super::dtype::Scalar;
 use super::element::{Element, Float, Numeric};
 use super::ops::{BinaryOp, UnaryOp};
 use super::trace;
+use crate::types::Scalar;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops;
@@ -325,7 +325,7 @@ pub trait Shape: Copy {
     /// Rebuilds from column handles (`vals.len() == WIDTH`).
     fn from_values(vals: &[Value], arena_id: u32) -> Self;
     /// Rebuilds host values from one output column per width.
-    fn host_from_columns(cols: &mut Vec<crate::runtime::column::Column>) -> Vec<Self::Host>;
+    fn host_from_columns(cols: &mut Vec<crate::types::Column>) -> Vec<Self::Host>;
     /// Host value from scalars (one per column).
     fn host_from_scalars(s: &[Scalar]) -> Self::Host;
 }
@@ -342,7 +342,7 @@ impl<T: Element> Shape for Expr<T> {
     fn from_values(vals: &[Value], arena_id: u32) -> Self {
         Expr::from_parts(vals[0], arena_id)
     }
-    fn host_from_columns(cols: &mut Vec<crate::runtime::column::Column>) -> Vec<T> {
+    fn host_from_columns(cols: &mut Vec<crate::types::Column>) -> Vec<T> {
         T::from_column(cols.remove(0))
     }
     fn host_from_scalars(s: &[Scalar]) -> T {
@@ -367,7 +367,7 @@ impl<A: Shape, B: Shape> Shape for (A, B) {
             B::from_values(&vals[A::WIDTH..], arena_id),
         )
     }
-    fn host_from_columns(cols: &mut Vec<crate::runtime::column::Column>) -> Vec<Self::Host> {
+    fn host_from_columns(cols: &mut Vec<crate::types::Column>) -> Vec<Self::Host> {
         let a = A::host_from_columns(cols);
         let b = B::host_from_columns(cols);
         a.into_iter().zip(b).collect()

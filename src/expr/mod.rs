@@ -4,15 +4,14 @@
 //! This module knows nothing about streams, plans or backends.
 
 mod arena;
-mod dtype;
 mod element;
 pub mod eval;
 mod handle;
 mod ops;
 pub(crate) mod trace;
 
+pub use crate::types::{DType, Scalar};
 pub use arena::{ExprArena, Node, NodeData, Value, VerifyError};
-pub use dtype::{DType, Scalar};
 pub use element::{Element, Float, Numeric};
 pub use handle::{Expr, IntoExpr, Shape};
 pub use ops::{BinaryOp, UnaryOp};

@@ -3,7 +3,7 @@
 //! Each kind is an enum with methods (`is_comparison`, `result_type`); no
 //! code anywhere matches operation names as strings.
 
-use super::dtype::DType;
+use crate::types::DType;
 use std::fmt;
 
 /// One-operand operations.

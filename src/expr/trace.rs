@@ -6,7 +6,7 @@
 //! closure that panics leaves nothing behind.
 
 use super::arena::{ExprArena, Node, NodeData, Value};
-use super::dtype::{DType, Scalar};
+use crate::types::{DType, Scalar};
 use smallvec::SmallVec;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};

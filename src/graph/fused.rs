@@ -4,7 +4,7 @@
 use super::logical::{LogicalAgg, TracedCombine};
 use super::Stream;
 use crate::expr::Value;
-use crate::plan::RangeOp;
+use crate::semantics::RangeOp;
 use smallvec::SmallVec;
 
 /// Where an input slot of a fused node reads.
@@ -68,7 +68,7 @@ impl FusedStage {
     /// forces a compaction before it).
     pub fn has_arg_aggregate(&self) -> bool {
         matches!(&self.terminal, FusedTerminal::Reduce(aggs)
-            if aggs.iter().any(|a| matches!(a.kind, crate::plan::AggKind::ArgMin | crate::plan::AggKind::ArgMax)))
+            if aggs.iter().any(|a| matches!(a.kind, crate::semantics::AggKind::ArgMin | crate::semantics::AggKind::ArgMax)))
     }
 
     /// Whether the range has anything besides joins of every slot.

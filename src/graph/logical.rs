@@ -6,7 +6,7 @@
 //! two queries with equal records share one optimized plan.
 
 use crate::expr::{DType, ExprArena, Params, Value};
-use crate::plan::AggKind;
+use crate::semantics::AggKind;
 use smallvec::SmallVec;
 
 /// A stream feeding the query: an input column or a scan's output.

@@ -1,7 +1,7 @@
 //! `ExecutionMetrics`: everything measured about one run.
 
 use super::{fmt_bytes, fmt_duration};
-use crate::backend::{BackendKind, Phase, TimingSource};
+use crate::types::{BackendKind, Phase, TimingSource};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::fmt;

@@ -3,11 +3,9 @@
 //! candidates, decision, recommendations and optionally measured metrics.
 
 mod execution;
-mod explain;
 
 pub(crate) use execution::secs;
 pub use execution::{Attempt, CandidateEstimate, ExecutionMetrics, PhaseTimes, SelectionReason};
-pub use explain::Explain;
 
 /// Formats a duration compactly: `850ns`, `12.3µs`, `4.56ms`, `1.20s`.
 pub fn fmt_duration(d: std::time::Duration) -> String {

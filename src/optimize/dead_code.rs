@@ -89,8 +89,8 @@ impl Pass for DeadCode {
                 .range
                 .iter()
                 .filter_map(|r| match *r {
-                    crate::plan::RangeOp::Join(s) => {
-                        renumber[s as usize].map(crate::plan::RangeOp::Join)
+                    crate::semantics::RangeOp::Join(s) => {
+                        renumber[s as usize].map(crate::semantics::RangeOp::Join)
                     }
                     other => Some(other),
                 })

@@ -76,9 +76,9 @@ mod tests {
     fn fused(mut q: crate::query::Query<'_, crate::expr::Expr<f32>>, argmin: bool) -> OpGraph {
         let mut trace = std::mem::take(&mut q.traced.trace);
         let kind = if argmin {
-            crate::plan::AggKind::ArgMin
+            crate::semantics::AggKind::ArgMin
         } else {
-            crate::plan::AggKind::Sum
+            crate::semantics::AggKind::Sum
         };
         trace.terminal = Some(LogicalTerminal::Reduce(smallvec::smallvec![
             crate::graph::LogicalAgg {

@@ -12,7 +12,7 @@ use crate::expr::{BinaryOp, Node, Value};
 use crate::graph::{
     FusedStage, FusedTerminal, LogicalOp, LogicalTerminal, OpGraph, OpNode, SlotSource,
 };
-use crate::plan::RangeOp;
+use crate::semantics::RangeOp;
 use smallvec::SmallVec;
 
 /// The fusion rule.

@@ -3,6 +3,7 @@
 //! Produced by `optimize`, read by `cost`, `select`, `codegen` and the
 //! backends; nothing downstream changes a plan.
 
+mod compiled;
 mod stage;
 
 pub use stage::{
@@ -13,5 +14,6 @@ pub use stage::{
 mod lower;
 mod workload;
 
+pub use compiled::{CompiledPlan, PlanReport};
 pub use lower::{lower, verify};
 pub use workload::{PlanStatics, Residency, WorkloadCharacteristics};

@@ -5,6 +5,8 @@
 //! Stages are produced by the optimizer and never changed afterwards; the
 //! backends may only read them.
 
+pub use crate::semantics::{AggKind, Aggregate, Combine, RangeOp, ScanOp};
+
 use crate::expr::{DType, ExprArena, Params, Scalar, Value};
 use smallvec::SmallVec;
 use std::fmt;
@@ -23,24 +25,6 @@ pub enum StageInput {
     },
 }
 
-/// One step of the run-time range computation of a stage.
-///
-/// A stage's logical positions are `0..len`; input slot `s` at position `k`
-/// reads element `k + offset[s]` and enumerate slot `e` yields
-/// `k + index_offset[e]`. The steps are replayed at run time because the
-/// `skip`/`take` counts are parameters.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum RangeOp {
-    /// Input slot `s` joins (source or zip): `len = min(len, len(s))`.
-    Join(u16),
-    /// Enumerate slot `e` starts counting here.
-    Enumerate(u16),
-    /// `skip(n)` with `n` in parameter slot `p` (a `u64`).
-    Skip(u16),
-    /// `take(n)` with `n` in parameter slot `p` (a `u64`).
-    Take(u16),
-}
-
 /// The resolved range of one stage run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StageRange {
@@ -50,93 +34,6 @@ pub struct StageRange {
     pub offsets: SmallVec<[usize; 4]>,
     /// Per enumerate slot: the index yielded at position 0.
     pub index_offsets: SmallVec<[u64; 2]>,
-}
-
-/// A two-operand program `(a, b) -> c` for `reduce` and `scan`: slot 0 of
-/// `Input` is the accumulator, slot 1 the element.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Combine {
-    /// The program; `Param` nodes use the query's parameter slots.
-    pub program: ExprArena,
-    /// Its result.
-    pub output: Value,
-    /// Parameter slot holding the identity value.
-    pub identity: u16,
-}
-
-impl Combine {
-    /// Evaluates the combine with the reference semantics.
-    pub fn eval(&self, a: Scalar, b: Scalar, params: &[Scalar]) -> Scalar {
-        crate::backend::cpu_scalar::eval_program(&self.program, self.output, &[a, b], &[], params)
-    }
-}
-
-/// The kinds of aggregate a reduce terminal computes.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum AggKind {
-    /// Sum (wrapping for integers). Result type: the column's.
-    Sum,
-    /// Minimum; float NaNs are skipped, all-NaN gives NaN. Result: the column's type.
-    Min,
-    /// Maximum; float NaNs are skipped, all-NaN gives NaN. Result: the column's type.
-    Max,
-    /// Number of surviving elements. No column. Result: `u64`.
-    Count,
-    /// Position of the first minimum (NaNs skipped; all-NaN gives 0). Result: `u64`.
-    ArgMin,
-    /// Position of the first maximum (NaNs skipped; all-NaN gives 0). Result: `u64`.
-    ArgMax,
-    /// Whether any surviving element's boolean column is true. Result: `bool`.
-    Any,
-    /// Whether every surviving element's boolean column is true. Result: `bool`.
-    All,
-    /// A user combine, applied left to right within a block and over block
-    /// results in order. Result: the column's type.
-    Custom(Combine),
-}
-
-impl AggKind {
-    /// The text-form name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            AggKind::Sum => "sum",
-            AggKind::Min => "min",
-            AggKind::Max => "max",
-            AggKind::Count => "count",
-            AggKind::ArgMin => "argmin",
-            AggKind::ArgMax => "argmax",
-            AggKind::Any => "any",
-            AggKind::All => "all",
-            AggKind::Custom(_) => "reduce",
-        }
-    }
-
-    /// Type of the result for a column of type `column`.
-    pub fn result_type(&self, column: Option<DType>) -> DType {
-        match self {
-            AggKind::Count | AggKind::ArgMin | AggKind::ArgMax => DType::U64,
-            AggKind::Any | AggKind::All => DType::Bool,
-            _ => column.expect("aggregate without a column"),
-        }
-    }
-}
-
-/// One aggregate of a reduce terminal.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Aggregate {
-    /// What to compute.
-    pub kind: AggKind,
-    /// The column aggregated (`None` only for `Count`).
-    pub column: Option<Value>,
-}
-
-/// The scan operator.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum ScanOp {
-    /// Running sum (wrapping for integers).
-    Sum,
-    /// A user combine with its identity.
-    Custom(Combine),
 }
 
 /// How a stage ends.
@@ -294,7 +191,7 @@ pub enum PlanOutput {
     /// One scalar per aggregate of the final reduce, in order.
     Aggregates(SmallVec<[Scalar; 4]>),
     /// One column per output of the final collect or scan.
-    Columns(Vec<crate::runtime::column::Column>),
+    Columns(Vec<crate::types::Column>),
 }
 
 impl fmt::Display for Stage {

@@ -3,8 +3,8 @@
 //! actual inputs — the selector never guesses the size.
 
 use super::stage::{PhysicalPlan, Terminal};
-use crate::backend::{BackendKind, Input};
 use crate::expr::Node;
+use crate::types::{BackendKind, Input};
 
 /// Where a run's inputs live.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

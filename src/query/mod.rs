@@ -15,14 +15,13 @@ mod scan;
 mod source;
 mod take_skip;
 mod terminal;
-mod traced;
 mod zip;
 
+pub(crate) use crate::runtime::TracedBox;
 pub use device::{DeviceArray, ToDevice};
 pub use mode::{Analyze, ExplainOnly, Measured, Mode, Run, Try};
 pub use source::{Compute, IntoSource};
 pub use terminal::Stats;
-pub(crate) use traced::TracedBox;
 
 use crate::backend::{BackendKind, Input};
 use crate::expr::trace;
@@ -34,16 +33,7 @@ use smallvec::SmallVec;
 use std::fmt;
 use std::marker::PhantomData;
 
-/// Per-query settings.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QueryOptions {
-    /// Run on this backend (overrides selection and `COMPUTEQ_BACKEND`).
-    pub backend: Option<BackendKind>,
-    /// Do not retry on another backend when the chosen one fails.
-    pub no_fallback: bool,
-    /// Keep a collected result on the device when it ran on one.
-    pub keep_on_device: bool,
-}
+pub use crate::runtime::QueryOptions;
 
 /// A lazy query over one or more input columns.
 ///

@@ -3,7 +3,8 @@
 //! measured metrics (`Analyze`). One terminal definition serves every mode.
 
 use crate::error::Error;
-use crate::metrics::{ExecutionMetrics, Explain};
+use crate::explain::Explain;
+use crate::metrics::ExecutionMetrics;
 use crate::plan::PlanOutput;
 use crate::runtime::executor::{self, Prepared};
 

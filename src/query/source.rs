@@ -59,3 +59,10 @@ pub trait Compute<'a>: IntoSource<'a> + Sized {
 }
 
 impl<'a, S: IntoSource<'a>> Compute<'a> for S {}
+
+impl crate::runtime::Engine {
+    /// Starts a query over `source` on this engine.
+    pub fn query<'a, S: IntoSource<'a>>(&'a self, source: S) -> Query<'a, Expr<S::Elem>> {
+        Query::new(self, source.into_input())
+    }
+}

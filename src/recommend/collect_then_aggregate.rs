@@ -45,11 +45,11 @@ impl Rule for CollectThenAggregateRule {
 
 #[cfg(test)]
 mod tests {
-    use crate::backend::Input;
     use crate::prelude::*;
     use crate::recommend::testing::{analyzed_with, kinds};
     use crate::recommend::{OutputTracker, RecommendationKind::*};
-    use crate::runtime::column::{Column, ColumnRef};
+    use crate::types::Input;
+    use crate::types::{Column, ColumnRef};
     use std::time::Duration;
 
     fn filtered(xs: &[f32], tracker: &OutputTracker) -> Vec<f32> {

@@ -10,9 +10,9 @@
 //! allocation of the same length and type, so advice built on it says
 //! "appears to".
 
-use crate::backend::Input;
 use crate::expr::DType;
 use crate::plan::{PhysicalPlan, PlanOutput, Terminal};
+use crate::types::Input;
 use parking_lot::Mutex;
 use std::time::Duration;
 

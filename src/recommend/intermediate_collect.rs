@@ -36,12 +36,12 @@ impl Rule for IntermediateCollectRule {
 
 #[cfg(test)]
 mod tests {
-    use crate::backend::Input;
     use crate::expr::DType;
     use crate::prelude::*;
     use crate::recommend::testing::{analyzed_with, kinds};
     use crate::recommend::{OutputTracker, RecommendationKind::*};
-    use crate::runtime::column::{Column, ColumnRef};
+    use crate::types::Input;
+    use crate::types::{Column, ColumnRef};
     use std::time::Duration;
 
     /// Collects `xs * 2` and records it as a run of the engine would.

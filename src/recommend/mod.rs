@@ -91,7 +91,7 @@ pub struct Context<'a> {
     /// Every candidate's estimate.
     pub estimates: &'a [CandidateEstimate],
     /// The backend chosen (or that ran).
-    pub backend: crate::backend::BackendKind,
+    pub backend: crate::types::BackendKind,
     /// Metrics of the run, after one.
     pub metrics: Option<&'a ExecutionMetrics>,
 }
@@ -135,7 +135,7 @@ pub fn recommend_with(cx: &Context<'_>, ev: &Evidence<'_>) -> Vec<Recommendation
     out
 }
 
-fn estimate_of(cx: &Context<'_>, k: crate::backend::BackendKind) -> Option<f64> {
+fn estimate_of(cx: &Context<'_>, k: crate::types::BackendKind) -> Option<f64> {
     cx.estimates
         .iter()
         .find(|e| e.backend == k)
@@ -148,13 +148,13 @@ pub(crate) mod testing {
     use crate::prelude::*;
 
     /// The context of an explain-analyze of a real query.
-    pub fn analyzed(e: &crate::metrics::Explain) -> Vec<Recommendation> {
+    pub fn analyzed(e: &crate::explain::Explain) -> Vec<Recommendation> {
         analyzed_with(e, None)
     }
 
     /// The same with the declined backends of the explain and a producer.
     pub fn analyzed_with(
-        e: &crate::metrics::Explain,
+        e: &crate::explain::Explain,
         producer: Option<Produced>,
     ) -> Vec<Recommendation> {
         recommend_with(
@@ -200,8 +200,8 @@ pub(crate) mod testing {
         fn execute(
             &self,
             job: &crate::backend::Job<'_>,
-            stats: &mut crate::backend::RunStats,
-        ) -> Result<crate::plan::PlanOutput, crate::backend::BackendError> {
+            stats: &mut crate::types::RunStats,
+        ) -> Result<crate::plan::PlanOutput, crate::types::BackendError> {
             let t = std::time::Instant::now();
             let out = crate::backend::cpu_scalar::CpuScalar.execute(job, stats)?;
             stats.execute = t.elapsed();

@@ -2,8 +2,8 @@
 //! is estimated faster: the pool's wake-up cost was not repaid.
 
 use super::{estimate_of, Context, Recommendation, RecommendationKind, Rule, Severity};
-use crate::backend::BackendKind;
 use crate::metrics::fmt_duration;
+use crate::types::BackendKind;
 
 /// See the module doc.
 pub struct ParallelLostRule;

@@ -2,7 +2,7 @@
 //! backend is estimated faster: launches and transfers dominate.
 
 use super::{estimate_of, Context, Recommendation, RecommendationKind, Rule, Severity};
-use crate::backend::BackendKind;
+use crate::types::BackendKind;
 
 /// See the module doc.
 pub struct SmallDeviceInputRule;

@@ -34,7 +34,7 @@ mod tests {
     use crate::recommend::RecommendationKind::TransfersDominate;
     use std::time::Duration;
 
-    fn run(transfer: Duration) -> crate::metrics::Explain {
+    fn run(transfer: Duration) -> crate::explain::Explain {
         let e = engine_with(FakeDevice {
             transfer,
             no_wide: false,

@@ -3,7 +3,7 @@
 //! (`SHADER_F64`, `SHADER_INT64`; WebGPU and GL never have them).
 
 use super::{Context, Evidence, Recommendation, RecommendationKind, Rule, Severity};
-use crate::backend::Phase;
+use crate::types::Phase;
 
 /// See the module doc.
 pub struct UnsupportedTypeRule;

@@ -52,7 +52,7 @@ pub struct Config {
     /// it, and the first query waits for it at most three quarters of it
     /// (then goes on with the priors); zero keeps the built-in priors.
     /// `COMPUTEQ_CALIBRATION_MS`. Default: 200 ms (the quick calibration
-    /// usually needs ~50 ms; [`crate::cost::calibrate_full`] runs the long
+    /// usually needs ~50 ms; [`calibrate_full`](super::calibrate_full) runs the long
     /// one explicitly).
     pub calibration_budget: Duration,
     /// Measurements of a (plan, size, backend) needed before history alone
@@ -244,6 +244,19 @@ fn fault_known(entry: &str) -> bool {
 }
 
 impl Config {
+    /// The selector's share of these settings.
+    pub fn learning_settings(&self) -> crate::select::LearningSettings {
+        crate::select::LearningSettings {
+            learn: self.learn,
+            min_samples: self.history_min_samples.max(1),
+            explore_ratio: self.explore_ratio,
+            cache_dir: self.cache_dir.clone(),
+            calibration_budget: self.calibration_budget,
+            cpu_profile: self.cpu_profile.clone(),
+            history_capacity: self.history_capacity,
+        }
+    }
+
     /// Defaults overridden by `COMPUTEQ_BACKEND`, `COMPUTEQ_DISABLE`,
     /// `COMPUTEQ_LEARN`, `COMPUTEQ_CACHE_DIR` (or `XDG_CACHE_HOME`, `HOME`),
     /// `COMPUTEQ_CALIBRATION_MS`, `COMPUTEQ_EXPLORE`,
@@ -380,6 +393,16 @@ impl Config {
             self.faults.join(",")
         } else {
             String::new()
+        }
+    }
+
+    /// The device backends' share of these settings (faults only when
+    /// fault injection is on).
+    pub fn device_settings(&self) -> crate::backend::DeviceSettings {
+        crate::backend::DeviceSettings {
+            faults: self.injected_faults(),
+            wgpu_subgroups: self.wgpu_subgroups,
+            wgpu_timestamps: self.wgpu_timestamps,
         }
     }
 }

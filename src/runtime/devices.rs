@@ -19,7 +19,7 @@
 use crate::backend::{Availability, Backend, BackendKind, Phase};
 use crate::cost::{DeviceProfile, DeviceRecord};
 use crate::metrics::Attempt;
-use crate::runtime::compiled::CompiledPlan;
+use crate::plan::CompiledPlan;
 use crate::runtime::{Config, Engine};
 use crate::select::Selector;
 use parking_lot::{Condvar, Mutex};
@@ -96,10 +96,9 @@ impl Devices {
 
     /// Slots for a probe's private engine: it never probes.
     fn quiet() -> Devices {
-        Devices {
-            quiet: true,
-            ..Devices::new()
-        }
+        let mut d = Devices::new();
+        d.quiet = true;
+        d
     }
 
     /// Whether the device backend `b`, not forced by the query, is a
@@ -132,7 +131,7 @@ impl Devices {
             }
             // A plan the device cannot run is declined for that reason
             // first: it tells the user more than a probe under way.
-            plan.supported_by(&**b)
+            plan.supported_by(b.kind(), |p| b.supports(p))
                 .map_err(|why| declined(Phase::Support, why.into_owned()))?;
             if !slot.priced.load(Ordering::Acquire) {
                 *probe = true;
@@ -367,6 +366,30 @@ impl Default for Devices {
     }
 }
 
+/// An engine that goes away waits (at most [`EXIT_WAIT`]) for the probes
+/// it started: a probe left running may still be inside the driver when
+/// the program exits, and the exit handlers of [`register_exit_wait`]
+/// cannot cover the first opening of a device (a driver that loads LLVM,
+/// as Mesa's lavapipe does, registers exit handlers during that opening,
+/// which then run before ours: a test binary whose last engine had just
+/// started a probe crashed at exit in about one run of fifteen).
+impl Drop for Devices {
+    fn drop(&mut self) {
+        let deadline = std::time::Instant::now() + EXIT_WAIT;
+        for slot in &self.slots {
+            let mut probing = slot.probing.lock();
+            while *probing {
+                if slot.probed.wait_until(&mut probing, deadline).timed_out() {
+                    tracing::warn!(
+                        "computeq: an engine went away with a device probe still running"
+                    );
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// Opens the device, prices it (its persisted profile, else measured
 /// within the budget through a private engine, else what the device says
 /// of its class), hands the price to the selector and remembers the
@@ -413,7 +436,7 @@ fn price(
     register_exit_wait(&AFTER_OPEN);
     if let Availability::Available = available {
         let private = probe_engine(backend);
-        let measured = match backend.calibrator(&private) {
+        let measured = match backend.calibrator(&ProbeQueries(&private)) {
             Some(c) if budget.is_zero() => {
                 // Zero budget: what is on file for this device, nothing
                 // measured.
@@ -447,6 +470,42 @@ fn price(
 
 /// The engine a probe measures a device through: the device's own
 /// backend, nothing persisted or learned, a run log no one reads.
+/// A device calibrator's probe queries, run on the private engine of
+/// [`probe_engine`].
+struct ProbeQueries<'e>(&'e Engine);
+
+impl crate::backend::ProbeRunner for ProbeQueries<'_> {
+    fn run(
+        &self,
+        backend: BackendKind,
+        probe: crate::backend::Probe<'_>,
+    ) -> crate::metrics::ExecutionMetrics {
+        use crate::backend::Probe;
+        let q = |xs| self.0.query(xs).on(backend).with_metrics();
+        match probe {
+            Probe::Sum(xs) => q(xs).sum().1,
+            Probe::MulAdds(xs, ops) => {
+                q(xs)
+                    .map(move |x| {
+                        let mut y = x;
+                        for _ in 0..ops / 2 {
+                            y = y * 1.000_001 + 0.5;
+                        }
+                        y
+                    })
+                    .sum()
+                    .1
+            }
+            Probe::Scale(xs, k) => {
+                q(xs)
+                    .map(move |x| x * crate::expr::Expr::constant(k))
+                    .sum()
+                    .1
+            }
+        }
+    }
+}
+
 fn probe_engine(backend: &Arc<dyn Backend>) -> Engine {
     let mut engine = Engine::with_config(Config {
         cache_dir: None,
@@ -461,4 +520,28 @@ fn probe_engine(backend: &Arc<dyn Backend>) -> Engine {
     .with_backend(backend.clone());
     engine.devices = Devices::quiet();
     engine
+}
+
+#[cfg(all(test, feature = "wgpu"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_engine_that_goes_away_waits_for_its_device_probe() {
+        let engine = Engine::with_config(Config::default());
+        let slot = engine.devices.slots[BackendKind::Wgpu.index()].clone();
+        // Large enough to make the device worth a probe, which this query
+        // starts in the background.
+        let xs = vec![1.0f32; 1 << 16];
+        assert_eq!(engine.query(&xs).sum(), 65536.0);
+        let started = *slot.probing.lock();
+        drop(engine);
+        assert!(
+            !*slot.probing.lock(),
+            "the engine is gone and its device probe still runs"
+        );
+        if !started {
+            println!("note: no device probe was under way after the query (it ended first)");
+        }
+    }
 }

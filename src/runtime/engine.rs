@@ -25,9 +25,7 @@ use super::config::{Config, ConfigWarning};
 use super::plan_cache::PlanCache;
 use super::run_log::RunLog;
 use crate::backend::{Availability, Backend, BackendKind};
-use crate::expr::Expr;
 use crate::metrics::ExecutionMetrics;
-use crate::query::{IntoSource, Query};
 use crate::select::Selector;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -109,6 +107,23 @@ pub(crate) fn global_cache_dir() -> Option<std::path::PathBuf> {
     }
 }
 
+/// Runs the full CPU calibration (about two seconds: larger buffers, more
+/// repetitions, the pool's wake-up both back to back and after idling),
+/// makes it the process-wide profile that every engine's selector uses
+/// from its next query on (except those given a [`Config::cpu_profile`]),
+/// and persists it in the cache directory of the process-wide engine (the
+/// environment's, unless [`set_engine`] gave another).
+///
+/// # Examples
+///
+/// ```no_run
+/// let cpu = computeq::runtime::calibrate_full();
+/// println!("{:.1} GB/s on one thread", cpu.bandwidth_one / 1e9);
+/// ```
+pub fn calibrate_full() -> crate::cost::CpuProfile {
+    crate::cost::calibrate_full_into(global_cache_dir().as_deref())
+}
+
 /// Makes `engine` the process-wide engine of [`engine()`] and
 /// `.compute()`, when none exists yet: for programs that configure it in
 /// code (a cache directory of their own, fault injection, a forced
@@ -172,11 +187,11 @@ impl Engine {
             );
         }
         Engine {
-            selector: Arc::from(crate::select::default_selector(&config)),
+            selector: Arc::from(crate::select::default_selector(config.learning_settings())),
             log: RunLog::new(config.run_log_capacity),
             plans: PlanCache::new(config.plan_cache_capacity),
             config_warnings: Vec::new(),
-            backends: crate::backend::default_backends(&config),
+            backends: crate::backend::default_backends(&config.device_settings()),
             config,
             runs: AtomicU64::new(0),
             devices: Default::default(),
@@ -204,11 +219,6 @@ impl Engine {
     pub fn with_selector(mut self, selector: Box<dyn Selector>) -> Engine {
         self.selector = Arc::from(selector);
         self
-    }
-
-    /// Starts a query over `source` on this engine.
-    pub fn query<'a, S: IntoSource<'a>>(&'a self, source: S) -> Query<'a, Expr<S::Elem>> {
-        Query::new(self, source.into_input())
     }
 
     /// The settings.
@@ -467,13 +477,13 @@ mod tests {
                 use crate::backend::Availability;
                 // The backends an engine is made with (`default_backends`).
                 assert_eq!(
-                    WgpuBackend::from_config(e.config()).faults(),
+                    WgpuBackend::from_settings(&e.config().device_settings()).faults(),
                     FaultPlan::NONE
                 );
                 assert_eq!(WgpuBackend::default().faults(), FaultPlan::NONE);
                 let opted = Config::from_env().unwrap().with_fault_injection(true);
                 assert_eq!(
-                    WgpuBackend::from_config(&opted).faults(),
+                    WgpuBackend::from_settings(&opted.device_settings()).faults(),
                     FaultPlan {
                         compile: true,
                         ..FaultPlan::NONE

@@ -5,23 +5,34 @@
 //! attempt and the next backend in the decision's order runs the same plan.
 
 use super::clock::Tick;
-use super::compiled::CompiledPlan;
 use super::Engine;
 use crate::backend::{Availability, BackendError, BackendKind, Input, Job, Phase, RunStats};
 use crate::error::{Error, ErrorKind};
-use crate::metrics::{Attempt, ExecutionMetrics, Explain, PhaseTimes, SelectionReason};
+use crate::explain::Explain;
+use crate::metrics::{Attempt, ExecutionMetrics, PhaseTimes, SelectionReason};
+use crate::plan::CompiledPlan;
 use crate::plan::{PlanOutput, WorkloadCharacteristics};
-use crate::query::QueryOptions;
 use crate::recommend;
 use crate::select::{Decision, Forced, SelectionInput};
 use smallvec::SmallVec;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Per-query settings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryOptions {
+    /// Run on this backend (overrides selection and `COMPUTEQ_BACKEND`).
+    pub backend: Option<BackendKind>,
+    /// Do not retry on another backend when the chosen one fails.
+    pub no_fallback: bool,
+    /// Keep a collected result on the device when it ran on one.
+    pub keep_on_device: bool,
+}
+
 /// A query ready to plan and run (built by a terminal).
 pub struct Prepared<'a> {
     pub(crate) engine: &'a Engine,
-    pub(crate) traced: crate::query::TracedBox,
+    pub(crate) traced: super::TracedBox,
     pub(crate) inputs: SmallVec<[Input<'a>; 2]>,
     pub(crate) options: QueryOptions,
     pub(crate) started: Tick,
@@ -178,7 +189,7 @@ fn check(engine: &Engine, kind: BackendKind, plan: &CompiledPlan) -> Result<(), 
     if let Availability::Unavailable(why) = b.availability() {
         return Err(declined(Phase::Init, why));
     }
-    plan.supported_by(&**b)
+    plan.supported_by(b.kind(), |p| b.supports(p))
         .map_err(|why| declined(Phase::Support, why))
 }
 
@@ -245,7 +256,7 @@ fn output_size(out: &PlanOutput) -> (u64, u64) {
 }
 
 /// Rows and bytes of host result columns.
-fn columns_size(cols: &[crate::runtime::column::Column]) -> (u64, u64) {
+fn columns_size(cols: &[crate::types::Column]) -> (u64, u64) {
     (
         cols.first().map_or(0, |c| c.len() as u64),
         cols.iter().map(|c| c.byte_len() as u64).sum(),
@@ -257,7 +268,7 @@ pub enum Collected {
     /// On the device that ran the query.
     Device(Vec<Arc<dyn crate::backend::DeviceColumn>>),
     /// On the host (a CPU backend ran it, or a device fell back).
-    Host(Vec<crate::runtime::column::Column>),
+    Host(Vec<crate::types::Column>),
 }
 
 /// Runs a collect query keeping the result on the device when a device

@@ -4,19 +4,19 @@
 //! that cross into backends.
 
 pub(crate) mod clock;
-pub mod column;
-pub mod compiled;
 mod config;
 mod devices;
 mod engine;
 pub(crate) mod executor;
 mod plan_cache;
 mod run_log;
+mod traced;
 
 pub use config::{parse_switch, Config, ConfigWarning, FAULTS};
 #[cfg(test)]
 pub(crate) use engine::finishes_within;
-pub(crate) use engine::global_cache_dir;
-pub use engine::{engine, set_engine, Engine};
+pub use engine::{calibrate_full, engine, set_engine, Engine};
+pub use executor::QueryOptions;
 pub use plan_cache::{fingerprint, PlanCache};
 pub use run_log::RunLog;
+pub(crate) use traced::TracedBox;

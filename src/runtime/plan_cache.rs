@@ -14,8 +14,8 @@
 //! device backend's artifacts cannot be dropped while thread-locals are
 //! torn down).
 
-use super::compiled::{CompiledPlan, PlanReport};
 use crate::graph::{OpGraph, QueryTrace};
+use crate::plan::{CompiledPlan, PlanReport};
 use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::collections::HashMap;

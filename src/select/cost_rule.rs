@@ -60,7 +60,7 @@ impl Selector for CostRule {
         drop(model);
         let mut by_cost = estimates.clone();
         by_cost.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
-        let mut order: SmallVec<[crate::backend::BackendKind; 5]> =
+        let mut order: SmallVec<[crate::types::BackendKind; 5]> =
             by_cost.iter().map(|e| e.backend).collect();
         let reason = match input.forced {
             Some(f) => {

@@ -9,13 +9,13 @@
 //! run count before which the backend is not retried.
 //!
 //! Bounded: at most [`History::capacity`] plans
-//! ([`Config::history_capacity`](crate::runtime::Config::history_capacity)),
+//! (`Config::history_capacity`),
 //! the least recently used evicted first. Plans changed since the
 //! persister's last snapshot are listed, so a snapshot copies only them.
 
-use crate::backend::BackendKind;
 use crate::cost::PlanShape;
 use crate::plan::{Residency, WorkloadCharacteristics};
+use crate::types::BackendKind;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;

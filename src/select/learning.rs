@@ -31,7 +31,7 @@
 //! happens in a background thread ([`super::persist`]).
 //!
 //! Two locks, never one inside the other (the rule of
-//! [`crate::runtime::Engine`]): the history's mutex and the model's
+//! `Engine`): the history's mutex and the model's
 //! `RwLock`. Pricing a plan needs the model, so a query whose memoized
 //! prices are stale lets go of the history, prices, and takes it again;
 //! explain's settings copy the model before they count the history. (Held
@@ -42,13 +42,12 @@
 use super::history::{size_bucket, Bucket, EstimateMemo, History, PlanHistory};
 use super::persist::Persister;
 use super::{Decision, Forced, SelectionInput, Selector};
-use crate::backend::{BackendKind, Phase};
 use crate::cost::{
     calibrate, CostModel, DeviceProfile, EstimateInput, PlanShape, PRIOR_SELECTIVITY,
 };
 use crate::metrics::{CandidateEstimate, ExecutionMetrics, SelectionReason};
 use crate::plan::WorkloadCharacteristics;
-use crate::runtime::Config;
+use crate::types::{BackendKind, Phase};
 use parking_lot::{Mutex, RwLock};
 use smallvec::SmallVec;
 use std::path::PathBuf;
@@ -131,21 +130,6 @@ pub struct LearningSettings {
     pub history_capacity: usize,
 }
 
-impl LearningSettings {
-    /// The settings of `config`.
-    pub fn from_config(c: &Config) -> LearningSettings {
-        LearningSettings {
-            learn: c.learn,
-            min_samples: c.history_min_samples.max(1),
-            explore_ratio: c.explore_ratio,
-            cache_dir: c.cache_dir.clone(),
-            calibration_budget: c.calibration_budget,
-            cpu_profile: c.cpu_profile.clone(),
-            history_capacity: c.history_capacity,
-        }
-    }
-}
-
 /// State shared with the background persister.
 #[derive(Debug, Default)]
 pub(crate) struct Shared {
@@ -201,11 +185,6 @@ impl LearningSelector {
             shared,
             persister,
         }
-    }
-
-    /// A selector for `config`.
-    pub fn from_config(config: &Config) -> LearningSelector {
-        LearningSelector::new(LearningSettings::from_config(config))
     }
 
     /// The settings.
@@ -731,8 +710,8 @@ impl Drop for LearningSelector {
 mod tests {
     use super::*;
     use crate::metrics::Attempt;
+    use crate::plan::{CompiledPlan, PlanReport};
     use crate::prelude::*;
-    use crate::runtime::compiled::{CompiledPlan, PlanReport};
 
     fn settings() -> LearningSettings {
         LearningSettings {
@@ -1007,7 +986,7 @@ mod tests {
         let mut m = metrics(&p, &w, second, predicted.seconds);
         m.attempts.push(Attempt {
             backend: first,
-            phase: crate::backend::Phase::Execute,
+            phase: crate::types::Phase::Execute,
             message: "device lost".into(),
         });
         s.observe(&w, &m);

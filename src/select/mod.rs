@@ -16,18 +16,18 @@ mod persist;
 pub use cost_rule::CostRule;
 pub use learning::{LearningSelector, LearningSettings};
 
-use crate::backend::BackendKind;
 use crate::metrics::{CandidateEstimate, ExecutionMetrics, SelectionReason};
+use crate::plan::CompiledPlan;
 use crate::plan::WorkloadCharacteristics;
-use crate::runtime::compiled::CompiledPlan;
+use crate::types::BackendKind;
 use smallvec::SmallVec;
 use std::fmt;
 
 /// The selector a new engine uses: the [`LearningSelector`] with the
-/// config's settings (learning, cache directory, calibration budget,
+/// engine's settings (learning, cache directory, calibration budget,
 /// exploration bound).
-pub fn default_selector(config: &crate::runtime::Config) -> Box<dyn Selector> {
-    Box::new(LearningSelector::from_config(config))
+pub fn default_selector(settings: LearningSettings) -> Box<dyn Selector> {
+    Box::new(LearningSelector::new(settings))
 }
 
 /// Who forced a backend.

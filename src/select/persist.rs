@@ -21,8 +21,8 @@
 
 use super::history::{Bucket, History, PlanSnapshot, Stat};
 use super::learning::Shared;
-use crate::backend::BackendKind;
 use crate::cost::cache_file;
+use crate::types::BackendKind;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;

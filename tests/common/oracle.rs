@@ -1,6 +1,6 @@
 //! Interpreter two, the oracle: a `Case` run as plain std iterator code
 //! (`iter().map()`, `filter`, `zip`, `enumerate`, `take`, `skip`, folds)
-//! with the semantics DESIGN.md states, written without any computeq code.
+//! with the semantics docs/architecture.md states, written without any computeq code.
 //!
 //! Every value carries, next to its exact (`cpu-scalar`) value, a bound on
 //! how far a conforming backend of a given [`Profile`] may be from it:
@@ -1138,7 +1138,7 @@ fn arg(max: bool, s: &[Sh]) -> (Option<usize>, bool) {
         if x.v.is_nan() {
             continue;
         }
-        if best.map_or(true, |b| better(x.v, s[b].v)) {
+        if best.is_none_or(|b| better(x.v, s[b].v)) {
             best = Some(i);
         }
     }

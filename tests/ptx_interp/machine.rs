@@ -46,7 +46,7 @@ impl Memory {
                 "global access of {size} bytes at offset {off} of a {len}-byte buffer"
             ));
         }
-        if off % size != 0 {
+        if !off.is_multiple_of(size) {
             return Err(format!(
                 "misaligned global access of {size} bytes at offset {off}"
             ));
@@ -340,7 +340,7 @@ impl<'m> Block<'m> {
                 }
                 let fr = t.frames.last().unwrap();
                 let k = (usize::MAX - t.frames.len(), fr.func, fr.pc);
-                if key.map_or(true, |best| k < best) {
+                if key.is_none_or(|best| k < best) {
                     key = Some(k);
                 }
             }
@@ -635,7 +635,7 @@ impl<'m> Block<'m> {
                     (Space::Param, Operand::Addr(Base::KernelParam(p), off)) => {
                         let bytes = &self.kernel_params[*p];
                         let o = *off as usize;
-                        if o + size > bytes.len() || o % size != 0 {
+                        if o + size > bytes.len() || !o.is_multiple_of(size) {
                             return Err(err(ins, "parameter access out of bounds or misaligned"));
                         }
                         let mut v = [0u8; 8];
@@ -666,7 +666,7 @@ impl<'m> Block<'m> {
                         }
                         let o = (addr & !CONST_BASE) as usize;
                         let bank = &self.module.consts;
-                        if o + size > bank.len() || o % size != 0 {
+                        if o + size > bank.len() || !o.is_multiple_of(size) {
                             return Err(err(ins, "constant access out of bounds or misaligned"));
                         }
                         let mut v = [0u8; 8];
@@ -928,7 +928,7 @@ impl<'m> Block<'m> {
                 self.shared.len()
             ));
         }
-        if a % size != 0 {
+        if !a.is_multiple_of(size) {
             return Err(format!("misaligned shared access of {size} bytes at {a}"));
         }
         Ok(a)

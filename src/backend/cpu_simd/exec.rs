@@ -14,10 +14,10 @@ use super::lanes::{
 use super::program::{BlockProgram, Col, Fused, Instr, Operand, StageProgram, TermProgram};
 use super::scan;
 use super::{BLOCK, LEAF};
-use crate::backend::cpu_scalar::{agg_identity, arg_better};
 use crate::expr::{eval, BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
 use crate::plan::{AggKind, Combine, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput};
-use crate::runtime::column::{Column, ColumnRef};
+use crate::semantics::{agg_identity, merge, Partial as SharedPartial};
+use crate::types::{Column, ColumnRef};
 use smallvec::SmallVec;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -1155,7 +1155,7 @@ impl<'a> StageRun<'a> {
             let xs = self.col::<T>(Some(col), regs, pos, n);
             let mut a = *acc;
             for (i, &v) in xs.iter().enumerate() {
-                if mask.map_or(true, |m| m.get(i).copied().unwrap_or(false)) {
+                if mask.is_none_or(|m| m.get(i).copied().unwrap_or(false)) {
                     let x = v.to_scalar();
                     a = Some(a.map_or(x, |a| c.eval(a, x, self.params)));
                 }
@@ -1253,26 +1253,34 @@ impl<'a> StageRun<'a> {
             return a;
         };
         for ((l, r), agg) in a.iter_mut().zip(b).zip(aggs) {
-            let same = l.v.dtype() == r.v.dtype();
-            match &agg.kind {
-                AggKind::Sum if same => l.v = eval::binary(BinaryOp::Add, l.v, r.v),
-                AggKind::Min if same => l.v = eval::binary(BinaryOp::Min, l.v, r.v),
-                AggKind::Max if same => l.v = eval::binary(BinaryOp::Max, l.v, r.v),
-                AggKind::Count => l.v = Scalar::U64(l.v.to_bits().wrapping_add(r.v.to_bits())),
-                AggKind::Any => l.v = Scalar::Bool(l.v.as_bool() | r.v.as_bool()),
-                AggKind::All => l.v = Scalar::Bool(l.v.as_bool() & r.v.as_bool()),
-                AggKind::ArgMin | AggKind::ArgMax
-                    if same && r.have && arg_better(&agg.kind, r.v, l.have.then_some(l.v)) =>
-                {
-                    *l = r
+            let typed = matches!(
+                agg.kind,
+                AggKind::Sum | AggKind::Min | AggKind::Max | AggKind::ArgMin | AggKind::ArgMax
+            );
+            if typed && l.v.dtype() != r.v.dtype() {
+                continue;
+            }
+            // Custom partials may be empty (`have == false`): an empty one
+            // adds nothing (its identity is the user's, not checked).
+            if let AggKind::Custom(_) = agg.kind {
+                match (l.have, r.have) {
+                    (_, false) => continue,
+                    (false, true) => {
+                        *l = r;
+                        continue;
+                    }
+                    (true, true) => {}
                 }
-                // Custom partials may be empty (`have == false`).
-                AggKind::Custom(c) => match (l.have, r.have) {
-                    (true, true) => l.v = c.eval(l.v, r.v, self.params),
-                    (false, true) => *l = r,
-                    _ => {}
-                },
-                _ => {}
+            }
+            let at = |p: &Partial| SharedPartial {
+                value: p.v,
+                pos: p.have.then_some(p.pos),
+            };
+            let m = merge(&agg.kind, at(l), at(&r), self.params);
+            l.v = m.value;
+            if let Some(pos) = m.pos {
+                l.pos = pos;
+                l.have = true;
             }
         }
         a

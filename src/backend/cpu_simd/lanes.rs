@@ -7,7 +7,7 @@
 
 use super::BLOCK;
 use crate::expr::{DType, Scalar};
-use crate::runtime::column::{Column, ColumnRef};
+use crate::types::{Column, ColumnRef};
 use std::mem::MaybeUninit;
 
 /// Position of `ty` in per-dtype tables (the order of [`DType::ALL`]).

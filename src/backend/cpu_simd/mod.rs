@@ -61,7 +61,7 @@ pub use program::BlockProgram;
 use super::cpu_scalar::output_bytes;
 use super::{Availability, Backend, BackendError, BackendKind, HostColumn, Job, Phase, RunStats};
 use crate::plan::{PhysicalPlan, PlanOutput};
-use crate::runtime::column::ColumnRef;
+use crate::types::ColumnRef;
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::time::Instant;

@@ -7,12 +7,12 @@ use super::*;
 use crate::backend::cpu_parallel::{CpuParallel, Parallel};
 use crate::backend::{cpu_scalar, Input};
 use crate::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
+use crate::plan::CompiledPlan;
 use crate::plan::{
     AggKind, Aggregate, Combine, PhysicalPlan, PlanOutput, RangeOp, ScanOp, Stage, StageInput,
     Terminal,
 };
-use crate::runtime::column::{Column, ColumnRef};
-use crate::runtime::compiled::CompiledPlan;
+use crate::types::{Column, ColumnRef};
 use smallvec::{smallvec, SmallVec};
 
 /// Lengths around every boundary: block, leaf, several leaves + a partial.
@@ -796,7 +796,7 @@ fn int_values<T: Copy>(rng: &mut Rng, n: usize, special: &[T], conv: impl Fn(u64
     (0..n)
         .map(|_| {
             let r = rng.next();
-            if r % 4 == 0 {
+            if r.is_multiple_of(4) {
                 special[(r >> 8) as usize % special.len()]
             } else {
                 conv(r >> 3)
@@ -933,7 +933,7 @@ fn direct_store_only_for_one_computed_column() {
 fn bool_columns_cast_and_select() {
     let n = 2 * BLOCK + 5;
     let mut rng = Rng(29);
-    let bs: Vec<bool> = (0..n).map(|_| rng.next() % 3 == 0).collect();
+    let bs: Vec<bool> = (0..n).map(|_| rng.next().is_multiple_of(3)).collect();
     let mut p = P::default();
     let b = p.input(0, DType::Bool);
     let t = p.konst(Scalar::Bool(true));

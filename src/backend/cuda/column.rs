@@ -5,7 +5,7 @@ use super::exec::CudaDevice;
 use crate::backend::{BackendError, BackendKind, DeviceColumn, RunStats};
 use crate::codegen::ptx::{download_column, DeviceData};
 use crate::expr::DType;
-use crate::runtime::column::Column;
+use crate::types::Column;
 use parking_lot::Mutex;
 use std::sync::Arc;
 

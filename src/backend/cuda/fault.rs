@@ -1,7 +1,7 @@
 //! Fault injection: make one phase of the CUDA backend fail on purpose, to
 //! prove that every failure is an error value the runtime recovers from.
 //!
-//! Set by an engine whose [`Config`](crate::runtime::Config) enables fault
+//! Set by an engine whose `Config` enables fault
 //! injection (`Config::with_fault_injection`; the faults come from
 //! `COMPUTEQ_FAULT=cuda:compile,cuda:oom` or `Config::faults`; the
 //! environment alone never turns it on) or programmatically with
@@ -40,7 +40,7 @@ impl FaultPlan {
 
     /// Parses a comma list such as `cuda:compile,wgpu:oom,cuda:launch`;
     /// entries for other backends and unknown names are ignored here
-    /// ([`Config`](crate::runtime::Config) reports unknown entries of
+    /// (`Config` reports unknown entries of
     /// `COMPUTEQ_FAULT`).
     pub fn parse(list: &str) -> FaultPlan {
         let mut f = FaultPlan::NONE;

@@ -9,7 +9,7 @@
 //!   once per backend object; a device below compute capability 7.0 (the
 //!   PTX target) is reported unavailable.
 //! - **Compilation.** A plan's PTX is built once per plan (the
-//!   [`CompiledPlan`](crate::runtime::compiled::CompiledPlan) artifact) and
+//!   [`CompiledPlan`](crate::plan::CompiledPlan) artifact) and
 //!   each module is JIT-loaded once per device, cached by the hash of its
 //!   text; captured values are kernel parameters, so a new value reuses it.
 //! - **Memory.** A pool of device allocations by power-of-two size class,
@@ -51,7 +51,7 @@ use crate::codegen::ptx::{
 };
 use crate::codegen::Caps;
 use crate::plan::{PhysicalPlan, PlanOutput};
-use crate::runtime::column::ColumnRef;
+use crate::types::ColumnRef;
 use device::Gpu;
 use exec::CudaDevice;
 use parking_lot::Mutex;
@@ -109,10 +109,11 @@ impl CudaBackend {
         CudaBackend::with_faults(FaultPlan::NONE)
     }
 
-    /// The default backend, injecting the faults of `config` when it
-    /// enables fault injection (`COMPUTEQ_FAULT` alone never does).
-    pub fn from_config(config: &crate::runtime::Config) -> CudaBackend {
-        CudaBackend::with_faults(FaultPlan::parse(&config.injected_faults()))
+    /// The default backend, injecting the faults of the device settings
+    /// (there only when the engine's `Config` enables fault injection:
+    /// `COMPUTEQ_FAULT` alone never does).
+    pub fn from_settings(config: &crate::backend::DeviceSettings) -> CudaBackend {
+        CudaBackend::with_faults(FaultPlan::parse(&config.faults))
     }
 
     /// The same with an explicit fault plan (tests).

@@ -9,7 +9,7 @@ use super::scope::scoped;
 use super::transfer::{device_size, download, from_device_bytes};
 use crate::backend::{BackendError, BackendKind, DeviceColumn, Phase};
 use crate::expr::DType;
-use crate::runtime::column::Column;
+use crate::types::Column;
 use parking_lot::Mutex;
 use std::sync::Arc;
 

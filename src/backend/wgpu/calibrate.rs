@@ -9,30 +9,32 @@
 
 use super::{FaultPlan, WgpuBackend};
 use crate::backend::BackendKind;
+use crate::backend::{Probe, ProbeRunner};
 use crate::cost::Calibrate;
-use crate::expr::Expr;
 use crate::metrics::ExecutionMetrics;
-use crate::runtime::column::ColumnRef;
-use crate::runtime::Engine;
+use crate::types::ColumnRef;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// Probes run through `engine` on `backend` (see the module doc).
+/// Probes run by `probes` on `backend` (see the module doc).
 pub(crate) struct WgpuCalibration<'e> {
-    engine: &'e Engine,
+    probes: &'e dyn ProbeRunner,
     backend: &'e WgpuBackend,
 }
 
 impl WgpuBackend {
-    /// A calibration of this device through `engine`, when one makes sense:
-    /// the device is open, no fault is being injected (a probe would
-    /// consume or trip it) and the engine falls back on failure (a probe
-    /// that fails then still returns, and is simply not counted).
-    pub(crate) fn calibration<'e>(&'e self, engine: &'e Engine) -> Option<WgpuCalibration<'e>> {
+    /// A calibration of this device through `probes`, when one makes
+    /// sense: the device is open and no fault is being injected (a probe
+    /// would consume or trip it). A probe that fails falls back (the
+    /// runner's promise) and is simply not counted.
+    pub(crate) fn calibration<'e>(
+        &'e self,
+        probes: &'e dyn ProbeRunner,
+    ) -> Option<WgpuCalibration<'e>> {
         let open = self.opened().is_some();
-        let usable = open && engine.config().fallback && *self.faults.lock() == FaultPlan::NONE;
+        let usable = open && *self.faults.lock() == FaultPlan::NONE;
         usable.then_some(WgpuCalibration {
-            engine,
+            probes,
             backend: self,
         })
     }
@@ -55,13 +57,7 @@ impl WgpuCalibration<'_> {
 
     fn sum(&self, n: usize) -> Option<ExecutionMetrics> {
         let xs = vec![1.0f32; n];
-        let (_, m) = self
-            .engine
-            .query(&xs)
-            .on(BackendKind::Wgpu)
-            .with_metrics()
-            .sum();
-        WgpuCalibration::on_device(m)
+        WgpuCalibration::on_device(self.probes.run(BackendKind::Wgpu, Probe::Sum(&xs)))
     }
 }
 
@@ -129,20 +125,7 @@ impl Calibrate for WgpuCalibration<'_> {
 
     fn time_ops(&self, elements: usize, ops: u32) -> Option<Duration> {
         let xs = vec![1.0f32; elements];
-        let (_, m) = self
-            .engine
-            .query(&xs)
-            .on(BackendKind::Wgpu)
-            .with_metrics()
-            .map(move |x| {
-                // A chain of dependent multiply-adds: two ops each.
-                let mut y = x;
-                for _ in 0..ops / 2 {
-                    y = y * 1.000_001 + 0.5;
-                }
-                y
-            })
-            .sum();
+        let m = self.probes.run(BackendKind::Wgpu, Probe::MulAdds(&xs, ops));
         WgpuCalibration::on_device(m).map(|m| m.phases.execute)
     }
 
@@ -151,13 +134,7 @@ impl Calibrate for WgpuCalibration<'_> {
         static FRESH: AtomicU32 = AtomicU32::new(0);
         let k = FRESH.fetch_add(1, Ordering::Relaxed) as f32 + 0.25;
         let xs = vec![1.0f32; 64];
-        let (_, m) = self
-            .engine
-            .query(&xs)
-            .on(BackendKind::Wgpu)
-            .with_metrics()
-            .map(move |x| x * Expr::constant(k))
-            .sum();
+        let m = self.probes.run(BackendKind::Wgpu, Probe::Scale(&xs, k));
         WgpuCalibration::on_device(m)
             .filter(|m| !m.compile_cache_hit)
             .map(|m| m.phases.compile)

@@ -39,7 +39,7 @@ struct Lost {
 }
 
 /// What a device is opened with (from
-/// [`Config`](crate::runtime::Config)'s `wgpu_*` settings).
+/// `Config`'s `wgpu_*` settings).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Options {
     /// Let kernels use subgroup operations when the adapter has them.
@@ -142,7 +142,7 @@ fn instance(backends: wgpu::Backends) -> wgpu::Instance {
 fn headless() -> bool {
     ["WAYLAND_DISPLAY", "WAYLAND_SOCKET", "DISPLAY"]
         .iter()
-        .all(|v| std::env::var_os(v).map_or(true, |s| s.is_empty()))
+        .all(|v| std::env::var_os(v).is_none_or(|s| s.is_empty()))
 }
 
 /// A Vulkan instance without the window-system surface extensions, which

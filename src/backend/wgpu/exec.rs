@@ -18,15 +18,15 @@ use super::pipeline::{BindKey, Pipeline, PipelineCache};
 use super::transfer::{
     device_size, download_many, encode_readback, finish_readback, from_device_bytes, slice, upload,
 };
-use crate::backend::cpu_scalar::arg_better;
 use crate::backend::{BackendError, BackendKind, Input, Phase, RunStats, TimingSource};
 use crate::codegen::{
     lower_plan, BufferRef, Groups, KernelPlan, Readback, ScratchInit, ScratchLen, UniformSource,
     UniformValues,
 };
-use crate::expr::{eval, BinaryOp, DType, Scalar};
+use crate::expr::{DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, Stage, StageInput};
-use crate::runtime::column::{Column, ColumnRef};
+use crate::semantics::{merge, Partial};
+use crate::types::{Column, ColumnRef};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -794,28 +794,16 @@ fn decode_agg(kind: &AggKind, column: Option<DType>, fields: &[Vec<u8>], start: 
     }
 }
 
-/// Merges an earlier chunk's state `a` with a later one's `b`, with the
-/// reference semantics.
+/// Merges an earlier chunk's state `a` with a later one's `b`
+/// ([`semantics::merge`](crate::semantics::merge)).
 fn merge_agg(kind: &AggKind, a: HostAgg, b: HostAgg, params: &[Scalar]) -> HostAgg {
-    let value = |v| HostAgg {
-        value: v,
-        index: None,
+    let p = |h: HostAgg| Partial {
+        value: h.value,
+        pos: h.index,
     };
-    match kind {
-        AggKind::Sum => value(eval::binary(BinaryOp::Add, a.value, b.value)),
-        AggKind::Min => value(eval::binary(BinaryOp::Min, a.value, b.value)),
-        AggKind::Max => value(eval::binary(BinaryOp::Max, a.value, b.value)),
-        AggKind::Count => value(Scalar::U64(a.value.to_bits() + b.value.to_bits())),
-        AggKind::Any => value(Scalar::Bool(a.value.as_bool() | b.value.as_bool())),
-        AggKind::All => value(Scalar::Bool(a.value.as_bool() & b.value.as_bool())),
-        AggKind::Custom(c) => value(c.eval(a.value, b.value, params)),
-        AggKind::ArgMin | AggKind::ArgMax => {
-            let best = a.index.map(|_| a.value);
-            if b.index.is_some() && arg_better(kind, b.value, best) {
-                b
-            } else {
-                a
-            }
-        }
+    let m = merge(kind, p(a), p(b), params);
+    HostAgg {
+        value: m.value,
+        index: m.pos,
     }
 }

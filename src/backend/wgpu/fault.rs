@@ -1,7 +1,7 @@
 //! Fault injection: make one phase of the wgpu backend fail on purpose, to
 //! prove that every failure is an error value the runtime can recover from.
 //!
-//! Set by an engine whose [`Config`](crate::runtime::Config) enables fault
+//! Set by an engine whose `Config` enables fault
 //! injection (`Config::with_fault_injection`; the faults come from
 //! `COMPUTEQ_FAULT=wgpu:compile,wgpu:oom` or `Config::faults`), or
 //! programmatically with
@@ -56,7 +56,7 @@ impl FaultPlan {
 
     /// Parses a comma list such as `wgpu:compile,cuda:launch,wgpu:oom`;
     /// entries for other backends and unknown names are ignored here
-    /// ([`Config`](crate::runtime::Config) reports unknown entries of
+    /// (`Config` reports unknown entries of
     /// `COMPUTEQ_FAULT`).
     pub fn parse(list: &str) -> FaultPlan {
         let mut f = FaultPlan::NONE;

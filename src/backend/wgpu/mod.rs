@@ -48,7 +48,7 @@ pub use raw::{measure_overhead, Overhead, RawDispatch};
 use super::{Availability, Backend, BackendError, BackendKind, DeviceColumn, Job, Phase, RunStats};
 use crate::codegen::{lower_plan, Caps, KernelPlan};
 use crate::plan::{PhysicalPlan, PlanOutput, Terminal};
-use crate::runtime::column::ColumnRef;
+use crate::types::ColumnRef;
 use buffers::Pool;
 use device::{DeviceFacts, Gpu};
 use exec::{build_artifact, Artifact, Exec, RunOutput, Want};
@@ -99,11 +99,11 @@ impl Default for WgpuBackend {
 }
 
 impl WgpuBackend {
-    /// A backend with the `wgpu_*` settings of `config`, injecting its
-    /// faults when it enables fault injection (the environment is not
-    /// read here: the `Config` did).
-    pub fn from_config(config: &crate::runtime::Config) -> WgpuBackend {
-        let mut b = WgpuBackend::new(FaultPlan::parse(&config.injected_faults()));
+    /// A backend with the `wgpu_*` device settings, injecting their
+    /// faults (the environment is not read here: the engine's `Config`
+    /// was).
+    pub fn from_settings(config: &crate::backend::DeviceSettings) -> WgpuBackend {
+        let mut b = WgpuBackend::new(FaultPlan::parse(&config.faults));
         b.options = device::Options {
             subgroups: config.wgpu_subgroups,
             timestamps: config.wgpu_timestamps,
@@ -538,9 +538,9 @@ impl Backend for WgpuBackend {
 
     fn calibrator<'e>(
         &'e self,
-        engine: &'e crate::runtime::Engine,
+        probes: &'e dyn crate::backend::ProbeRunner,
     ) -> Option<Box<dyn crate::cost::Calibrate + 'e>> {
-        self.calibration(engine)
+        self.calibration(probes)
             .map(|c| Box::new(c) as Box<dyn crate::cost::Calibrate + 'e>)
     }
 

@@ -13,8 +13,8 @@ use super::WgpuBackend;
 use crate::backend::{Backend, BackendError, BackendKind, Input, Job, Phase, RunStats};
 use crate::codegen::{BufferRef, Groups, Readback, ScratchInit, ScratchLen, UniformValues};
 use crate::expr::Scalar;
-use crate::runtime::column::ColumnRef;
-use crate::runtime::compiled::CompiledPlan;
+use crate::plan::CompiledPlan;
+use crate::types::ColumnRef;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -7,7 +7,7 @@ use super::device::Gpu;
 use super::fault::FaultPlan;
 use crate::backend::{BackendError, BackendKind, Phase};
 use crate::expr::DType;
-use crate::runtime::column::{Column, ColumnRef};
+use crate::types::{Column, ColumnRef};
 
 /// Bytes per element on the device.
 pub(crate) fn device_size(t: DType) -> usize {

@@ -44,14 +44,14 @@
 //! length.
 
 use super::writer::{element_size, write_module, PtxModule, PtxOptions};
-use crate::backend::{BackendError, BackendKind, Phase, RunStats};
 use crate::codegen::{
     lower_stage, BufferRef, Caps, Groups, KernelPlan, Readback, ScratchInit, ScratchLen,
     UniformValues,
 };
-use crate::expr::{eval, BinaryOp, DType, Scalar};
+use crate::expr::{DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, StageInput};
-use crate::runtime::column::{Column, ColumnRef};
+use crate::semantics::{agg_identity, merge, Partial};
+use crate::types::{BackendError, BackendKind, Column, ColumnRef, Phase, RunStats};
 use smallvec::SmallVec;
 use std::time::Instant;
 
@@ -797,32 +797,25 @@ fn slice(c: ColumnRef<'_>, first: usize, n: usize) -> ColumnRef<'_> {
     }
 }
 
-/// Folds one chunk's state into the running state, chunks in order.
+/// Folds one chunk's state into the running state, chunks in order
+/// ([`semantics::merge`](crate::semantics::merge)).
 fn merge_chunk(kind: &AggKind, st: &mut AggState, v: Scalar, pos: Option<u64>, params: &[Scalar]) {
-    use crate::backend::cpu_scalar::arg_better;
     let Some(acc) = st.value else {
         st.value = Some(v);
         st.pos = pos;
         return;
     };
-    st.value = Some(match kind {
-        AggKind::Sum => eval::binary(BinaryOp::Add, acc, v),
-        AggKind::Count => Scalar::U64(acc.to_bits() + v.to_bits()),
-        AggKind::Min => eval::binary(BinaryOp::Min, acc, v),
-        AggKind::Max => eval::binary(BinaryOp::Max, acc, v),
-        AggKind::Any => Scalar::Bool(acc.as_bool() | v.as_bool()),
-        AggKind::All => Scalar::Bool(acc.as_bool() & v.as_bool()),
-        AggKind::ArgMin | AggKind::ArgMax => {
-            let best = st.pos.map(|_| acc);
-            if pos.is_some() && arg_better(kind, v, best) {
-                st.pos = pos;
-                v
-            } else {
-                acc
-            }
-        }
-        AggKind::Custom(c) => c.eval(acc, v, params),
-    });
+    let m = merge(
+        kind,
+        Partial {
+            value: acc,
+            pos: st.pos,
+        },
+        Partial { value: v, pos },
+        params,
+    );
+    st.value = Some(m.value);
+    st.pos = m.pos;
 }
 
 fn finish_agg(kind: &AggKind, column: Option<DType>, st: AggState, params: &[Scalar]) -> Scalar {
@@ -830,9 +823,7 @@ fn finish_agg(kind: &AggKind, column: Option<DType>, st: AggState, params: &[Sca
     match kind {
         AggKind::Count => Scalar::U64(st.value.map(|v| v.to_bits()).unwrap_or(0)),
         AggKind::ArgMin | AggKind::ArgMax => Scalar::U64(st.pos.unwrap_or(0)),
-        _ => st
-            .value
-            .unwrap_or_else(|| crate::backend::cpu_scalar::agg_identity(kind, ty, params)),
+        _ => st.value.unwrap_or_else(|| agg_identity(kind, ty, params)),
     }
 }
 

@@ -2,11 +2,12 @@
 //! of its run. Shaped like DataFusion's `EXPLAIN ANALYZE`: the plan, then
 //! per stage `metrics=[..]` with the common metrics first.
 
-use super::execution::{Attempt, CandidateEstimate, ExecutionMetrics, SelectionReason};
-use super::{fmt_bytes, fmt_duration};
-use crate::backend::BackendKind;
+use crate::metrics::{
+    fmt_bytes, fmt_duration, secs, Attempt, CandidateEstimate, ExecutionMetrics, SelectionReason,
+};
 use crate::plan::{PhysicalPlan, WorkloadCharacteristics};
 use crate::recommend::Recommendation;
+use crate::types::BackendKind;
 use std::fmt;
 
 /// The plan of one query with the selector's view of it.
@@ -112,7 +113,7 @@ impl fmt::Display for Explain {
                 f,
                 "  {:<13} estimated {:>9}{mark}",
                 c.backend.name(),
-                fmt_duration(super::execution::secs(c.seconds))
+                fmt_duration(secs(c.seconds))
             )?;
         }
         for d in &self.declined {

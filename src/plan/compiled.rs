@@ -2,8 +2,8 @@
 //! shows about how it was made, and one lazily built artifact per backend
 //! (block program, WGSL pipeline, PTX module).
 
-use crate::backend::BackendKind;
-use crate::plan::PhysicalPlan;
+use super::PhysicalPlan;
+use crate::types::BackendKind;
 use std::any::Any;
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
@@ -31,7 +31,7 @@ pub struct CompiledPlan {
     /// How it was made.
     pub report: PlanReport,
     /// The plan's part of every run's workload, computed once.
-    pub statics: crate::plan::PlanStatics,
+    pub statics: super::PlanStatics,
     artifacts: [OnceLock<Arc<dyn Any + Send + Sync>>; BackendKind::COUNT],
     support: [OnceLock<Result<(), Cow<'static, str>>>; BackendKind::COUNT],
 }
@@ -49,7 +49,7 @@ impl CompiledPlan {
     /// Wraps an optimized plan.
     pub fn new(plan: PhysicalPlan, fingerprint: u64, report: PlanReport) -> CompiledPlan {
         CompiledPlan {
-            statics: crate::plan::PlanStatics::of(&plan),
+            statics: super::PlanStatics::of(&plan),
             plan,
             fingerprint,
             report,
@@ -121,14 +121,16 @@ impl CompiledPlan {
         Ok((slot.get().expect("just set"), false))
     }
 
-    /// Whether `backend` accepts this plan, asked once per plan: device
-    /// backends lower the plan to answer, which must not happen per run.
+    /// Whether `backend` accepts this plan (its answer is `supports`),
+    /// asked once per plan: device backends lower the plan to answer, which
+    /// must not happen per run.
     pub fn supported_by(
         &self,
-        backend: &dyn crate::backend::Backend,
+        backend: BackendKind,
+        supports: impl FnOnce(&PhysicalPlan) -> Result<(), Cow<'static, str>>,
     ) -> Result<(), Cow<'static, str>> {
-        self.support[backend.kind().index()]
-            .get_or_init(|| backend.supports(&self.plan))
+        self.support[backend.index()]
+            .get_or_init(|| supports(&self.plan))
             .clone()
     }
 

@@ -3,7 +3,7 @@
 //! A column is one stream of one dtype. Backends read `ColumnRef`s and return
 //! `Column`s; the query layer turns them back into `Vec<T>` without copying.
 
-use crate::expr::{DType, Scalar};
+use super::{DType, Scalar};
 
 /// A borrowed, typed input column.
 #[derive(Copy, Clone, Debug)]

@@ -1,0 +1,10 @@
+//! The semantics shared by every layer above the expressions: aggregates
+//! and scans (what they compute, identities, merging partial results) and
+//! the range of a stage. One definition, read by the optimizer, the plan,
+//! the kernel lowering and every backend (`docs/architecture.md`).
+
+mod agg;
+mod range;
+
+pub use agg::{agg_identity, arg_better, merge, AggKind, Aggregate, Combine, Partial, ScanOp};
+pub use range::RangeOp;

@@ -1,0 +1,14 @@
+//! The bottom layer: the data every other layer talks about. Element types
+//! and scalars, columns and the inputs of a run, the names of backends and
+//! phases, and what a run cost or how it failed. Nothing here knows about
+//! expressions, plans, backends or the engine (`docs/architecture.md`).
+
+mod backend;
+mod column;
+mod dtype;
+mod input;
+
+pub use backend::{BackendError, BackendKind, Phase, RunStats, TimingSource};
+pub use column::{Column, ColumnRef};
+pub use dtype::{DType, Scalar};
+pub use input::{DeviceColumn, HostColumn, Input};
