@@ -1076,8 +1076,13 @@ fn out_of_memory_retries_in_smaller_chunks_then_falls_back() {
 
     // Through the runtime: a retried run is still a wgpu run, and says so.
     let b = Arc::new(b);
-    b.set_faults(FaultPlan::parse("wgpu:oom:1"));
     let engine = Engine::with_config(Config::default()).with_backend(b.clone());
+    // The engine's device probe runs queries of its own on the device (and
+    // would take the injected fault, or hold buffers while we count them):
+    // let it finish first.
+    engine.prepare_devices();
+    assert_eq!(b.live_buffers(), baseline);
+    b.set_faults(FaultPlan::parse("wgpu:oom:1"));
     let ys = rng.f32s(20_000, false);
     let want: f32 = ys.iter().map(|x| x * 0.5).sum();
     let (s, m) = engine
@@ -1347,9 +1352,16 @@ fn the_device_is_calibrated_through_the_engine_and_cached() {
 
 // ------------------------------------------ device errors, loss, first use
 
-/// An engine over `b` that keeps nothing on disk.
+/// An engine over `b` that keeps nothing on disk, its device probe done
+/// (without `b`'s injected faults: a probe running beside the test's
+/// queries would take some of them, at random).
 fn engine_on(b: Arc<WgpuBackend>) -> Engine {
-    Engine::with_config(Config::default()).with_backend(b)
+    let faults = b.faults();
+    b.set_faults(FaultPlan::NONE);
+    let engine = Engine::with_config(Config::default()).with_backend(b.clone());
+    engine.prepare_devices();
+    b.set_faults(faults);
+    engine
 }
 
 /// Twice the sum of `n` ones on wgpu through `engine` (falling back when
@@ -1463,7 +1475,6 @@ fn a_lost_device_is_opened_again_by_a_later_run() {
     let m = doubled_sum(&engine, 40_000);
     assert!(m.fell_back(), "the run that lost the device succeeded: {m}");
     assert!(m.attempts[0].message.contains("lost"), "{m}");
-    // The engine's device probe runs queries of its own on the device.
     engine.prepare_devices();
     let baseline = b.live_buffers();
     let m = doubled_sum(&engine, 40_000);
