@@ -7,6 +7,8 @@
 //! through the same functions here, so their results are bit-identical and
 //! independent of the thread count. This file owns no policy about threads.
 
+use super::isa;
+pub(crate) use super::isa::Isa;
 use super::kernels::{self, ArgState, Keep, KeepAll, KeepCmp, KeepMask, Op, LANES};
 use super::lanes::{
     with_float, with_lane, with_num, CastTo, Direct, FloatLane, Lane, Num, OutSlice, Regs,
@@ -21,38 +23,6 @@ use crate::types::{Column, ColumnRef};
 use smallvec::SmallVec;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-
-/// The instruction set the block loops are compiled for.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Isa {
-    /// The build's baseline (SSE2 on x86-64): always available.
-    Portable,
-    /// AVX2 with FMA, chosen at run time when the CPU has both.
-    #[cfg(target_arch = "x86_64")]
-    Avx2Fma,
-}
-
-impl Isa {
-    /// The best instruction set of this CPU.
-    pub(crate) fn detect() -> Isa {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-                return Isa::Avx2Fma;
-            }
-        }
-        Isa::Portable
-    }
-
-    /// The name shown in metrics.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Isa::Portable => "portable",
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2Fma => "avx2+fma",
-        }
-    }
-}
 
 /// A leaf's (or a subtree's) result for one aggregate.
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -601,24 +571,6 @@ impl<'a> StageRun<'a> {
 
     /// Runs the instruction list over positions `pos..pos + n` (`n <= BLOCK`).
     fn run_instrs(&self, regs: &mut Regs, pos: usize, n: usize) {
-        #[cfg(target_arch = "x86_64")]
-        if self.isa == Isa::Avx2Fma {
-            // SAFETY: `Isa::Avx2Fma` is only chosen by `Isa::detect` when the
-            // CPU reports AVX2 and FMA.
-            unsafe { self.run_instrs_avx2(regs, pos, n) };
-            return;
-        }
-        self.run_instrs_impl(regs, pos, n)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn run_instrs_avx2(&self, regs: &mut Regs, pos: usize, n: usize) {
-        self.run_instrs_impl(regs, pos, n)
-    }
-
-    #[inline(always)]
-    fn run_instrs_impl(&self, regs: &mut Regs, pos: usize, n: usize) {
         for ins in &self.prog.instrs {
             self.exec(ins, regs, pos, n, None);
         }
@@ -630,34 +582,6 @@ impl<'a> StageRun<'a> {
     /// ([`StageProgram::direct_store`]). Whether every lane of `dst` was
     /// written (always, for compiled programs).
     fn run_instrs_into(&self, regs: &mut Regs, pos: usize, n: usize, dst: &mut Direct<'_>) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if self.isa == Isa::Avx2Fma {
-            // SAFETY: as in `run_instrs`.
-            return unsafe { self.run_instrs_into_avx2(regs, pos, n, dst) };
-        }
-        self.run_instrs_into_impl(regs, pos, n, dst)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn run_instrs_into_avx2(
-        &self,
-        regs: &mut Regs,
-        pos: usize,
-        n: usize,
-        dst: &mut Direct<'_>,
-    ) -> bool {
-        self.run_instrs_into_impl(regs, pos, n, dst)
-    }
-
-    #[inline(always)]
-    fn run_instrs_into_impl(
-        &self,
-        regs: &mut Regs,
-        pos: usize,
-        n: usize,
-        dst: &mut Direct<'_>,
-    ) -> bool {
         let Some((last, rest)) = self.prog.instrs.split_last() else {
             return false;
         };
@@ -682,7 +606,6 @@ impl<'a> StageRun<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
     fn un<A: Lane, R: Lane>(
         &self,
         regs: &mut Regs,
@@ -698,7 +621,7 @@ impl<'a> StageRun<'a> {
                 return false;
             };
             return match self.operand::<A>(a, regs, pos, n) {
-                Op::Slice(s) => kernels::unary(s, d, f),
+                Op::Slice(s) => isa::unary(self.isa, s, d, f),
                 Op::Splat(x) => {
                     kernels::splat(d, f(x));
                     true
@@ -710,7 +633,7 @@ impl<'a> StageRun<'a> {
         };
         let k = n.min(o.len());
         match self.operand::<A>(a, regs, pos, n) {
-            Op::Slice(s) => kernels::unary(s, &mut o[..k], f),
+            Op::Slice(s) => isa::unary(self.isa, s, &mut o[..k], f),
             Op::Splat(x) => {
                 kernels::splat(&mut o[..k], f(x));
                 true
@@ -721,7 +644,6 @@ impl<'a> StageRun<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
     fn bin<A: Lane, R: Lane>(
         &self,
         regs: &mut Regs,
@@ -741,7 +663,7 @@ impl<'a> StageRun<'a> {
                 self.operand::<A>(a, regs, pos, n),
                 self.operand::<A>(b, regs, pos, n),
             );
-            return kernels::binary(a, b, d, f);
+            return isa::binary(self.isa, a, b, d, f);
         }
         let Some(mut o) = Self::take_out::<R>(regs, out) else {
             return false;
@@ -751,13 +673,12 @@ impl<'a> StageRun<'a> {
             self.operand::<A>(a, regs, pos, n),
             self.operand::<A>(b, regs, pos, n),
         );
-        kernels::binary(a, b, &mut o[..k], f);
+        isa::binary(self.isa, a, b, &mut o[..k], f);
         Self::put_out(regs, out, o);
         false
     }
 
     #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
     fn tern<A: Lane, B: Lane>(
         &self,
         regs: &mut Regs,
@@ -775,7 +696,7 @@ impl<'a> StageRun<'a> {
             let a = self.operand::<A>(ops[0], regs, pos, n);
             let b = self.operand::<B>(ops[1], regs, pos, n);
             let c = self.operand::<B>(ops[2], regs, pos, n);
-            return kernels::ternary(a, b, c, d, f);
+            return isa::ternary(self.isa, a, b, c, d, f);
         }
         let Some(mut o) = Self::take_out::<B>(regs, out) else {
             return false;
@@ -784,13 +705,12 @@ impl<'a> StageRun<'a> {
         let a = self.operand::<A>(ops[0], regs, pos, n);
         let b = self.operand::<B>(ops[1], regs, pos, n);
         let c = self.operand::<B>(ops[2], regs, pos, n);
-        kernels::ternary(a, b, c, &mut o[..k], f);
+        isa::ternary(self.isa, a, b, c, &mut o[..k], f);
         Self::put_out(regs, out, o);
         false
     }
 
     #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
     fn powi<T: Num>(
         &self,
         regs: &mut Regs,
@@ -806,7 +726,7 @@ impl<'a> StageRun<'a> {
                 return false;
             };
             return match self.operand::<T>(a, regs, pos, n) {
-                Op::Slice(s) => kernels::powi(s, k, d),
+                Op::Slice(s) => isa::powi(self.isa, s, k, d),
                 Op::Splat(_) => false,
             };
         }
@@ -815,13 +735,12 @@ impl<'a> StageRun<'a> {
         };
         let m = n.min(o.len());
         if let Op::Slice(s) = self.operand::<T>(a, regs, pos, n) {
-            kernels::powi(s, k, &mut o[..m]);
+            isa::powi(self.isa, s, k, &mut o[..m]);
         }
         Self::put_out(regs, out, o);
         false
     }
 
-    #[inline(always)]
     fn iota(regs: &mut Regs, base: u64, out: u16, n: usize, dst: Option<&mut Direct<'_>>) -> bool {
         if let Some(d) = dst {
             let Some(d) = u64::direct(d).and_then(|d| d.get_mut(..n)) else {
@@ -837,7 +756,6 @@ impl<'a> StageRun<'a> {
         false
     }
 
-    #[inline(always)]
     fn exec(
         &self,
         ins: &Instr,
@@ -977,23 +895,6 @@ impl<'a> StageRun<'a> {
     }
 
     fn reduce_block(&self, accs: &mut [Acc], regs: &Regs, pos: usize, n: usize) {
-        #[cfg(target_arch = "x86_64")]
-        if self.isa == Isa::Avx2Fma {
-            // SAFETY: see `run_instrs`.
-            unsafe { self.reduce_block_avx2(accs, regs, pos, n) };
-            return;
-        }
-        self.reduce_block_impl(accs, regs, pos, n)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn reduce_block_avx2(&self, accs: &mut [Acc], regs: &Regs, pos: usize, n: usize) {
-        self.reduce_block_impl(accs, regs, pos, n)
-    }
-
-    #[inline(always)]
-    fn reduce_block_impl(&self, accs: &mut [Acc], regs: &Regs, pos: usize, n: usize) {
         let TermProgram::Reduce(aggs) = &self.prog.terminal else {
             return;
         };
@@ -1001,8 +902,8 @@ impl<'a> StageRun<'a> {
         macro_rules! fold {
             ($a:expr, $x:expr, $id:expr, $f:expr) => {
                 match mask {
-                    Some(m) => kernels::fold_lanes($a, $x, KeepMask(m), $id, $f),
-                    None => kernels::fold_lanes($a, $x, KeepAll, $id, $f),
+                    Some(m) => isa::fold_lanes(self.isa, $a, $x, KeepMask(m), $id, $f),
+                    None => isa::fold_lanes(self.isa, $a, $x, KeepAll, $id, $f),
                 }
             };
         }
@@ -1025,9 +926,9 @@ impl<'a> StageRun<'a> {
                 Acc::Max(l) => with_lanes!(l, a, T => {
                     fold!(a, self.col::<T>(col, regs, pos, n), T::MAX_ID, T::n_max)
                 }),
-                Acc::Count(c) => *c = c.wrapping_add(kernels::count(n, mask)),
-                Acc::Any(b) => *b |= kernels::any(self.col::<bool>(col, regs, pos, n), mask),
-                Acc::All(b) => *b &= kernels::all(self.col::<bool>(col, regs, pos, n), mask),
+                Acc::Count(c) => *c = c.wrapping_add(isa::count(self.isa, n, mask)),
+                Acc::Any(b) => *b |= isa::any(self.isa, self.col::<bool>(col, regs, pos, n), mask),
+                Acc::All(b) => *b &= isa::all(self.isa, self.col::<bool>(col, regs, pos, n), mask),
                 Acc::Arg {
                     max,
                     have,
@@ -1039,9 +940,9 @@ impl<'a> StageRun<'a> {
                         let mut s = ArgState { have: *have, best: T::from_scalar(*best), pos: *at };
                         let x = self.col::<T>(col, regs, pos, n);
                         if *max {
-                            kernels::arg(&mut s, x, mask, pos as u64, |v, b| v > b);
+                            isa::arg(self.isa, &mut s, x, mask, pos as u64, |v, b| v > b);
                         } else {
-                            kernels::arg(&mut s, x, mask, pos as u64, |v, b| v < b);
+                            isa::arg(self.isa, &mut s, x, mask, pos as u64, |v, b| v < b);
                         }
                         (*have, *best, *at) = (s.have, s.best.to_scalar(), s.pos);
                     }, else ())
@@ -1059,7 +960,6 @@ impl<'a> StageRun<'a> {
     /// A sum of `a op b` with the op fused into the fold, keeping the lanes
     /// of `mask`, or of the fused predicate when there is one.
     #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
     fn fused_sum<T: Num>(
         &self,
         acc: &mut [T; LANES],
@@ -1081,13 +981,42 @@ impl<'a> StageRun<'a> {
             macro_rules! nested {
                 ($h:expr) => {
                     match fu.op {
-                        BinaryOp::Add => {
-                            kernels::fold_lanes_nested(acc, x, y, $h, c, n, z, T::n_add, T::n_add)
-                        }
-                        BinaryOp::Sub => {
-                            kernels::fold_lanes_nested(acc, x, y, $h, c, n, z, T::n_sub, T::n_add)
-                        }
-                        _ => kernels::fold_lanes_nested(acc, x, y, $h, c, n, z, T::n_mul, T::n_add),
+                        BinaryOp::Add => isa::fold_lanes_nested(
+                            self.isa,
+                            acc,
+                            x,
+                            y,
+                            $h,
+                            c,
+                            n,
+                            z,
+                            T::n_add,
+                            T::n_add,
+                        ),
+                        BinaryOp::Sub => isa::fold_lanes_nested(
+                            self.isa,
+                            acc,
+                            x,
+                            y,
+                            $h,
+                            c,
+                            n,
+                            z,
+                            T::n_sub,
+                            T::n_add,
+                        ),
+                        _ => isa::fold_lanes_nested(
+                            self.isa,
+                            acc,
+                            x,
+                            y,
+                            $h,
+                            c,
+                            n,
+                            z,
+                            T::n_mul,
+                            T::n_add,
+                        ),
                     }
                 };
             }
@@ -1120,7 +1049,6 @@ impl<'a> StageRun<'a> {
         }
     }
 
-    #[inline(always)]
     fn fused_op<T: Num>(
         &self,
         acc: &mut [T; LANES],
@@ -1132,9 +1060,13 @@ impl<'a> StageRun<'a> {
     ) {
         let z = T::ZERO;
         match op {
-            BinaryOp::Add => kernels::fold_lanes_bin(acc, a, b, n, keep, z, T::n_add, T::n_add),
-            BinaryOp::Sub => kernels::fold_lanes_bin(acc, a, b, n, keep, z, T::n_sub, T::n_add),
-            _ => kernels::fold_lanes_bin(acc, a, b, n, keep, z, T::n_mul, T::n_add),
+            BinaryOp::Add => {
+                isa::fold_lanes_bin(self.isa, acc, a, b, n, keep, z, T::n_add, T::n_add)
+            }
+            BinaryOp::Sub => {
+                isa::fold_lanes_bin(self.isa, acc, a, b, n, keep, z, T::n_sub, T::n_add)
+            }
+            _ => isa::fold_lanes_bin(self.isa, acc, a, b, n, keep, z, T::n_mul, T::n_add),
         }
     }
 

@@ -1,7 +1,7 @@
 //! Typed block kernels: one tight loop per operation over a block of lanes.
 //!
-//! Every kernel is `#[inline(always)]` so that it is compiled inside the
-//! ISA-specific entry points of `exec.rs` (AVX2+FMA or the portable
+//! Every kernel is `#[inline(always)]` so that it is compiled inside its
+//! ISA-specific entry points in `isa.rs` (AVX2+FMA or the portable
 //! baseline) and vectorized there. Kernels never panic: operands shorter
 //! than the output (impossible for validated programs) leave lanes untouched,
 //! and the element kernels say so (they return whether they wrote every lane

@@ -2,7 +2,7 @@
 //! of [`BLOCK`] positions at a time on the calling thread.
 //!
 //! Owns the block program (`program.rs`), its typed kernels (`kernels.rs`,
-//! `lanes.rs`, the running sum in `scan.rs`) and the leaf machinery (`exec.rs`) that `cpu-parallel` drives
+//! `isa.rs`, `lanes.rs`, the running sum in `scan.rs`) and the leaf machinery (`exec.rs`) that `cpu-parallel` drives
 //! over rayon. It reads plans and inputs; it never chooses or retries.
 //!
 //! # Design
@@ -35,9 +35,11 @@
 //!   leaves before it (left to right); inside a block, a running sum adds
 //!   groups of eight by a fixed tree (`scan.rs`). None of this depends on
 //!   the thread count, so `cpu-simd` and `cpu-parallel` are bit-identical.
-//! * **ISA dispatch.** The instruction loop and the reduction loop are
-//!   compiled twice: for the build's baseline and with AVX2+FMA, chosen at
-//!   run time; the running sum has AVX2 kernels written with intrinsics.
+//! * **ISA dispatch.** Every kernel (one operation over one block) is
+//!   compiled twice, for the build's baseline and with AVX2+FMA, and chosen
+//!   at run time per call (`isa.rs`: one small function per kernel, not one
+//!   interpreter per ISA, which is what keeps the release build short); the
+//!   running sum has AVX2 kernels written with intrinsics.
 //!   All give the same bits: lanes never reassociate, and
 //!   `mul_add` is `f32::mul_add` (a real FMA, or the correctly rounded
 //!   library call), never split into a multiply and an add.
@@ -49,6 +51,7 @@
 //!   functions call `libm` per lane.
 
 mod exec;
+mod isa;
 mod kernels;
 mod lanes;
 mod program;

@@ -27,7 +27,7 @@
 //! as the portable code (even the additions of zero, which turn `-0.0` into
 //! `0.0`), and the tests compare them to the bit.
 
-use super::exec::Isa;
+use super::isa::Isa;
 use super::lanes::Num;
 use std::mem::MaybeUninit;
 

@@ -1,0 +1,154 @@
+//! The instruction set the block loops are compiled for, and the kernels'
+//! entry points per instruction set.
+//!
+//! Every entry point here is one small function per instantiation (kernel,
+//! lane types, operation, output kind): the kernel's loop compiled for the
+//! build's baseline, and on x86-64 the same loop compiled again with
+//! AVX2+FMA in a `#[target_feature]` twin, chosen at run time by [`Isa`].
+//! The block interpreter (`exec.rs`) is plain code that calls them once per
+//! block and instruction.
+//!
+//! Why per kernel and not per interpreter: the interpreter used to be
+//! inlined whole into two ISA-specific entry points, and every kernel of
+//! every operation and lane type with it. Those functions were 1.7 million
+//! lines of LLVM IR each (91% of the crate's IR in six functions), which
+//! LLVM optimized alone on one core: most of the crate's release build.
+//! Here the same kernels are thousands of small functions that codegen
+//! units share out, and a call per block of `BLOCK` lanes costs nothing
+//! measurable (`docs/performance.md`, build time).
+
+use super::kernels::{self, ArgState, Keep, Op, Slot, LANES};
+use super::lanes::{Lane, Num};
+
+/// The instruction set the block loops are compiled for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Isa {
+    /// The build's baseline (SSE2 on x86-64): always available.
+    Portable,
+    /// AVX2 with FMA, chosen at run time when the CPU has both.
+    #[cfg(target_arch = "x86_64")]
+    Avx2Fma,
+}
+
+impl Isa {
+    /// The best instruction set of this CPU.
+    pub(crate) fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                return Isa::Avx2Fma;
+            }
+        }
+        Isa::Portable
+    }
+
+    /// The name shown in metrics.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Isa::Portable => "portable",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2Fma => "avx2+fma",
+        }
+    }
+}
+
+/// `entry!(fn name[generics](args) -> ret = kernel)`: `name(isa, args)`
+/// runs `kernel(args)` compiled for `isa`.
+macro_rules! entry {
+    ($(
+        $(#[$doc:meta])*
+        fn $name:ident[$($gen:tt)*]($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty = $kernel:path;
+    )*) => {$(
+        $(#[$doc])*
+        #[allow(clippy::too_many_arguments)]
+        #[inline(never)]
+        pub(crate) fn $name<$($gen)*>(isa: Isa, $($arg: $ty),*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            if isa == Isa::Avx2Fma {
+                #[allow(clippy::too_many_arguments)]
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2<$($gen)*>($($arg: $ty),*) -> $ret {
+                    $kernel($($arg),*)
+                }
+                // SAFETY: `Isa::Avx2Fma` is only chosen by `Isa::detect`
+                // when the CPU reports AVX2 and FMA.
+                return unsafe { avx2($($arg),*) };
+            }
+            let _ = isa;
+            $kernel($($arg),*)
+        }
+    )*};
+}
+
+entry! {
+    /// [`kernels::unary`].
+    fn unary[A: Copy, R, O: Slot<R>, F: Fn(A) -> R](a: &[A], out: &mut [O], f: F) -> bool
+        = kernels::unary;
+    /// [`kernels::binary`].
+    fn binary[A: Copy, R: Copy + Default, O: Slot<R>, F: Fn(A, A) -> R](
+        a: Op<'_, A>,
+        b: Op<'_, A>,
+        out: &mut [O],
+        f: F,
+    ) -> bool = kernels::binary;
+    /// [`kernels::ternary`].
+    fn ternary[A: Copy, B: Copy, R: Copy + Default, O: Slot<R>, F: Fn(A, B, B) -> R](
+        a: Op<'_, A>,
+        b: Op<'_, B>,
+        c: Op<'_, B>,
+        out: &mut [O],
+        f: F,
+    ) -> bool = kernels::ternary;
+    /// [`kernels::powi`].
+    fn powi[T: Num, O: Slot<T>](a: &[T], n: i32, out: &mut [O]) -> bool = kernels::powi;
+    /// [`kernels::fold_lanes`].
+    fn fold_lanes[T: Num, K: Keep, F: Fn(T, T) -> T + Copy](
+        acc: &mut [T; LANES],
+        x: &[T],
+        keep: K,
+        id: T,
+        f: F,
+    ) -> () = kernels::fold_lanes;
+    /// [`kernels::fold_lanes_bin`].
+    fn fold_lanes_bin[T: Num, K: Keep, G: Fn(T, T) -> T + Copy, F: Fn(T, T) -> T + Copy](
+        acc: &mut [T; LANES],
+        a: Op<'_, T>,
+        b: Op<'_, T>,
+        n: usize,
+        keep: K,
+        id: T,
+        g: G,
+        f: F,
+    ) -> () = kernels::fold_lanes_bin;
+    /// [`kernels::fold_lanes_nested`].
+    fn fold_lanes_nested[
+        T: Num,
+        H: Fn(T, T) -> T + Copy,
+        G: Fn(T, T) -> T + Copy,
+        F: Fn(T, T) -> T + Copy,
+    ](
+        acc: &mut [T; LANES],
+        a: Op<'_, T>,
+        b: Op<'_, T>,
+        h: H,
+        c: T,
+        n: usize,
+        id: T,
+        g: G,
+        f: F,
+    ) -> () = kernels::fold_lanes_nested;
+    /// [`kernels::count`].
+    fn count[](n: usize, mask: Option<&[bool]>) -> u64 = kernels::count;
+    /// [`kernels::any`].
+    fn any[](x: &[bool], mask: Option<&[bool]>) -> bool = kernels::any;
+    /// [`kernels::all`].
+    fn all[](x: &[bool], mask: Option<&[bool]>) -> bool = kernels::all;
+    /// [`kernels::arg`].
+    fn arg[T: Lane, F: Fn(T, T) -> bool](
+        st: &mut ArgState<T>,
+        x: &[T],
+        mask: Option<&[bool]>,
+        base: u64,
+        better: F,
+    ) -> () = kernels::arg;
+}
