@@ -3,16 +3,15 @@
 //! change in fusion, folding, CSE, predication or dead-code elimination shows
 //! up as a diff in review. The first line names the optimizer passes that
 //! changed the plan. `BLESS=1 cargo test --test golden_plans` rewrites the
-//! files.
+//! files (`support/golden.rs`).
+
+#[path = "support/golden.rs"]
+mod golden;
 
 use computeq::explain::Explain;
 use computeq::prelude::*;
 use computeq::runtime::{Config, Engine};
-use std::path::PathBuf;
-
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/plans")
-}
+use golden::Golden;
 
 fn text(e: &Explain) -> String {
     let passes = if e.passes.is_empty() {
@@ -23,49 +22,10 @@ fn text(e: &Explain) -> String {
     format!("# optimizer: {passes}\n{}", e.plan)
 }
 
-#[track_caller]
 fn check(name: &str, explain: Explain) {
-    let got = text(&explain);
-    let path = dir().join(format!("{name}.txt"));
-    if std::env::var_os("BLESS").is_some() {
-        std::fs::create_dir_all(dir()).unwrap();
-        std::fs::write(&path, &got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        panic!(
-            "missing {}; run `BLESS=1 cargo test --test golden_plans`",
-            path.display()
-        )
-    });
-    if got != want {
-        let diff: Vec<String> = diff_lines(&want, &got);
-        panic!(
-            "plan `{name}` differs from {} (BLESS=1 to accept):\n{}\n--- full plan ---\n{got}",
-            path.display(),
-            diff.join("\n")
-        );
-    }
-}
-
-/// A line diff good enough for short plans: `-` expected, `+` got.
-fn diff_lines(want: &str, got: &str) -> Vec<String> {
-    let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
-    let mut out = Vec::new();
-    for i in 0..w.len().max(g.len()) {
-        match (w.get(i), g.get(i)) {
-            (Some(a), Some(b)) if a == b => {}
-            (a, b) => {
-                if let Some(a) = a {
-                    out.push(format!("{i:>3} - {a}"));
-                }
-                if let Some(b) = b {
-                    out.push(format!("{i:>3} + {b}"));
-                }
-            }
-        }
-    }
-    out
+    let mut golden = Golden::new("plans");
+    golden.check(&format!("{name}.txt"), &text(&explain));
+    golden.finish();
 }
 
 struct Data {

@@ -9,6 +9,10 @@
 //! install in `.tools/pip`. When it is missing the ptxas tests print why
 //! and pass, unless `COMPUTEQ_REQUIRE` lists `ptxas`.
 
+#[path = "support/faults.rs"]
+mod faults;
+#[path = "support/golden.rs"]
+mod golden;
 mod ptx_interp;
 
 use computeq::backend::cpu_scalar;
@@ -25,6 +29,7 @@ use computeq::plan::{
 };
 use computeq::runtime::{Config, Engine};
 use computeq::types::{Column, ColumnRef};
+use golden::Golden;
 use proptest::prelude::*;
 use ptx_interp::backend::InterpBackend;
 use ptx_interp::device::{InterpBuffer, InterpPending, LoadedModule};
@@ -753,8 +758,7 @@ fn chunked_runs_carry_scans_compaction_and_aggregates_across_chunks() {
 
 #[test]
 fn golden_ptx() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/ptx");
-    let bless = std::env::var("BLESS").is_ok_and(|v| v == "1");
+    let mut golden = Golden::new("ptx");
     let pt = ptxas();
     let plans = [
         ("map_f32", map_plan(DType::F32)),
@@ -777,26 +781,15 @@ fn golden_ptx() {
             }),
         ),
     ];
-    let mut failures = Vec::new();
     for (name, plan) in &plans {
         let ptx = compile(plan, &cuda_caps(), &PtxOptions::default()).unwrap();
         let text = &ptx.stages[0].module.text;
         if let Some(pt) = &pt {
             ptxas_check(pt, name, text).unwrap();
         }
-        let file = dir.join(format!("{name}.ptx"));
-        if bless {
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(&file, text).unwrap();
-        } else {
-            match std::fs::read_to_string(&file) {
-                Ok(want) if want == *text => {}
-                Ok(_) => failures.push(format!("{} differs (BLESS=1 rewrites)", file.display())),
-                Err(_) => failures.push(format!("{} is missing (BLESS=1 writes)", file.display())),
-            }
-        }
+        golden.check(&format!("{name}.ptx"), text);
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    golden.finish();
 }
 
 #[test]
@@ -1824,44 +1817,9 @@ fn injected_faults_are_errors_of_their_phase() {
     let plan = map_plan(DType::F32);
     let ptx = compile(&plan, &small_caps(), &PtxOptions::default()).unwrap();
     let x = column(DType::F32, 100, 1);
-    let cases = [
-        (
-            FaultPlan {
-                compile: true,
-                ..FaultPlan::NONE
-            },
-            Phase::Compile,
-        ),
-        (
-            FaultPlan {
-                upload: true,
-                ..FaultPlan::NONE
-            },
-            Phase::Upload,
-        ),
-        (
-            FaultPlan {
-                launch: true,
-                ..FaultPlan::NONE
-            },
-            Phase::Execute,
-        ),
-        (
-            FaultPlan {
-                download: true,
-                ..FaultPlan::NONE
-            },
-            Phase::Download,
-        ),
-        (
-            FaultPlan {
-                oom: true,
-                ..FaultPlan::NONE
-            },
-            Phase::Execute,
-        ),
-    ];
-    for (faults, phase) in cases {
+    for (name, phase) in faults::faults_of("cuda") {
+        let faults = FaultPlan::parse(&format!("cuda:{name}"));
+        assert_ne!(faults, FaultPlan::NONE, "cuda:{name} does not parse");
         let mut inner = InterpDevice::new();
         let mut dev = FaultyDevice {
             inner: &mut inner,
@@ -1951,13 +1909,7 @@ fn injected_faults_fall_back_through_the_runtime() {
         .on(BackendKind::CpuScalar)
         .filter(|x| x.gt(0.0))
         .collect();
-    for (name, phase) in [
-        ("compile", Phase::Compile),
-        ("upload", Phase::Upload),
-        ("launch", Phase::Execute),
-        ("download", Phase::Download),
-        ("oom", Phase::Execute),
-    ] {
+    for (name, phase) in faults::faults_of("cuda") {
         let faults = FaultPlan::parse(&format!("cuda:{name}"));
         assert_ne!(faults, FaultPlan::NONE, "{name} does not parse");
         *b.faults.lock() = faults;

@@ -5,6 +5,11 @@
 //! it skips, unless `COMPUTEQ_REQUIRE` lists `wgpu`, in which case it fails.
 #![cfg(feature = "wgpu")]
 
+#[path = "support/faults.rs"]
+mod faults;
+#[path = "support/golden.rs"]
+mod golden;
+
 use computeq::backend::cpu_scalar::run_plan;
 use computeq::backend::wgpu::{FaultPlan, WgpuBackend};
 use computeq::backend::{
@@ -19,6 +24,7 @@ use computeq::plan::{
 };
 use computeq::runtime::{Config, Engine};
 use computeq::types::{Column, ColumnRef};
+use golden::Golden;
 use smallvec::{smallvec, SmallVec};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -802,45 +808,10 @@ fn injected_faults_are_errors_with_their_phase_and_leak_nothing() {
         (compact_plan(), 2),
         (scan_plan(DType::F32, None, false).0, 1),
     ];
-    let cases = [
-        (
-            FaultPlan {
-                compile: true,
-                ..FaultPlan::NONE
-            },
-            Phase::Compile,
-        ),
-        (
-            FaultPlan {
-                upload: true,
-                ..FaultPlan::NONE
-            },
-            Phase::Upload,
-        ),
-        (
-            FaultPlan {
-                dispatch: true,
-                ..FaultPlan::NONE
-            },
-            Phase::Execute,
-        ),
-        (
-            FaultPlan {
-                readback: true,
-                ..FaultPlan::NONE
-            },
-            Phase::Download,
-        ),
-        (
-            FaultPlan {
-                oom: true,
-                ..FaultPlan::NONE
-            },
-            Phase::Upload,
-        ),
-    ];
     let baseline = b.live_buffers();
-    for (faults, phase) in cases {
+    for (name, phase) in faults::faults_of("wgpu") {
+        let faults = FaultPlan::parse(&format!("wgpu:{name}"));
+        assert_ne!(faults, FaultPlan::NONE, "wgpu:{name} does not parse");
         for (plan, arity) in &plans {
             let cols = [ColumnRef::F32(&xs), ColumnRef::I32(&is)];
             let params = [Scalar::F32(2.0)];
@@ -1250,9 +1221,7 @@ fn validate(src: &str) -> Result<(), String> {
 
 #[test]
 fn golden_wgsl() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/wgsl");
-    let bless = std::env::var("BLESS").is_ok_and(|v| v == "1");
-    let mut failures = Vec::new();
+    let mut golden = Golden::new("wgsl");
     for subgroups in [false, true] {
         let caps = Caps {
             subgroups,
@@ -1263,32 +1232,19 @@ fn golden_wgsl() {
             for k in &kp.kernels {
                 let text = wgsl::write_kernel(k).unwrap();
                 validate(&text).unwrap_or_else(|e| panic!("{name}/{}: {e}", k.name));
-                let file = dir.join(format!(
-                    "{name}.{}{}.wgsl",
-                    k.name,
-                    if subgroups { ".subgroups" } else { "" }
-                ));
                 if subgroups && !k.needs().subgroups {
                     continue;
                 }
-                if bless {
-                    std::fs::create_dir_all(&dir).unwrap();
-                    std::fs::write(&file, &text).unwrap();
-                } else {
-                    match std::fs::read_to_string(&file) {
-                        Ok(want) if want == text => {}
-                        Ok(_) => {
-                            failures.push(format!("{} differs (BLESS=1 rewrites)", file.display()))
-                        }
-                        Err(_) => {
-                            failures.push(format!("{} is missing (BLESS=1 writes)", file.display()))
-                        }
-                    }
-                }
+                let file = format!(
+                    "{name}.{}{}.wgsl",
+                    k.name,
+                    if subgroups { ".subgroups" } else { "" }
+                );
+                golden.check(&file, &text);
             }
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    golden.finish();
 }
 
 /// A device is measured through the engine's own query path (within the
