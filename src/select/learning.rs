@@ -2,17 +2,18 @@
 //! measured history corrects it, and bounded exploration fills the history
 //! where a candidate could plausibly win.
 //!
-//! The decision reads as a chain (BurntSushi's `meta/strategy.rs` habit):
-//! 1. forced by the query or `COMPUTEQ_BACKEND` → that backend;
-//! 2. one candidate → it;
-//! 3. per candidate, prediction = model estimate × the key's measured
-//!    ratio, blended: weight `samples / min_samples` (capped at 1), so the
-//!    model decides while samples are few and measurements take over;
-//!    backends sitting out a failure are skipped;
-//! 4. the cheapest prediction wins; the reason is `History` when history
-//!    decided (the winner is measured, or measurements overturned the
-//!    model's pick), else `Model`;
-//! 5. exploration: every other run of a (plan, size) key, a candidate with
+//! Every candidate is priced first ([`Ranking`]): prediction = model
+//! estimate × the key's measured ratio, blended by weight
+//! `samples / min_samples` (capped at 1), so the model decides while
+//! samples are few and measurements take over; backends sitting out a
+//! failure rank last. (Disabled and unavailable backends never reach the
+//! selector: the engine leaves them out of the candidates, and says why.)
+//! Then the decision is a chain of rules, the first that answers decides
+//! (BurntSushi's `meta/strategy.rs` habit), each a function below whose
+//! answer is the reason the metrics report:
+//! 1. [`forced`] by the query or `COMPUTEQ_BACKEND` → that backend;
+//! 2. [`only_candidate`] → it;
+//! 3. [`exploration`]: every other run of a (plan, size) key, a candidate with
 //!    fewer than `min_samples` measurements runs instead when it is
 //!    plausible, and on the other runs the runner-up at runs 16, 32, 64
 //!    and then once every 256 runs, if plausible, so history cannot go
@@ -24,7 +25,10 @@
 //!    model price or its measured prediction (the better of the two,
 //!    steady state) is within `explore_ratio` of the choice, so cold
 //!    first runs cannot bar a backend for good. A candidate predicted
-//!    many times slower by both is never tried.
+//!    many times slower by both is never tried;
+//! 4. [`cheapest`]: the cheapest prediction; the reason is `History` when
+//!    history decided (the winner is measured, or measurements overturned
+//!    the model's pick), else `Model`.
 //!
 //! Cheap on the query path: one uncontended mutex around a hash lookup and
 //! a few multiplications; no allocation, I/O or clock reads. Persistence
@@ -346,6 +350,232 @@ fn plan_entry<'h>(
     e
 }
 
+/// One candidate as a selection sees it.
+struct Cand {
+    kind: BackendKind,
+    /// The model's price, compile included when not built.
+    model: f64,
+    /// The model's steady-state price (compile excluded).
+    model_steady: f64,
+    /// Steady state (compile excluded), history-corrected.
+    steady: f64,
+    /// `steady` + compile when not built yet.
+    predicted: f64,
+    samples: u32,
+    backed_off: bool,
+}
+
+/// The candidates of one selection, priced and ranked.
+struct Ranking {
+    cands: SmallVec<[Cand; 5]>,
+    /// Indices into `cands`, cheapest prediction first, backed-off
+    /// candidates last.
+    by_prediction: SmallVec<[usize; 5]>,
+}
+
+impl Ranking {
+    /// Per candidate, prediction = model estimate × the key's measured
+    /// ratio, blended by weight `samples / min_samples` (capped at 1).
+    fn new(
+        input: &SelectionInput<'_>,
+        prices: &EstimateMemo,
+        bucket: &Bucket,
+        s: &LearningSettings,
+    ) -> Ranking {
+        let mut cands: SmallVec<[Cand; 5]> = SmallVec::new();
+        for &k in input.candidates {
+            let compile = if input.plan.has_artifact(k) {
+                0.0
+            } else {
+                prices.compile[k.index()]
+            };
+            let model = prices.steady[k.index()];
+            let stat = &bucket.stats[k.index()];
+            let steady = if s.learn && stat.samples > 0 {
+                let weight = (stat.samples as f32 / s.min_samples as f32).min(1.0);
+                // In `f32`: the ratio is kept in `f32` and only ranks
+                // candidates; `expf` costs half of `exp` per candidate.
+                model * (weight * stat.log_ratio() as f32).exp() as f64
+            } else {
+                model
+            };
+            cands.push(Cand {
+                kind: k,
+                model: model + compile,
+                model_steady: model,
+                steady,
+                predicted: steady + compile,
+                samples: stat.samples,
+                backed_off: s.learn && stat.backed_off(bucket.runs),
+            });
+        }
+        // Small fixed arrays and insertion sorts: at most five candidates,
+        // and `collect`/`sort` machinery costs more than the work here.
+        let mut by_prediction: SmallVec<[usize; 5]> = SmallVec::new();
+        for i in 0..cands.len() {
+            let key = |j: usize| (cands[j].backed_off, cands[j].predicted);
+            let mut at = by_prediction.len();
+            while at > 0 && {
+                let (ob, op) = key(by_prediction[at - 1]);
+                let (nb, np) = key(i);
+                (ob, op) > (nb, np) || (ob == nb && op.is_nan())
+            } {
+                at -= 1;
+            }
+            by_prediction.insert(at, i);
+        }
+        Ranking {
+            cands,
+            by_prediction,
+        }
+    }
+
+    fn best(&self) -> &Cand {
+        &self.cands[self.by_prediction[0]]
+    }
+
+    fn runner_up(&self) -> Option<&Cand> {
+        self.by_prediction.get(1).map(|&i| &self.cands[i])
+    }
+
+    /// The decision to run `first` (by `reason`), then the rest by
+    /// prediction; with every candidate's estimate, by backend.
+    fn decision(&self, first: Option<BackendKind>, reason: SelectionReason) -> Decision {
+        let mut order: SmallVec<[BackendKind; 5]> = SmallVec::new();
+        order.extend(first);
+        for &i in &self.by_prediction {
+            if Some(self.cands[i].kind) != first {
+                order.push(self.cands[i].kind);
+            }
+        }
+        let mut estimates: SmallVec<[CandidateEstimate; 5]> = SmallVec::new();
+        for c in &self.cands {
+            let mut at = estimates.len();
+            while at > 0 && estimates[at - 1].backend > c.kind {
+                at -= 1;
+            }
+            estimates.insert(
+                at,
+                CandidateEstimate {
+                    backend: c.kind,
+                    seconds: c.predicted,
+                },
+            );
+        }
+        Decision {
+            order,
+            reason,
+            estimates,
+        }
+    }
+}
+
+/// A rule's answer: the backend to run first (none when there is no
+/// candidate at all), and why.
+type Pick = (Option<BackendKind>, SelectionReason);
+
+/// 1. Forced by the query or `COMPUTEQ_BACKEND`: that backend, whatever
+///    its price.
+fn forced(forced: Option<Forced>) -> Option<Pick> {
+    Some(match forced? {
+        Forced::Query(k) => (Some(k), SelectionReason::Forced),
+        Forced::Environment(k) => (Some(k), SelectionReason::Environment),
+    })
+}
+
+/// 2. One candidate left (the others disabled or unavailable: the
+///    engine never offers those): it.
+fn only_candidate(r: &Ranking) -> Option<Pick> {
+    (r.cands.len() <= 1).then(|| {
+        (
+            r.cands.first().map(|c| c.kind),
+            SelectionReason::OnlyCandidate,
+        )
+    })
+}
+
+/// 3. Bounded exploration (see the module doc): an under-sampled
+///    plausible candidate on every other run of the key, else a due
+///    re-check of a plausible runner-up, or a repeat of one that just
+///    measured clearly faster.
+fn exploration(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> Option<Pick> {
+    if !s.learn || s.explore_ratio <= 0.0 {
+        return None;
+    }
+    let now = bucket.runs;
+    let best = r.best();
+    let limit = best.steady * s.explore_ratio;
+    // A candidate is judged by the better of its model price and its
+    // measurements: a cold first run or two (scratch allocated, caches
+    // cold) must not keep it out of exploration and re-checks for good
+    // while the incumbent's history warms up. Still bounded: only until
+    // `min_samples`, then one run in `RECHECK_EVERY` for the runner-up.
+    let hopeful = |c: &Cand| c.steady.min(c.model_steady);
+    let plausible = |c: &&Cand| c.kind != best.kind && !c.backed_off && hopeful(c) <= limit;
+    // Under-sampled candidates on every other run; when none is picked,
+    // once in `RECHECK_EVERY` runs, the runner-up (its phase is even, so
+    // it must not be an `else` of the even runs).
+    let undersampled = if now % 2 == 0 {
+        r.cands
+            .iter()
+            .filter(plausible)
+            .filter(|c| c.samples < s.min_samples)
+            .min_by(|a, b| {
+                a.samples
+                    .cmp(&b.samples)
+                    .then(a.steady.total_cmp(&b.steady))
+            })
+    } else {
+        None
+    };
+    // A re-check whose run clearly beat the choice's prediction is
+    // repeated on the next run (until the runner-up's median moves or a
+    // run comes out slower): one fast sample among older slow ones does
+    // not move a median, and re-running what just measured faster costs
+    // nothing in expectation.
+    let promising = |c: &Cand| {
+        bucket.stats[c.kind.index()]
+            .last_log_ratio()
+            .is_some_and(|x| c.model_steady * x.exp() < best.steady * PROMISING)
+    };
+    let pick = undersampled.or_else(|| {
+        r.runner_up().filter(|c| {
+            let slowdown = c.steady / best.steady;
+            plausible(c)
+                && slowdown <= RECHECK_MAX_SLOWDOWN
+                && (recheck_due(now, slowdown) || promising(c))
+        })
+    })?;
+    Some((Some(pick.kind), SelectionReason::Exploration))
+}
+
+/// 4. The cheapest prediction: `History` when measurements decided (the
+///    winner is measured, or they overturned the model's pick), else
+///    `Model`.
+fn cheapest(r: &Ranking, s: &LearningSettings) -> Pick {
+    let best = r.best();
+    let model_pick = r
+        .cands
+        .iter()
+        .filter(|c| !c.backed_off)
+        .min_by(|a, b| a.model.total_cmp(&b.model))
+        .map(|c| c.kind);
+    let history_decided =
+        s.learn && (best.samples >= s.min_samples || model_pick != Some(best.kind));
+    let reason = if history_decided {
+        SelectionReason::History {
+            samples: best.samples,
+            predicted: best.predicted,
+        }
+    } else {
+        SelectionReason::Model {
+            estimate: best.predicted,
+            runner_up: r.runner_up().map(|c| (c.kind, c.predicted)),
+        }
+    };
+    (Some(best.kind), reason)
+}
+
 impl Selector for LearningSelector {
     fn select(&self, input: &SelectionInput<'_>) -> Decision {
         self.refresh_model();
@@ -377,188 +607,14 @@ impl Selector for LearningSelector {
             }
         };
         bucket.runs += 1;
-        let now = bucket.runs;
-
-        // Model estimates and blended predictions.
-        struct Cand {
-            kind: BackendKind,
-            model: f64,
-            /// The model's steady-state price (compile excluded).
-            model_steady: f64,
-            /// Steady state (compile excluded), history-corrected.
-            steady: f64,
-            /// `steady` + compile when not built yet.
-            predicted: f64,
-            samples: u32,
-            backed_off: bool,
-        }
         let prices = memo.as_ref().expect("current or priced above");
-        let mut cands: SmallVec<[Cand; 5]> = SmallVec::new();
-        for &k in input.candidates {
-            let compile = if input.plan.has_artifact(k) {
-                0.0
-            } else {
-                prices.compile[k.index()]
-            };
-            let model = prices.steady[k.index()];
-            let stat = &bucket.stats[k.index()];
-            let steady = if s.learn && stat.samples > 0 {
-                let weight = (stat.samples as f32 / s.min_samples as f32).min(1.0);
-                // In `f32`: the ratio is kept in `f32` and only ranks
-                // candidates; `expf` costs half of `exp` per candidate.
-                model * (weight * stat.log_ratio() as f32).exp() as f64
-            } else {
-                model
-            };
-            cands.push(Cand {
-                kind: k,
-                model: model + compile,
-                model_steady: model,
-                steady,
-                predicted: steady + compile,
-                samples: stat.samples,
-                backed_off: s.learn && stat.backed_off(now),
-            });
-        }
-
-        // Small fixed arrays and insertion sorts: at most five candidates,
-        // and `collect`/`sort` machinery costs more than the work here.
-        let mut by_prediction: SmallVec<[usize; 5]> = SmallVec::new();
-        for i in 0..cands.len() {
-            let key = |j: usize| (cands[j].backed_off, cands[j].predicted);
-            let mut at = by_prediction.len();
-            while at > 0 && {
-                let (ob, op) = key(by_prediction[at - 1]);
-                let (nb, np) = key(i);
-                (ob, op) > (nb, np) || (ob == nb && op.is_nan())
-            } {
-                at -= 1;
-            }
-            by_prediction.insert(at, i);
-        }
-        let mut order: SmallVec<[BackendKind; 5]> = SmallVec::new();
-        for &i in &by_prediction {
-            order.push(cands[i].kind);
-        }
-        let mut estimates: SmallVec<[CandidateEstimate; 5]> = SmallVec::new();
-        for c in &cands {
-            let mut at = estimates.len();
-            while at > 0 && estimates[at - 1].backend > c.kind {
-                at -= 1;
-            }
-            estimates.insert(
-                at,
-                CandidateEstimate {
-                    backend: c.kind,
-                    seconds: c.predicted,
-                },
-            );
-        }
-
-        // 1. Forced.
-        if let Some(f) = input.forced {
-            let (k, reason) = match f {
-                Forced::Query(k) => (k, SelectionReason::Forced),
-                Forced::Environment(k) => (k, SelectionReason::Environment),
-            };
-            order.retain(|b| *b != k);
-            order.insert(0, k);
-            return Decision {
-                order,
-                reason,
-                estimates,
-            };
-        }
-        // 2. Only one.
-        if cands.len() <= 1 {
-            return Decision {
-                order,
-                reason: SelectionReason::OnlyCandidate,
-                estimates,
-            };
-        }
-        // 3–4. Cheapest prediction.
-        let best = &cands[by_prediction[0]];
-        let model_pick = cands
-            .iter()
-            .filter(|c| !c.backed_off)
-            .min_by(|a, b| a.model.total_cmp(&b.model))
-            .map(|c| c.kind);
-        let runner_up = by_prediction.get(1).map(|&i| &cands[i]);
-        let history_decided =
-            s.learn && (best.samples >= s.min_samples || model_pick != Some(best.kind));
-        let reason = if history_decided {
-            SelectionReason::History {
-                samples: best.samples,
-                predicted: best.predicted,
-            }
-        } else {
-            SelectionReason::Model {
-                estimate: best.predicted,
-                runner_up: runner_up.map(|c| (c.kind, c.predicted)),
-            }
-        };
-        // 5. Bounded exploration.
-        if s.learn && s.explore_ratio > 0.0 {
-            let limit = best.steady * s.explore_ratio;
-            // A candidate is judged by the better of its model price and
-            // its measurements: a cold first run or two (scratch
-            // allocated, caches cold) must not keep it out of exploration
-            // and re-checks for good while the incumbent's history warms
-            // up. Still bounded: only until `min_samples`, then one run
-            // in `RECHECK_EVERY` for the runner-up.
-            let hopeful = |c: &Cand| c.steady.min(c.model_steady);
-            let plausible = |c: &&Cand| c.kind != best.kind && !c.backed_off && hopeful(c) <= limit;
-            // Under-sampled candidates on every other run; when none is
-            // picked, once in `RECHECK_EVERY` runs, the runner-up (its
-            // phase is even, so it must not be an `else` of the even runs).
-            let undersampled = if now % 2 == 0 {
-                cands
-                    .iter()
-                    .filter(plausible)
-                    .filter(|c| c.samples < s.min_samples)
-                    .min_by(|a, b| {
-                        a.samples
-                            .cmp(&b.samples)
-                            .then(a.steady.total_cmp(&b.steady))
-                    })
-            } else {
-                None
-            };
-            // A re-check whose run clearly beat the choice's prediction is
-            // repeated on the next run (until the runner-up's median moves
-            // or a run comes out slower): one fast sample among older slow
-            // ones does not move a median, and re-running what just
-            // measured faster costs nothing in expectation.
-            let promising = |c: &Cand| {
-                bucket.stats[c.kind.index()]
-                    .last_log_ratio()
-                    .is_some_and(|r| c.model_steady * r.exp() < best.steady * PROMISING)
-            };
-            let pick = undersampled.or_else(|| {
-                runner_up.filter(|c| {
-                    let slowdown = c.steady / best.steady;
-                    plausible(c)
-                        && slowdown <= RECHECK_MAX_SLOWDOWN
-                        && (recheck_due(now, slowdown) || promising(c))
-                })
-            });
-            if let Some(c) = pick {
-                let k = c.kind;
-                order.retain(|b| *b != k);
-                order.insert(0, k);
-                return Decision {
-                    order,
-                    reason: SelectionReason::Exploration,
-                    estimates,
-                };
-            }
-        }
-        Decision {
-            order,
-            reason,
-            estimates,
-        }
+        let ranking = Ranking::new(input, prices, bucket, s);
+        // The chain: the first rule that answers decides.
+        let (first, reason) = forced(input.forced)
+            .or_else(|| only_candidate(&ranking))
+            .or_else(|| exploration(&ranking, bucket, s))
+            .unwrap_or_else(|| cheapest(&ranking, s));
+        ranking.decision(first, reason)
     }
 
     fn observe(&self, workload: &WorkloadCharacteristics, m: &ExecutionMetrics) {
