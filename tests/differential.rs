@@ -135,7 +135,7 @@ mod cuda_interp {
     use super::*;
     use crate::ptx_interp::backend::{InterpBackend, Mutation};
     use crate::ptx_interp::ptxas;
-    use computeq::codegen::ptx::cuda_caps;
+    use computeq::backend::ptx::cuda_caps;
     use computeq::codegen::Caps;
     use computeq::runtime::Engine;
     use std::sync::Arc;

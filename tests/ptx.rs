@@ -1,6 +1,6 @@
 //! The PTX writer without a GPU: `ptxas` validates the text for sm_70,
 //! sm_80 and sm_90, and a strict PTX interpreter (`ptx_interp`) runs it
-//! through the library's own host protocol (`codegen::ptx::run_plan` and
+//! through the library's own host protocol (`backend::ptx::run_plan` and
 //! `run_plan_to_host`), compared with `cpu-scalar` on hand-built stages,
 //! on real queries' plans and on random stages; and the order of chunked
 //! downloads against the kernels is checked on a recording device.
@@ -16,11 +16,12 @@ mod golden;
 mod ptx_interp;
 
 use computeq::backend::cpu_scalar;
-use computeq::backend::{BackendError, BackendKind, Phase, RunStats};
-use computeq::codegen::ptx::{
-    self, compile, cuda_caps, download_column, run_plan, run_plan_to_host, BufferArg, PtxDevice,
-    PtxModule, PtxOptions, PtxPlan, RunInput, RunLimits, RunOutput,
+use computeq::backend::ptx::{
+    compile, cuda_caps, download_column, run_plan, run_plan_to_host, BufferArg, PtxDevice, PtxPlan,
+    RunInput, RunLimits, RunOutput,
 };
+use computeq::backend::{BackendError, BackendKind, Phase, RunStats};
+use computeq::codegen::ptx::{self, PtxModule, PtxOptions};
 use computeq::codegen::{lower_stage, Caps};
 use computeq::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
 use computeq::plan::{

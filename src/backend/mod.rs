@@ -7,6 +7,7 @@
 pub mod cpu_parallel;
 pub mod cpu_scalar;
 pub mod cpu_simd;
+pub mod ptx;
 mod registry;
 
 pub use registry::{default_backends, DeviceSettings};

@@ -8,10 +8,9 @@
 
 use super::ptxas;
 use super::InterpDevice;
+use computeq::backend::ptx::{compile, run_plan_to_host, PtxDevice, PtxPlan, RunInput, RunLimits};
 use computeq::backend::{Availability, Backend, BackendError, BackendKind, Job, Phase, RunStats};
-use computeq::codegen::ptx::{
-    compile, run_plan_to_host, PtxDevice, PtxOptions, PtxPlan, RunInput, RunLimits,
-};
+use computeq::codegen::ptx::PtxOptions;
 use computeq::codegen::{lower_plan, Caps};
 use computeq::plan::{PhysicalPlan, PlanOutput};
 use parking_lot::Mutex;

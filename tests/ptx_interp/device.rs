@@ -11,8 +11,9 @@
 
 use super::machine::{self, LaunchStats, Memory};
 use super::parse::{self, Module};
+use computeq::backend::ptx::{BufferArg, PtxDevice};
 use computeq::backend::{BackendError, BackendKind, Phase};
-use computeq::codegen::ptx::{BufferArg, PtxDevice, PtxModule};
+use computeq::codegen::ptx::PtxModule;
 use std::rc::Rc;
 
 /// A loaded module: the parse and the entry names in kernel order.

@@ -2,8 +2,8 @@
 
 use super::device::{DeviceBuffer, Gpu};
 use super::exec::CudaDevice;
+use crate::backend::ptx::{download_column, DeviceData};
 use crate::backend::{BackendError, BackendKind, DeviceColumn, RunStats};
-use crate::codegen::ptx::{download_column, DeviceData};
 use crate::expr::DType;
 use crate::types::Column;
 use parking_lot::Mutex;

@@ -8,8 +8,9 @@ use super::device::{
     driver_error, DeviceBuffer, Event, Gpu, Module, PendingDownload, Pinned,
     DOWNLOAD_PIECES_CACHED, STAGING_BYTES,
 };
+use crate::backend::ptx::{BufferArg, PtxDevice};
 use crate::backend::{BackendError, Phase};
-use crate::codegen::ptx::{BufferArg, PtxDevice, PtxModule};
+use crate::codegen::ptx::PtxModule;
 use cudarc::driver::{result, sys};
 use std::ffi::c_void;
 use std::sync::Arc;

@@ -7,11 +7,12 @@
 //! environment alone never turns it on) or programmatically with
 //! [`CudaBackend::set_faults`](super::CudaBackend::set_faults). The faults
 //! are injected by [`FaultyDevice`], a wrapper over any
-//! [`PtxDevice`](crate::codegen::ptx::PtxDevice), so the tests exercise it
+//! [`PtxDevice`](crate::backend::ptx::PtxDevice), so the tests exercise it
 //! with the PTX interpreter on machines without a GPU.
 
+use crate::backend::ptx::{BufferArg, PtxDevice};
 use crate::backend::{BackendError, BackendKind, Phase};
-use crate::codegen::ptx::{BufferArg, PtxDevice, PtxModule};
+use crate::codegen::ptx::PtxModule;
 
 /// Which phases fail. Every flag fails every run until cleared.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]

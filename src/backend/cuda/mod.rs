@@ -28,7 +28,7 @@
 //!   falls back from.
 //!
 //! The host protocol (buffers, launches, chunk carries, chunked downloads)
-//! is [`codegen::ptx::run_plan`](crate::codegen::ptx::run_plan) and
+//! is [`backend::ptx::run_plan`](crate::backend::ptx::run_plan) and
 //! [`run_plan_to_host`], shared with the PTX interpreter of the tests.
 
 mod column;
@@ -44,11 +44,12 @@ use super::{
     Availability, Backend, BackendError, BackendKind, DeviceColumn, HostColumn, Input, Job, Phase,
     RunStats,
 };
-use crate::codegen::lower_plan;
-use crate::codegen::ptx::{
-    compile, cuda_caps, device_bytes, run_plan, run_plan_to_host, DeviceData, PtxDevice,
-    PtxOptions, PtxPlan, RunInput, RunLimits, RunOutput,
+use crate::backend::ptx::{
+    compile, cuda_caps, device_bytes, run_plan, run_plan_to_host, DeviceData, PtxDevice, PtxPlan,
+    RunInput, RunLimits, RunOutput,
 };
+use crate::codegen::lower_plan;
+use crate::codegen::ptx::PtxOptions;
 use crate::codegen::Caps;
 use crate::plan::{PhysicalPlan, PlanOutput};
 use crate::types::ColumnRef;

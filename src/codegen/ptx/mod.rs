@@ -1,7 +1,8 @@
-//! The PTX writer: kernel IR in, PTX text out, and the host protocol that
-//! runs a lowered plan's kernels on any [`PtxDevice`]. Pure text and logic,
-//! no CUDA: `ptxas` validates the output and a PTX interpreter (under
-//! `tests/ptx_interp`) executes it in the tests.
+//! The PTX writer: kernel IR in, PTX text out. Pure text, no CUDA:
+//! `ptxas` validates the output and a PTX interpreter (under
+//! `tests/ptx_interp`) executes it in the tests, through the host protocol
+//! that runs a lowered plan's kernels on any device
+//! (`backend::ptx`, the twin of wgpu's).
 //!
 //! # Design
 //!
@@ -33,16 +34,10 @@
 //!   rounding half away from zero, and `f64` helper functions for `exp`,
 //!   `ln`, `sin`, `cos` and float `%` (`math`).
 
-mod host;
 mod math;
 mod namer;
 pub mod writer;
 
-pub use host::{
-    column_from_device, compile, cuda_caps, device_bytes, download_column, run_plan,
-    run_plan_to_host, BufferArg, DeviceData, PtxDevice, PtxPlan, PtxStage, RunInput, RunLimits,
-    RunOutput,
-};
 pub use namer::Namer;
 pub use writer::{
     element_size, immediate, uniform_offsets, write_kernel, write_module, PtxModule, PtxOptions,

@@ -43,7 +43,7 @@
 //! the device ([`run_plan`]) are written into one buffer of the whole
 //! length.
 
-use super::writer::{element_size, write_module, PtxModule, PtxOptions};
+use crate::codegen::ptx::{element_size, write_module, PtxModule, PtxOptions};
 use crate::codegen::{
     lower_stage, BufferRef, Caps, Groups, KernelPlan, Readback, ScratchInit, ScratchLen,
     UniformValues,
