@@ -263,20 +263,77 @@ fn check_combine(c: &Combine, ty: DType, params: &mut usize) -> Result<(), Strin
     Ok(())
 }
 
-/// Compiles one stage.
+/// An operation `x op y` folded into its reader instead of computed into a
+/// register.
+type FoldedOp = (BinaryOp, Value, Value);
+
+/// Compiles one stage, in phases: check the stage and find the values its
+/// terminal and predicate read ([`roots`]); mark what depends on no
+/// position ([`uniform_values`]); take out what terminal fusion folds
+/// ([`Fusion::find`]); keep what is live ([`liveness`]); allocate registers
+/// and emit the instructions ([`emit`]); describe the terminal over them
+/// ([`terminal_program`]).
 pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
     let prog: &ExprArena = &stage.program;
     prog.verify()
         .map_err(|e| format!("invalid element program: {e}"))?;
-    let n = prog.len();
-    let in_range = |v: Value| -> Result<DType, String> {
-        if v.index() < n {
-            Ok(prog.ty(v))
-        } else {
-            Err(format!("{v} is not in the program"))
-        }
+    let mut params_needed = range_params(stage)?;
+    let all_roots = roots(stage, &mut params_needed)?;
+    let uniform = uniform_values(prog);
+    let fusion = Fusion::find(stage, &all_roots, &uniform);
+    let (roots, live_roots) = fusion.roots(stage, &all_roots);
+    let (needed, last_use) = liveness(prog, &live_roots, &uniform);
+    let code = emit(
+        stage,
+        &roots,
+        &needed,
+        &uniform,
+        &last_use,
+        &mut params_needed,
+    )?;
+    let predicate = match fusion.keep {
+        Some(_) => None,
+        None => stage.predicate.map(|p| code.col(prog, p)).transpose()?,
     };
+    let terminal = terminal_program(stage, &fusion, &code)?;
+    let count_pass = match (&stage.terminal, stage.predicate) {
+        (Terminal::Collect(_), Some(_)) => {
+            let counting = Stage {
+                terminal: Terminal::Reduce(smallvec::smallvec![Aggregate {
+                    kind: AggKind::Count,
+                    column: None,
+                }]),
+                ..stage.clone()
+            };
+            Some(Box::new(compile_stage(&counting)?))
+        }
+        _ => None,
+    };
+    let direct_store = match (&terminal, code.instrs.last(), &predicate) {
+        (TermProgram::Collect(cols), Some(last), None) => match instr_out(last) {
+            Some((out, ty)) => {
+                matches!(cols.as_slice(), [c] if c.src == Operand::Reg(out) && c.ty == ty)
+            }
+            None => false,
+        },
+        _ => false,
+    };
+    Ok(StageProgram {
+        direct_store,
+        uniforms: code.uniforms,
+        instrs: code.instrs,
+        regs: code.regs,
+        splats: code.splats,
+        predicate,
+        terminal,
+        input_types: code.input_types,
+        params_needed,
+        count_pass,
+    })
+}
 
+/// Checks the stage's range operations; the parameters they read.
+fn range_params(stage: &Stage) -> Result<usize, String> {
     let mut params_needed = 0usize;
     for op in &stage.range {
         match *op {
@@ -292,13 +349,24 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
             _ => {}
         }
     }
+    Ok(params_needed)
+}
 
+/// The values the predicate and the terminal read, checked against what
+/// each terminal accepts (raising `params_needed` for user combines).
+fn roots(stage: &Stage, params_needed: &mut usize) -> Result<SmallVec<[Value; 8]>, String> {
+    let prog = &stage.program;
+    let in_range = |v: Value| -> Result<DType, String> {
+        if v.index() < prog.len() {
+            Ok(prog.ty(v))
+        } else {
+            Err(format!("{v} is not in the program"))
+        }
+    };
     if stage.predicate.is_some() && matches!(stage.terminal, Terminal::Scan { .. }) {
         // Stages never carry one (a filter before a scan ends its own stage).
         return Err("a scan with a predicate".into());
     }
-
-    // Roots: the values the terminal and the predicate read.
     let mut roots: SmallVec<[Value; 8]> = SmallVec::new();
     if let Some(p) = stage.predicate {
         if in_range(p)? != DType::Bool {
@@ -317,7 +385,7 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
                 let ok = match kind {
                     AggKind::Any | AggKind::All => ty == DType::Bool,
                     AggKind::Custom(comb) => {
-                        check_combine(comb, ty, &mut params_needed)?;
+                        check_combine(comb, ty, params_needed)?;
                         true
                     }
                     _ => ty.is_numeric(),
@@ -341,14 +409,18 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
                     return Err(format!("sum scan of a {ty} column"))
                 }
                 ScanOp::Sum => {}
-                ScanOp::Custom(c) => check_combine(c, ty, &mut params_needed)?,
+                ScanOp::Custom(c) => check_combine(c, ty, params_needed)?,
             }
             roots.push(*column);
         }
     }
+    Ok(roots)
+}
 
-    // Uniform nodes depend on no position: evaluated once per run.
-    let mut uniform = vec![false; n];
+/// Per value, whether it depends on no position (parameters, constants
+/// and what is computed only from them): evaluated once per run.
+fn uniform_values(prog: &ExprArena) -> Vec<bool> {
+    let mut uniform = vec![false; prog.len()];
     for (v, d) in prog.iter() {
         uniform[v.index()] = match d.node {
             Node::Param(_) | Node::Const(_) => true,
@@ -356,69 +428,118 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
             ref node => node.operands().iter().all(|o| uniform[o.index()]),
         };
     }
-    // Terminal fusion: a float sum whose column is an add, sub or mul read by
-    // nothing else folds that operation itself, saving a pass over the block.
-    let mut fused: Vec<Option<(BinaryOp, Value, Value)>> = vec![None; n];
-    if let Terminal::Reduce(aggs) = &stage.terminal {
-        let uses = value_uses(prog, &roots);
-        for a in aggs {
-            if let (AggKind::Sum, Some(c)) = (&a.kind, a.column) {
-                let d = prog.get(c);
-                if let Node::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), x, y) =
-                    d.node
-                {
-                    if d.ty.is_float() && !uniform[c.index()] && uses[c.index()] == 1 {
-                        fused[c.index()] = Some((op, x, y));
-                    }
-                }
-            }
-        }
-    }
-    // Nested fusion: a fused sum of `x op k` (`k` uniform) whose `x` is an
-    // add, sub or mul of a block and anything, read by nothing else, folds
-    // that operation too. Only without a predicate: it would multiply the
-    // fold's variants again.
-    let mut inner: Vec<Option<(BinaryOp, Value, Value)>> = vec![None; n];
-    if let (Terminal::Reduce(_), None) = (&stage.terminal, stage.predicate) {
-        let uses = value_uses(prog, &roots);
-        for &(_, x, k) in fused.iter().flatten() {
-            let d = prog.get(x);
-            if let Node::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), p, q) = d.node
-            {
-                if uniform[k.index()]
-                    && !uniform[p.index()]
-                    && uses[x.index()] == 1
-                    && prog.ty(p) == d.ty
-                {
-                    inner[x.index()] = Some((op, p, q));
-                }
-            }
-        }
-    }
-    let keep = fused_predicate(stage, &fused, &uniform, &roots);
-    let unfused_roots: SmallVec<[Value; 8]> = roots
-        .iter()
-        .copied()
-        .filter(|r| fused[r.index()].is_none())
-        .filter(|r| keep.is_none() || Some(*r) != stage.predicate)
-        .collect();
-    // What must be computed and live at the end: the roots, with fused
-    // columns and a fused predicate replaced by their operands.
-    let mut live_roots = unfused_roots.clone();
-    for (x, y) in roots
-        .iter()
-        .filter_map(|r| fused[r.index()].map(|(_, x, y)| (x, y)))
-        .chain(keep.map(|(_, x, k)| (x, k)))
-    {
-        match inner[x.index()] {
-            Some((_, p, q)) => live_roots.extend([p, q, y]),
-            None => live_roots.extend([x, y]),
-        }
-    }
-    let roots = unfused_roots;
+    uniform
+}
 
+/// What terminal fusion takes out of the instruction list (the module
+/// doc's "Terminal fusion": passes over a block cost memory bandwidth).
+struct Fusion {
+    /// Per value: the float sum's column `x op y` that the sum folds.
+    sum: Vec<Option<FoldedOp>>,
+    /// Per value: the `p op q` under a fused `x op k` that the sum folds
+    /// too.
+    inner: Vec<Option<FoldedOp>>,
+    /// The predicate `x cmp k` the fused sum evaluates itself.
+    keep: Option<FoldedOp>,
+}
+
+impl Fusion {
+    fn find(stage: &Stage, roots: &[Value], uniform: &[bool]) -> Fusion {
+        let sum = fuse_sum_columns(stage, roots, uniform);
+        let inner = fuse_inner_operations(stage, roots, uniform, &sum);
+        let keep = fused_predicate(stage, &sum, uniform, roots);
+        Fusion { sum, inner, keep }
+    }
+
+    /// The roots left to compute into registers, and the values that must
+    /// be live at the end: those roots, with fused columns and a fused
+    /// predicate replaced by their operands.
+    fn roots(
+        &self,
+        stage: &Stage,
+        roots: &[Value],
+    ) -> (SmallVec<[Value; 8]>, SmallVec<[Value; 8]>) {
+        let unfused: SmallVec<[Value; 8]> = roots
+            .iter()
+            .copied()
+            .filter(|r| self.sum[r.index()].is_none())
+            .filter(|r| self.keep.is_none() || Some(*r) != stage.predicate)
+            .collect();
+        let mut live = unfused.clone();
+        for (x, y) in roots
+            .iter()
+            .filter_map(|r| self.sum[r.index()].map(|(_, x, y)| (x, y)))
+            .chain(self.keep.map(|(_, x, k)| (x, k)))
+        {
+            match self.inner[x.index()] {
+                Some((_, p, q)) => live.extend([p, q, y]),
+                None => live.extend([x, y]),
+            }
+        }
+        (unfused, live)
+    }
+}
+
+/// A float sum whose column is an add, sub or mul read by nothing else
+/// folds that operation itself, saving a pass over the block.
+fn fuse_sum_columns(stage: &Stage, roots: &[Value], uniform: &[bool]) -> Vec<Option<FoldedOp>> {
+    let prog = &stage.program;
+    let mut fused = vec![None; prog.len()];
+    let Terminal::Reduce(aggs) = &stage.terminal else {
+        return fused;
+    };
+    let uses = value_uses(prog, roots);
+    for a in aggs {
+        if let (AggKind::Sum, Some(c)) = (&a.kind, a.column) {
+            let d = prog.get(c);
+            if let Node::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), x, y) = d.node
+            {
+                if d.ty.is_float() && !uniform[c.index()] && uses[c.index()] == 1 {
+                    fused[c.index()] = Some((op, x, y));
+                }
+            }
+        }
+    }
+    fused
+}
+
+/// Nested fusion: a fused sum of `x op k` (`k` uniform) whose `x` is an
+/// add, sub or mul of a block and anything, read by nothing else, folds
+/// that operation too (`sum(x * 2 + 1)` reads its input in one pass). Only
+/// without a predicate: it would multiply the fold's variants again.
+fn fuse_inner_operations(
+    stage: &Stage,
+    roots: &[Value],
+    uniform: &[bool],
+    fused: &[Option<FoldedOp>],
+) -> Vec<Option<FoldedOp>> {
+    let prog = &stage.program;
+    let mut inner = vec![None; prog.len()];
+    if !matches!(stage.terminal, Terminal::Reduce(_)) || stage.predicate.is_some() {
+        return inner;
+    }
+    let uses = value_uses(prog, roots);
+    for &(_, x, k) in fused.iter().flatten() {
+        let d = prog.get(x);
+        if let Node::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), p, q) = d.node {
+            if uniform[k.index()]
+                && !uniform[p.index()]
+                && uses[x.index()] == 1
+                && prog.ty(p) == d.ty
+            {
+                inner[x.index()] = Some((op, p, q));
+            }
+        }
+    }
+    inner
+}
+
+/// Which values must be computed (what the live roots read, transitively),
+/// and the last instruction reading each one (roots live to the end).
+fn liveness(prog: &ExprArena, live_roots: &[Value], uniform: &[bool]) -> (Vec<bool>, Vec<usize>) {
+    let n = prog.len();
     let mut needed = vec![false; n];
-    for r in &live_roots {
+    for r in live_roots {
         needed[r.index()] = true;
     }
     for i in (0..n).rev() {
@@ -428,7 +549,6 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
             }
         }
     }
-    // The last instruction reading each value; roots live to the end.
     let mut last_use = vec![0usize; n];
     for (v, d) in prog.iter() {
         if needed[v.index()] && !uniform[v.index()] {
@@ -437,10 +557,54 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
             }
         }
     }
-    for r in &live_roots {
+    for r in live_roots {
         last_use[r.index()] = usize::MAX;
     }
+    (needed, last_use)
+}
 
+/// The emitted instructions and where every value can be read.
+struct Code {
+    instrs: Vec<Instr>,
+    /// Per value: its register, input or uniform once emitted.
+    operand: Vec<Option<Operand>>,
+    /// Per uniform root: the register it is splat into.
+    root_src: Vec<Option<Operand>>,
+    uniforms: Vec<u32>,
+    splats: Vec<SplatReg>,
+    input_types: SmallVec<[Option<DType>; 4]>,
+    regs: [u16; 7],
+}
+
+impl Code {
+    fn operand(&self, v: Value) -> Result<Operand, String> {
+        self.operand[v.index()].ok_or_else(|| format!("{v} was not compiled"))
+    }
+
+    /// Where a root column is read.
+    fn col(&self, prog: &ExprArena, v: Value) -> Result<Col, String> {
+        let src = self.root_src[v.index()]
+            .or(self.operand[v.index()])
+            .ok_or_else(|| format!("{v} was not compiled"))?;
+        Ok(Col {
+            ty: prog.ty(v),
+            src,
+        })
+    }
+}
+
+/// Allocates registers by liveness and emits one instruction per needed
+/// value that is not uniform (uniform ones become scalar operands).
+fn emit(
+    stage: &Stage,
+    roots: &[Value],
+    needed: &[bool],
+    uniform: &[bool],
+    last_use: &[usize],
+    params_needed: &mut usize,
+) -> Result<Code, String> {
+    let prog = &stage.program;
+    let n = prog.len();
     let mut alloc = Alloc {
         counts: [0; 7],
         free: Default::default(),
@@ -454,7 +618,7 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
     // ever reuses (and overwrites) them.
     let mut splats: Vec<SplatReg> = Vec::new();
     let mut root_src: Vec<Option<Operand>> = vec![None; n];
-    for r in &roots {
+    for r in roots {
         if uniform[r.index()] && root_src[r.index()].is_none() {
             let ty = prog.ty(*r);
             let reg = alloc.fresh(ty);
@@ -475,7 +639,7 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
         }
         if uniform[i] {
             if let Node::Param(p) = d.node {
-                params_needed = params_needed.max(p as usize + 1);
+                *params_needed = (*params_needed).max(p as usize + 1);
             }
             uniforms.push(i as u32);
             operand[i] = Some(Operand::Uniform(i as u32));
@@ -559,48 +723,48 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
             }
         }
     }
+    Ok(Code {
+        instrs,
+        operand,
+        root_src,
+        uniforms,
+        splats,
+        input_types,
+        regs: alloc.counts,
+    })
+}
 
-    let col = |v: Value| -> Result<Col, String> {
-        let src = root_src[v.index()]
-            .or(operand[v.index()])
-            .ok_or_else(|| format!("{v} was not compiled"))?;
-        Ok(Col {
-            ty: prog.ty(v),
-            src,
-        })
-    };
-    let predicate = match keep {
-        Some(_) => None,
-        None => stage.predicate.map(col).transpose()?,
-    };
-    let opnd = |v: Value| operand[v.index()].ok_or_else(|| format!("{v} was not compiled"));
-    let keep = match keep {
+/// The terminal over the emitted code: a fused sum reads its folded
+/// operands (and evaluates a fused predicate), everything else its column.
+fn terminal_program(stage: &Stage, fusion: &Fusion, code: &Code) -> Result<TermProgram, String> {
+    let prog = &stage.program;
+    let keep = match fusion.keep {
         Some((op, x, k)) => Some(FusedCmp {
             op,
-            x: opnd(x)?,
-            k: opnd(k)?,
+            x: code.operand(x)?,
+            k: code.operand(k)?,
         }),
         None => None,
     };
-    let terminal = match &stage.terminal {
+    Ok(match &stage.terminal {
         Terminal::Reduce(aggs) => TermProgram::Reduce(
             aggs.iter()
                 .map(|a| {
-                    let f = a.column.and_then(|c| fused[c.index()].map(|f| (c, f)));
+                    let f = a.column.and_then(|c| fusion.sum[c.index()].map(|f| (c, f)));
                     if let (Some((c, (op, x, y))), AggKind::Sum) = (f, &a.kind) {
-                        let inner = match inner[x.index()] {
+                        let inner = match fusion.inner[x.index()] {
                             Some((op, p, q)) => Some(FusedInner {
                                 op,
-                                a: opnd(p)?,
-                                b: opnd(q)?,
+                                a: code.operand(p)?,
+                                b: code.operand(q)?,
                             }),
                             None => None,
                         };
                         let a_ = match inner {
                             Some(h) => h.a,
-                            None => opnd(x)?,
+                            None => code.operand(x)?,
                         };
-                        let b_ = opnd(y)?;
+                        let b_ = code.operand(y)?;
                         return Ok(AggProgram {
                             kind: a.kind.clone(),
                             col: Some(Col {
@@ -620,62 +784,27 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
                         kind: a.kind.clone(),
                         col: match a.kind {
                             AggKind::Count => None,
-                            _ => a.column.map(col).transpose()?,
+                            _ => a.column.map(|c| code.col(prog, c)).transpose()?,
                         },
                         fused: None,
                     })
                 })
                 .collect::<Result<_, String>>()?,
         ),
-        Terminal::Collect(cols) => {
-            TermProgram::Collect(cols.iter().map(|&c| col(c)).collect::<Result<_, _>>()?)
-        }
+        Terminal::Collect(cols) => TermProgram::Collect(
+            cols.iter()
+                .map(|&c| code.col(prog, c))
+                .collect::<Result<_, _>>()?,
+        ),
         Terminal::Scan {
             column,
             op,
             exclusive,
         } => TermProgram::Scan {
-            col: col(*column)?,
+            col: code.col(prog, *column)?,
             op: Box::new(op.clone()),
             exclusive: *exclusive,
         },
-    };
-
-    let count_pass = match (&stage.terminal, stage.predicate) {
-        (Terminal::Collect(_), Some(_)) => {
-            let counting = Stage {
-                terminal: Terminal::Reduce(smallvec::smallvec![Aggregate {
-                    kind: AggKind::Count,
-                    column: None,
-                }]),
-                ..stage.clone()
-            };
-            Some(Box::new(compile_stage(&counting)?))
-        }
-        _ => None,
-    };
-
-    let direct_store = match (&terminal, instrs.last(), &predicate) {
-        (TermProgram::Collect(cols), Some(last), None) => match instr_out(last) {
-            Some((out, ty)) => {
-                matches!(cols.as_slice(), [c] if c.src == Operand::Reg(out) && c.ty == ty)
-            }
-            None => false,
-        },
-        _ => false,
-    };
-
-    Ok(StageProgram {
-        direct_store,
-        uniforms,
-        instrs,
-        regs: alloc.counts,
-        splats,
-        predicate,
-        terminal,
-        input_types,
-        params_needed,
-        count_pass,
     })
 }
 
@@ -700,10 +829,10 @@ fn value_uses(prog: &ExprArena, roots: &[Value]) -> Vec<usize> {
 /// `x > k`, NaN included: both are false).
 fn fused_predicate(
     stage: &Stage,
-    fused: &[Option<(BinaryOp, Value, Value)>],
+    fused: &[Option<FoldedOp>],
     uniform: &[bool],
     roots: &[Value],
-) -> Option<(BinaryOp, Value, Value)> {
+) -> Option<FoldedOp> {
     let p = stage.predicate?;
     let Terminal::Reduce(aggs) = &stage.terminal else {
         return None;
