@@ -419,7 +419,7 @@ mod wrong_backend {
     use computeq::expr::Scalar;
     use computeq::plan::{PhysicalPlan, PlanOutput, Terminal};
     use computeq::types::Column;
-    use std::borrow::Cow;
+    use computeq::types::Decline;
     use std::sync::Arc;
 
     #[derive(Clone, Copy, Debug)]
@@ -441,7 +441,7 @@ mod wrong_backend {
         fn availability(&self) -> Availability {
             Availability::Available
         }
-        fn supports(&self, _plan: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
+        fn supports(&self, _plan: &PhysicalPlan) -> Result<(), Decline> {
             Ok(())
         }
         fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {

@@ -10,7 +10,7 @@ use computeq::metrics::SelectionReason;
 use computeq::plan::{PhysicalPlan, PlanOutput};
 use computeq::prelude::*;
 use computeq::runtime::Config;
-use std::borrow::Cow;
+use computeq::types::Decline;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +57,7 @@ impl Backend for FixedTime {
     fn availability(&self) -> Availability {
         self.inner.availability()
     }
-    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
+    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Decline> {
         self.inner.supports(plan)
     }
     fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {

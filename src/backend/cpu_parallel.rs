@@ -37,11 +37,10 @@
 use super::cpu_simd::{
     execute_with, tree_mid, Acct, CollectOut, Driver, Exec, OutSlice, Partials, ScanOut, StageRun,
 };
-use super::{Availability, Backend, BackendError, BackendKind, Job, RunStats};
+use super::{Availability, Backend, BackendError, BackendKind, Decline, Job, RunStats};
 use crate::expr::{DType, Scalar};
 use crate::plan::{PhysicalPlan, PlanOutput};
 use crate::types::Column;
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -61,10 +60,10 @@ impl Backend for CpuParallel {
         Availability::Available
     }
 
-    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
+    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Decline> {
         super::cpu_simd::BlockProgram::compile(plan)
             .map(|_| ())
-            .map_err(Cow::Owned)
+            .map_err(Decline::from)
     }
 
     fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {

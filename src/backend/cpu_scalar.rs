@@ -4,14 +4,15 @@
 //! be obviously right rather than fast: every node is evaluated through
 //! `expr::eval`, reductions and scans run strictly left to right.
 
-use super::{Availability, Backend, BackendError, BackendKind, HostColumn, Job, Phase, RunStats};
+use super::{
+    Availability, Backend, BackendError, BackendKind, Decline, HostColumn, Job, Phase, RunStats,
+};
 use crate::expr::eval::{self, eval_into};
 use crate::expr::{BinaryOp, DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput, Terminal};
 use crate::semantics::{agg_identity, arg_better};
 use crate::types::{Column, ColumnRef};
 use smallvec::SmallVec;
-use std::borrow::Cow;
 use std::time::Instant;
 
 /// The reference interpreter.
@@ -27,7 +28,7 @@ impl Backend for CpuScalar {
         Availability::Available
     }
 
-    fn supports(&self, _plan: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
+    fn supports(&self, _plan: &PhysicalPlan) -> Result<(), Decline> {
         Ok(())
     }
 

@@ -17,7 +17,8 @@ pub mod cuda;
 pub mod wgpu;
 
 pub use crate::types::{
-    BackendError, BackendKind, DeviceColumn, HostColumn, Input, Phase, RunStats, TimingSource,
+    BackendError, BackendKind, Decline, DeviceColumn, HostColumn, Input, Phase, RunStats,
+    TimingSource,
 };
 
 use crate::plan::{CompiledPlan, PhysicalPlan, PlanOutput};
@@ -126,14 +127,14 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         plan: &PhysicalPlan,
         record: &crate::cost::DeviceRecord,
-    ) -> Result<(), Cow<'static, str>> {
+    ) -> Result<(), Decline> {
         let _ = (plan, record);
         Ok(())
     }
 
     /// Whether it can run this plan (dtype support, limits). A backend that
     /// declines is skipped before any work, with the reason recorded.
-    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Cow<'static, str>>;
+    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Decline>;
 
     /// Runs the plan and returns its output.
     fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError>;

@@ -1,7 +1,7 @@
 //! `ExecutionMetrics`: everything measured about one run.
 
 use super::{fmt_bytes, fmt_duration};
-use crate::types::{BackendKind, Phase, TimingSource};
+use crate::types::{BackendKind, Decline, Phase, TimingSource};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::fmt;
@@ -90,6 +90,20 @@ pub struct Attempt {
     pub phase: Phase,
     /// Why.
     pub message: Cow<'static, str>,
+    /// Why, typed, when the backend declined the plan itself (`Support`).
+    pub decline: Option<Decline>,
+}
+
+impl Attempt {
+    /// A backend that declined the plan before running it.
+    pub fn declined(backend: BackendKind, why: Decline) -> Attempt {
+        Attempt {
+            backend,
+            phase: Phase::Support,
+            message: why.to_string().into(),
+            decline: Some(why),
+        }
+    }
 }
 
 /// The cost model's estimate for one candidate.

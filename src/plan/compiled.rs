@@ -3,9 +3,8 @@
 //! (block program, WGSL pipeline, PTX module).
 
 use super::PhysicalPlan;
-use crate::types::BackendKind;
+use crate::types::{BackendKind, Decline};
 use std::any::Any;
-use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -33,7 +32,7 @@ pub struct CompiledPlan {
     /// The plan's part of every run's workload, computed once.
     pub statics: super::PlanStatics,
     artifacts: [OnceLock<Arc<dyn Any + Send + Sync>>; BackendKind::COUNT],
-    support: [OnceLock<Result<(), Cow<'static, str>>>; BackendKind::COUNT],
+    support: [OnceLock<Result<(), Decline>>; BackendKind::COUNT],
 }
 
 impl std::fmt::Debug for CompiledPlan {
@@ -127,8 +126,8 @@ impl CompiledPlan {
     pub fn supported_by(
         &self,
         backend: BackendKind,
-        supports: impl FnOnce(&PhysicalPlan) -> Result<(), Cow<'static, str>>,
-    ) -> Result<(), Cow<'static, str>> {
+        supports: impl FnOnce(&PhysicalPlan) -> Result<(), Decline>,
+    ) -> Result<(), Decline> {
         self.support[backend.index()]
             .get_or_init(|| supports(&self.plan))
             .clone()

@@ -188,12 +188,12 @@ pub(crate) mod testing {
         fn availability(&self) -> crate::backend::Availability {
             crate::backend::Availability::Available
         }
-        fn supports(
-            &self,
-            plan: &crate::plan::PhysicalPlan,
-        ) -> Result<(), std::borrow::Cow<'static, str>> {
+        fn supports(&self, plan: &crate::plan::PhysicalPlan) -> Result<(), crate::types::Decline> {
             if self.no_wide && plan.stages.iter().any(|s| s.uses_wide_types()) {
-                return Err("the adapter lacks SHADER_F64/SHADER_INT64".into());
+                return Err(crate::types::Decline::MissingType {
+                    dtype: crate::types::DType::F64,
+                    feature: "SHADER_F64",
+                });
             }
             Ok(())
         }

@@ -115,10 +115,11 @@ impl Devices {
         probe: &mut bool,
     ) -> Result<(), Attempt> {
         let kind = b.kind();
-        let declined = |phase, message: String| Attempt {
+        let declined = |phase, message: &'static str| Attempt {
             backend: kind,
             phase,
             message: message.into(),
+            decline: None,
         };
         let slot = &self.slots[kind.index()];
         if b.is_initialized() {
@@ -127,17 +128,18 @@ impl Devices {
                     backend: kind,
                     phase: Phase::Init,
                     message: why,
+                    decline: None,
                 });
             }
             // A plan the device cannot run is declined for that reason
             // first: it tells the user more than a probe under way.
             plan.supported_by(b.kind(), |p| b.supports(p))
-                .map_err(|why| declined(Phase::Support, why.into_owned()))?;
+                .map_err(|why| Attempt::declined(kind, why))?;
             if !slot.priced.load(Ordering::Acquire) {
                 *probe = true;
                 return Err(declined(
                     Phase::Init,
-                    "being measured in the background; later queries consider it".into(),
+                    "being measured in the background; later queries consider it",
                 ));
             }
             if !slot.identity_checked.load(Ordering::Relaxed) {
@@ -157,14 +159,13 @@ impl Devices {
                     slot.priced.store(true, Ordering::Release);
                 }
                 b.supports_remembered(&plan.plan, &known.record)
-                    .map_err(|why| declined(Phase::Support, why.into_owned()))
+                    .map_err(|why| Attempt::declined(kind, why))
             }
             None => {
                 *probe = true;
                 Err(declined(
                     Phase::Init,
-                    "not open yet: being probed in the background; later queries consider it"
-                        .into(),
+                    "not open yet: being probed in the background; later queries consider it",
                 ))
             }
         }

@@ -120,6 +120,7 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
                     backend: kind,
                     phase: Phase::Init,
                     message: "not probed: input below the device probe threshold".into(),
+                    decline: None,
                 });
                 continue;
             }
@@ -179,6 +180,7 @@ fn check(engine: &Engine, kind: BackendKind, plan: &CompiledPlan) -> Result<(), 
         backend: kind,
         phase,
         message,
+        decline: None,
     };
     if !engine.config.enabled(kind) {
         return Err(declined(Phase::Init, "disabled by configuration".into()));
@@ -190,7 +192,7 @@ fn check(engine: &Engine, kind: BackendKind, plan: &CompiledPlan) -> Result<(), 
         return Err(declined(Phase::Init, why));
     }
     plan.supported_by(b.kind(), |p| b.supports(p))
-        .map_err(|why| declined(Phase::Support, why))
+        .map_err(|why| Attempt::declined(kind, why))
 }
 
 /// Inputs smaller than this never trigger the creation of a device (a
@@ -203,6 +205,7 @@ fn attempt_of(e: BackendError) -> Attempt {
         backend: e.backend,
         phase: e.phase,
         message: e.message,
+        decline: None,
     }
 }
 

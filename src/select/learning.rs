@@ -1044,6 +1044,7 @@ mod tests {
             backend: first,
             phase: crate::types::Phase::Execute,
             message: "device lost".into(),
+            decline: None,
         });
         s.observe(&w, &m);
         let d = select(&s, &p, &w);

@@ -5,10 +5,12 @@
 
 mod backend;
 mod column;
+mod decline;
 mod dtype;
 mod input;
 
 pub use backend::{BackendError, BackendKind, Phase, RunStats, TimingSource};
 pub use column::{Column, ColumnRef};
+pub use decline::Decline;
 pub use dtype::{DType, Scalar};
 pub use input::{DeviceColumn, HostColumn, Input};

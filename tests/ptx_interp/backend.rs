@@ -13,8 +13,8 @@ use computeq::backend::{Availability, Backend, BackendError, BackendKind, Job, P
 use computeq::codegen::ptx::PtxOptions;
 use computeq::codegen::{lower_plan, Caps};
 use computeq::plan::{PhysicalPlan, PlanOutput};
+use computeq::types::Decline;
 use parking_lot::Mutex;
-use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::PathBuf;
 
@@ -147,10 +147,10 @@ impl Backend for InterpBackend {
     }
 
     /// What the real backend declines, this declines.
-    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
+    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Decline> {
         lower_plan(plan, &self.caps)
             .map(|_| ())
-            .map_err(|e| Cow::Owned(e.0))
+            .map_err(|e| Decline::from(e.0))
     }
 
     fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {

@@ -62,11 +62,12 @@ pub(crate) use lanes::OutSlice;
 pub use program::BlockProgram;
 
 use super::cpu_scalar::output_bytes;
-use super::{Availability, Backend, BackendError, BackendKind, HostColumn, Job, Phase, RunStats};
+use super::{
+    Availability, Backend, BackendError, BackendKind, Decline, HostColumn, Job, Phase, RunStats,
+};
 use crate::plan::{PhysicalPlan, PlanOutput};
 use crate::types::ColumnRef;
 use smallvec::SmallVec;
-use std::borrow::Cow;
 use std::time::Instant;
 
 /// Positions per block: one instruction runs over this many lanes. 1024
@@ -166,8 +167,10 @@ impl Backend for CpuSimd {
         Availability::Available
     }
 
-    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
-        BlockProgram::compile(plan).map(|_| ()).map_err(Cow::Owned)
+    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Decline> {
+        BlockProgram::compile(plan)
+            .map(|_| ())
+            .map_err(Decline::from)
     }
 
     fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {

@@ -41,8 +41,8 @@ pub use device::{DeviceBuffer, DeviceInfo};
 pub use fault::{FaultPlan, FaultyDevice};
 
 use super::{
-    Availability, Backend, BackendError, BackendKind, DeviceColumn, HostColumn, Input, Job, Phase,
-    RunStats,
+    Availability, Backend, BackendError, BackendKind, Decline, DeviceColumn, HostColumn, Input,
+    Job, Phase, RunStats,
 };
 use crate::backend::ptx::{
     compile, cuda_caps, device_bytes, run_plan, run_plan_to_host, DeviceData, PtxDevice, PtxPlan,
@@ -297,10 +297,10 @@ impl Backend for CudaBackend {
         self.gpu.get().is_some() || !driver_present()
     }
 
-    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
+    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Decline> {
         lower_plan(plan, &self.caps)
             .map(|_| ())
-            .map_err(|e| Cow::Owned(e.0))
+            .map_err(|e| Decline::from(e.0))
     }
 
     fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {

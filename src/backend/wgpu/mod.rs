@@ -45,17 +45,19 @@ pub use fault::FaultPlan;
 #[doc(hidden)]
 pub use raw::{measure_overhead, Overhead, RawDispatch};
 
-use super::{Availability, Backend, BackendError, BackendKind, DeviceColumn, Job, Phase, RunStats};
+use super::{
+    Availability, Backend, BackendError, BackendKind, Decline, DeviceColumn, Job, Phase, RunStats,
+};
 use crate::codegen::{lower_plan, Caps, KernelPlan};
 use crate::plan::{PhysicalPlan, PlanOutput, Terminal};
 use crate::types::ColumnRef;
+use crate::types::DType;
 use buffers::Pool;
 use device::{DeviceFacts, Gpu};
 use exec::{build_artifact, Artifact, Exec, RunOutput, Want};
 use parking_lot::{Mutex, RwLock};
 use pipeline::PipelineCache;
 use scope::scoped;
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -401,44 +403,52 @@ impl WgpuBackend {
 
     /// Whether the device can run `plan`, from what decides it: its
     /// capabilities and two limits (of the open device, or remembered).
-    fn judge(plan: &PhysicalPlan, facts: &DeviceFacts) -> Result<(), Cow<'static, str>> {
+    fn judge(plan: &PhysicalPlan, facts: &DeviceFacts) -> Result<(), Decline> {
         let caps = facts.caps();
-        let plans = lower_plan(plan, &caps).map_err(|e| Cow::Owned(e.0))?;
+        let plans = lower_plan(plan, &caps).map_err(|e| Decline::from(e.0))?;
         for kp in &plans {
             for k in &kp.kernels {
                 let needs = k.needs();
                 if needs.f64 && !caps.f64 {
-                    return Err(
-                        "f64 needs SHADER_F64 and SHADER_INT64, which this adapter lacks".into(),
-                    );
+                    return Err(Decline::MissingType {
+                        dtype: DType::F64,
+                        feature: "SHADER_F64 and SHADER_INT64",
+                    });
                 }
                 if let Some(op) = needs.f64_transcendental {
-                    return Err(format!(
-                        "WGSL has no f64 `{op}`; the query runs on a CPU backend \
-                         (the PTX backend computes it in software)"
-                    )
-                    .into());
+                    return Err(Decline::MissingOperation {
+                        op: op.name(),
+                        dtype: DType::F64,
+                    });
                 }
                 if needs.int64 && !caps.int64 {
-                    return Err(
-                        "64-bit integers need SHADER_INT64, which this adapter lacks".into(),
-                    );
+                    // The plan's first 64-bit integer type (an index is a
+                    // `u64`).
+                    let dtype = plan
+                        .stages
+                        .iter()
+                        .flat_map(|s| s.program.iter())
+                        .map(|(_, n)| n.ty)
+                        .find(|t| matches!(t, DType::I64 | DType::U64))
+                        .unwrap_or(DType::I64);
+                    return Err(Decline::MissingType {
+                        dtype,
+                        feature: "SHADER_INT64",
+                    });
                 }
                 if needs.shared_bytes > facts.workgroup_storage {
-                    return Err(format!(
+                    return Err(Decline::Limit(format!(
                         "kernel `{}` needs {} bytes of workgroup memory, the adapter has {}",
                         k.name, needs.shared_bytes, facts.workgroup_storage
-                    )
-                    .into());
+                    )));
                 }
                 if k.bindings.len() as u32 > facts.storage_buffers {
-                    return Err(format!(
+                    return Err(Decline::Limit(format!(
                         "kernel `{}` needs {} storage buffers, the adapter allows {}",
                         k.name,
                         k.bindings.len(),
                         facts.storage_buffers
-                    )
-                    .into());
+                    )));
                 }
             }
         }
@@ -491,8 +501,8 @@ impl Backend for WgpuBackend {
         }
     }
 
-    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Cow<'static, str>> {
-        let gpu = self.device().map_err(|e| e.message)?;
+    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Decline> {
+        let gpu = self.device().map_err(|e| Decline::from(e.message))?;
         WgpuBackend::judge(plan, &gpu.facts())
     }
 
@@ -512,7 +522,7 @@ impl Backend for WgpuBackend {
         &self,
         plan: &PhysicalPlan,
         record: &crate::cost::DeviceRecord,
-    ) -> Result<(), Cow<'static, str>> {
+    ) -> Result<(), Decline> {
         match serde_json::from_value::<DeviceFacts>(record.facts.clone()) {
             Ok(facts) if facts.plausible() => WgpuBackend::judge(plan, &facts),
             // A record this version cannot read: the run will tell.
