@@ -5,7 +5,7 @@
 //! The whole record (minus parameter values) is the query's structural key:
 //! two queries with equal records share one optimized plan.
 
-use crate::expr::{DType, ExprArena, Params, Value};
+use crate::expr::{DType, ExprArena, Value};
 use crate::semantics::AggKind;
 use smallvec::SmallVec;
 
@@ -148,11 +148,4 @@ impl QueryTrace {
         self.enumerates = 0;
         self.terminal = None;
     }
-}
-
-/// Parameter values travel beside the trace, never inside its key.
-#[derive(Clone, Debug, Default)]
-pub struct TraceValues {
-    /// By parameter slot.
-    pub params: Params,
 }

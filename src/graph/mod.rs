@@ -7,7 +7,5 @@ mod logical;
 mod op_graph;
 
 pub use fused::{FusedStage, FusedTerminal, SlotSource};
-pub use logical::{
-    LogicalAgg, LogicalOp, LogicalTerminal, QueryTrace, Stream, TraceValues, TracedCombine,
-};
+pub use logical::{LogicalAgg, LogicalOp, LogicalTerminal, QueryTrace, Stream, TracedCombine};
 pub use op_graph::{OpGraph, OpNode};
