@@ -515,7 +515,7 @@ fn exploration(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> Option<Pic
     // Under-sampled candidates on every other run; when none is picked,
     // once in `RECHECK_EVERY` runs, the runner-up (its phase is even, so
     // it must not be an `else` of the even runs).
-    let undersampled = if now % 2 == 0 {
+    let undersampled = if now.is_multiple_of(2) {
         r.cands
             .iter()
             .filter(plausible)
