@@ -35,7 +35,8 @@
 //! borrowed data.
 
 use super::cpu_simd::{
-    execute_with, tree_mid, Acct, CollectOut, Driver, Exec, OutSlice, Partials, ScanOut, StageRun,
+    execute_with, tree_mid, Acct, CollectOut, CollectRun, Driver, Exec, OutSlice, Partials,
+    ReduceRun, ScanOut, ScanRun, StageRun,
 };
 use super::{Availability, Backend, BackendError, BackendKind, Decline, Job, RunStats};
 use crate::expr::{DType, Scalar};
@@ -188,7 +189,7 @@ fn split_tasks(lo: usize, hi: usize, grain: usize, out: &mut Vec<(usize, usize)>
 
 /// Combines task partials by the same midpoint tree `split_tasks` walked.
 fn combine_tasks(
-    run: &StageRun<'_>,
+    run: &ReduceRun<'_, '_>,
     lo: usize,
     hi: usize,
     grain: usize,
@@ -277,7 +278,7 @@ impl Parallel {
 }
 
 impl Driver for Parallel {
-    fn reduce(&self, run: &StageRun<'_>, acct: &Acct) -> Partials {
+    fn reduce(&self, run: &ReduceRun<'_, '_>, acct: &Acct) -> Partials {
         let leaves = run.leaves();
         let (grain, tasks) = self.tasks(leaves);
         let slots: Vec<OnceLock<Partials>> = tasks.iter().map(|_| OnceLock::new()).collect();
@@ -290,7 +291,7 @@ impl Driver for Parallel {
 
     /// Tasks write disjoint windows of columns allocated zeroed (a large
     /// one comes zero from the system, so that costs nothing).
-    fn store(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column> {
+    fn store(&self, run: &CollectRun<'_, '_>, acct: &Acct) -> Vec<Column> {
         let mut cols: Vec<Column> = run
             .collect_types()
             .iter()
@@ -310,16 +311,19 @@ impl Driver for Parallel {
         cols
     }
 
-    fn compact(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column> {
+    fn compact(&self, run: &CollectRun<'_, '_>, acct: &Acct) -> Vec<Column> {
         let leaves = run.leaves();
         let types = run.collect_types();
         let Some(counter) = run.count_run().filter(|_| leaves > 0) else {
             return types.iter().map(|&t| Column::with_capacity(t, 0)).collect();
         };
+        let Some(count) = counter.as_reduce() else {
+            return types.iter().map(|&t| Column::with_capacity(t, 0)).collect();
+        };
         // Pass 1: survivors per leaf.
         acct.alloc((leaves * 8 * 2) as u64);
         let counts = self.per_leaf(&counter, leaves, acct, &|st, j| {
-            counter
+            count
                 .reduce_leaf(st, j)
                 .first()
                 .map_or(0, |p| p.v.to_bits())
@@ -354,7 +358,7 @@ impl Driver for Parallel {
         cols
     }
 
-    fn scan(&self, run: &StageRun<'_>, ty: DType, acct: &Acct) -> Column {
+    fn scan(&self, run: &ScanRun<'_, '_>, ty: DType, acct: &Acct) -> Column {
         let mut col = Column::zeroed(ty, run.len());
         acct.alloc(col.byte_len() as u64);
         let leaves = run.leaves();

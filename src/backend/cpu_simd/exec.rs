@@ -3,6 +3,11 @@
 //! instruction list, then feeds the terminal. Leaf results combine by a fixed
 //! rule (a midpoint binary tree for reductions, carried offsets for scans).
 //!
+//! A [`StageRun`] checks a run's inputs and evaluates its uniforms; its
+//! terminal's work is on one view per terminal kind ([`ReduceRun`],
+//! [`CollectRun`], [`ScanRun`], from [`StageRun::kind`]), so no method
+//! meets a terminal it cannot handle.
+//!
 //! `cpu-simd` drives the leaves sequentially and `cpu-parallel` over rayon,
 //! through the same functions here, so their results are bit-identical and
 //! independent of the thread count. This file owns no policy about threads.
@@ -13,7 +18,9 @@ use super::kernels::{self, ArgState, Keep, KeepAll, KeepCmp, KeepMask, Op, LANES
 use super::lanes::{
     with_float, with_lane, with_num, CastTo, Direct, FloatLane, Lane, Num, OutSlice, Regs,
 };
-use super::program::{BlockProgram, Col, Fused, Instr, Operand, StageProgram, TermProgram};
+use super::program::{
+    AggProgram, BlockProgram, Col, Fused, Instr, Operand, StageProgram, TermProgram,
+};
 use super::scan;
 use super::{BLOCK, LEAF};
 use crate::expr::{eval, BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
@@ -256,13 +263,13 @@ pub(crate) trait Driver: Sync {
     }
 
     /// The reduce partials of all leaves, combined by the midpoint tree.
-    fn reduce(&self, run: &StageRun<'_>, acct: &Acct) -> Partials;
+    fn reduce(&self, run: &ReduceRun<'_, '_>, acct: &Acct) -> Partials;
     /// Every position's columns (each of length `len`).
-    fn store(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column>;
+    fn store(&self, run: &CollectRun<'_, '_>, acct: &Acct) -> Vec<Column>;
     /// The surviving positions' columns, in order.
-    fn compact(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column>;
+    fn compact(&self, run: &CollectRun<'_, '_>, acct: &Acct) -> Vec<Column>;
     /// The scan's column (of length `len`, holding `ty`).
-    fn scan(&self, run: &StageRun<'_>, ty: DType, acct: &Acct) -> Column;
+    fn scan(&self, run: &ScanRun<'_, '_>, ty: DType, acct: &Acct) -> Column;
 }
 
 /// Midpoint of a leaf range: the one split rule of the reduction tree.
@@ -426,11 +433,6 @@ impl<'a> StageRun<'a> {
         (start, start.saturating_add(LEAF).min(self.len))
     }
 
-    /// The compiled terminal.
-    pub(crate) fn terminal(&self) -> &TermProgram {
-        &self.prog.terminal
-    }
-
     /// Whether the stage has a predicate.
     pub(crate) fn has_predicate(&self) -> bool {
         self.prog.predicate.is_some()
@@ -499,6 +501,13 @@ impl<'a> StageRun<'a> {
         } else {
             st.idx.clear();
         }
+    }
+
+    /// The identity of a user combine, as `ty`.
+    fn identity_of(&self, c: &Combine, ty: DType) -> Scalar {
+        self.params
+            .get(c.identity as usize)
+            .map_or(Scalar::zero(ty), |s| s.cast(ty))
     }
 
     // ---- operands ------------------------------------------------------
@@ -853,15 +862,82 @@ impl<'a> StageRun<'a> {
             }
         }
     }
+}
 
+/// A run whose terminal is a reduction: the methods that fold leaves into
+/// partial aggregates and combine them.
+pub(crate) struct ReduceRun<'r, 'a> {
+    run: &'r StageRun<'a>,
+    aggs: &'a [AggProgram],
+}
+
+/// A run whose terminal collects columns (all positions, or the survivors
+/// of its predicate).
+pub(crate) struct CollectRun<'r, 'a> {
+    run: &'r StageRun<'a>,
+    cols: &'a [Col],
+}
+
+/// A run whose terminal is a scan.
+pub(crate) struct ScanRun<'r, 'a> {
+    run: &'r StageRun<'a>,
+    col: &'a Col,
+    op: &'a ScanOp,
+    exclusive: bool,
+}
+
+/// A run seen through its terminal: each kind has only the methods that
+/// apply to it, so none of them meets a terminal it cannot handle.
+pub(crate) enum RunKind<'r, 'a> {
+    Reduce(ReduceRun<'r, 'a>),
+    Collect(CollectRun<'r, 'a>),
+    Scan(ScanRun<'r, 'a>),
+}
+
+macro_rules! run_view {
+    ($($view:ident),*) => {$(
+        impl<'a> std::ops::Deref for $view<'_, 'a> {
+            type Target = StageRun<'a>;
+            fn deref(&self) -> &StageRun<'a> {
+                self.run
+            }
+        }
+    )*};
+}
+run_view!(ReduceRun, CollectRun, ScanRun);
+
+impl<'a> StageRun<'a> {
+    /// The run as a reduction, if it is one (the count pass of a
+    /// filter+collect always is).
+    pub(crate) fn as_reduce(&self) -> Option<ReduceRun<'_, 'a>> {
+        match self.kind() {
+            RunKind::Reduce(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The run seen through its terminal.
+    pub(crate) fn kind(&self) -> RunKind<'_, 'a> {
+        match &self.prog.terminal {
+            TermProgram::Reduce(aggs) => RunKind::Reduce(ReduceRun { run: self, aggs }),
+            TermProgram::Collect(cols) => RunKind::Collect(CollectRun { run: self, cols }),
+            TermProgram::Scan { col, op, exclusive } => RunKind::Scan(ScanRun {
+                run: self,
+                col,
+                op,
+                exclusive: *exclusive,
+            }),
+        }
+    }
+}
+
+impl ReduceRun<'_, '_> {
     // ---- reduce --------------------------------------------------------
 
     /// Sets `accs` to the identities of the leaf's accumulators.
     fn reset_accs(&self, accs: &mut Vec<Acc>, first_leaf: bool) {
         accs.clear();
-        let TermProgram::Reduce(aggs) = &self.prog.terminal else {
-            return;
-        };
+        let aggs = self.aggs;
         accs.extend(aggs.iter().map(|a| {
             let ty = a.col.map_or(DType::U64, |c| c.ty);
             let lanes = |min: bool, max: bool| {
@@ -888,16 +964,8 @@ impl<'a> StageRun<'a> {
         }));
     }
 
-    fn identity_of(&self, c: &Combine, ty: DType) -> Scalar {
-        self.params
-            .get(c.identity as usize)
-            .map_or(Scalar::zero(ty), |s| s.cast(ty))
-    }
-
     fn reduce_block(&self, accs: &mut [Acc], regs: &Regs, pos: usize, n: usize) {
-        let TermProgram::Reduce(aggs) = &self.prog.terminal else {
-            return;
-        };
+        let aggs = self.aggs;
         let mask = self.mask(regs, pos, n);
         macro_rules! fold {
             ($a:expr, $x:expr, $id:expr, $f:expr) => {
@@ -1138,9 +1206,7 @@ impl<'a> StageRun<'a> {
 
     /// The partials of an empty range.
     pub(crate) fn identity(&self) -> Partials {
-        let TermProgram::Reduce(aggs) = &self.prog.terminal else {
-            return Partials::new();
-        };
+        let aggs = self.aggs;
         aggs.iter()
             .map(|a| {
                 let ty = a.col.map_or(DType::U64, |c| c.ty);
@@ -1181,9 +1247,7 @@ impl<'a> StageRun<'a> {
 
     /// `a ⊕ b` where `a` covers the leaves just before `b`'s.
     pub(crate) fn combine(&self, mut a: Partials, b: Partials) -> Partials {
-        let TermProgram::Reduce(aggs) = &self.prog.terminal else {
-            return a;
-        };
+        let aggs = self.aggs;
         for ((l, r), agg) in a.iter_mut().zip(b).zip(aggs) {
             let typed = matches!(
                 agg.kind,
@@ -1236,9 +1300,7 @@ impl<'a> StageRun<'a> {
 
     /// The aggregate values.
     pub(crate) fn finish(&self, p: Partials) -> SmallVec<[Scalar; 4]> {
-        let TermProgram::Reduce(aggs) = &self.prog.terminal else {
-            return SmallVec::new();
-        };
+        let aggs = self.aggs;
         let mut out = SmallVec::new();
         for (p, a) in p.iter().zip(aggs) {
             out.push(match a.kind {
@@ -1248,7 +1310,9 @@ impl<'a> StageRun<'a> {
         }
         out
     }
+}
 
+impl CollectRun<'_, '_> {
     // ---- collect -------------------------------------------------------
 
     /// Stores positions `start..end` into `out`: in a window, element 0
@@ -1260,10 +1324,8 @@ impl<'a> StageRun<'a> {
         end: usize,
         mut out: CollectOut<'_, '_>,
     ) {
-        let TermProgram::Collect(cols) = &self.prog.terminal else {
-            return;
-        };
-        if let (true, [c]) = (self.prog.direct_store, cols.as_slice()) {
+        let cols = self.cols;
+        if let (true, [c]) = (self.prog.direct_store, cols) {
             with_lane!(c.ty, T => self.store_direct::<T>(st, start, end, &mut out));
             return;
         }
@@ -1345,9 +1407,7 @@ impl<'a> StageRun<'a> {
         end: usize,
         mut out: CollectOut<'_, '_>,
     ) {
-        let TermProgram::Collect(cols) = &self.prog.terminal else {
-            return;
-        };
+        let cols = self.cols;
         let mut pos = start;
         let mut cursor = 0usize;
         while pos < end {
@@ -1368,15 +1428,13 @@ impl<'a> StageRun<'a> {
         }
     }
 
-    /// Output dtypes of a collect.
+    /// Output dtypes of the collect.
     pub(crate) fn collect_types(&self) -> SmallVec<[DType; 4]> {
-        match &self.prog.terminal {
-            TermProgram::Collect(cols) => cols.iter().map(|c| c.ty).collect(),
-            TermProgram::Scan { col, .. } => smallvec::smallvec![col.ty],
-            TermProgram::Reduce(_) => SmallVec::new(),
-        }
+        self.cols.iter().map(|c| c.ty).collect()
     }
+}
 
+impl ScanRun<'_, '_> {
     // ---- scan ----------------------------------------------------------
 
     /// Scans leaf `j`: the leaf-local scan (from the identity), moved by
@@ -1390,12 +1448,9 @@ impl<'a> StageRun<'a> {
         offset: Option<Scalar>,
         mut out: ScanOut<'_>,
     ) -> Scalar {
-        let TermProgram::Scan { col, op, exclusive } = &self.prog.terminal else {
-            return Scalar::Bool(false);
-        };
-        let excl = *exclusive;
+        let (col, op, excl) = (self.col, self.op, self.exclusive);
         let (start, end) = self.leaf_range(j);
-        match &**op {
+        match op {
             ScanOp::Sum => with_num!(col.ty, T => {
                 let off = offset.map(T::from_scalar);
                 // The leaf's local sums moved by the leaves before it; an
@@ -1490,12 +1545,10 @@ impl<'a> StageRun<'a> {
 
     /// The offset of the leaf after one with `offset` and `total`.
     pub(crate) fn scan_carry(&self, offset: Option<Scalar>, total: Scalar) -> Option<Scalar> {
-        let TermProgram::Scan { op, .. } = &self.prog.terminal else {
-            return None;
-        };
+        let op = self.op;
         Some(match offset {
             None => total,
-            Some(o) => match &**op {
+            Some(o) => match op {
                 ScanOp::Sum if o.dtype() == total.dtype() => eval::binary(BinaryOp::Add, o, total),
                 ScanOp::Sum => o,
                 ScanOp::Custom(c) => c.eval(o, total, self.params),
@@ -1609,16 +1662,15 @@ pub(crate) fn run_plan(
             Ok(run) => run,
             Err(m) => return Err(format!("stage {i}: {m}")),
         };
-        let out = match run.terminal() {
-            TermProgram::Reduce(_) => PlanOutput::Aggregates(run.finish(driver.reduce(&run, acct))),
-            TermProgram::Collect(_) if run.has_predicate() => {
-                PlanOutput::Columns(driver.compact(&run, acct))
+        let out = match run.kind() {
+            RunKind::Reduce(r) => PlanOutput::Aggregates(r.finish(driver.reduce(&r, acct))),
+            RunKind::Collect(c) if run.has_predicate() => {
+                PlanOutput::Columns(driver.compact(&c, acct))
             }
-            TermProgram::Collect(_) => {
-                PlanOutput::Columns(full(i, &run, driver.store(&run, acct))?)
-            }
-            TermProgram::Scan { col, .. } => {
-                PlanOutput::Columns(full(i, &run, vec![driver.scan(&run, col.ty, acct)])?)
+            RunKind::Collect(c) => PlanOutput::Columns(full(i, &run, driver.store(&c, acct))?),
+            RunKind::Scan(s) => {
+                let ty = s.col.ty;
+                PlanOutput::Columns(full(i, &run, vec![driver.scan(&s, ty, acct)])?)
             }
         };
         drop(run);
@@ -1658,7 +1710,7 @@ impl Driver for Sequential {
         false
     }
 
-    fn reduce(&self, run: &StageRun<'_>, acct: &Acct) -> Partials {
+    fn reduce(&self, run: &ReduceRun<'_, '_>, acct: &Acct) -> Partials {
         acct.task();
         acct.alloc(run.state_bytes());
         run.with_state(|st| run.reduce_tree(st, 0, run.leaves()))
@@ -1666,7 +1718,7 @@ impl Driver for Sequential {
 
     /// Appends block after block to columns reserved at full length: each
     /// output element is written once, never zeroed first.
-    fn store(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column> {
+    fn store(&self, run: &CollectRun<'_, '_>, acct: &Acct) -> Vec<Column> {
         acct.task();
         acct.alloc(run.state_bytes());
         let mut cols: Vec<Column> = run
@@ -1679,7 +1731,7 @@ impl Driver for Sequential {
         cols
     }
 
-    fn compact(&self, run: &StageRun<'_>, acct: &Acct) -> Vec<Column> {
+    fn compact(&self, run: &CollectRun<'_, '_>, acct: &Acct) -> Vec<Column> {
         acct.task();
         acct.alloc(run.state_bytes());
         let mut cols: Vec<Column> = run
@@ -1693,7 +1745,7 @@ impl Driver for Sequential {
     }
 
     /// Appends leaf after leaf, as `store` does.
-    fn scan(&self, run: &StageRun<'_>, ty: DType, acct: &Acct) -> Column {
+    fn scan(&self, run: &ScanRun<'_, '_>, ty: DType, acct: &Acct) -> Column {
         acct.task();
         acct.alloc(run.state_bytes());
         let mut out = Column::for_output(ty, run.len());

@@ -57,7 +57,10 @@ mod lanes;
 mod program;
 mod scan;
 
-pub(crate) use exec::{tree_mid, Acct, CollectOut, Driver, Exec, Isa, Partials, ScanOut, StageRun};
+pub(crate) use exec::{
+    tree_mid, Acct, CollectOut, CollectRun, Driver, Exec, Isa, Partials, ReduceRun, ScanOut,
+    ScanRun, StageRun,
+};
 pub(crate) use lanes::OutSlice;
 pub use program::BlockProgram;
 
