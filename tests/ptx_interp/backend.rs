@@ -148,9 +148,7 @@ impl Backend for InterpBackend {
 
     /// What the real backend declines, this declines.
     fn supports(&self, plan: &PhysicalPlan) -> Result<(), Decline> {
-        lower_plan(plan, &self.caps)
-            .map(|_| ())
-            .map_err(|e| Decline::from(e.0))
+        lower_plan(plan, &self.caps).map(|_| ()).map_err(|e| e.0)
     }
 
     fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {

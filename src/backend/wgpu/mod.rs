@@ -405,7 +405,7 @@ impl WgpuBackend {
     /// capabilities and two limits (of the open device, or remembered).
     fn judge(plan: &PhysicalPlan, facts: &DeviceFacts) -> Result<(), Decline> {
         let caps = facts.caps();
-        let plans = lower_plan(plan, &caps).map_err(|e| Decline::from(e.0))?;
+        let plans = lower_plan(plan, &caps).map_err(|e| e.0)?;
         for kp in &plans {
             for k in &kp.kernels {
                 let needs = k.needs();

@@ -19,12 +19,11 @@ pub(super) fn emit_arena(
     let mut vals: Vec<Option<Operand>> = Vec::with_capacity(arena.len());
     let mut narrow: BTreeMap<usize, Local> = BTreeMap::new();
     let need = |v: crate::expr::Value, vals: &[Option<Operand>]| -> R<Operand> {
-        vals[v.index()].ok_or_else(|| {
-            LowerError(
-                "an enumerate index used as a 64-bit value needs 64-bit integers (SHADER_INT64)"
-                    .into(),
-            )
-        })
+        // An index (a `u64`) wider than 32 bits.
+        vals[v.index()].ok_or(LowerError(Decline::MissingType {
+            dtype: DType::U64,
+            feature: "SHADER_INT64",
+        }))
     };
     for (v, n) in arena.iter() {
         let ty = n.ty;
@@ -59,7 +58,12 @@ pub(super) fn emit_arena(
             ),
             Node::Cast(a) => match narrow.get(&a.index()) {
                 Some(&l) if !ty.is_wide() => Some(b.assign(ty, Op::Cast(l.into())).into()),
-                Some(_) => return err("a 64-bit cast of an enumerate index needs SHADER_INT64"),
+                Some(_) => {
+                    return Err(LowerError(Decline::MissingType {
+                        dtype: DType::U64,
+                        feature: "SHADER_INT64",
+                    }))
+                }
                 None => {
                     let a = need(a, &vals)?;
                     if b.ty(a) == ty {

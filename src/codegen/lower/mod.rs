@@ -32,6 +32,7 @@ use crate::codegen::plan::{
 };
 use crate::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp};
 use crate::plan::{AggKind, Combine, PhysicalPlan, ScanOp, Stage, Terminal};
+use crate::types::Decline;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -74,11 +75,11 @@ impl Default for Caps {
 
 /// Why a stage cannot be lowered for a device.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LowerError(pub String);
+pub struct LowerError(pub Decline);
 
 impl fmt::Display for LowerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        self.0.fmt(f)
     }
 }
 
@@ -87,7 +88,7 @@ impl std::error::Error for LowerError {}
 type R<T> = Result<T, LowerError>;
 
 fn err<T>(m: impl Into<String>) -> R<T> {
-    Err(LowerError(m.into()))
+    Err(LowerError(Decline::from(m.into())))
 }
 
 /// Lowers every stage of `plan`.
@@ -353,12 +354,11 @@ impl<'a> Lower<'a> {
     }
 
     fn value(vals: &[Option<Operand>], v: crate::expr::Value) -> R<Operand> {
-        vals[v.index()].ok_or_else(|| {
-            LowerError(
-                "an enumerate index used as a 64-bit value needs 64-bit integers (SHADER_INT64)"
-                    .into(),
-            )
-        })
+        // An index (a `u64`) wider than 32 bits.
+        vals[v.index()].ok_or(LowerError(Decline::MissingType {
+            dtype: DType::U64,
+            feature: "SHADER_INT64",
+        }))
     }
 }
 
@@ -497,9 +497,12 @@ pub(crate) mod tests {
             terminal: Terminal::Collect(smallvec![i]),
             ..s
         };
-        assert!(lower_stage(&wide, &narrow)
-            .unwrap_err()
-            .0
-            .contains("SHADER_INT64"));
+        assert_eq!(
+            lower_stage(&wide, &narrow).unwrap_err().0,
+            Decline::MissingType {
+                dtype: DType::U64,
+                feature: "SHADER_INT64"
+            }
+        );
     }
 }
