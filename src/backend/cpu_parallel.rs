@@ -314,11 +314,12 @@ impl Driver for Parallel {
     fn compact(&self, run: &CollectRun<'_, '_>, acct: &Acct) -> Vec<Column> {
         let leaves = run.leaves();
         let types = run.collect_types();
+        let empty = || types.iter().map(|&t| Column::with_capacity(t, 0)).collect();
         let Some(counter) = run.count_run().filter(|_| leaves > 0) else {
-            return types.iter().map(|&t| Column::with_capacity(t, 0)).collect();
+            return empty();
         };
         let Some(count) = counter.as_reduce() else {
-            return types.iter().map(|&t| Column::with_capacity(t, 0)).collect();
+            return empty();
         };
         // Pass 1: survivors per leaf.
         acct.alloc((leaves * 8 * 2) as u64);

@@ -445,9 +445,19 @@ struct Fusion {
 
 impl Fusion {
     fn find(stage: &Stage, roots: &[Value], uniform: &[bool]) -> Fusion {
-        let sum = fuse_sum_columns(stage, roots, uniform);
-        let inner = fuse_inner_operations(stage, roots, uniform, &sum);
-        let keep = fused_predicate(stage, &sum, uniform, roots);
+        let n = stage.program.len();
+        if !matches!(stage.terminal, Terminal::Reduce(_)) {
+            return Fusion {
+                sum: vec![None; n],
+                inner: vec![None; n],
+                keep: None,
+            };
+        }
+        // Read by one reader only: the condition of every fusion case.
+        let uses = value_uses(&stage.program, roots);
+        let sum = fuse_sum_columns(stage, &uses, uniform);
+        let inner = fuse_inner_operations(stage, &uses, uniform, &sum);
+        let keep = fused_predicate(stage, &sum, uniform, &uses);
         Fusion { sum, inner, keep }
     }
 
@@ -482,13 +492,12 @@ impl Fusion {
 
 /// A float sum whose column is an add, sub or mul read by nothing else
 /// folds that operation itself, saving a pass over the block.
-fn fuse_sum_columns(stage: &Stage, roots: &[Value], uniform: &[bool]) -> Vec<Option<FoldedOp>> {
+fn fuse_sum_columns(stage: &Stage, uses: &[usize], uniform: &[bool]) -> Vec<Option<FoldedOp>> {
     let prog = &stage.program;
     let mut fused = vec![None; prog.len()];
     let Terminal::Reduce(aggs) = &stage.terminal else {
         return fused;
     };
-    let uses = value_uses(prog, roots);
     for a in aggs {
         if let (AggKind::Sum, Some(c)) = (&a.kind, a.column) {
             let d = prog.get(c);
@@ -509,7 +518,7 @@ fn fuse_sum_columns(stage: &Stage, roots: &[Value], uniform: &[bool]) -> Vec<Opt
 /// without a predicate: it would multiply the fold's variants again.
 fn fuse_inner_operations(
     stage: &Stage,
-    roots: &[Value],
+    uses: &[usize],
     uniform: &[bool],
     fused: &[Option<FoldedOp>],
 ) -> Vec<Option<FoldedOp>> {
@@ -518,7 +527,6 @@ fn fuse_inner_operations(
     if !matches!(stage.terminal, Terminal::Reduce(_)) || stage.predicate.is_some() {
         return inner;
     }
-    let uses = value_uses(prog, roots);
     for &(_, x, k) in fused.iter().flatten() {
         let d = prog.get(x);
         if let Node::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), p, q) = d.node {
@@ -831,7 +839,7 @@ fn fused_predicate(
     stage: &Stage,
     fused: &[Option<FoldedOp>],
     uniform: &[bool],
-    roots: &[Value],
+    uses: &[usize],
 ) -> Option<FoldedOp> {
     let p = stage.predicate?;
     let Terminal::Reduce(aggs) = &stage.terminal else {
@@ -846,7 +854,7 @@ fn fused_predicate(
     let Node::Binary(op, a, b) = prog.get(p).node else {
         return None;
     };
-    if value_uses(prog, roots)[p.index()] != 1 || prog.ty(a) != prog.ty(c) {
+    if uses[p.index()] != 1 || prog.ty(a) != prog.ty(c) {
         return None;
     }
     let flipped = match op {
