@@ -10,7 +10,8 @@
 //! upload / execute / download split.
 //!
 //! `cargo run --release --example bench` (`-- --quick` stops at 10^7;
-//! `-- --sizes 1000,100000` picks sizes).
+//! `-- --sizes 1000,100000` picks sizes; `-- --devices` prints only the
+//! device backends' rows).
 
 #[path = "../benches/common/baselines.rs"]
 mod baselines;
@@ -197,6 +198,11 @@ fn main() {
         rayon::current_num_threads(),
         sizes.iter().map(|&n| fmt_n(n)).collect::<Vec<_>>()
     );
+    if args.iter().any(|a| a == "--devices") {
+        // The device section alone (a lent GPU machine's time is short).
+        device_section(&sizes);
+        return;
+    }
     // The engine calibrates the host on its first query and a device on
     // the first query large enough to probe it (or loads the persisted
     // calibrations): both happen here, before anything is measured, so
@@ -470,7 +476,11 @@ fn device_rows(kind: BackendKind, sizes: &[usize]) {
     println!("\n{kind} (forced; on a software device these figures are about overheads):");
     println!("| pipeline | N | total | upload | execute | download | compile |");
     println!("|---|---|---|---|---|---|---|");
-    for &n in sizes.iter().filter(|&&n| n <= 10_000_000) {
+    // 10^8 only on CUDA (a software wgpu device takes minutes there).
+    for &n in sizes
+        .iter()
+        .filter(|&&n| n <= 10_000_000 || kind == BackendKind::Cuda)
+    {
         let xs = data(n, 1);
         let p1 = |xs: &[f32]| {
             xs.compute()
@@ -490,9 +500,44 @@ fn device_rows(kind: BackendKind, sizes: &[usize]) {
             black_box(v);
             m
         };
+        // The same two on data already on the device (made there by a
+        // query kept on it), P4's result kept there too: no transfer at all.
+        let resident = xs
+            .compute()
+            .on(kind)
+            .map(|x| x)
+            .collect_on_device()
+            .ok()
+            .map(|(a, _)| a)
+            .filter(|a| a.device() == Some(kind));
+        let p1_resident = |_: &[f32]| {
+            let a = resident.as_ref().expect("checked before use");
+            engine()
+                .query(a)
+                .on(kind)
+                .map(|x| x * 2.0 + 1.0)
+                .with_metrics()
+                .sum()
+                .1
+        };
+        let p4_resident = |_: &[f32]| {
+            let a = resident.as_ref().expect("checked before use");
+            let (d, m) = engine()
+                .query(a)
+                .on(kind)
+                .map(|x| x.sqrt() * 3.0 - x)
+                .collect_on_device()
+                .expect("a resident collect");
+            black_box(d);
+            m
+        };
         #[allow(clippy::type_complexity)]
-        let cases: [(&str, &dyn Fn(&[f32]) -> ExecutionMetrics); 2] =
-            [("P1 sum(x*2+1)", &p1), ("P4 collect", &p4)];
+        let mut cases: Vec<(&str, &dyn Fn(&[f32]) -> ExecutionMetrics)> =
+            vec![("P1 sum(x*2+1)", &p1), ("P4 collect", &p4)];
+        if resident.is_some() {
+            cases.push(("P1, data on the device", &p1_resident));
+            cases.push(("P4, data and result on the device", &p4_resident));
+        }
         for (name, f) in cases {
             let _warm = f(&xs);
             let mut ms: Vec<ExecutionMetrics> = (0..5).map(|_| f(&xs)).collect();
@@ -511,6 +556,29 @@ fn device_rows(kind: BackendKind, sizes: &[usize]) {
                 } else {
                     ""
                 }
+            );
+        }
+        // What the selector picks on its own for P1 over the resident data,
+        // once its first runs at this size have explored.
+        if let Some(a) = &resident {
+            let mut ms: Vec<ExecutionMetrics> = (0..WARM_UP_RUNS + 9)
+                .map(|_| {
+                    engine()
+                        .query(a)
+                        .map(|x| x * 2.0 + 1.0)
+                        .with_metrics()
+                        .sum()
+                        .1
+                })
+                .skip(WARM_UP_RUNS)
+                .collect();
+            ms.sort_by_key(|m| m.phases.total);
+            let chosen: Vec<String> = ms.iter().map(|m| m.backend.to_string()).collect();
+            println!(
+                "| P1, data on the device, auto-selected | {} | {} | | | | | chose: {}",
+                fmt_n(n),
+                fmt_secs(ms[ms.len() / 2].phases.total.as_secs_f64()),
+                chosen.join(",")
             );
         }
     }

@@ -53,6 +53,7 @@ use crate::plan::{AggKind, PhysicalPlan, PlanOutput, StageInput};
 use crate::semantics::{agg_identity, merge, Partial};
 use crate::types::{BackendError, BackendKind, Column, ColumnRef, Phase, RunStats};
 use smallvec::SmallVec;
+use std::borrow::Cow;
 use std::time::Instant;
 
 /// One stage lowered and written as PTX.
@@ -238,24 +239,91 @@ fn err(phase: Phase, m: impl Into<String>) -> BackendError {
     BackendError::new(BackendKind::Cuda, phase, m.into())
 }
 
-/// Device bytes of a host column (`bool` widened to words).
-pub fn device_bytes(c: ColumnRef<'_>) -> Vec<u8> {
+/// Device bytes of a host column (`bool` widened to words): borrowed, not
+/// copied, for every other type.
+pub fn device_bytes(c: ColumnRef<'_>) -> Cow<'_, [u8]> {
     match c {
-        ColumnRef::Bool(v) => v.iter().flat_map(|&b| (b as u32).to_le_bytes()).collect(),
-        other => other.as_bytes().to_vec(),
+        ColumnRef::Bool(v) => v
+            .iter()
+            .flat_map(|&b| (b as u32).to_le_bytes())
+            .collect::<Vec<u8>>()
+            .into(),
+        other => other.as_bytes().into(),
     }
 }
 
 /// A host column from device bytes (`bool` from words).
 pub fn column_from_device(dtype: DType, bytes: &[u8]) -> Column {
-    let size = element_size(dtype);
-    let mut c = Column::with_capacity(dtype, bytes.len() / size);
-    for chunk in bytes.chunks_exact(size) {
-        let mut b = [0u8; 8];
-        b[..size].copy_from_slice(chunk);
-        c.push(Scalar::from_bits(dtype, u64::from_le_bytes(b)));
+    let mut out = HostOut::new(dtype, 0);
+    let at = out.grow(bytes.len() / element_size(dtype));
+    out.bytes_mut(at, bytes.len()).copy_from_slice(bytes);
+    out.finish()
+}
+
+/// A column being filled from device bytes, in order. For every type but
+/// `bool` the device bytes are the host bytes, so they are copied straight
+/// into the final column (no per-element conversion, no second buffer);
+/// `bool` words are narrowed at the end.
+enum HostOut {
+    /// The column and how many of its elements are filled.
+    Typed(Column, usize),
+    /// `bool` as device words.
+    Words(Vec<u8>),
+}
+
+impl HostOut {
+    /// Expecting `expected` elements (more may come; fewer are cut off).
+    /// A large column is fresh zeroed memory advised to huge pages
+    /// ([`Column::zeroed`]), so the copies into it fault few pages.
+    fn new(dtype: DType, expected: usize) -> HostOut {
+        match dtype {
+            DType::Bool => HostOut::Words(Vec::with_capacity(expected * 4)),
+            t => HostOut::Typed(Column::zeroed(t, expected), 0),
+        }
     }
-    c
+
+    /// Makes room for `n` more elements; returns the byte offset of the first.
+    fn grow(&mut self, n: usize) -> usize {
+        match self {
+            HostOut::Words(w) => {
+                let at = w.len();
+                w.resize(at + 4 * n, 0);
+                at
+            }
+            HostOut::Typed(c, filled) => {
+                let at = *filled * c.dtype().size();
+                *filled += n;
+                if c.len() < *filled {
+                    c.resize(*filled);
+                }
+                at
+            }
+        }
+    }
+
+    /// `len` bytes from byte `at`, to be overwritten with device bytes.
+    fn bytes_mut(&mut self, at: usize, len: usize) -> &mut [u8] {
+        match self {
+            HostOut::Words(w) => &mut w[at..at + len],
+            HostOut::Typed(c, _) => {
+                &mut c.as_bytes_mut().expect("bool columns are filled as words")[at..at + len]
+            }
+        }
+    }
+
+    fn finish(self) -> Column {
+        match self {
+            HostOut::Words(w) => Column::Bool(
+                w.chunks_exact(4)
+                    .map(|b| u32::from_le_bytes(b.try_into().expect("a word")) != 0)
+                    .collect(),
+            ),
+            HostOut::Typed(mut c, filled) => {
+                c.resize(filled);
+                c
+            }
+        }
+    }
 }
 
 /// Downloads a device column.
@@ -264,12 +332,14 @@ pub fn download_column<D: PtxDevice>(
     data: &DeviceData<D::Buffer>,
     stats: &mut RunStats,
 ) -> Result<Column, BackendError> {
-    let mut bytes = vec![0u8; data.len * element_size(data.dtype)];
-    if !bytes.is_empty() {
-        dev.download(&data.buffer, 0, &mut bytes)?;
+    let mut out = HostOut::new(data.dtype, data.len);
+    let at = out.grow(data.len);
+    let bytes = data.len * element_size(data.dtype);
+    if bytes > 0 {
+        dev.download(&data.buffer, 0, out.bytes_mut(at, bytes))?;
     }
-    stats.bytes_downloaded += bytes.len() as u64;
-    Ok(column_from_device(data.dtype, &bytes))
+    stats.bytes_downloaded += bytes as u64;
+    Ok(out.finish())
 }
 
 fn read_scalar<D: PtxDevice>(
@@ -481,12 +551,12 @@ struct InFlight<P> {
 fn finish_downloads<D: PtxDevice>(
     dev: &mut D,
     in_flight: &mut Vec<InFlight<D::Pending>>,
-    host: &mut [Vec<u8>],
+    host: &mut [HostOut],
     stats: &mut RunStats,
 ) -> Result<(), BackendError> {
     let t = Instant::now();
     for f in in_flight.drain(..) {
-        dev.finish_download(f.pending, &mut host[f.column][f.at..f.at + f.bytes])?;
+        dev.finish_download(f.pending, host[f.column].bytes_mut(f.at, f.bytes))?;
         stats.bytes_downloaded += f.bytes as u64;
     }
     stats.transfer_out += t.elapsed();
@@ -569,11 +639,11 @@ fn run_stage<D: PtxDevice>(
         outputs.push(copies);
     }
     // The host bytes of each output column, and the downloads in flight.
-    let mut host: Vec<Vec<u8>> = if to_host {
+    let mut host: Vec<HostOut> = if to_host {
         let whole = matches!(kp.readback, Readback::Columns { count: None });
         kp.outputs
             .iter()
-            .map(|&t| Vec::with_capacity(if whole { len * element_size(t) } else { 0 }))
+            .map(|&t| HostOut::new(t, if whole { len } else { 0 }))
             .collect()
     } else {
         Vec::new()
@@ -611,9 +681,11 @@ fn run_stage<D: PtxDevice>(
         for (s, inp) in inputs.iter().enumerate() {
             if let (RunInput::Host(c), Some(bufs)) = (inp, &staging[s]) {
                 if c1 > c0 {
+                    let t = Instant::now();
                     let bytes = device_bytes(slice(*c, range.offsets[s] + c0, c1 - c0));
                     dev.upload(&bufs[ci % 2], 0, &bytes)?;
                     stats.bytes_uploaded += bytes.len() as u64;
+                    stats.transfer_in += t.elapsed();
                 }
             }
         }
@@ -737,8 +809,7 @@ fn run_stage<D: PtxDevice>(
                 if bytes == 0 {
                     continue;
                 }
-                let at = host[c].len();
-                host[c].resize(at + bytes, 0);
+                let at = host[c].grow(chunk_out);
                 let pending = dev.start_download(&outputs[c][out_copy], 0, bytes)?;
                 in_flight.push(InFlight {
                     column: c,
@@ -758,12 +829,9 @@ fn run_stage<D: PtxDevice>(
                 .map(|(a, st)| finish_agg(&a.kind, a.column, st, params))
                 .collect(),
         ),
-        Readback::Columns { .. } if to_host => StageOutput::Host(
-            host.iter()
-                .zip(&kp.outputs)
-                .map(|(bytes, &dtype)| column_from_device(dtype, bytes))
-                .collect(),
-        ),
+        Readback::Columns { .. } if to_host => {
+            StageOutput::Host(host.into_iter().map(HostOut::finish).collect())
+        }
         Readback::Columns { count } => {
             let n = if count.is_some() { written } else { len };
             StageOutput::Device(

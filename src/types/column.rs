@@ -205,6 +205,25 @@ impl Column {
     pub fn byte_len(&self) -> usize {
         self.len() * self.dtype().size()
     }
+
+    /// The elements' bytes, writable: `None` for `bool`, whose bytes must
+    /// stay 0 or 1. Every other element type is plain old data, so any
+    /// bytes written are some value of it.
+    pub(crate) fn as_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        match self {
+            Column::Bool(_) => None,
+            // SAFETY: integers and floats have no padding and no invalid
+            // bit patterns; the slice covers exactly the initialised elements.
+            other => Some(each_column!(other, v => unsafe {
+                std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(&v[..]))
+            })),
+        }
+    }
+
+    /// Grows (with zeros, or `false`) or shortens the column to `len`.
+    pub(crate) fn resize(&mut self, len: usize) {
+        each_column!(self, v => v.resize(len, Default::default()))
+    }
 }
 
 /// Columns from this size on are advised to use huge pages: four huge

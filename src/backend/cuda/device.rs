@@ -26,13 +26,20 @@ use std::ffi::{c_void, CString};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-/// Bytes of one pinned staging buffer; transfers move in pieces this big.
-pub(crate) const STAGING_BYTES: usize = 8 << 20;
+/// Bytes of one of the two pinned staging buffers of uploads and
+/// synchronous downloads; those transfers move in pieces this big. Large,
+/// so that the threads splitting the host's copy into a buffer
+/// ([`HostCopies`](super::exec::HostCopies)) are started a few times per
+/// transfer, not per few MiB.
+pub(crate) const STAGING_BYTES: usize = 32 << 20;
+
+/// Bytes of one pinned piece of a download that overlaps compute.
+pub(crate) const PIECE_BYTES: usize = 8 << 20;
 
 /// Most bytes the pool keeps cached before freeing returned buffers.
 const POOL_CACHE_BYTES: usize = 256 << 20;
 
-/// Pinned download pieces (of [`STAGING_BYTES`] each) kept for reuse:
+/// Pinned download pieces (of [`PIECE_BYTES`] each) kept for reuse:
 /// 64 MiB of page-locked memory at most. A started download larger than
 /// the cache allocates more pieces and frees them when it finishes.
 pub(crate) const DOWNLOAD_PIECES_CACHED: usize = 8;
@@ -222,7 +229,7 @@ impl Drop for Staging {
     }
 }
 
-/// One page-locked piece of [`STAGING_BYTES`] for a download that overlaps
+/// One page-locked piece of [`PIECE_BYTES`] for a download that overlaps
 /// compute, freed on drop. Whoever drops it has made sure no copy into it
 /// is in flight (or leaks it instead).
 #[derive(Debug)]
@@ -240,7 +247,7 @@ unsafe impl Sync for Pinned {}
 impl Pinned {
     pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Pinned, DriverError> {
         // SAFETY: a plain page-locked allocation, freed by `Drop`.
-        let ptr = unsafe { result::malloc_host(STAGING_BYTES, 0) }?;
+        let ptr = unsafe { result::malloc_host(PIECE_BYTES, 0) }?;
         Ok(Pinned {
             ptr: ptr as *mut u8,
             ctx: ctx.clone(),

@@ -6,7 +6,7 @@
 
 use super::device::{
     driver_error, DeviceBuffer, Event, Gpu, Module, PendingDownload, Pinned,
-    DOWNLOAD_PIECES_CACHED, STAGING_BYTES,
+    DOWNLOAD_PIECES_CACHED, PIECE_BYTES, STAGING_BYTES,
 };
 use crate::backend::ptx::{BufferArg, PtxDevice};
 use crate::backend::{BackendError, Phase};
@@ -47,6 +47,104 @@ fn abandon(stream: sys::CUstream, pieces: Vec<Pinned>) {
     if unsafe { result::stream::synchronize(stream) }.is_err() {
         std::mem::forget(pieces);
     }
+}
+
+/// Host copies of at least this many bytes (into or out of pinned memory)
+/// are split across threads: one thread copies ~10 GB/s, a fraction of
+/// what the copy engines move (measured on an H200's host, docs/cuda.md).
+const PARALLEL_COPY_MIN: usize = 2 << 20;
+
+/// Bytes per part of a split host copy.
+const COPY_PART: usize = 1 << 20;
+
+/// Most threads one host copy uses.
+const COPY_THREADS: usize = 8;
+
+/// One part of a host copy: `len` bytes from `src` to `dst`.
+#[derive(Clone, Copy)]
+struct CopyPart {
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+}
+
+// SAFETY: a part is a disjoint range of memory that `HostCopies` keeps
+// borrowed (mutably for `dst`) until every thread copying it has finished.
+unsafe impl Send for CopyPart {}
+unsafe impl Sync for CopyPart {}
+
+/// Host copies done together, split into parts that scoped threads (and the
+/// caller) take from a shared counter. The threads only copy bytes: they
+/// take no lock and run no user code, so the backend's lock may be held
+/// meanwhile. A thread that cannot be started leaves its share to the
+/// others and the caller.
+#[derive(Default)]
+pub(crate) struct HostCopies<'a> {
+    parts: Vec<CopyPart>,
+    bytes: usize,
+    _borrows: std::marker::PhantomData<(&'a mut [u8], &'a [u8])>,
+}
+
+impl<'a> HostCopies<'a> {
+    /// Adds `dst.copy_from_slice(src)`.
+    pub(crate) fn add(&mut self, dst: &'a mut [u8], src: &'a [u8]) {
+        assert_eq!(dst.len(), src.len(), "a host copy between unequal ranges");
+        for at in (0..src.len()).step_by(COPY_PART) {
+            let len = COPY_PART.min(src.len() - at);
+            // SAFETY: `at + len` is within both slices.
+            self.parts.push(unsafe {
+                CopyPart {
+                    dst: dst.as_mut_ptr().add(at),
+                    src: src.as_ptr().add(at),
+                    len,
+                }
+            });
+        }
+        self.bytes += src.len();
+    }
+
+    /// Does every copy added.
+    pub(crate) fn run(self) {
+        static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let cores =
+            *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let threads = if self.bytes < PARALLEL_COPY_MIN {
+            1
+        } else {
+            (self.bytes / COPY_PART).clamp(1, COPY_THREADS.min(cores))
+        };
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let parts = &self.parts;
+        let work = || loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(p) = parts.get(i) else { return };
+            // SAFETY: each part is taken once; its ranges are valid and
+            // disjoint from every other part's destination (`add`).
+            unsafe { std::ptr::copy_nonoverlapping(p.src, p.dst, p.len) };
+        };
+        if threads < 2 {
+            work();
+            return;
+        }
+        std::thread::scope(|s| {
+            for _ in 1..threads {
+                let spawned = std::thread::Builder::new()
+                    .name("computeq-copy".into())
+                    .spawn_scoped(s, work);
+                if spawned.is_err() {
+                    break;
+                }
+            }
+            work();
+        });
+    }
+}
+
+/// `dst.copy_from_slice(src)`, split across threads when large.
+pub(crate) fn copy_host(dst: &mut [u8], src: &[u8]) {
+    let mut c = HostCopies::default();
+    c.add(dst, src);
+    c.run();
 }
 
 impl PtxDevice for CudaDevice<'_> {
@@ -90,7 +188,7 @@ impl PtxDevice for CudaDevice<'_> {
             // SAFETY: the staging buffer holds STAGING_BYTES and its last
             // transfer is complete; the copy reads it before `done` fires.
             unsafe {
-                std::ptr::copy_nonoverlapping(piece.as_ptr(), pinned, piece.len());
+                copy_host(std::slice::from_raw_parts_mut(pinned, piece.len()), piece);
                 let host = std::slice::from_raw_parts(pinned, piece.len());
                 result::memcpy_htod_async(
                     dst.ptr + (offset + k * STAGING_BYTES) as u64,
@@ -152,7 +250,9 @@ impl PtxDevice for CudaDevice<'_> {
             done.synchronize()
                 .map_err(|e| driver_error(Phase::Download, "copying from the device", e))?;
             // SAFETY: the copy into the staging buffer is complete.
-            unsafe { std::ptr::copy_nonoverlapping(pinned, piece.as_mut_ptr(), piece.len()) };
+            copy_host(piece, unsafe {
+                std::slice::from_raw_parts(pinned, piece.len())
+            });
         }
         Ok(())
     }
@@ -180,10 +280,10 @@ impl PtxDevice for CudaDevice<'_> {
             e.wait_on(stream)
                 .map_err(|e| driver_error(Phase::Download, "ordering a download", e))?;
         }
-        let mut pieces = Vec::with_capacity(len.div_ceil(STAGING_BYTES));
+        let mut pieces = Vec::with_capacity(len.div_ceil(PIECE_BYTES));
         let mut k = 0;
-        while k * STAGING_BYTES < len {
-            let n = STAGING_BYTES.min(len - k * STAGING_BYTES);
+        while k * PIECE_BYTES < len {
+            let n = PIECE_BYTES.min(len - k * PIECE_BYTES);
             let piece = match self.gpu.pinned.pop() {
                 Some(p) => p,
                 None => match Pinned::new(&self.gpu.ctx) {
@@ -194,7 +294,7 @@ impl PtxDevice for CudaDevice<'_> {
                     }
                 },
             };
-            // SAFETY: the piece holds STAGING_BYTES >= n bytes and is idle
+            // SAFETY: the piece holds PIECE_BYTES >= n bytes and is idle
             // (cached pieces come back only from finished downloads, after
             // their event completed). The device writes it until `done`
             // completes; until then the piece lives in `pieces`, then in
@@ -202,11 +302,7 @@ impl PtxDevice for CudaDevice<'_> {
             // source range is inside the buffer (checked above).
             let queued = unsafe {
                 let host = std::slice::from_raw_parts_mut(piece.ptr, n);
-                result::memcpy_dtoh_async(
-                    host,
-                    src.ptr + (offset + k * STAGING_BYTES) as u64,
-                    stream,
-                )
+                result::memcpy_dtoh_async(host, src.ptr + (offset + k * PIECE_BYTES) as u64, stream)
             };
             pieces.push(piece);
             if let Err(e) = queued {
@@ -252,12 +348,16 @@ impl PtxDevice for CudaDevice<'_> {
             .synchronize()
             .map_err(|e| driver_error(Phase::Download, "copying from the device", e))?;
         let pieces = std::mem::take(&mut pending.pieces);
-        for (piece, chunk) in pieces.iter().zip(out.chunks_mut(STAGING_BYTES)) {
+        let mut copies = HostCopies::default();
+        for (piece, chunk) in pieces.iter().zip(out.chunks_mut(PIECE_BYTES)) {
             // SAFETY: the copy into the piece is complete (`done` was
             // recorded after it on the same stream) and wrote at least
-            // `chunk.len()` bytes of it.
-            unsafe { std::ptr::copy_nonoverlapping(piece.ptr, chunk.as_mut_ptr(), chunk.len()) };
+            // `chunk.len()` bytes of it; the pieces live until `run` returns.
+            copies.add(chunk, unsafe {
+                std::slice::from_raw_parts(piece.ptr, chunk.len())
+            });
         }
+        copies.run();
         // Idle again; keep a bounded number, free the rest.
         for piece in pieces {
             if self.gpu.pinned.len() < DOWNLOAD_PIECES_CACHED {
@@ -329,5 +429,53 @@ impl PtxDevice for CudaDevice<'_> {
             *b.buffer.last_use.lock() = Some(used.clone());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{copy_host, HostCopies, COPY_PART, PARALLEL_COPY_MIN};
+
+    fn bytes(n: usize, seed: u8) -> Vec<u8> {
+        (0..n)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
+    }
+
+    #[test]
+    fn split_host_copies_copy_every_byte_once() {
+        for n in [
+            0,
+            1,
+            COPY_PART - 1,
+            COPY_PART + 1,
+            PARALLEL_COPY_MIN - 1,
+            PARALLEL_COPY_MIN,
+            5 * COPY_PART + 3,
+            9 * COPY_PART,
+        ] {
+            let src = bytes(n, 7);
+            let mut dst = vec![0xAA; n];
+            copy_host(&mut dst, &src);
+            assert!(dst == src, "a copy of {n} bytes");
+        }
+        // Several copies run together, of uneven sizes, into one
+        // destination's disjoint ranges.
+        let srcs: Vec<Vec<u8>> = [3 * COPY_PART + 5, 17, 4 * COPY_PART]
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| bytes(n, k as u8))
+            .collect();
+        let mut dst = vec![0u8; srcs.iter().map(Vec::len).sum::<usize>() + 1];
+        let mut copies = HostCopies::default();
+        let mut rest = &mut dst[..];
+        for s in &srcs {
+            let (head, tail) = rest.split_at_mut(s.len());
+            copies.add(head, s);
+            rest = tail;
+        }
+        copies.run();
+        assert!(dst[..dst.len() - 1] == srcs.concat()[..]);
+        assert_eq!(dst[dst.len() - 1], 0, "nothing written past the ranges");
     }
 }

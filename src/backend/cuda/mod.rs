@@ -223,7 +223,7 @@ impl CudaBackend {
             })
             .collect();
         let t = Instant::now();
-        let waited = stats.transfer_out;
+        let (uploaded, waited) = (stats.transfer_in, stats.transfer_out);
         let out = if keep {
             match run_plan(
                 &mut dev,
@@ -261,12 +261,17 @@ impl CudaBackend {
                 stats,
             )?)
         };
-        // The host's waits for downloads are `transfer_out`, not execute.
+        // The kernels of a result kept on the device are still running:
+        // their time is the run's too.
+        gpu.synchronize()?;
+        // The uploads (the host's copies into pinned memory and the queued
+        // copies) are `transfer_in`, its waits for downloads `transfer_out`;
+        // the rest is execute.
         stats.execute = t
             .elapsed()
-            .saturating_sub(stats.transfer_out.saturating_sub(waited));
+            .saturating_sub(stats.transfer_out.saturating_sub(waited))
+            .saturating_sub(stats.transfer_in.saturating_sub(uploaded));
         stats.parallelism = self.caps.workgroup_size * self.caps.max_groups;
-        gpu.synchronize()?;
         Ok(out)
     }
 
