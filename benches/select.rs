@@ -3,11 +3,11 @@
 //! cost rule, and the whole N = 10^3 query that selection is part of.
 //! `cargo bench --bench select`
 
-use computeq::backend::BackendKind;
-use computeq::plan::{CompiledPlan, PlanReport};
+use computeq::plumbing::{CompiledPlan, PlanReport};
+use computeq::plumbing::{CostRule, LearningSelector, SelectionInput, Selector};
 use computeq::prelude::*;
-use computeq::runtime::Config;
-use computeq::select::{CostRule, LearningSelector, SelectionInput, Selector};
+use computeq::BackendKind;
+use computeq::Config;
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::time::Duration;

@@ -5,12 +5,12 @@
 //! difference is what the executor adds; the target is under 20 µs.
 //! `cargo bench --bench wgpu_dispatch` (needs a wgpu adapter).
 
-use computeq::backend::wgpu::{measure_overhead, FaultPlan, WgpuBackend};
-use computeq::backend::{Availability, Backend, Input, Job, RunStats};
 use computeq::expr::Scalar;
-use computeq::plan::{CompiledPlan, PlanReport};
+use computeq::plumbing::backends::wgpu::{measure_overhead, FaultPlan, WgpuBackend};
+use computeq::plumbing::ColumnRef;
+use computeq::plumbing::{Availability, Backend, Input, Job, RunStats};
+use computeq::plumbing::{CompiledPlan, PlanReport};
 use computeq::prelude::*;
-use computeq::types::ColumnRef;
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 

@@ -458,8 +458,8 @@ fn device_section(sizes: &[usize]) {
     for kind in [BackendKind::Wgpu, BackendKind::Cuda] {
         let availability = engine().backends().into_iter().find(|(k, _)| *k == kind);
         match availability {
-            Some((_, computeq::backend::Availability::Available)) => device_rows(kind, sizes),
-            Some((_, computeq::backend::Availability::Unavailable(why))) => {
+            Some((_, computeq::plumbing::Availability::Available)) => device_rows(kind, sizes),
+            Some((_, computeq::plumbing::Availability::Unavailable(why))) => {
                 println!("\n{kind}: unavailable here ({why}); device figures skipped")
             }
             None => println!("\n{kind}: feature off; device figures skipped"),
@@ -589,9 +589,9 @@ fn device_rows(kind: BackendKind, sizes: &[usize]) {
 /// with wgpu (`benches/wgpu_dispatch.rs` has the criterion version).
 #[cfg(feature = "wgpu")]
 fn dispatch_overhead() {
-    use computeq::backend::wgpu::{measure_overhead, FaultPlan, WgpuBackend};
-    use computeq::plan::{CompiledPlan, PlanReport};
-    use computeq::types::ColumnRef;
+    use computeq::plumbing::backends::wgpu::{measure_overhead, FaultPlan, WgpuBackend};
+    use computeq::plumbing::ColumnRef;
+    use computeq::plumbing::{CompiledPlan, PlanReport};
     let backend = WgpuBackend::new(FaultPlan::NONE);
     let xs: Vec<f32> = (0..1024).map(|i| i as f32 * 0.25).collect();
     let e = xs.compute().map(|x| x * 2.0 + 1.0).explain().sum();

@@ -23,10 +23,10 @@
 #[path = "../benches/common/order.rs"]
 mod order;
 
-use computeq::backend::{Availability, BackendKind};
 use computeq::metrics::ExecutionMetrics;
+use computeq::plumbing::{Availability, BackendKind};
 use computeq::prelude::*;
-use computeq::runtime::Config;
+use computeq::Config;
 use std::time::{Duration, Instant};
 
 /// Engine 0 runs forced backends (learning off), engine 1 the selector.

@@ -60,7 +60,7 @@ fn main() {
         done += per_sample;
     }
     samples.sort_by(f64::total_cmp);
-    let engine = computeq::runtime::engine();
+    let engine = computeq::engine();
     let backend = engine
         .last_run()
         .map(|m| m.backend.name())
@@ -79,7 +79,7 @@ fn main() {
 /// the run log, and the time each query spends after its run's clock
 /// stops: a batch's wall time less its runs' own totals, per query (exact
 /// for the batch, where medians of separate phases would not add up).
-fn breakdown(query: &mut dyn FnMut() -> usize, log: &computeq::runtime::RunLog, n: usize) {
+fn breakdown(query: &mut dyn FnMut() -> usize, log: &computeq::plumbing::RunLog, n: usize) {
     let cap = log.capacity();
     if cap == 0 {
         println!("  (the run log keeps no runs here: no breakdown)");

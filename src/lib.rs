@@ -4,10 +4,11 @@
 //! into an expression graph, adaptor chains are fused into as few passes
 //! over memory as possible, every available backend is priced against the
 //! real input, the cheapest runs, a failing device falls back to the CPU,
-//! and every run leaves [`ExecutionMetrics`](metrics::ExecutionMetrics).
+//! and every run leaves [`ExecutionMetrics`].
 //!
 //! ## Contents
 //! - [Example](#example)
+//! - [The API](#the-api)
 //! - [The path of a query](#the-path-of-a-query)
 //! - [Semantics](#semantics)
 //! - [Backends and features](#backends-and-features)
@@ -16,7 +17,7 @@
 //! ## Example
 //!
 //! ```
-//! # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+//! # let _ = computeq::set_engine(computeq::Engine::default());
 //! use computeq::prelude::*;
 //!
 //! let xs: Vec<f32> = (0..10_000).map(|i| (i as f32).sin()).collect();
@@ -27,6 +28,42 @@
 //! println!("{}", xs.compute().map(|x| x.abs()).explain().max());
 //! # let _ = s;
 //! ```
+//!
+//! ## The API
+//!
+//! - Start a query with `.compute()` on a slice, a `Vec` or a
+//!   [`DeviceArray`] ([`Compute`], in the [`prelude`]), or with
+//!   [`Engine::query`] on an engine of your own; chain adaptors (`map`,
+//!   `filter`, `zip`, `enumerate`, `take`, `skip`, scans) and end with a
+//!   terminal (`sum`, `count`, `min`, `argmax`, `stats`, `reduce`,
+//!   `collect`, ...). Closures receive [`Expr<T>`](expr::Expr) handles and
+//!   are traced once per plan; captured values become parameters.
+//! - **Modes** decide what a terminal returns: the value (the default,
+//!   [`query::Run`]; it panics only when no backend can run the query, e.g.
+//!   a forced, failing backend with `no_fallback`), a `Result<_, `[`Error`]`>`
+//!   (`.fallible()`, [`query::Try`]), the value with its
+//!   [`ExecutionMetrics`] (`.with_metrics()`), the plan without running it
+//!   (`.explain()`, an [`Explain`]), or the plan with the run's metrics
+//!   (`.explain_analyze()`).
+//! - **Errors** are one [`Error`] with an [`ErrorKind`] (no backend could
+//!   run the query, the forced one failed without fallback, a malformed
+//!   query, a bad setting, too many captured values) and the failed
+//!   attempts, each a typed backend error with its phase.
+//! - **Choice of backend**: automatic by default; `.on(BackendKind::..)`
+//!   forces one (falling back to the CPU if it fails, unless
+//!   `.no_fallback()`); [`Config`] disables backends or pins one for every
+//!   query. [`DeviceArray`] (`.to_device()`, `collect_on_device()`) keeps
+//!   data on a GPU between queries.
+//! - **Engines**: the process-wide one ([`engine()`], made from the
+//!   environment on first use unless [`set_engine`] installed one before) or
+//!   your own ([`Engine::with_config`]); an engine is shared by any number
+//!   of threads.
+//! - **Metrics and advice**: every run's [`ExecutionMetrics`] (backend,
+//!   reason, phase times, estimates, attempts) in the engine's run log;
+//!   [`recommend`] reads a plan and its metrics into advice, which
+//!   [`Explain`] prints.
+//! - [`plumbing`] is the machinery for custom backends and selectors, and
+//!   for tests: nothing a query needs.
 //!
 //! ## The path of a query
 //!
@@ -146,24 +183,30 @@
 //! (`WgpuBackend::set_faults`).
 #![warn(missing_docs)]
 
-pub mod backend;
-pub mod codegen;
-pub mod cost;
+mod backend;
+mod codegen;
+mod cost;
 mod error;
 pub mod explain;
 pub mod expr;
-pub(crate) mod graph;
+mod graph;
 pub mod metrics;
-pub(crate) mod optimize;
-pub mod plan;
+mod optimize;
+mod plan;
+pub mod plumbing;
 pub mod prelude;
 pub mod query;
 pub mod recommend;
-pub mod runtime;
-pub mod select;
-pub(crate) mod semantics;
+mod runtime;
+mod select;
+mod semantics;
 #[cfg(feature = "otel")]
 pub mod telemetry;
-pub mod types;
+mod types;
 
 pub use error::{Error, ErrorKind, Result};
+pub use explain::Explain;
+pub use metrics::ExecutionMetrics;
+pub use query::{Compute, DeviceArray, IntoSource, Query, ToDevice};
+pub use runtime::{calibrate_full, engine, set_engine, Config, Engine};
+pub use types::BackendKind;

@@ -8,10 +8,10 @@
 //! is loaded once per process, the file lock is between processes, and
 //! the exit hook runs only when a process exits.
 
-use computeq::cost::{cache_file, CpuProfile};
+use computeq::plumbing::cost::{cache_file, CpuProfile};
+use computeq::plumbing::{LearningSelector, LearningSettings};
 use computeq::prelude::*;
-use computeq::runtime::Config;
-use computeq::select::{LearningSelector, LearningSettings};
+use computeq::Config;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -60,7 +60,7 @@ fn engine_in(dir: &Path) -> Engine {
 }
 
 /// The history persisted in `dir`, as a new selector loads it.
-fn persisted(dir: &Path) -> computeq::select::history::History {
+fn persisted(dir: &Path) -> computeq::plumbing::history::History {
     LearningSelector::new(LearningSettings {
         cache_dir: Some(dir.to_path_buf()),
         ..Config {

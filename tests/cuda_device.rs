@@ -6,9 +6,9 @@
 //! in which case it fails.
 #![cfg(feature = "cuda")]
 
-use computeq::backend::cuda::{driver_present, CudaBackend, FaultPlan};
-use computeq::backend::{Availability, Backend, BackendKind};
-use computeq::runtime::{Config, Engine};
+use computeq::plumbing::backends::cuda::{driver_present, CudaBackend, FaultPlan};
+use computeq::plumbing::{Availability, Backend, BackendKind};
+use computeq::{Config, Engine};
 use std::sync::Arc;
 
 fn required() -> bool {

@@ -23,9 +23,9 @@ use common::ast::{self, Bin, Case, Cmp, Comb, Ex, ExKind, LitForm, Step, Term};
 use common::data::{DataSpec, Dist, LENGTHS};
 use common::value::{Val, NUMERIC};
 use common::{differential_config, run_case, Outcome, Summary};
-use computeq::backend::cpu_simd::{BLOCK, LEAF};
-use computeq::backend::BackendKind;
 use computeq::expr::DType;
+use computeq::plumbing::backends::cpu_simd::{BLOCK, LEAF};
+use computeq::BackendKind;
 use proptest::test_runner::{TestCaseError, TestRunner};
 use std::cell::RefCell;
 
@@ -135,9 +135,9 @@ mod cuda_interp {
     use super::*;
     use crate::ptx_interp::backend::{InterpBackend, Mutation};
     use crate::ptx_interp::ptxas;
-    use computeq::backend::ptx::cuda_caps;
-    use computeq::codegen::Caps;
-    use computeq::runtime::Engine;
+    use computeq::plumbing::backends::ptx::cuda_caps;
+    use computeq::plumbing::codegen::Caps;
+    use computeq::Engine;
     use std::sync::Arc;
 
     /// Longest input the interpreter runs.
@@ -414,12 +414,12 @@ pub fn fixed_pipelines(t: DType, len: usize, seed: u64) -> Vec<Case> {
 
 mod wrong_backend {
     use super::*;
-    use computeq::backend::cpu_scalar::CpuScalar;
-    use computeq::backend::{Availability, Backend, BackendError, Job, RunStats};
     use computeq::expr::Scalar;
-    use computeq::plan::{PhysicalPlan, PlanOutput, Terminal};
-    use computeq::types::Column;
-    use computeq::types::Decline;
+    use computeq::plumbing::backends::cpu_scalar::CpuScalar;
+    use computeq::plumbing::Column;
+    use computeq::plumbing::Decline;
+    use computeq::plumbing::{Availability, Backend, BackendError, Job, RunStats};
+    use computeq::plumbing::{PhysicalPlan, PlanOutput, Terminal};
     use std::sync::Arc;
 
     #[derive(Clone, Copy, Debug)]
@@ -491,7 +491,7 @@ mod wrong_backend {
         }
     }
 
-    fn engine(f: Fault) -> computeq::runtime::Engine {
+    fn engine(f: Fault) -> computeq::Engine {
         common::engine().with_backend(Arc::new(Wrong(f)))
     }
 

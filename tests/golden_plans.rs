@@ -10,7 +10,7 @@ mod golden;
 
 use computeq::explain::Explain;
 use computeq::prelude::*;
-use computeq::runtime::{Config, Engine};
+use computeq::{Config, Engine};
 use golden::Golden;
 
 fn text(e: &Explain) -> String {

@@ -32,6 +32,7 @@ const LAYERS: &[&str] = &[
     "runtime",   // engine, executor, devices, settings
     "query",     // the user's lazy builder
     "prelude",
+    "plumbing", // the machinery, re-exported for custom backends and selectors
     "telemetry",
 ];
 

@@ -15,21 +15,21 @@ mod faults;
 mod golden;
 mod ptx_interp;
 
-use computeq::backend::cpu_scalar;
-use computeq::backend::ptx::{
+use computeq::plumbing::backends::cpu_scalar;
+use computeq::plumbing::backends::ptx::{
     compile, cuda_caps, download_column, run_plan, run_plan_to_host, BufferArg, PtxDevice, PtxPlan,
     RunInput, RunLimits, RunOutput,
 };
-use computeq::backend::{BackendError, BackendKind, Phase, RunStats};
-use computeq::codegen::ptx::{self, PtxModule, PtxOptions};
-use computeq::codegen::{lower_stage, Caps};
-use computeq::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
-use computeq::plan::{
+use computeq::plumbing::codegen::ptx::{self, PtxModule, PtxOptions};
+use computeq::plumbing::codegen::{lower_stage, Caps};
+use computeq::plumbing::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
+use computeq::plumbing::{
     AggKind, Aggregate, Combine, PhysicalPlan, PlanOutput, RangeOp, ScanOp, Stage, StageInput,
     Terminal,
 };
-use computeq::runtime::{Config, Engine};
-use computeq::types::{Column, ColumnRef};
+use computeq::plumbing::{BackendError, BackendKind, Phase, RunStats};
+use computeq::plumbing::{Column, ColumnRef};
+use computeq::{Config, Engine};
 use golden::Golden;
 use proptest::prelude::*;
 use ptx_interp::backend::InterpBackend;
@@ -1814,7 +1814,7 @@ fn float_noise_only(want: &PlanOutput, got: &PlanOutput) -> bool {
 #[cfg(feature = "cuda")]
 #[test]
 fn injected_faults_are_errors_of_their_phase() {
-    use computeq::backend::cuda::{FaultPlan, FaultyDevice};
+    use computeq::plumbing::backends::cuda::{FaultPlan, FaultyDevice};
     let plan = map_plan(DType::F32);
     let ptx = compile(&plan, &small_caps(), &PtxOptions::default()).unwrap();
     let x = column(DType::F32, 100, 1);
@@ -1896,7 +1896,7 @@ fn injected_faults_are_errors_of_their_phase() {
 #[cfg(feature = "cuda")]
 #[test]
 fn injected_faults_fall_back_through_the_runtime() {
-    use computeq::backend::cuda::FaultPlan;
+    use computeq::plumbing::backends::cuda::FaultPlan;
     let b = Arc::new(InterpBackend::new(small_caps(), 1 << 20));
     let e = Engine::with_config(Config::default()).with_backend(b.clone());
     let xs: Vec<f32> = (0..500).map(|i| (i % 37) as f32 - 18.0).collect();

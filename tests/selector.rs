@@ -2,15 +2,15 @@
 //! history takes over from the model, exploration is bounded, learning can
 //! be switched off, history persists across engines and can be reset.
 
-use computeq::backend::cpu_parallel::CpuParallel;
-use computeq::backend::cpu_scalar::CpuScalar;
-use computeq::backend::cpu_simd::CpuSimd;
-use computeq::backend::{Availability, Backend, BackendError, Job, RunStats};
 use computeq::metrics::SelectionReason;
-use computeq::plan::{PhysicalPlan, PlanOutput};
+use computeq::plumbing::backends::cpu_parallel::CpuParallel;
+use computeq::plumbing::backends::cpu_scalar::CpuScalar;
+use computeq::plumbing::backends::cpu_simd::CpuSimd;
+use computeq::plumbing::Decline;
+use computeq::plumbing::{Availability, Backend, BackendError, Job, RunStats};
+use computeq::plumbing::{PhysicalPlan, PlanOutput};
 use computeq::prelude::*;
-use computeq::runtime::Config;
-use computeq::types::Decline;
+use computeq::Config;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,7 +78,7 @@ fn fixed_time_engine() -> Engine {
     };
     Engine::with_config(Config {
         disabled: vec![BackendKind::Wgpu, BackendKind::Cuda],
-        cpu_profile: Some(computeq::cost::CpuProfile {
+        cpu_profile: Some(computeq::plumbing::cost::CpuProfile {
             threads: 4,
             ..Default::default()
         }),
@@ -196,7 +196,7 @@ fn history_persists_across_engines_and_resets() {
 fn a_corrupt_history_file_is_ignored_and_rebuilt() {
     let dir = temp_dir("corrupt");
     std::fs::create_dir_all(&dir).unwrap();
-    let path = computeq::cost::cache_file::path(&dir, "history");
+    let path = computeq::plumbing::cost::cache_file::path(&dir, "history");
     std::fs::write(&path, "{\"format\": 42").unwrap();
     {
         let e = Engine::with_config(Config {

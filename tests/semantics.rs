@@ -11,12 +11,12 @@
 
 mod common;
 
-use computeq::backend::cpu_simd::{BLOCK, LEAF};
-use computeq::backend::{Availability, BackendKind, Phase};
+use computeq::plumbing::backends::cpu_simd::{BLOCK, LEAF};
+use computeq::plumbing::{Availability, BackendKind, Phase};
 use computeq::prelude::*;
 use computeq::query::{Stats, Try};
-use computeq::runtime::{Config, Engine};
 use computeq::Error;
+use computeq::{Config, Engine};
 use std::fmt::Debug;
 
 /// Backends that can run here.

@@ -11,10 +11,10 @@
 //! one, for the engine and for `calibrate_full` alike. One test in this
 //! binary: it sets `COMPUTEQ_CACHE_DIR` before any other thread exists.
 
-use computeq::cost::DeviceProfile;
+use computeq::calibrate_full;
+use computeq::plumbing::cost::DeviceProfile;
 use computeq::prelude::*;
-use computeq::runtime::calibrate_full;
-use computeq::runtime::Config;
+use computeq::Config;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;

@@ -10,20 +10,20 @@ mod faults;
 #[path = "support/golden.rs"]
 mod golden;
 
-use computeq::backend::cpu_scalar::run_plan;
-use computeq::backend::wgpu::{FaultPlan, WgpuBackend};
-use computeq::backend::{
-    Availability, Backend, BackendKind, DeviceColumn, Input, Job, Phase, RunStats, TimingSource,
-};
-use computeq::codegen::{lower_stage, wgsl, Caps};
-use computeq::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
-use computeq::plan::CompiledPlan;
-use computeq::plan::{
+use computeq::plumbing::backends::cpu_scalar::run_plan;
+use computeq::plumbing::backends::wgpu::{FaultPlan, WgpuBackend};
+use computeq::plumbing::codegen::{lower_stage, wgsl, Caps};
+use computeq::plumbing::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
+use computeq::plumbing::CompiledPlan;
+use computeq::plumbing::{
     AggKind, Aggregate, Combine, PhysicalPlan, PlanOutput, RangeOp, ScanOp, Stage, StageInput,
     Terminal,
 };
-use computeq::runtime::{Config, Engine};
-use computeq::types::{Column, ColumnRef, Decline};
+use computeq::plumbing::{
+    Availability, Backend, BackendKind, DeviceColumn, Input, Job, Phase, RunStats, TimingSource,
+};
+use computeq::plumbing::{Column, ColumnRef, Decline};
+use computeq::{Config, Engine};
 use golden::Golden;
 use smallvec::{smallvec, SmallVec};
 use std::sync::{Arc, OnceLock};
@@ -230,7 +230,7 @@ fn run(
     cols: &[ColumnRef<'_>],
     params: &[Scalar],
 ) -> (
-    Result<PlanOutput, computeq::backend::BackendError>,
+    Result<PlanOutput, computeq::plumbing::BackendError>,
     RunStats,
 ) {
     let inputs: Vec<Input<'_>> = cols.iter().map(|&c| Input::Host(c)).collect();

@@ -18,7 +18,6 @@ pub mod wgpu;
 
 pub use crate::types::{
     BackendError, BackendKind, Decline, DeviceColumn, HostColumn, Input, Phase, RunStats,
-    TimingSource,
 };
 
 use crate::plan::{CompiledPlan, PhysicalPlan, PlanOutput};

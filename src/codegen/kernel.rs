@@ -791,11 +791,6 @@ impl KernelBuilder {
         }
     }
 
-    /// The kernel's workgroup size.
-    pub fn workgroup_size(&self) -> u32 {
-        self.kernel.workgroup_size
-    }
-
     /// Declares a storage binding.
     pub fn binding(&mut self, name: impl Into<String>, elem: DType, access: Access) -> BindingId {
         self.kernel.bindings.push(Binding {

@@ -7,7 +7,7 @@
 //! a symbolic link, then `rename`), so a reader sees a whole old file or a
 //! whole new one. Callers that must keep the updates of concurrent
 //! writers (in this process or another) merge with the file under a
-//! [`FileLock`] before writing. The directory is created `0700`, and one
+//! file lock before writing. The directory is created `0700`, and one
 //! this user does not own is not used. Reads are bounded
 //! ([`MAX_FILE_BYTES`]); a file that is too large, corrupt, of another
 //! format, library version or machine is ignored with a `tracing::warn!`

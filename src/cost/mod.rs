@@ -13,9 +13,8 @@ mod profile;
 mod shape;
 
 pub use calibrate::{
-    calibrate_cpu, calibrate_device, calibrate_full_into, device_profile, recall_device,
-    remember_device, Calibrate, DeviceRecord,
+    calibrate_full_into, device_profile, recall_device, remember_device, Calibrate, DeviceRecord,
 };
-pub use model::{CostModel, Estimate, EstimateInput, Work, MAX_ESTIMATE, PRIOR_SELECTIVITY};
+pub use model::{CostModel, EstimateInput, MAX_ESTIMATE, PRIOR_SELECTIVITY};
 pub use profile::{CpuProfile, DeviceProfile};
-pub use shape::{PlanShape, StageEnd, StageShape};
+pub use shape::PlanShape;

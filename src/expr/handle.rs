@@ -22,7 +22,7 @@ use std::ops;
 /// # Examples
 ///
 /// ```
-/// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+/// # let _ = computeq::set_engine(computeq::Engine::default());
 /// use computeq::prelude::*;
 ///
 /// let xs = vec![1.0f32, -2.0, 3.0];
@@ -109,7 +109,7 @@ impl<T: Element> Expr<T> {
     /// `self > rhs` (false when either is NaN).
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let n = [1.0f32, 5.0, f32::NAN].compute().filter(|x| x.gt(2.0)).count();
     /// assert_eq!(n, 1);
@@ -126,7 +126,7 @@ impl<T: Element> Expr<T> {
     /// and NaN becomes 0, `bool` is 0/1 and a number is `true` when non-zero.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let v: Vec<i32> = [1.9f32, -1e20, f32::NAN].compute().map(|x| x.cast::<i32>()).collect();
     /// assert_eq!(v, vec![1, i32::MIN, 0]);
@@ -160,7 +160,7 @@ impl<T: Numeric> Expr<T> {
     /// `self.max(lo).min(hi)`.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let v: Vec<i32> = [-5, 3, 99].compute().map(|x| x.clamp(0, 10)).collect();
     /// assert_eq!(v, vec![0, 3, 10]);
@@ -224,7 +224,7 @@ impl Expr<bool> {
     /// `if self { a } else { b }`, computed for every element without branching.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let v: Vec<f32> = [1.0f32, -1.0].compute().map(|x| x.gt(0.0).select(x, 0.0)).collect();
     /// assert_eq!(v, vec![1.0, 0.0]);

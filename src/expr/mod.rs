@@ -3,16 +3,17 @@
 //!
 //! This module knows nothing about streams, plans or backends.
 
-mod arena;
+pub(crate) mod arena;
 mod element;
-pub mod eval;
+pub(crate) mod eval;
 mod handle;
-mod ops;
+pub(crate) mod ops;
 pub(crate) mod trace;
 
 pub use crate::types::{DType, Scalar};
-pub use arena::{ExprArena, Node, NodeData, Value, VerifyError};
+pub(crate) use arena::{ExprArena, Node, NodeData, Value};
 pub use element::{Element, Float, Numeric};
 pub use handle::{Expr, IntoExpr, Shape};
-pub use ops::{BinaryOp, UnaryOp};
-pub use trace::{Params, MAX_PARAMS};
+pub(crate) use ops::{BinaryOp, UnaryOp};
+pub(crate) use trace::Params;
+pub use trace::MAX_PARAMS;

@@ -2,7 +2,7 @@
 //! trace, checked by `verify`, printed by `Display`.
 
 use super::fused::{FusedStage, FusedTerminal, SlotSource};
-use super::logical::{LogicalOp, LogicalTerminal, QueryTrace, Stream};
+use super::logical::{LogicalOp, LogicalTerminal, QueryTrace};
 use crate::expr::{DType, ExprArena, Value};
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::Direction;
@@ -28,8 +28,6 @@ pub struct OpGraph {
     pub graph: StableDiGraph<OpNode, ()>,
     /// The query's element expressions.
     pub arena: ExprArena,
-    /// Stream table for the arena's `Input` nodes.
-    pub streams: SmallVec<[Stream; 4]>,
     /// Types of the query's inputs.
     pub input_dtypes: SmallVec<[DType; 2]>,
 }
@@ -55,7 +53,6 @@ impl OpGraph {
         OpGraph {
             graph,
             arena: trace.arena.clone(),
-            streams: trace.streams.clone(),
             input_dtypes: trace.input_dtypes.clone(),
         }
     }

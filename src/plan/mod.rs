@@ -7,13 +7,13 @@ mod compiled;
 mod stage;
 
 pub use stage::{
-    AggKind, Aggregate, Combine, PhysicalPlan, PlanOutput, RangeOp, RunParams, ScanOp, Stage,
-    StageInput, StageRange, Terminal,
+    AggKind, Aggregate, Combine, PhysicalPlan, PlanOutput, RangeOp, ScanOp, Stage, StageInput,
+    StageRange, Terminal,
 };
 
 mod lower;
 mod workload;
 
 pub use compiled::{CompiledPlan, PlanReport};
-pub use lower::{lower, verify};
+pub use lower::lower;
 pub use workload::{PlanStatics, Residency, WorkloadCharacteristics};

@@ -7,7 +7,7 @@
 
 pub use crate::semantics::{AggKind, Aggregate, Combine, RangeOp, ScanOp};
 
-use crate::expr::{DType, ExprArena, Params, Scalar, Value};
+use crate::expr::{DType, ExprArena, Scalar, Value};
 use smallvec::SmallVec;
 use std::fmt;
 
@@ -288,9 +288,6 @@ impl fmt::Display for PhysicalPlan {
         Ok(())
     }
 }
-
-/// Parameter values of one run (re-exported for backends).
-pub type RunParams = Params;
 
 #[cfg(test)]
 mod tests {

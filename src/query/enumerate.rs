@@ -8,7 +8,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Pairs each element with its position in the stream at this point.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let v: Vec<(u64, i32)> = [5, 6, 7].compute().skip(1).enumerate().collect();
     /// assert_eq!(v, vec![(0, 6), (1, 7)]);

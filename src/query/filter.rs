@@ -8,7 +8,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Keeps the elements for which `f` is true, in their order.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let v: Vec<f64> = [1.0, -2.0, 3.0].compute().filter(|x| x.gt(0.0)).collect();
     /// assert_eq!(v, vec![1.0, 3.0]);

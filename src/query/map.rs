@@ -9,7 +9,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// this call, on traced values; captured Rust values become parameters.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let k = 3;
     /// let v: Vec<i32> = [1, 2].compute().map(|x| x * k + 1).collect();

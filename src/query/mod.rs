@@ -44,7 +44,7 @@ pub use crate::runtime::QueryOptions;
 /// # Examples
 ///
 /// ```
-/// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+/// # let _ = computeq::set_engine(computeq::Engine::default());
 /// use computeq::prelude::*;
 ///
 /// let xs: Vec<f32> = (0..1000).map(|i| i as f32 / 1000.0).collect();
@@ -171,7 +171,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Runs this query on `backend`, whatever the selector would choose.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let s: i64 = [1i64, 2, 3].compute().on(BackendKind::CpuScalar).sum();
     /// assert_eq!(s, 6);
@@ -192,7 +192,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// could run the query.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let r = [1.0f32, 2.0].compute().fallible().sum();
     /// assert_eq!(r.unwrap(), 3.0);
@@ -204,7 +204,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Terminals return `(value, ExecutionMetrics)` for this run.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let (s, m) = [1.0f32, 2.0].compute().map(|x| x * 2.0).with_metrics().sum();
     /// assert_eq!(s, 6.0);
@@ -219,7 +219,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// without running anything.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let plan = [1.0f32, 2.0].compute().map(|x| x * 2.0).explain().sum();
     /// assert!(plan.to_string().contains("stage 0"));

@@ -54,7 +54,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// integers).
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let v: Vec<i32> = [1, 2, 3].compute().scan_sum().collect();
     /// assert_eq!(v, vec![1, 3, 6]);
@@ -66,7 +66,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// Exclusive running sum: element `i` is `x0 + .. + x(i-1)`, starting at 0.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let v: Vec<u32> = [1, 2, 3].compute().scan_sum_exclusive().collect();
     /// assert_eq!(v, vec![0, 1, 3]);
@@ -80,7 +80,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// the combines differently, so `f` must be associative.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let v: Vec<i64> = [3, 1, 4, 1, 5].compute().scan(i64::MIN, |a, b| a.max(b)).collect();
     /// assert_eq!(v, vec![3, 3, 4, 4, 5]);
@@ -93,7 +93,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// Exclusive scan: element `i` combines `identity, x0, .., x(i-1)`.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let v: Vec<f64> = [2.0, 3.0, 4.0].compute().scan_exclusive(1.0, |a, b| a * b).collect();
     /// assert_eq!(v, vec![1.0, 2.0, 6.0]);

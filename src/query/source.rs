@@ -40,7 +40,7 @@ impl<'a, T: Element, const N: usize> IntoSource<'a> for &'a [T; N] {
 /// # Examples
 ///
 /// ```
-/// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+/// # let _ = computeq::set_engine(computeq::Engine::default());
 /// use computeq::prelude::*;
 /// let xs = vec![3u32, 1, 2];
 /// assert_eq!(xs.compute().max(), Some(3));

@@ -9,7 +9,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Keeps at most the first `n` elements.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// assert_eq!([1, 2, 3].compute().take(2).sum(), 3);
     /// ```
@@ -22,7 +22,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Drops the first `n` elements.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// assert_eq!([1, 2, 3].compute().skip(2).sum(), 3);
     /// assert_eq!([1, 2, 3].compute().skip(9).sum(), 0);

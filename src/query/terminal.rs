@@ -57,7 +57,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Number of elements.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// assert_eq!([1.0f32, 2.0, 3.0].compute().filter(|x| x.ge(2.0)).count(), 2);
     /// ```
@@ -71,7 +71,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Whether `f` holds for any element (`false` when empty).
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// assert!([1, 5, 3].compute().any(|x| x.gt(4)));
     /// ```
@@ -86,7 +86,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Whether `f` holds for every element (`true` when empty).
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// assert!(![1, 5, 3].compute().all(|x| x.gt(2)));
     /// ```
@@ -102,7 +102,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// tuple shapes.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let v: Vec<f32> = [1.0f32, 4.0].compute().map(|x| x.sqrt()).collect();
     /// assert_eq!(v, vec![1.0, 2.0]);
@@ -124,7 +124,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// Sum of the elements (wrapping for integers; 0 when empty).
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// assert_eq!([i32::MAX, 1].compute().sum(), i32::MIN);
     /// ```
@@ -151,7 +151,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// all-NaN input gives `Some(NaN)`, as `iter().copied().reduce(f32::min)`.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// assert_eq!([2.0f32, f32::NAN, 1.0].compute().min(), Some(1.0));
     /// assert_eq!(Vec::<f32>::new().compute().min(), None);
@@ -180,7 +180,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// never win; an all-NaN input gives `Some(0)`.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// assert_eq!([3, 1, 2, 1].compute().argmin(), Some(1));
     /// ```
@@ -196,7 +196,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// Arithmetic mean, computed in `f64` (`None` when empty).
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// assert_eq!([1u32, 2, 6].compute().mean(), Some(3.0));
     /// ```
@@ -231,7 +231,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// (returned when empty). Backends group the combines differently.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let p = [1i64, 2, 3, 4].compute().reduce(1, |a, b| a * b);
     /// assert_eq!(p, 24);
@@ -254,7 +254,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// multi-aggregate).
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let s = [4.0f32, 1.0, 7.0].compute().stats();
     /// assert_eq!((s.count, s.sum, s.min, s.max, s.mean), (3, 12.0, Some(1.0), Some(7.0), Some(4.0)));
@@ -303,7 +303,7 @@ try_terminals! {
     /// [`Query::sum`] returning an error instead of panicking.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// assert_eq!([1, 2].compute().try_sum().unwrap(), 3);
     /// ```
@@ -342,7 +342,7 @@ impl<'a, S: Shape> Query<'a, S> {
     /// [`Query::collect`] returning an error instead of panicking.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let v: Vec<u64> = [1u64, 2].compute().no_fallback().try_collect().unwrap();
     /// assert_eq!(v, vec![1, 2]);

@@ -9,7 +9,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Pairs elements with `other`'s, stopping at the shorter input.
     ///
     /// ```
-    /// # let _ = computeq::runtime::set_engine(computeq::runtime::Engine::default());
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// let a = vec![1.0f32, 2.0, 3.0];
     /// let b = vec![4.0f32, 5.0];

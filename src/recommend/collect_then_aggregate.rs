@@ -79,7 +79,7 @@ mod tests {
     #[test]
     fn fires_when_a_filtered_collect_is_only_summed() {
         let xs: Vec<f32> = (0..20_000).map(|i| (i % 10) as f32 / 10.0).collect();
-        let tracker = OutputTracker::new();
+        let tracker = OutputTracker::default();
         let kept = filtered(&xs, &tracker);
         let producer = tracker.producer_of(&[Input::Host(ColumnRef::F32(&kept))]);
         let e = kept.compute().explain_analyze().sum();
@@ -94,7 +94,7 @@ mod tests {
     #[test]
     fn silent_when_the_result_is_collected_again_or_not_filtered() {
         let xs: Vec<f32> = (0..20_000).map(|i| (i % 10) as f32 / 10.0).collect();
-        let tracker = OutputTracker::new();
+        let tracker = OutputTracker::default();
         let kept = filtered(&xs, &tracker);
         let producer = tracker.producer_of(&[Input::Host(ColumnRef::F32(&kept))]);
         let e = kept

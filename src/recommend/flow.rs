@@ -47,11 +47,6 @@ pub struct OutputTracker {
 }
 
 impl OutputTracker {
-    /// A new, empty tracker.
-    pub fn new() -> OutputTracker {
-        OutputTracker::default()
-    }
-
     /// Records the output of a finished run of `plan` (only a collect of at
     /// least [`MIN_ELEMENTS`] elements is kept).
     pub fn record(
@@ -132,7 +127,7 @@ mod tests {
 
     #[test]
     fn keeps_the_last_slots_and_matches_exactly() {
-        let t = OutputTracker::new();
+        let t = OutputTracker::default();
         for a in 0..(SLOTS + 2) {
             t.push(p(1000 + a));
         }

@@ -72,7 +72,7 @@ mod tests {
     #[test]
     fn fires_on_a_previous_querys_output() {
         let xs = vec![1.0f32; 10_000];
-        let tracker = OutputTracker::new();
+        let tracker = OutputTracker::default();
         let mid = produce(&xs, &tracker);
         let producer = tracker.producer_of(&[Input::Host(ColumnRef::F32(&mid))]);
         assert!(producer.is_some());
@@ -85,7 +85,7 @@ mod tests {
     #[test]
     fn silent_on_fresh_data_and_small_outputs() {
         let xs = vec![1.0f32; 10_000];
-        let tracker = OutputTracker::new();
+        let tracker = OutputTracker::default();
         let _mid = produce(&xs, &tracker);
         let fresh = vec![2.0f32; 10_000];
         let producer = tracker.producer_of(&[Input::Host(ColumnRef::F32(&fresh))]);

@@ -5,7 +5,7 @@
 
 mod baked_constant;
 mod collect_then_aggregate;
-pub mod flow;
+pub(crate) mod flow;
 mod fusion_break;
 mod intermediate_collect;
 mod parallel_lost;
@@ -13,7 +13,7 @@ mod small_device_input;
 mod transfers_dominate;
 mod unsupported_type;
 
-pub use flow::{OutputTracker, Produced};
+pub(crate) use flow::{OutputTracker, Produced};
 
 use crate::metrics::{Attempt, CandidateEstimate, ExecutionMetrics};
 use crate::plan::{PhysicalPlan, WorkloadCharacteristics};
@@ -103,7 +103,7 @@ pub struct Evidence<'a> {
     /// Backends not considered, with why (`Explain::declined`).
     pub declined: &'a [Attempt],
     /// The recent collect whose output this query reads
-    /// ([`OutputTracker::producer_of`] of the query's inputs).
+    /// (the engine finds it among its recent collects by the query's inputs).
     pub producer: Option<Produced>,
 }
 

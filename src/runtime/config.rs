@@ -366,7 +366,7 @@ impl Config {
     ///
     /// ```
     /// use computeq::prelude::*;
-    /// use computeq::runtime::Config;
+    /// use computeq::Config;
     ///
     /// let mut config = Config::default().with_fault_injection(true);
     /// config.faults = vec!["wgpu:compile".into()];

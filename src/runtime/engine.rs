@@ -40,7 +40,7 @@ use std::sync::{Arc, OnceLock};
 ///
 /// ```
 /// use computeq::prelude::*;
-/// use computeq::runtime::Config;
+/// use computeq::Config;
 ///
 /// let engine = Engine::with_config(Config::default());
 /// let xs = vec![1.0f32, 2.0, 3.0];
@@ -117,7 +117,7 @@ pub(crate) fn global_cache_dir() -> Option<std::path::PathBuf> {
 /// # Examples
 ///
 /// ```no_run
-/// let cpu = computeq::runtime::calibrate_full();
+/// let cpu = computeq::calibrate_full();
 /// println!("{:.1} GB/s on one thread", cpu.bandwidth_one / 1e9);
 /// ```
 pub fn calibrate_full() -> crate::cost::CpuProfile {
@@ -138,11 +138,11 @@ pub fn calibrate_full() -> crate::cost::CpuProfile {
 ///
 /// ```
 /// use computeq::prelude::*;
-/// use computeq::runtime::{set_engine, Config};
+/// use computeq::{set_engine, Config};
 ///
 /// // No cache directory: nothing is read from or written to disk.
 /// let _ = set_engine(Engine::with_config(Config::default()));
-/// assert_eq!(computeq::runtime::engine().config().cache_dir, None);
+/// assert_eq!(computeq::engine().config().cache_dir, None);
 /// assert_eq!([1, 2, 3].compute().sum(), 6);
 /// ```
 pub fn set_engine(engine: Engine) -> Result<&'static Engine, Box<Engine>> {
@@ -297,7 +297,7 @@ impl Engine {
     ///
     /// ```
     /// use computeq::prelude::*;
-    /// use computeq::runtime::Config;
+    /// use computeq::Config;
     ///
     /// # let dir = std::env::temp_dir().join(format!("computeq-doc-flush-{}", std::process::id()));
     /// let engine = Engine::with_config(Config {

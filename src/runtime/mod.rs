@@ -12,11 +12,11 @@ mod plan_cache;
 mod run_log;
 mod traced;
 
-pub use config::{parse_switch, Config, ConfigWarning, FAULTS};
+pub use config::{Config, ConfigWarning, FAULTS};
 #[cfg(test)]
 pub(crate) use engine::finishes_within;
 pub use engine::{calibrate_full, engine, set_engine, Engine};
 pub use executor::QueryOptions;
-pub use plan_cache::{fingerprint, PlanCache};
+pub use plan_cache::fingerprint;
 pub use run_log::RunLog;
 pub(crate) use traced::TracedBox;

@@ -160,13 +160,9 @@ impl PlanCache {
         self.entries.lock().len()
     }
 
-    /// Whether the cache is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Drops every plan.
-    pub fn clear(&self) {
+    /// Drops every plan (tests: the thread memo must not outlive it).
+    #[cfg(test)]
+    pub(crate) fn clear(&self) {
         self.entries.lock().clear();
         self.generation.fetch_add(1, Ordering::Relaxed);
     }

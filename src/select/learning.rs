@@ -114,7 +114,7 @@ fn recheck_due(now: u64, slowdown: f64) -> bool {
     now & (period - 1) == period / 2
 }
 
-/// The learning selector's settings (from [`Config`]).
+/// The learning selector's settings (from [`Config`](crate::Config)).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LearningSettings {
     /// Learn from runs at all.
@@ -128,9 +128,10 @@ pub struct LearningSettings {
     /// Longest wait for calibration on the first query.
     pub calibration_budget: Duration,
     /// A CPU profile that replaces the process's calibration for good
-    /// (see [`Config::cpu_profile`]).
+    /// (see [`Config::cpu_profile`](crate::Config::cpu_profile)).
     pub cpu_profile: Option<crate::cost::CpuProfile>,
-    /// Plans the history keeps (see [`Config::history_capacity`]).
+    /// Plans the history keeps (see
+    /// [`Config::history_capacity`](crate::Config::history_capacity)).
     pub history_capacity: usize,
 }
 

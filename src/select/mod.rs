@@ -83,7 +83,7 @@ pub trait Selector: Send + Sync + fmt::Debug {
     /// Persists what was learned now rather than in the background.
     fn flush(&self) {}
 
-    /// Uses a measured profile for a device backend from now on (see
-    /// [`crate::cost::device_profile`]).
+    /// Uses a measured profile for a device backend from now on (the
+    /// engine calls it when it has measured a device).
     fn set_device_profile(&self, _kind: BackendKind, _profile: crate::cost::DeviceProfile) {}
 }

@@ -9,8 +9,8 @@
 
 use super::data::{length_from, DataSpec, Dist};
 use super::value::{Val, NUMERIC};
-use computeq::backend::cpu_simd::{BLOCK, LEAF};
 use computeq::expr::DType;
+use computeq::plumbing::backends::cpu_simd::{BLOCK, LEAF};
 use proptest::prelude::*;
 use std::fmt;
 

@@ -3,12 +3,12 @@
 
 use super::ast::{Bin, Case, Cmp, Comb, Ex, ExKind, LitForm, Step, Term, Un};
 use super::value::{Col, El, Num, Val, D};
-use computeq::backend::BackendKind;
 use computeq::expr::DType;
 use computeq::metrics::ExecutionMetrics;
 use computeq::prelude::*;
 use computeq::query::Stats;
-use computeq::runtime::Engine;
+use computeq::BackendKind;
+use computeq::Engine;
 use computeq::{Error, ErrorKind};
 
 /// What a terminal returned, whatever its type.
@@ -59,7 +59,7 @@ pub enum RunError {
 }
 
 fn classify(e: Error) -> RunError {
-    use computeq::backend::Phase;
+    use computeq::plumbing::Phase;
     let msg = e.to_string();
     match e.attempts().last().map(|a| a.phase) {
         Some(Phase::Init) if e.kind() != ErrorKind::InvalidQuery => RunError::Unavailable(msg),

@@ -10,8 +10,8 @@ use super::build::{self, Inputs, Out, RunError};
 use super::known_bugs::known_bug;
 use super::oracle::{self, Expect, Sh};
 use super::value::{Col, Val};
-use computeq::backend::BackendKind;
-use computeq::runtime::Engine;
+use computeq::BackendKind;
+use computeq::Engine;
 use proptest::test_runner::{Config, RngSeed};
 use std::fmt;
 

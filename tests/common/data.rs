@@ -3,8 +3,8 @@
 //! numbers, and a 10^6-element input costs proptest nothing to shrink).
 
 use super::value::Col;
-use computeq::backend::cpu_simd::{BLOCK, LEAF};
 use computeq::expr::DType;
+use computeq::plumbing::backends::cpu_simd::{BLOCK, LEAF};
 use std::fmt;
 
 /// How the values of a column are drawn.

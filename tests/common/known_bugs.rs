@@ -15,7 +15,7 @@
 //! - wgpu computed f64 `exp`/`ln`/`sin`/`cos` wrongly instead of declining.
 
 use super::ast::Case;
-use computeq::backend::BackendKind;
+use computeq::BackendKind;
 
 /// The known bug `case` would trip over on `kind`, if any.
 pub fn known_bug(_case: &Case, _kind: BackendKind) -> Option<&'static str> {

@@ -34,8 +34,8 @@ pub mod value;
 #[allow(unused_imports)]
 pub use check::{differential_config, run_case, Outcome, Summary};
 
-use computeq::backend::{Availability, BackendKind};
-use computeq::runtime::Engine;
+use computeq::plumbing::{Availability, BackendKind};
+use computeq::Engine;
 
 /// Backends named by `COMPUTEQ_REQUIRE` (comma list, `all` for every one):
 /// for these, "unavailable here" is a failure instead of a skip.
@@ -76,5 +76,5 @@ pub fn skip_reason(engine: &Engine, kind: BackendKind) -> Option<String> {
 
 /// A fresh engine with default settings and every backend compiled in.
 pub fn engine() -> Engine {
-    Engine::with_config(computeq::runtime::Config::default())
+    Engine::with_config(computeq::Config::default())
 }

@@ -24,8 +24,8 @@
 use super::ast::{Bin, Case, Cmp, Comb, Ex, ExKind, Step, Term, Un};
 use super::build::Inputs;
 use super::value::{eps, max_finite, min_normal, Col, Val};
-use computeq::backend::BackendKind;
 use computeq::expr::DType;
+use computeq::BackendKind;
 
 /// What a backend may do differently from the reference.
 #[derive(Clone, Copy, Debug, PartialEq)]

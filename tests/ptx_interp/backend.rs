@@ -8,12 +8,14 @@
 
 use super::ptxas;
 use super::InterpDevice;
-use computeq::backend::ptx::{compile, run_plan_to_host, PtxDevice, PtxPlan, RunInput, RunLimits};
-use computeq::backend::{Availability, Backend, BackendError, BackendKind, Job, Phase, RunStats};
-use computeq::codegen::ptx::PtxOptions;
-use computeq::codegen::{lower_plan, Caps};
-use computeq::plan::{PhysicalPlan, PlanOutput};
-use computeq::types::Decline;
+use computeq::plumbing::backends::ptx::{
+    compile, run_plan_to_host, PtxDevice, PtxPlan, RunInput, RunLimits,
+};
+use computeq::plumbing::codegen::ptx::PtxOptions;
+use computeq::plumbing::codegen::{lower_plan, Caps};
+use computeq::plumbing::Decline;
+use computeq::plumbing::{Availability, Backend, BackendError, BackendKind, Job, Phase, RunStats};
+use computeq::plumbing::{PhysicalPlan, PlanOutput};
 use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -38,7 +40,7 @@ pub struct InterpBackend {
     pub lane_instructions: Mutex<u64>,
     /// Faults injected by the CUDA backend's fault layer.
     #[cfg(feature = "cuda")]
-    pub faults: Mutex<computeq::backend::cuda::FaultPlan>,
+    pub faults: Mutex<computeq::plumbing::backends::cuda::FaultPlan>,
 }
 
 impl InterpBackend {
@@ -51,7 +53,7 @@ impl InterpBackend {
             assembled: Mutex::new(HashSet::new()),
             lane_instructions: Mutex::new(0),
             #[cfg(feature = "cuda")]
-            faults: Mutex::new(computeq::backend::cuda::FaultPlan::NONE),
+            faults: Mutex::new(computeq::plumbing::backends::cuda::FaultPlan::NONE),
         }
     }
 
@@ -157,7 +159,7 @@ impl Backend for InterpBackend {
         #[cfg(feature = "cuda")]
         let out = {
             let faults = *self.faults.lock();
-            let mut faulty = computeq::backend::cuda::FaultyDevice {
+            let mut faulty = computeq::plumbing::backends::cuda::FaultyDevice {
                 inner: &mut dev,
                 faults,
             };

@@ -11,9 +11,9 @@
 
 use super::machine::{self, LaunchStats, Memory};
 use super::parse::{self, Module};
-use computeq::backend::ptx::{BufferArg, PtxDevice};
-use computeq::backend::{BackendError, BackendKind, Phase};
-use computeq::codegen::ptx::PtxModule;
+use computeq::plumbing::backends::ptx::{BufferArg, PtxDevice};
+use computeq::plumbing::codegen::ptx::PtxModule;
+use computeq::plumbing::{BackendError, BackendKind, Phase};
 use std::rc::Rc;
 
 /// A loaded module: the parse and the entry names in kernel order.

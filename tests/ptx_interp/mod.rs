@@ -7,7 +7,7 @@
 //! - `parse`: PTX text → functions of resolved instructions.
 //! - `machine`: the SIMT execution of one launch.
 //! - `device`: the interpreter as a `PtxDevice`, so the library's own host
-//!   protocol (`computeq::backend::ptx::run_plan`, `run_plan_to_host`) drives
+//!   protocol (`computeq::plumbing::backends::ptx::run_plan`, `run_plan_to_host`) drives
 //!   it, with strict started downloads.
 //! - `backend`: the interpreter as the engine's `cuda` backend.
 //! - `ptxas`: finding and running `ptxas` for sm_70, sm_80 and sm_90.

@@ -3,8 +3,8 @@
 //! lists them in `FAULTS`, with the phase its error must report.
 #![allow(dead_code)]
 
-use computeq::backend::Phase;
-use computeq::runtime::FAULTS;
+use computeq::plumbing::Phase;
+use computeq::plumbing::FAULTS;
 
 /// The faults of `backend` (`"wgpu"`, `"cuda"`): the entry's name (`oom`)
 /// and the phase of its error. An out-of-memory fault fails the first

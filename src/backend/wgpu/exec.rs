@@ -18,7 +18,7 @@ use super::pipeline::{BindKey, Pipeline, PipelineCache};
 use super::transfer::{
     device_size, download_many, encode_readback, finish_readback, from_device_bytes, slice, upload,
 };
-use crate::backend::{BackendError, BackendKind, Input, Phase, RunStats, TimingSource};
+use crate::backend::{BackendError, BackendKind, Input, Phase, RunStats};
 use crate::codegen::{
     lower_plan, BufferRef, Groups, KernelPlan, Readback, ScratchInit, ScratchLen, UniformSource,
     UniformValues,
@@ -26,6 +26,7 @@ use crate::codegen::{
 use crate::expr::{DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, Stage, StageInput};
 use crate::semantics::{merge, Partial};
+use crate::types::TimingSource;
 use crate::types::{Column, ColumnRef};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
