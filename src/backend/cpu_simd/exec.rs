@@ -19,7 +19,7 @@ use super::lanes::{
     with_float, with_lane, with_num, CastTo, Direct, FloatLane, Lane, Num, OutSlice, Regs,
 };
 use super::program::{
-    AggProgram, BlockProgram, Col, Fused, Instr, Operand, StageProgram, TermProgram,
+    AccInit, AggProgram, BlockProgram, Col, Fused, Instr, Operand, StageProgram, TermProgram,
 };
 use super::scan;
 use super::{BLOCK, LEAF};
@@ -47,7 +47,7 @@ pub(crate) type Partials = SmallVec<[Partial; 4]>;
 
 /// Accumulator lanes of one numeric type.
 #[derive(Copy, Clone, Debug)]
-enum Lanes {
+pub(crate) enum Lanes {
     I32([i32; LANES]),
     U32([u32; LANES]),
     I64([i64; LANES]),
@@ -121,8 +121,26 @@ enum Acc {
     /// `None` until the first element (leaves after the first start empty,
     /// so a user identity enters the result once, as in the sequential fold).
     Custom(Option<Scalar>),
-    /// An aggregate a validated program cannot have (e.g. a `bool` sum).
-    Invalid,
+}
+
+/// Which identity fills a sum's, min's or max's lanes.
+#[derive(Copy, Clone, Debug)]
+pub(crate) enum Identity {
+    Zero,
+    Min,
+    Max,
+}
+
+/// `LANES` copies of `id` for a column of `ty`; `None` for `bool`.
+pub(crate) fn identity_lanes(ty: DType, id: Identity) -> Option<Lanes> {
+    with_num!(ty, T => {
+        let v = match id {
+            Identity::Zero => T::ZERO,
+            Identity::Min => T::MIN_ID,
+            Identity::Max => T::MAX_ID,
+        };
+        Some(T::wrap([v; LANES]))
+    }, else None)
 }
 
 /// Per-thread scratch of a stage run: the block registers and the survivor
@@ -940,26 +958,20 @@ impl ReduceRun<'_, '_> {
         let aggs = self.aggs;
         accs.extend(aggs.iter().map(|a| {
             let ty = a.col.map_or(DType::U64, |c| c.ty);
-            let lanes = |min: bool, max: bool| {
-                with_num!(ty, T => {
-                    let id = if min { T::MIN_ID } else if max { T::MAX_ID } else { T::ZERO };
-                    Some(T::wrap([id; LANES]))
-                }, else None)
-            };
-            match &a.kind {
-                AggKind::Sum => lanes(false, false).map_or(Acc::Invalid, Acc::Sum),
-                AggKind::Min => lanes(true, false).map_or(Acc::Invalid, Acc::Min),
-                AggKind::Max => lanes(false, true).map_or(Acc::Invalid, Acc::Max),
-                AggKind::Count => Acc::Count(0),
-                AggKind::Any => Acc::Any(false),
-                AggKind::All => Acc::All(true),
-                AggKind::ArgMin | AggKind::ArgMax => Acc::Arg {
-                    max: matches!(a.kind, AggKind::ArgMax),
+            match &a.init {
+                AccInit::Sum(l) => Acc::Sum(*l),
+                AccInit::Min(l) => Acc::Min(*l),
+                AccInit::Max(l) => Acc::Max(*l),
+                AccInit::Count => Acc::Count(0),
+                AccInit::Any => Acc::Any(false),
+                AccInit::All => Acc::All(true),
+                AccInit::Arg { max } => Acc::Arg {
+                    max: *max,
                     have: false,
                     best: Scalar::zero(ty),
                     pos: 0,
                 },
-                AggKind::Custom(c) => Acc::Custom(first_leaf.then(|| self.identity_of(c, ty))),
+                AccInit::Custom(c) => Acc::Custom(first_leaf.then(|| self.identity_of(c, ty))),
             }
         }));
     }
@@ -1020,7 +1032,6 @@ impl ReduceRun<'_, '_> {
                         self.custom_fold(c, col, v, regs, pos, n, mask);
                     }
                 }
-                Acc::Invalid => {}
             }
         }
     }
@@ -1191,7 +1202,6 @@ impl ReduceRun<'_, '_> {
                         have: v.is_some(),
                     }
                 }
-                Acc::Invalid => Scalar::U64(0),
             };
             Partial {
                 v,

@@ -4,6 +4,7 @@
 //! Compilation validates everything the executor relies on (types, slots),
 //! so running a compiled program cannot panic. It reads the plan only.
 
+use super::exec::{identity_lanes, Identity, Lanes};
 use super::lanes::dtype_index;
 use crate::expr::{BinaryOp, DType, ExprArena, Node, UnaryOp, Value};
 use crate::plan::{AggKind, Aggregate, Combine, PhysicalPlan, RangeOp, ScanOp, Stage, Terminal};
@@ -127,6 +128,48 @@ pub(crate) struct AggProgram {
     pub(crate) col: Option<Col>,
     /// The column is `a op b`, computed inside the fold (no register).
     pub(crate) fused: Option<Fused>,
+    /// What a leaf's accumulator starts from: typed at compile time, so a
+    /// run cannot meet an aggregate it has no lanes for (a `bool` sum).
+    pub(crate) init: AccInit,
+}
+
+/// The starting state of one aggregate's accumulator in a leaf.
+#[derive(Clone, Debug)]
+pub(crate) enum AccInit {
+    /// Lanes of the numeric identity (0, the type's top, its bottom).
+    Sum(Lanes),
+    Min(Lanes),
+    Max(Lanes),
+    Count,
+    Any,
+    All,
+    Arg {
+        max: bool,
+    },
+    /// The user's identity, evaluated per run (it may read parameters).
+    Custom(Combine),
+}
+
+impl AccInit {
+    /// The start of aggregate `kind` over a column of `ty`; an error for a
+    /// sum, min or max of a type without arithmetic lanes.
+    fn of(kind: &AggKind, ty: DType) -> Result<AccInit, String> {
+        let lanes = |id: Identity| {
+            identity_lanes(ty, id)
+                .ok_or_else(|| format!("a {} of {ty} has no lanes on cpu-simd", kind.name()))
+        };
+        Ok(match kind {
+            AggKind::Sum => AccInit::Sum(lanes(Identity::Zero)?),
+            AggKind::Min => AccInit::Min(lanes(Identity::Min)?),
+            AggKind::Max => AccInit::Max(lanes(Identity::Max)?),
+            AggKind::Count => AccInit::Count,
+            AggKind::Any => AccInit::Any,
+            AggKind::All => AccInit::All,
+            AggKind::ArgMin => AccInit::Arg { max: false },
+            AggKind::ArgMax => AccInit::Arg { max: true },
+            AggKind::Custom(c) => AccInit::Custom(c.clone()),
+        })
+    }
 }
 
 /// How a compiled stage ends.
@@ -775,6 +818,7 @@ fn terminal_program(stage: &Stage, fusion: &Fusion, code: &Code) -> Result<TermP
                         let b_ = code.operand(y)?;
                         return Ok(AggProgram {
                             kind: a.kind.clone(),
+                            init: AccInit::of(&a.kind, prog.ty(c))?,
                             col: Some(Col {
                                 ty: prog.ty(c),
                                 src: a_,
@@ -788,12 +832,14 @@ fn terminal_program(stage: &Stage, fusion: &Fusion, code: &Code) -> Result<TermP
                             }),
                         });
                     }
+                    let col = match a.kind {
+                        AggKind::Count => None,
+                        _ => a.column.map(|c| code.col(prog, c)).transpose()?,
+                    };
                     Ok(AggProgram {
                         kind: a.kind.clone(),
-                        col: match a.kind {
-                            AggKind::Count => None,
-                            _ => a.column.map(|c| code.col(prog, c)).transpose()?,
-                        },
+                        init: AccInit::of(&a.kind, col.map_or(DType::U64, |c| c.ty))?,
+                        col,
                         fused: None,
                     })
                 })
