@@ -46,8 +46,8 @@ pub use crate::select::{
     SelectionInput, Selector,
 };
 pub use crate::types::{
-    BackendError, BackendKind, Column, ColumnRef, Decline, DeviceColumn, HostColumn, Input, Phase,
-    RunStats, TimingSource,
+    BackendError, BackendKind, Column, ColumnRef, Decline, DeviceColumn, Fault, HostColumn, Input,
+    Phase, PlanError, RunStats, TimingSource,
 };
 
 /// The built-in backends as objects: to build an engine by hand, or to run

@@ -258,7 +258,7 @@ fn run_interp(
     caps: &Caps,
     limits: RunLimits,
 ) -> Result<(PlanOutput, u64), String> {
-    let ptx = compile(plan, caps, &PtxOptions::default())?;
+    let ptx = compile(plan, caps, &PtxOptions::default()).map_err(|e| e.to_string())?;
     run_compiled(plan, &ptx, inputs, params, limits)
 }
 
@@ -356,7 +356,7 @@ fn check(
     tol: f64,
 ) -> Result<(), String> {
     let refs: Vec<ColumnRef<'_>> = inputs.iter().map(|c| c.as_ref()).collect();
-    let want = cpu_scalar::run_plan(plan, &refs, params)?;
+    let want = cpu_scalar::run_plan(plan, &refs, params).map_err(|e| e.to_string())?;
     let (got, _) = run_interp(plan, inputs, params, caps, limits)?;
     compare(&want, &got, tol)
 }
@@ -864,7 +864,7 @@ fn run_text(
     caps: &Caps,
     inputs: &[Column],
 ) -> Result<PlanOutput, String> {
-    let mut ptx = compile(plan, caps, &PtxOptions::default())?;
+    let mut ptx = compile(plan, caps, &PtxOptions::default()).map_err(|e| e.to_string())?;
     ptx.stages[0].module.text = text;
     run_compiled(plan, &ptx, inputs, &[], RunLimits::default()).map(|r| r.0)
 }

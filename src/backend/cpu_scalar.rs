@@ -11,7 +11,7 @@ use crate::expr::eval::{self, eval_into};
 use crate::expr::{BinaryOp, DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput, Terminal};
 use crate::semantics::{agg_identity, arg_better};
-use crate::types::{Column, ColumnRef};
+use crate::types::{Column, ColumnRef, Fault, PlanError};
 use smallvec::SmallVec;
 use std::time::Instant;
 
@@ -40,8 +40,9 @@ impl Backend for CpuScalar {
             .collect::<Result<Vec<HostColumn<'_>>, _>>()?;
         let sources: Vec<ColumnRef<'_>> = hosts.iter().map(|h| h.as_ref()).collect();
         let start = Instant::now();
-        let out = run_plan(&job.plan.plan, &sources, job.params)
-            .map_err(|m| BackendError::new(BackendKind::CpuScalar, Phase::Execute, m))?;
+        let out = run_plan(&job.plan.plan, &sources, job.params).map_err(|e| {
+            BackendError::new(BackendKind::CpuScalar, Phase::Execute, e.to_string())
+        })?;
         stats.execute = start.elapsed();
         stats.parallelism = 1;
         stats.bytes_allocated += output_bytes(&out);
@@ -62,7 +63,7 @@ pub fn run_plan(
     plan: &PhysicalPlan,
     sources: &[ColumnRef<'_>],
     params: &[Scalar],
-) -> Result<PlanOutput, String> {
+) -> Result<PlanOutput, PlanError> {
     let mut produced: Vec<Vec<Column>> = Vec::with_capacity(plan.stages.len());
     for (i, stage) in plan.stages.iter().enumerate() {
         let inputs: Vec<ColumnRef<'_>> = stage
@@ -75,26 +76,20 @@ pub fn run_plan(
                 }
             })
             .collect();
-        let out = run_stage(stage, &inputs, params)?;
+        let out = run_stage(stage, &inputs, params);
         if i + 1 == plan.stages.len() {
             return Ok(out);
         }
         match out {
             PlanOutput::Columns(c) => produced.push(c),
-            PlanOutput::Aggregates(_) => {
-                return Err(format!("stage {i} reduces but is not the last stage"))
-            }
+            PlanOutput::Aggregates(_) => return Err(Fault::ReduceNotLast.at(i)),
         }
     }
-    Err("the plan has no stage".into())
+    Err(PlanError::NoStage)
 }
 
 /// Runs one stage with the reference semantics.
-pub fn run_stage(
-    stage: &Stage,
-    inputs: &[ColumnRef<'_>],
-    params: &[Scalar],
-) -> Result<PlanOutput, String> {
+pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> PlanOutput {
     let lens: SmallVec<[usize; 4]> = inputs.iter().map(|c| c.len()).collect();
     let range = stage.resolve_range(&lens, params);
     let mut regs = SmallVec::new();
@@ -205,9 +200,9 @@ pub fn run_stage(
             _ => unreachable!(),
         }
     }
-    Ok(match state {
+    match state {
         State::Reduce(accs, _) => PlanOutput::Aggregates(accs),
         State::Collect(cols) => PlanOutput::Columns(cols),
         State::Scan(col, _) => PlanOutput::Columns(vec![col]),
-    })
+    }
 }

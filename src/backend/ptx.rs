@@ -43,15 +43,17 @@
 //! the device ([`run_plan`]) are written into one buffer of the whole
 //! length.
 
-use crate::codegen::ptx::{element_size, write_module, PtxModule, PtxOptions};
+use crate::codegen::ptx::{element_size, write_module, PtxModule, PtxOptions, WriteError};
 use crate::codegen::{
-    lower_stage, BufferRef, Caps, Groups, KernelPlan, Readback, ScratchInit, ScratchLen,
-    UniformValues,
+    lower_stage, BufferRef, Caps, Groups, KernelPlan, LowerError, Readback, ScratchInit,
+    ScratchLen, UniformValues,
 };
 use crate::expr::{DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, StageInput};
 use crate::semantics::{agg_identity, merge, Partial};
-use crate::types::{BackendError, BackendKind, Column, ColumnRef, Phase, RunStats};
+use crate::types::{
+    BackendError, BackendKind, Column, ColumnRef, Fault, Phase, PlanError, RunStats,
+};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::time::Instant;
@@ -86,12 +88,38 @@ pub fn cuda_caps() -> Caps {
     }
 }
 
+/// Why a plan could not be written as PTX.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    /// A stage cannot be lowered for the device (a typed decline).
+    #[error("stage {stage}: {error}")]
+    Lower {
+        /// The stage.
+        stage: usize,
+        /// Why.
+        error: LowerError,
+    },
+    /// A stage's kernels could not be written.
+    #[error("stage {stage}: {error}")]
+    Write {
+        /// The stage.
+        stage: usize,
+        /// Why.
+        error: WriteError,
+    },
+}
+
 /// Lowers every stage of `plan` and writes its PTX module.
-pub fn compile(plan: &PhysicalPlan, caps: &Caps, options: &PtxOptions) -> Result<PtxPlan, String> {
+pub fn compile(
+    plan: &PhysicalPlan,
+    caps: &Caps,
+    options: &PtxOptions,
+) -> Result<PtxPlan, CompileError> {
     let mut stages = Vec::with_capacity(plan.stages.len());
-    for (i, s) in plan.stages.iter().enumerate() {
-        let kp = lower_stage(s, caps).map_err(|e| format!("stage {i}: {e}"))?;
-        let module = write_module(&kp.kernels, options).map_err(|e| format!("stage {i}: {e}"))?;
+    for (stage, s) in plan.stages.iter().enumerate() {
+        let kp = lower_stage(s, caps).map_err(|error| CompileError::Lower { stage, error })?;
+        let module = write_module(&kp.kernels, options)
+            .map_err(|error| CompileError::Write { stage, error })?;
         stages.push(PtxStage { plan: kp, module });
     }
     Ok(PtxPlan { stages })
@@ -518,15 +546,12 @@ fn run_stages<D: PtxDevice>(
         match out {
             StageOutput::Device(c) => produced.push(c),
             StageOutput::Aggregates(_) => {
-                return Err(err(
-                    Phase::Execute,
-                    format!("stage {i} reduces but is not the last stage"),
-                ))
+                return Err(err(Phase::Execute, Fault::ReduceNotLast.at(i).to_string()))
             }
             StageOutput::Host(_) => unreachable!("only the last stage downloads"),
         }
     }
-    Err(err(Phase::Execute, "the plan has no stage"))
+    Err(err(Phase::Execute, PlanError::NoStage.to_string()))
 }
 
 /// The host state of one aggregate across chunks.

@@ -4,6 +4,7 @@
 use super::fused::{FusedStage, FusedTerminal, SlotSource};
 use super::logical::{LogicalOp, LogicalTerminal, QueryTrace};
 use crate::expr::{DType, ExprArena, Value};
+use crate::types::{Fault, PlanError};
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::Direction;
 use smallvec::SmallVec;
@@ -95,22 +96,23 @@ impl OpGraph {
 
     /// Checks the arena and that every referenced value exists with the
     /// expected type (predicates are `bool`).
-    pub fn verify(&self) -> Result<(), String> {
-        self.arena.verify().map_err(|e| e.to_string())?;
+    pub fn verify(&self) -> Result<(), PlanError> {
+        self.arena
+            .verify()
+            .map_err(|e| PlanError::Graph(Fault::Expressions(e.0)))?;
         let chain = self.chain();
         if chain.len() != self.graph.node_count() {
-            return Err(format!(
-                "graph is not a chain: {} reachable of {} nodes",
-                chain.len(),
-                self.graph.node_count()
-            ));
+            return Err(PlanError::NotAChain {
+                reachable: chain.len(),
+                nodes: self.graph.node_count(),
+            });
         }
         let len = self.arena.len();
         let mut err = None;
         let mut g = self.clone();
         g.for_each_value_mut(|v| {
             if v.index() >= len && err.is_none() {
-                err = Some(format!("graph refers to {v}, arena has {len} nodes"));
+                err = Some(PlanError::Graph(Fault::MissingValue(v.index() as u32)));
             }
         });
         if let Some(e) = err {
@@ -124,7 +126,10 @@ impl OpGraph {
             };
             if let Some(p) = pred {
                 if self.arena.ty(p) != DType::Bool {
-                    return Err(format!("predicate {p} has type {}", self.arena.ty(p)));
+                    return Err(PlanError::Graph(Fault::PredicateNotBool {
+                        value: p.index() as u32,
+                        ty: self.arena.ty(p),
+                    }));
                 }
             }
         }

@@ -16,6 +16,7 @@ pub use fuse_elementwise::FuseElementwise;
 
 use crate::expr::Value;
 use crate::graph::OpGraph;
+use crate::types::PlanError;
 
 /// Whether a pass changed the graph.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -50,14 +51,15 @@ pub const MAX_EXPRESSION_ROUNDS: usize = 4;
 
 /// Runs every pass; returns the names of the passes that changed something,
 /// in order. Verifies the graph after each pass when `verify` is set.
-pub fn optimize(graph: &mut OpGraph, verify: bool) -> Result<Vec<&'static str>, String> {
+pub fn optimize(graph: &mut OpGraph, verify: bool) -> Result<Vec<&'static str>, PlanError> {
     let mut applied = Vec::new();
-    let mut run = |pass: &dyn Pass, graph: &mut OpGraph| -> Result<Transformed, String> {
+    let mut run = |pass: &dyn Pass, graph: &mut OpGraph| -> Result<Transformed, PlanError> {
         let t = pass.rewrite(graph);
         if verify {
-            graph
-                .verify()
-                .map_err(|e| format!("the graph is invalid after pass `{}`: {e}", pass.name()))?;
+            graph.verify().map_err(|e| PlanError::AfterPass {
+                pass: pass.name(),
+                error: Box::new(e),
+            })?;
         }
         if t == Transformed::Yes {
             applied.push(pass.name());

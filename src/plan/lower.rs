@@ -9,20 +9,26 @@ use super::stage::{
 };
 use crate::expr::{ExprArena, Node, NodeData, Value};
 use crate::graph::{FusedStage, FusedTerminal, OpGraph, OpNode, SlotSource, Stream};
+use crate::types::{Fault, PlanError};
 use smallvec::SmallVec;
 
 /// Lowers a fully fused graph. `param_count` is the number of parameter
 /// slots of the query.
-pub fn lower(graph: &OpGraph, param_count: usize) -> Result<PhysicalPlan, String> {
+pub fn lower(graph: &OpGraph, param_count: usize) -> Result<PhysicalPlan, PlanError> {
     let mut stages = SmallVec::new();
     for (i, n) in graph.chain().into_iter().enumerate() {
         match &graph.graph[n] {
-            OpNode::Fused(f) => stages.push(lower_stage(graph, f, i)?),
-            other => return Err(format!("node n{i} was not fused: {other}")),
+            OpNode::Fused(f) => stages.push(lower_stage(graph, f, i).map_err(|f| f.at(i))?),
+            other => {
+                return Err(PlanError::NotFused {
+                    node: i,
+                    what: other.to_string(),
+                })
+            }
         }
     }
     if stages.is_empty() {
-        return Err("the graph has no node".into());
+        return Err(PlanError::NoStage);
     }
     let plan = PhysicalPlan {
         input_dtypes: graph.input_dtypes.clone(),
@@ -33,7 +39,7 @@ pub fn lower(graph: &OpGraph, param_count: usize) -> Result<PhysicalPlan, String
     Ok(plan)
 }
 
-fn lower_stage(graph: &OpGraph, f: &FusedStage, index: usize) -> Result<Stage, String> {
+fn lower_stage(graph: &OpGraph, f: &FusedStage, index: usize) -> Result<Stage, Fault> {
     let arena = &graph.arena;
     let n = arena.len();
     // Boundary values: slots and enumerate counters.
@@ -42,13 +48,13 @@ fn lower_stage(graph: &OpGraph, f: &FusedStage, index: usize) -> Result<Stage, S
     for (s, (_, v)) in f.slots.iter().enumerate() {
         let local = program
             .push_typed(Node::Input(s as u16), arena.ty(*v))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| Fault::Expressions(e.0))?;
         map[v.index()] = Some(local);
     }
     for (e, v) in f.enumerates.iter().enumerate() {
         let local = program
             .push(Node::Index(e as u16))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| Fault::Expressions(e.0))?;
         map[v.index()] = Some(local);
     }
     // Reachable set from the roots, stopping at boundary values.
@@ -68,11 +74,10 @@ fn lower_stage(graph: &OpGraph, f: &FusedStage, index: usize) -> Result<Stage, S
         let v = Value::new(i);
         let data = arena.get(v);
         if data.node.is_per_element_leaf() {
-            return Err(format!(
-                "stage {index} reads {v} ({:?}), which belongs to another stage: an \
-                 expression escaped the closure that created it",
-                data.node
-            ));
+            return Err(Fault::Escaped {
+                value: v.index() as u32,
+                node: format!("{:?}", data.node),
+            });
         }
         let node = data
             .node
@@ -89,9 +94,9 @@ fn lower_stage(graph: &OpGraph, f: &FusedStage, index: usize) -> Result<Stage, S
                 stage: index as u16 - 1,
                 column: c,
             }),
-            other => Err(format!("stage {index} has an unresolvable input {other:?}")),
+            other => Err(Fault::Dangling(format!("input {other:?}"))),
         })
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_, Fault>>()?;
     let terminal = match &f.terminal {
         FusedTerminal::Reduce(aggs) => Terminal::Reduce(
             aggs.iter()
@@ -132,47 +137,58 @@ fn lower_stage(graph: &OpGraph, f: &FusedStage, index: usize) -> Result<Stage, S
 /// Checks a physical plan: programs well-typed, inputs resolvable, terminals
 /// consistent (predicates are `bool`, no predicate beside arg aggregates or
 /// scans, only the last stage reduces).
-pub fn verify(plan: &PhysicalPlan) -> Result<(), String> {
-    use crate::expr::DType;
+pub fn verify(plan: &PhysicalPlan) -> Result<(), PlanError> {
     for (i, s) in plan.stages.iter().enumerate() {
-        s.program.verify().map_err(|e| format!("stage {i}: {e}"))?;
-        for inp in &s.inputs {
-            match *inp {
-                StageInput::Source(k) if (k as usize) < plan.input_dtypes.len() => {}
-                StageInput::Stage { stage, .. } if (stage as usize) < i => {}
-                other => return Err(format!("stage {i}: bad input {other:?}")),
-            }
+        verify_stage(plan, i, s).map_err(|f| f.at(i))?;
+    }
+    Ok(())
+}
+
+fn verify_stage(plan: &PhysicalPlan, i: usize, s: &Stage) -> Result<(), Fault> {
+    use crate::expr::DType;
+    s.program.verify().map_err(|e| Fault::Expressions(e.0))?;
+    for inp in &s.inputs {
+        match *inp {
+            StageInput::Source(k) if (k as usize) < plan.input_dtypes.len() => {}
+            StageInput::Stage { stage, .. } if (stage as usize) < i => {}
+            other => return Err(Fault::Dangling(format!("input {other:?}"))),
         }
-        if let Some(p) = s.predicate {
-            if s.program.ty(p) != DType::Bool {
-                return Err(format!("stage {i}: predicate {p} is not bool"));
-            }
+    }
+    if let Some(p) = s.predicate {
+        if s.program.ty(p) != DType::Bool {
+            return Err(Fault::PredicateNotBool {
+                value: p.index() as u32,
+                ty: s.program.ty(p),
+            });
         }
-        match &s.terminal {
-            Terminal::Reduce(aggs) => {
-                if i + 1 != plan.stages.len() {
-                    return Err(format!("stage {i} reduces but is not last"));
+    }
+    match &s.terminal {
+        Terminal::Reduce(aggs) => {
+            if i + 1 != plan.stages.len() {
+                return Err(Fault::ReduceNotLast);
+            }
+            for a in aggs {
+                let arg = matches!(a.kind, AggKind::ArgMin | AggKind::ArgMax);
+                if arg && s.predicate.is_some() {
+                    return Err(Fault::PredicatedAggregate(a.kind.name()));
                 }
-                for a in aggs {
-                    let arg = matches!(a.kind, AggKind::ArgMin | AggKind::ArgMax);
-                    if arg && s.predicate.is_some() {
-                        return Err(format!("stage {i}: {} with a predicate", a.kind.name()));
-                    }
-                    if a.column.is_none() != matches!(a.kind, AggKind::Count) {
-                        return Err(format!("stage {i}: {} column mismatch", a.kind.name()));
-                    }
-                    if matches!(a.kind, AggKind::Any | AggKind::All)
-                        && a.column.map(|c| s.program.ty(c)) != Some(DType::Bool)
-                    {
-                        return Err(format!("stage {i}: any/all of a non-bool column"));
+                if a.column.is_none() != matches!(a.kind, AggKind::Count) {
+                    return Err(Fault::AggregateColumn(a.kind.name()));
+                }
+                if matches!(a.kind, AggKind::Any | AggKind::All) {
+                    if let Some(ty) = a.column.map(|c| s.program.ty(c)) {
+                        if ty != DType::Bool {
+                            return Err(Fault::AggregateType {
+                                agg: a.kind.name(),
+                                ty,
+                            });
+                        }
                     }
                 }
             }
-            Terminal::Scan { .. } if s.predicate.is_some() => {
-                return Err(format!("stage {i}: scan with a predicate"))
-            }
-            _ => {}
         }
+        Terminal::Scan { .. } if s.predicate.is_some() => return Err(Fault::PredicatedScan),
+        _ => {}
     }
     Ok(())
 }

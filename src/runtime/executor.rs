@@ -79,7 +79,7 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
                 p.traced.params.len(),
                 engine.config.verify_passes,
             )
-            .map_err(|m| Error::new(ErrorKind::InvalidQuery, m))?
+            .map_err(|e| Error::new(ErrorKind::InvalidQuery, e.to_string()))?
     };
     if !hit {
         tracing::debug!(

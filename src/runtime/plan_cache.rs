@@ -16,6 +16,7 @@
 
 use crate::graph::{OpGraph, QueryTrace};
 use crate::plan::{CompiledPlan, PlanReport};
+use crate::types::PlanError;
 use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -91,7 +92,7 @@ impl PlanCache {
         trace: &QueryTrace,
         param_count: usize,
         verify: bool,
-    ) -> Result<(Arc<CompiledPlan>, bool), String> {
+    ) -> Result<(Arc<CompiledPlan>, bool), PlanError> {
         if let Some(plan) = self.memo_hit(trace) {
             return Ok((plan, true));
         }
@@ -174,14 +175,12 @@ pub fn build(
     fingerprint: u64,
     param_count: usize,
     verify: bool,
-) -> Result<CompiledPlan, String> {
+) -> Result<CompiledPlan, PlanError> {
     let t0 = Instant::now();
     let mut graph = OpGraph::from_trace(trace);
     let graph_text = graph.to_string();
     if verify {
-        graph
-            .verify()
-            .map_err(|e| format!("the traced graph is invalid: {e}"))?;
+        graph.verify()?;
     }
     let t1 = Instant::now();
     let passes = crate::optimize::optimize(&mut graph, verify)?;

@@ -1,6 +1,6 @@
 //! Why a backend declined a plan before running it.
 
-use super::DType;
+use super::{DType, PlanError};
 use std::borrow::Cow;
 use std::fmt;
 
@@ -30,6 +30,9 @@ pub enum Decline {
     /// The plan exceeds a limit of the device (workgroup memory, storage
     /// buffers per kernel), in words.
     Limit(String),
+    /// The backend's compiler found the plan invalid (a bug: see
+    /// [`PlanError`]).
+    InvalidPlan(PlanError),
     /// The backend cannot express the plan, or could not look at it (its
     /// device failed to open), in words.
     Other(Cow<'static, str>),
@@ -44,7 +47,7 @@ impl Decline {
             Decline::MissingType { dtype, .. } | Decline::MissingOperation { dtype, .. } => {
                 dtype.size() == 8
             }
-            Decline::Limit(_) | Decline::Other(_) => false,
+            Decline::Limit(_) | Decline::InvalidPlan(_) | Decline::Other(_) => false,
         }
     }
 }
@@ -59,8 +62,15 @@ impl fmt::Display for Decline {
                 write!(f, "the device's language has no {dtype} `{op}`")
             }
             Decline::Limit(why) => f.write_str(why),
+            Decline::InvalidPlan(e) => write!(f, "the plan is invalid: {e}"),
             Decline::Other(why) => f.write_str(why),
         }
+    }
+}
+
+impl From<PlanError> for Decline {
+    fn from(e: PlanError) -> Decline {
+        Decline::InvalidPlan(e)
     }
 }
 

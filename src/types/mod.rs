@@ -8,9 +8,11 @@ mod column;
 mod decline;
 mod dtype;
 mod input;
+mod plan_error;
 
 pub use backend::{BackendError, BackendKind, Phase, RunStats, TimingSource};
 pub use column::{Column, ColumnRef};
 pub use decline::Decline;
 pub use dtype::{DType, Scalar};
 pub use input::{DeviceColumn, HostColumn, Input};
+pub use plan_error::{Fault, PlanError};

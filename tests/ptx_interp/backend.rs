@@ -76,7 +76,7 @@ impl InterpBackend {
 
     fn compile(&self, plan: &PhysicalPlan) -> Result<PtxPlan, BackendError> {
         let mut ptx = compile(plan, &self.caps, &PtxOptions::default())
-            .map_err(|m| BackendError::new(BackendKind::Cuda, Phase::Compile, m))?;
+            .map_err(|e| BackendError::new(BackendKind::Cuda, Phase::Compile, e.to_string()))?;
         if let Some(pt) = &self.ptxas {
             for s in &ptx.stages {
                 let key = {

@@ -26,7 +26,7 @@ use super::{BLOCK, LEAF};
 use crate::expr::{eval, BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
 use crate::plan::{AggKind, Combine, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput};
 use crate::semantics::{agg_identity, merge, Partial as SharedPartial};
-use crate::types::{Column, ColumnRef};
+use crate::types::{Column, ColumnRef, Fault, PlanError};
 use smallvec::SmallVec;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -358,28 +358,27 @@ impl<'a> StageRun<'a> {
         inputs: SmallVec<[ColumnRef<'a>; 4]>,
         params: &'a [Scalar],
         isa: Isa,
-    ) -> Result<StageRun<'a>, String> {
+    ) -> Result<StageRun<'a>, Fault> {
         if params.len() < prog.params_needed {
-            return Err(format!(
-                "the stage reads {} parameters, the run has {}",
-                prog.params_needed,
-                params.len()
-            ));
+            return Err(Fault::Params {
+                needed: prog.params_needed,
+                given: params.len(),
+            });
         }
         if inputs.len() != stage.inputs.len() {
-            return Err(format!(
-                "the stage has {} input slots, the run gives {}",
-                stage.inputs.len(),
-                inputs.len()
-            ));
+            return Err(Fault::InputCount {
+                slots: stage.inputs.len(),
+                given: inputs.len(),
+            });
         }
         for (s, (t, c)) in prog.input_types.iter().zip(&inputs).enumerate() {
             if let Some(t) = *t {
                 if c.dtype() != t {
-                    return Err(format!(
-                        "input slot {s} is read as {t} but holds {}",
-                        c.dtype()
-                    ));
+                    return Err(Fault::InputType {
+                        slot: s,
+                        expected: t,
+                        found: c.dtype(),
+                    });
                 }
             }
         }
@@ -393,7 +392,7 @@ impl<'a> StageRun<'a> {
         for (s, t) in prog.input_types.iter().enumerate() {
             if t.is_some() && range.len > 0 && range.offsets[s].saturating_add(range.len) > lens[s]
             {
-                return Err(format!("input slot {s} is shorter than the stage's range"));
+                return Err(Fault::InputShort(s));
             }
         }
         let mut run = StageRun {
@@ -1639,16 +1638,17 @@ pub(crate) fn run_plan(
     isa: Isa,
     driver: &dyn Driver,
     acct: &Acct,
-) -> Result<PlanOutput, String> {
+) -> Result<PlanOutput, PlanError> {
     if program.stages.len() != plan.stages.len() {
-        return Err("the block program does not match the plan".into());
+        return Err(PlanError::ProgramMismatch);
     }
     for (n, (c, t)) in sources.iter().zip(&plan.input_dtypes).enumerate() {
         if c.dtype() != *t {
-            return Err(format!(
-                "input {n} holds {} but the plan reads {t}",
-                c.dtype()
-            ));
+            return Err(PlanError::InputType {
+                input: n,
+                expected: *t,
+                found: c.dtype(),
+            });
         }
     }
     // Empty (no allocation) for the common single-stage plan.
@@ -1660,27 +1660,27 @@ pub(crate) fn run_plan(
                 StageInput::Source(n) => sources
                     .get(n as usize)
                     .copied()
-                    .ok_or_else(|| format!("stage {i} reads missing input {n}"))?,
+                    .ok_or_else(|| Fault::Dangling(format!("input {n}")).at(i))?,
                 StageInput::Stage { stage: s, column } => produced
                     .get(s as usize)
                     .and_then(|c| c.get(column as usize))
                     .map(|c| c.as_ref())
-                    .ok_or_else(|| format!("stage {i} reads missing stage output {s}.{column}"))?,
+                    .ok_or_else(|| Fault::Dangling(format!("stage output {s}.{column}")).at(i))?,
             });
         }
-        let run = match StageRun::new(prog, stage, inputs, params, isa) {
-            Ok(run) => run,
-            Err(m) => return Err(format!("stage {i}: {m}")),
-        };
+        let run = StageRun::new(prog, stage, inputs, params, isa).map_err(|f| f.at(i))?;
         let out = match run.kind() {
             RunKind::Reduce(r) => PlanOutput::Aggregates(r.finish(driver.reduce(&r, acct))),
             RunKind::Collect(c) if run.has_predicate() => {
                 PlanOutput::Columns(driver.compact(&c, acct))
             }
-            RunKind::Collect(c) => PlanOutput::Columns(full(i, &run, driver.store(&c, acct))?),
+            RunKind::Collect(c) => {
+                PlanOutput::Columns(full(&run, driver.store(&c, acct)).map_err(|f| f.at(i))?)
+            }
             RunKind::Scan(s) => {
                 let ty = s.col.ty;
-                PlanOutput::Columns(full(i, &run, vec![driver.scan(&s, ty, acct)])?)
+                let col = driver.scan(&s, ty, acct);
+                PlanOutput::Columns(full(&run, vec![col]).map_err(|f| f.at(i))?)
             }
         };
         drop(run);
@@ -1689,24 +1689,21 @@ pub(crate) fn run_plan(
         }
         match out {
             PlanOutput::Columns(c) => produced.push(c),
-            PlanOutput::Aggregates(_) => {
-                return Err(format!("stage {i} reduces but is not the last stage"))
-            }
+            PlanOutput::Aggregates(_) => return Err(Fault::ReduceNotLast.at(i)),
         }
     }
-    Err("the plan has no stage".into())
+    Err(PlanError::NoStage)
 }
 
 /// `cols` if every one holds a value for each of the stage's positions
 /// (always, for validated programs; a short column would be a wrong
 /// result, so it is an error the executor can fall back from).
-fn full(stage: usize, run: &StageRun<'_>, cols: Vec<Column>) -> Result<Vec<Column>, String> {
+fn full(run: &StageRun<'_>, cols: Vec<Column>) -> Result<Vec<Column>, Fault> {
     match cols.iter().find(|c| c.len() != run.len()) {
-        Some(c) => Err(format!(
-            "stage {stage} wrote {} of its {} positions",
-            c.len(),
-            run.len()
-        )),
+        Some(c) => Err(Fault::Rows {
+            written: c.len(),
+            len: run.len(),
+        }),
         None => Ok(cols),
     }
 }

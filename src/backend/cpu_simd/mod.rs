@@ -113,7 +113,7 @@ pub(crate) fn compiled<'j>(
             built = Some(t.elapsed());
             p
         })
-        .map_err(|m| BackendError::new(kind, Phase::Compile, m))?;
+        .map_err(|e| BackendError::new(kind, Phase::Compile, e.to_string()))?;
     stats.compile_cached = cached;
     if let Some(t) = built {
         stats.compile = t;
@@ -151,7 +151,7 @@ pub(crate) fn execute_with(
         driver,
         &acct,
     )
-    .map_err(|m| BackendError::new(kind, Phase::Execute, m))?;
+    .map_err(|e| BackendError::new(kind, Phase::Execute, e.to_string()))?;
     stats.bytes_allocated += acct.bytes().max(output_bytes(&out));
     stats.launches = acct.tasks();
     Ok(out)

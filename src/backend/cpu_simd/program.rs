@@ -8,6 +8,7 @@ use super::exec::{identity_lanes, Identity, Lanes};
 use super::lanes::dtype_index;
 use crate::expr::{BinaryOp, DType, ExprArena, Node, UnaryOp, Value};
 use crate::plan::{AggKind, Aggregate, Combine, PhysicalPlan, RangeOp, ScanOp, Stage, Terminal};
+use crate::types::{Fault, PlanError};
 use smallvec::SmallVec;
 use std::fmt;
 
@@ -153,10 +154,12 @@ pub(crate) enum AccInit {
 impl AccInit {
     /// The start of aggregate `kind` over a column of `ty`; an error for a
     /// sum, min or max of a type without arithmetic lanes.
-    fn of(kind: &AggKind, ty: DType) -> Result<AccInit, String> {
+    fn of(kind: &AggKind, ty: DType) -> Result<AccInit, Fault> {
         let lanes = |id: Identity| {
-            identity_lanes(ty, id)
-                .ok_or_else(|| format!("a {} of {ty} has no lanes on cpu-simd", kind.name()))
+            identity_lanes(ty, id).ok_or(Fault::AggregateType {
+                agg: kind.name(),
+                ty,
+            })
         };
         Ok(match kind {
             AggKind::Sum => AccInit::Sum(lanes(Identity::Zero)?),
@@ -229,9 +232,9 @@ pub struct BlockProgram {
 
 impl BlockProgram {
     /// Compiles every stage of `plan`, validating what execution relies on.
-    pub fn compile(plan: &PhysicalPlan) -> Result<BlockProgram, String> {
+    pub fn compile(plan: &PhysicalPlan) -> Result<BlockProgram, PlanError> {
         if plan.stages.is_empty() {
-            return Err("the plan has no stage".into());
+            return Err(PlanError::NoStage);
         }
         let stages = plan
             .stages
@@ -239,11 +242,11 @@ impl BlockProgram {
             .enumerate()
             .map(|(i, s)| {
                 if i + 1 < plan.stages.len() && matches!(s.terminal, Terminal::Reduce(_)) {
-                    return Err(format!("stage {i} reduces but is not the last stage"));
+                    return Err(Fault::ReduceNotLast.at(i));
                 }
-                compile_stage(s).map_err(|m| format!("stage {i}: {m}"))
+                compile_stage(s).map_err(|f| f.at(i))
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, PlanError>>()?;
         Ok(BlockProgram { stages })
     }
 
@@ -285,19 +288,17 @@ impl Alloc {
     }
 }
 
-fn check_combine(c: &Combine, ty: DType, params: &mut usize) -> Result<(), String> {
-    c.program
-        .verify()
-        .map_err(|e| format!("invalid combine program: {e}"))?;
+fn check_combine(c: &Combine, ty: DType, params: &mut usize) -> Result<(), Fault> {
+    c.program.verify().map_err(|e| Fault::Combine(e.0))?;
     if c.output.index() >= c.program.len() || c.program.ty(c.output) != ty {
-        return Err(format!("combine output is not a {ty}"));
+        return Err(Fault::Combine(format!("its output is not a {ty}")));
     }
     for (_, n) in c.program.iter() {
         match n.node {
             Node::Input(s) if s > 1 || n.ty != ty => {
-                return Err(format!("combine reads input.{s} as {}", n.ty))
+                return Err(Fault::Combine(format!("it reads input.{s} as {}", n.ty)))
             }
-            Node::Index(_) => return Err("combine reads an index".into()),
+            Node::Index(_) => return Err(Fault::Combine("it reads an index".into())),
             Node::Param(p) => *params = (*params).max(p as usize + 1),
             _ => {}
         }
@@ -316,10 +317,9 @@ type FoldedOp = (BinaryOp, Value, Value);
 /// ([`Fusion::find`]); keep what is live ([`liveness`]); allocate registers
 /// and emit the instructions ([`emit`]); describe the terminal over them
 /// ([`terminal_program`]).
-pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
+pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, Fault> {
     let prog: &ExprArena = &stage.program;
-    prog.verify()
-        .map_err(|e| format!("invalid element program: {e}"))?;
+    prog.verify().map_err(|e| Fault::Expressions(e.0))?;
     let mut params_needed = range_params(stage)?;
     let all_roots = roots(stage, &mut params_needed)?;
     let uniform = uniform_values(prog);
@@ -376,15 +376,15 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, String> {
 }
 
 /// Checks the stage's range operations; the parameters they read.
-fn range_params(stage: &Stage) -> Result<usize, String> {
+fn range_params(stage: &Stage) -> Result<usize, Fault> {
     let mut params_needed = 0usize;
     for op in &stage.range {
         match *op {
             RangeOp::Join(s) if s as usize >= stage.inputs.len() => {
-                return Err(format!("join of missing input slot {s}"))
+                return Err(Fault::Dangling(format!("a join of input slot {s}")))
             }
             RangeOp::Enumerate(e) if e >= stage.enumerates => {
-                return Err(format!("missing enumerate slot {e}"))
+                return Err(Fault::Dangling(format!("enumerate slot {e}")))
             }
             RangeOp::Skip(p) | RangeOp::Take(p) => {
                 params_needed = params_needed.max(p as usize + 1)
@@ -397,23 +397,27 @@ fn range_params(stage: &Stage) -> Result<usize, String> {
 
 /// The values the predicate and the terminal read, checked against what
 /// each terminal accepts (raising `params_needed` for user combines).
-fn roots(stage: &Stage, params_needed: &mut usize) -> Result<SmallVec<[Value; 8]>, String> {
+fn roots(stage: &Stage, params_needed: &mut usize) -> Result<SmallVec<[Value; 8]>, Fault> {
     let prog = &stage.program;
-    let in_range = |v: Value| -> Result<DType, String> {
+    let in_range = |v: Value| -> Result<DType, Fault> {
         if v.index() < prog.len() {
             Ok(prog.ty(v))
         } else {
-            Err(format!("{v} is not in the program"))
+            Err(Fault::MissingValue(v.index() as u32))
         }
     };
     if stage.predicate.is_some() && matches!(stage.terminal, Terminal::Scan { .. }) {
         // Stages never carry one (a filter before a scan ends its own stage).
-        return Err("a scan with a predicate".into());
+        return Err(Fault::PredicatedScan);
     }
     let mut roots: SmallVec<[Value; 8]> = SmallVec::new();
     if let Some(p) = stage.predicate {
-        if in_range(p)? != DType::Bool {
-            return Err("the predicate is not a bool".into());
+        let ty = in_range(p)?;
+        if ty != DType::Bool {
+            return Err(Fault::PredicateNotBool {
+                value: p.index() as u32,
+                ty,
+            });
         }
         roots.push(p);
     }
@@ -423,7 +427,7 @@ fn roots(stage: &Stage, params_needed: &mut usize) -> Result<SmallVec<[Value; 8]
                 if matches!(kind, AggKind::Count) {
                     continue;
                 }
-                let c = column.ok_or_else(|| format!("{} without a column", kind.name()))?;
+                let c = column.ok_or(Fault::AggregateColumn(kind.name()))?;
                 let ty = in_range(c)?;
                 let ok = match kind {
                     AggKind::Any | AggKind::All => ty == DType::Bool,
@@ -434,7 +438,10 @@ fn roots(stage: &Stage, params_needed: &mut usize) -> Result<SmallVec<[Value; 8]
                     _ => ty.is_numeric(),
                 };
                 if !ok {
-                    return Err(format!("{} of a {ty} column", kind.name()));
+                    return Err(Fault::AggregateType {
+                        agg: kind.name(),
+                        ty,
+                    });
                 }
                 roots.push(c);
             }
@@ -448,9 +455,7 @@ fn roots(stage: &Stage, params_needed: &mut usize) -> Result<SmallVec<[Value; 8]
         Terminal::Scan { column, op, .. } => {
             let ty = in_range(*column)?;
             match op {
-                ScanOp::Sum if !ty.is_numeric() => {
-                    return Err(format!("sum scan of a {ty} column"))
-                }
+                ScanOp::Sum if !ty.is_numeric() => return Err(Fault::ScanType(ty)),
                 ScanOp::Sum => {}
                 ScanOp::Custom(c) => check_combine(c, ty, params_needed)?,
             }
@@ -628,15 +633,15 @@ struct Code {
 }
 
 impl Code {
-    fn operand(&self, v: Value) -> Result<Operand, String> {
-        self.operand[v.index()].ok_or_else(|| format!("{v} was not compiled"))
+    fn operand(&self, v: Value) -> Result<Operand, Fault> {
+        self.operand[v.index()].ok_or(Fault::NotCompiled(v.index() as u32))
     }
 
     /// Where a root column is read.
-    fn col(&self, prog: &ExprArena, v: Value) -> Result<Col, String> {
+    fn col(&self, prog: &ExprArena, v: Value) -> Result<Col, Fault> {
         let src = self.root_src[v.index()]
             .or(self.operand[v.index()])
-            .ok_or_else(|| format!("{v} was not compiled"))?;
+            .ok_or(Fault::NotCompiled(v.index() as u32))?;
         Ok(Col {
             ty: prog.ty(v),
             src,
@@ -653,7 +658,7 @@ fn emit(
     uniform: &[bool],
     last_use: &[usize],
     params_needed: &mut usize,
-) -> Result<Code, String> {
+) -> Result<Code, Fault> {
     let prog = &stage.program;
     let n = prog.len();
     let mut alloc = Alloc {
@@ -696,15 +701,19 @@ fn emit(
             operand[i] = Some(Operand::Uniform(i as u32));
             continue;
         }
-        let op = |o: Value| operand[o.index()].ok_or_else(|| format!("{o} has no operand"));
+        let op = |o: Value| operand[o.index()].ok_or(Fault::NotCompiled(o.index() as u32));
         let instr = match d.node {
             Node::Input(s) => {
                 let slot = input_types
                     .get_mut(s as usize)
-                    .ok_or_else(|| format!("input.{s} is not an input slot"))?;
+                    .ok_or_else(|| Fault::Dangling(format!("input slot {s}")))?;
                 match slot {
                     Some(t) if *t != d.ty => {
-                        return Err(format!("input.{s} read both as {t} and as {}", d.ty))
+                        return Err(Fault::SlotTypes {
+                            slot: s,
+                            first: *t,
+                            second: d.ty,
+                        })
                     }
                     _ => *slot = Some(d.ty),
                 }
@@ -713,11 +722,12 @@ fn emit(
             }
             Node::Index(e) => {
                 if e >= stage.enumerates {
-                    return Err(format!("index.{e} is not an enumerate slot"));
+                    return Err(Fault::Dangling(format!("enumerate slot {e}")));
                 }
                 Instr::Iota { slot: e, out: 0 }
             }
-            Node::Param(_) | Node::Const(_) => unreachable_uniform()?,
+            // Every parameter and constant is uniform (handled above).
+            Node::Param(_) | Node::Const(_) => return Err(Fault::NotCompiled(i as u32)),
             Node::Unary(o, a) => Instr::Unary {
                 op: o,
                 ty: prog.ty(a),
@@ -787,7 +797,7 @@ fn emit(
 
 /// The terminal over the emitted code: a fused sum reads its folded
 /// operands (and evaluates a fused predicate), everything else its column.
-fn terminal_program(stage: &Stage, fusion: &Fusion, code: &Code) -> Result<TermProgram, String> {
+fn terminal_program(stage: &Stage, fusion: &Fusion, code: &Code) -> Result<TermProgram, Fault> {
     let prog = &stage.program;
     let keep = match fusion.keep {
         Some((op, x, k)) => Some(FusedCmp {
@@ -843,7 +853,7 @@ fn terminal_program(stage: &Stage, fusion: &Fusion, code: &Code) -> Result<TermP
                         fused: None,
                     })
                 })
-                .collect::<Result<_, String>>()?,
+                .collect::<Result<_, Fault>>()?,
         ),
         Terminal::Collect(cols) => TermProgram::Collect(
             cols.iter()
@@ -915,10 +925,6 @@ fn fused_predicate(
         (true, false) => Some((flipped, b, a)),
         _ => None,
     }
-}
-
-fn unreachable_uniform() -> Result<Instr, String> {
-    Err("a parameter or constant was not classified as uniform".into())
 }
 
 /// The register an instruction writes and the type of its result (`None`

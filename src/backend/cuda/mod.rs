@@ -174,7 +174,8 @@ impl CudaBackend {
         let faults = *self.faults.lock();
         let start = Instant::now();
         let (ptx, cached) = job.plan.artifact(BackendKind::Cuda, || {
-            compile(&job.plan.plan, &self.caps, &self.options).map_err(|m| error(Phase::Compile, m))
+            compile(&job.plan.plan, &self.caps, &self.options)
+                .map_err(|e| error(Phase::Compile, e.to_string()))
         })?;
         let ptx: &PtxPlan = &ptx;
         // Columns on another device (or another CUDA backend) come through

@@ -26,8 +26,7 @@ use crate::codegen::{
 use crate::expr::{DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, Stage, StageInput};
 use crate::semantics::{merge, Partial};
-use crate::types::TimingSource;
-use crate::types::{Column, ColumnRef};
+use crate::types::{Column, ColumnRef, Fault, PlanError, TimingSource};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -230,12 +229,12 @@ impl Exec<'_> {
                 RunOutput::Plan(PlanOutput::Aggregates(_)) => {
                     return Err(error(
                         Phase::Support,
-                        format!("stage {i} reduces but is not the last stage"),
+                        Fault::ReduceNotLast.at(i).to_string(),
                     ))
                 }
             });
         }
-        Err(error(Phase::Support, "the plan has no stage"))
+        Err(error(Phase::Support, PlanError::NoStage.to_string()))
     }
 
     fn alloc(
