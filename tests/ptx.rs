@@ -748,7 +748,7 @@ fn chunked_runs_carry_scans_compaction_and_aggregates_across_chunks() {
                     &inputs,
                     &params[..plan.param_count],
                     &caps,
-                    RunLimits { max_chunk: chunk },
+                    RunLimits::uniform(chunk),
                     1e-4,
                 )
                 .unwrap_or_else(|e| panic!("{name} {t} n={n} chunk={chunk}: {e}"));
@@ -1224,7 +1224,7 @@ fn per_chunk_downloads_match_the_reference_and_a_single_download() {
                 .collect();
             let refs: Vec<ColumnRef<'_>> = inputs.iter().map(|c| c.as_ref()).collect();
             let want = cpu_scalar::run_plan(plan, &refs, &[]).unwrap();
-            let limits = RunLimits { max_chunk: chunk };
+            let limits = RunLimits::uniform(chunk);
             let what = format!("{name} n={n} chunk={chunk}");
             let mut host_dev = InterpDevice::new();
             let (host, host_stats) =
@@ -1368,7 +1368,7 @@ fn a_chunks_download_overlaps_the_next_chunks_kernels() {
             &plan,
             &ptx,
             &inputs,
-            RunLimits { max_chunk: chunk },
+            RunLimits::uniform(chunk),
         )
         .unwrap();
         compare(&want, &got, 0.0).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -1579,7 +1579,7 @@ fn writing_a_range_under_an_unfinished_download_is_an_error() {
             .enumerate()
             .map(|(s, &dt)| column(dt, 300, 3 + s as u64))
             .collect();
-        let limits = RunLimits { max_chunk: 100 };
+        let limits = RunLimits::uniform(100);
         let e = run_both_ways(&mut alias(), true, &plan, &ptx, &inputs, limits)
             .expect_err("a kernel wrote under a download in flight");
         assert_eq!(e.phase, Phase::Execute, "{e}");
@@ -1778,7 +1778,7 @@ proptest! {
         let params = [Scalar::I64(3).cast(r.t)];
         let refs: Vec<ColumnRef<'_>> = inputs.iter().map(|c| c.as_ref()).collect();
         let want = cpu_scalar::run_plan(&plan, &refs, &params).unwrap();
-        let (got, _) = run_compiled(&plan, &ptx, &inputs, &params, RunLimits { max_chunk: 250 }).unwrap();
+        let (got, _) = run_compiled(&plan, &ptx, &inputs, &params, RunLimits::uniform(250)).unwrap();
         // Float sums of random programs can cancel catastrophically; only
         // integers and booleans must agree exactly here, floats loosely.
         if r.t.is_float() {
@@ -1862,7 +1862,7 @@ fn injected_faults_are_errors_of_their_phase() {
             &plan,
             &ptx,
             std::slice::from_ref(&x),
-            RunLimits { max_chunk: 30 },
+            RunLimits::uniform(30),
         )
         .expect_err("an injected fault must fail the run to the host");
         assert_eq!(e.phase, phase, "to the host, {faults:?}: {e}");

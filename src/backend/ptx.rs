@@ -251,15 +251,34 @@ pub enum RunOutput<B> {
 /// Sizes of one run.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct RunLimits {
-    /// Most positions per chunk (at least 1). Keeps every buffer of a chunk
-    /// within the device's allocation limit and the kernels' `u32`
-    /// positions.
+    /// Most positions per chunk of a stage with a host input (at least 1):
+    /// the size of its alternating device buffers, and so of the upload
+    /// that overlaps the previous chunk's kernels.
     pub max_chunk: usize,
+    /// Most positions per chunk of a stage whose inputs are all on the
+    /// device and which reads something back per chunk (aggregates, a
+    /// survivor count), at least 1. Such a stage has no upload to overlap,
+    /// and each chunk costs its launches and a synchronous read, so its
+    /// chunks are as large as the kernels' `u32` positions allow.
+    pub max_resident_chunk: usize,
+}
+
+impl RunLimits {
+    /// Chunks of at most `n` positions whatever the inputs (tests).
+    pub fn uniform(n: usize) -> RunLimits {
+        RunLimits {
+            max_chunk: n,
+            max_resident_chunk: n,
+        }
+    }
 }
 
 impl Default for RunLimits {
     fn default() -> RunLimits {
-        RunLimits { max_chunk: 1 << 24 }
+        RunLimits {
+            max_chunk: 1 << 24,
+            max_resident_chunk: 1 << 30,
+        }
     }
 }
 
@@ -606,7 +625,17 @@ fn run_stage<D: PtxDevice>(
     let lens: SmallVec<[usize; 4]> = inputs.iter().map(|i| i.len()).collect();
     let range = stage.resolve_range(&lens, params);
     let len = range.len;
-    let max_chunk = limits.max_chunk.clamp(1, u32::MAX as usize / 2);
+    // Large chunks where chunking buys nothing and costs a synchronous read
+    // per chunk: inputs all on the device and a per-chunk readback
+    // (aggregates, a survivor count).
+    let resident = inputs.iter().all(|i| matches!(i, RunInput::Device { .. }))
+        && !matches!(kp.readback, Readback::Columns { count: None });
+    let max_chunk = if resident {
+        limits.max_resident_chunk
+    } else {
+        limits.max_chunk
+    }
+    .clamp(1, u32::MAX as usize / 2);
     let chunks: Vec<(usize, usize)> = if len == 0 {
         vec![(0, 0)]
     } else {

@@ -123,9 +123,7 @@ impl InterpBackend {
             .collect::<Result<Vec<_>, _>>()?;
         let ins: Vec<RunInput<'_, D::Buffer>> =
             hosts.iter().map(|h| RunInput::Host(h.as_ref())).collect();
-        let limits = RunLimits {
-            max_chunk: self.chunk,
-        };
+        let limits = RunLimits::uniform(self.chunk);
         run_plan_to_host(
             dev,
             &job.plan.plan,
