@@ -299,11 +299,14 @@ pub fn device_bytes(c: ColumnRef<'_>) -> Cow<'_, [u8]> {
     }
 }
 
-/// A host column from device bytes (`bool` from words).
+/// A host column from device bytes (`bool` from words); a trailing partial
+/// element is ignored.
 pub fn column_from_device(dtype: DType, bytes: &[u8]) -> Column {
-    let mut out = HostOut::new(dtype, 0);
-    let at = out.grow(bytes.len() / element_size(dtype));
-    out.bytes_mut(at, bytes.len()).copy_from_slice(bytes);
+    let n = bytes.len() / element_size(dtype);
+    let whole = n * element_size(dtype);
+    let mut out = HostOut::new(dtype, n);
+    let at = out.grow(n);
+    out.bytes_mut(at, whole).copy_from_slice(&bytes[..whole]);
     out.finish()
 }
 
@@ -963,6 +966,19 @@ mod tests {
         );
         let f = device_bytes(ColumnRef::F64(&[1.5]));
         assert_eq!(column_from_device(DType::F64, &f), Column::F64(vec![1.5]));
+        // A partial trailing element is ignored, not a panic.
+        let mut odd = device_bytes(ColumnRef::I32(&[7, -2])).into_owned();
+        odd.push(9);
+        assert_eq!(
+            column_from_device(DType::I32, &odd),
+            Column::I32(vec![7, -2])
+        );
+        let mut words = device_bytes(ColumnRef::Bool(&[true])).into_owned();
+        words.extend([1, 0]);
+        assert_eq!(
+            column_from_device(DType::Bool, &words),
+            Column::Bool(vec![true])
+        );
     }
 
     #[test]
