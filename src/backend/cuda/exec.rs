@@ -89,13 +89,15 @@ impl<'a> HostCopies<'a> {
     /// Adds `dst.copy_from_slice(src)`.
     pub(crate) fn add(&mut self, dst: &'a mut [u8], src: &'a [u8]) {
         assert_eq!(dst.len(), src.len(), "a host copy between unequal ranges");
+        // One pointer per slice, every part derived from it.
+        let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
         for at in (0..src.len()).step_by(COPY_PART) {
             let len = COPY_PART.min(src.len() - at);
             // SAFETY: `at + len` is within both slices.
             self.parts.push(unsafe {
                 CopyPart {
-                    dst: dst.as_mut_ptr().add(at),
-                    src: src.as_ptr().add(at),
+                    dst: d.add(at),
+                    src: s.add(at),
                     len,
                 }
             });
