@@ -360,17 +360,66 @@ pub struct Kernel {
     pub body: Vec<Stmt>,
 }
 
-/// Why a kernel is ill-formed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelError(pub String);
-
-impl fmt::Display for KernelError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Why a kernel is ill-formed (the IR's type checker, [`Kernel::verify`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KernelError {
+    /// An operation applied to operand types it does not take.
+    #[error("{op} on {operands}")]
+    Operands {
+        /// The operation.
+        op: String,
+        /// Its operands' types.
+        operands: String,
+    },
+    /// A handle (local, uniform, binding, shared array) that names nothing.
+    #[error("no {what} {name}")]
+    Undeclared {
+        /// What kind of handle.
+        what: &'static str,
+        /// The handle.
+        name: String,
+    },
+    /// A value assigned to a local of another type.
+    #[error("{local}: {ty} assigned a {got}")]
+    Assign {
+        /// The local.
+        local: String,
+        /// Its type.
+        ty: DType,
+        /// The value's type.
+        got: DType,
+    },
+    /// A store or atomic whose index or value type does not fit its target.
+    #[error("{what} to {target} is ill-typed")]
+    IllTyped {
+        /// `store` or `atomic`.
+        what: &'static str,
+        /// The binding or shared array.
+        target: String,
+    },
+    /// A store to a binding that is not read-write.
+    #[error("store to {binding}, which is {access}")]
+    ReadOnly {
+        /// The binding.
+        binding: String,
+        /// Its access mode.
+        access: String,
+    },
+    /// An index, loop bound, loop counter or condition of the wrong type.
+    #[error("{what} is a {found}, not a {expected}")]
+    Type {
+        /// What it is.
+        what: &'static str,
+        /// The type it must have.
+        expected: DType,
+        /// The type it has.
+        found: DType,
+    },
+    /// A workgroup size that is not a power of two.
+    #[error("workgroup size {0} is not a power of two")]
+    WorkgroupSize(u32),
 }
-
-impl std::error::Error for KernelError {}
 
 /// What a kernel needs from the device.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -448,38 +497,40 @@ impl Kernel {
     /// The result type of `op`, or an error when its operands are ill-typed.
     pub fn op_ty(&self, op: &Op, dst: DType) -> Result<DType, KernelError> {
         let t = |o: &Operand| self.operand_ty(*o);
-        let bad = |m: String| Err(KernelError(m));
+        let bad = |op: String, operands: String| Err(KernelError::Operands { op, operands });
         Ok(match op {
             Op::Copy(a) => t(a),
             Op::Unary(u, a) => {
                 if !u.accepts(t(a)) {
-                    return bad(format!("{u} on {}", t(a)));
+                    return bad(u.to_string(), t(a).to_string());
                 }
                 t(a)
             }
             Op::Binary(b, x, y) => {
                 if t(x) != t(y) {
-                    return bad(format!("{b} on {} and {}", t(x), t(y)));
+                    return bad(b.to_string(), format!("{} and {}", t(x), t(y)));
                 }
-                b.result_type(t(x))
-                    .ok_or_else(|| KernelError(format!("{b} on {}", t(x))))?
+                b.result_type(t(x)).ok_or_else(|| KernelError::Operands {
+                    op: b.to_string(),
+                    operands: t(x).to_string(),
+                })?
             }
             Op::Select(c, a, b) => {
                 if t(c) != DType::Bool || t(a) != t(b) {
-                    return bad(format!("select {} {} {}", t(c), t(a), t(b)));
+                    return bad("select".into(), format!("{} {} {}", t(c), t(a), t(b)));
                 }
                 t(a)
             }
             Op::MulAdd(a, b, c) => {
                 if t(a) != t(b) || t(b) != t(c) {
-                    return bad("mul_add operands differ".into());
+                    return bad("mul_add".into(), format!("{} {} {}", t(a), t(b), t(c)));
                 }
                 t(a)
             }
             Op::Cast(_) => dst,
             Op::IsNan(a) => {
                 if !t(a).is_float() {
-                    return bad(format!("is_nan on {}", t(a)));
+                    return bad("is_nan".into(), t(a).to_string());
                 }
                 DType::Bool
             }
@@ -487,30 +538,47 @@ impl Kernel {
             Op::Uniform(f) => {
                 self.uniforms
                     .get(f.index())
-                    .ok_or_else(|| KernelError(format!("no uniform {f}")))?
+                    .ok_or_else(|| KernelError::Undeclared {
+                        what: "uniform",
+                        name: f.to_string(),
+                    })?
                     .ty
             }
             Op::Load(b, i) => {
                 if t(i) != DType::U32 {
-                    return bad(format!("load index of type {}", t(i)));
+                    return Err(KernelError::Type {
+                        what: "a load's index",
+                        expected: DType::U32,
+                        found: t(i),
+                    });
                 }
                 self.bindings
                     .get(b.index())
-                    .ok_or_else(|| KernelError(format!("no binding {b}")))?
+                    .ok_or_else(|| KernelError::Undeclared {
+                        what: "binding",
+                        name: b.to_string(),
+                    })?
                     .elem
             }
             Op::LoadShared(s, i) => {
                 if t(i) != DType::U32 {
-                    return bad(format!("shared index of type {}", t(i)));
+                    return Err(KernelError::Type {
+                        what: "a shared load's index",
+                        expected: DType::U32,
+                        found: t(i),
+                    });
                 }
                 self.shared
                     .get(s.index())
-                    .ok_or_else(|| KernelError(format!("no shared array {s}")))?
+                    .ok_or_else(|| KernelError::Undeclared {
+                        what: "shared array",
+                        name: s.to_string(),
+                    })?
                     .elem
             }
             Op::Subgroup(o, a) => match o {
                 SubgroupOp::All | SubgroupOp::Any if t(a) != DType::Bool => {
-                    return bad(format!("subgroup {} on {}", o.name(), t(a)))
+                    return bad(format!("subgroup {}", o.name()), t(a).to_string())
                 }
                 _ => t(a),
             },
@@ -520,12 +588,18 @@ impl Kernel {
                 value,
                 ..
             } => {
-                let b = self
-                    .bindings
-                    .get(binding.index())
-                    .ok_or_else(|| KernelError(format!("no binding {binding}")))?;
+                let b =
+                    self.bindings
+                        .get(binding.index())
+                        .ok_or_else(|| KernelError::Undeclared {
+                            what: "binding",
+                            name: binding.to_string(),
+                        })?;
                 if b.access != Access::Atomic || t(value) != b.elem || t(index) != DType::U32 {
-                    return bad(format!("atomic on {binding} is ill-typed"));
+                    return Err(KernelError::IllTyped {
+                        what: "atomic",
+                        target: binding.to_string(),
+                    });
                 }
                 b.elem
             }
@@ -535,15 +609,15 @@ impl Kernel {
     /// Checks types, handles and access modes of every statement.
     pub fn verify(&self) -> Result<(), KernelError> {
         if self.workgroup_size == 0 || !self.workgroup_size.is_power_of_two() {
-            return Err(KernelError(format!(
-                "workgroup size {} is not a power of two",
-                self.workgroup_size
-            )));
+            return Err(KernelError::WorkgroupSize(self.workgroup_size));
         }
         let mut err = Ok(());
         let check_local = |l: Local| {
             if l.index() >= self.locals.len() {
-                Err(KernelError(format!("{l} is not declared")))
+                Err(KernelError::Undeclared {
+                    what: "local",
+                    name: l.to_string(),
+                })
             } else {
                 Ok(())
             }
@@ -562,10 +636,11 @@ impl Kernel {
                     op_operands(op).iter().try_for_each(check_operand)?;
                     let got = self.op_ty(op, self.ty(*dst))?;
                     if got != self.ty(*dst) {
-                        return Err(KernelError(format!(
-                            "{dst}: {} assigned a {got}",
-                            self.ty(*dst)
-                        )));
+                        return Err(KernelError::Assign {
+                            local: dst.to_string(),
+                            ty: self.ty(*dst),
+                            got,
+                        });
                     }
                     if let Op::Cast(a) = op {
                         let _ = self.operand_ty(*a);
@@ -575,18 +650,24 @@ impl Kernel {
                 Stmt::Store(b, i, v) => {
                     check_operand(i)?;
                     check_operand(v)?;
-                    let bd = self
-                        .bindings
-                        .get(b.index())
-                        .ok_or_else(|| KernelError(format!("no binding {b}")))?;
+                    let bd =
+                        self.bindings
+                            .get(b.index())
+                            .ok_or_else(|| KernelError::Undeclared {
+                                what: "binding",
+                                name: b.to_string(),
+                            })?;
                     if bd.access != Access::ReadWrite {
-                        return Err(KernelError(format!(
-                            "store to {b} which is {:?}",
-                            bd.access
-                        )));
+                        return Err(KernelError::ReadOnly {
+                            binding: b.to_string(),
+                            access: format!("{:?}", bd.access),
+                        });
                     }
                     if self.operand_ty(*i) != DType::U32 || self.operand_ty(*v) != bd.elem {
-                        return Err(KernelError(format!("store to {b} is ill-typed")));
+                        return Err(KernelError::IllTyped {
+                            what: "store",
+                            target: b.to_string(),
+                        });
                     }
                     Ok(())
                 }
@@ -596,16 +677,26 @@ impl Kernel {
                     let sd = self
                         .shared
                         .get(a.index())
-                        .ok_or_else(|| KernelError(format!("no shared array {a}")))?;
+                        .ok_or_else(|| KernelError::Undeclared {
+                            what: "shared array",
+                            name: a.to_string(),
+                        })?;
                     if self.operand_ty(*i) != DType::U32 || self.operand_ty(*v) != sd.elem {
-                        return Err(KernelError(format!("store to {a} is ill-typed")));
+                        return Err(KernelError::IllTyped {
+                            what: "store",
+                            target: a.to_string(),
+                        });
                     }
                     Ok(())
                 }
                 Stmt::If { cond, .. } => {
                     check_operand(cond)?;
                     if self.operand_ty(*cond) != DType::Bool {
-                        return Err(KernelError("if on a non-bool".into()));
+                        return Err(KernelError::Type {
+                            what: "an if's condition",
+                            expected: DType::Bool,
+                            found: self.operand_ty(*cond),
+                        });
                     }
                     Ok(())
                 }
@@ -620,11 +711,19 @@ impl Kernel {
                     for o in [start, end, step] {
                         check_operand(o)?;
                         if self.operand_ty(*o) != DType::U32 {
-                            return Err(KernelError("for bounds must be u32".into()));
+                            return Err(KernelError::Type {
+                                what: "a for loop's bound",
+                                expected: DType::U32,
+                                found: self.operand_ty(*o),
+                            });
                         }
                     }
                     if self.ty(*var) != DType::U32 {
-                        return Err(KernelError("for counter must be u32".into()));
+                        return Err(KernelError::Type {
+                            what: "a for loop's counter",
+                            expected: DType::U32,
+                            found: self.ty(*var),
+                        });
                     }
                     Ok(())
                 }
@@ -975,7 +1074,21 @@ mod tests {
             u32c(0),
             Operand::Const(Scalar::F32(1.0)),
         ));
-        assert!(k.verify().unwrap_err().0.contains("store to b0"));
+        // b0 is read-only: the store is refused for that before its types.
+        assert!(matches!(
+            k.verify().unwrap_err(),
+            KernelError::ReadOnly { ref binding, .. } if binding == "b0"
+        ));
+        let mut k = double_kernel();
+        k.body.push(Stmt::Store(
+            BindingId::new(1),
+            u32c(0),
+            Operand::Const(Scalar::I32(1)),
+        ));
+        assert!(matches!(
+            k.verify().unwrap_err(),
+            KernelError::IllTyped { what: "store", ref target } if target == "b1"
+        ));
         let mut k = double_kernel();
         k.locals[4].ty = DType::I32;
         assert!(k.verify().is_err());

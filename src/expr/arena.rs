@@ -103,13 +103,39 @@ pub struct ExprArena {
 }
 
 /// Why a node or arena is ill-formed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct VerifyError(pub String);
-
-impl fmt::Display for VerifyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerifyError {
+    /// An operand refers to a node at or after the one using it.
+    #[error("v{operand} used before it is defined (arena has {len} nodes)")]
+    UseBeforeDefinition {
+        /// The operand.
+        operand: u32,
+        /// Nodes defined before the user.
+        len: usize,
+    },
+    /// An input, parameter or cast pushed without its type.
+    #[error("{0} needs a declared type")]
+    Untyped(&'static str),
+    /// An operation applied to operand types it does not take.
+    #[error("`{op}` on {operands}")]
+    Operands {
+        /// The operation.
+        op: String,
+        /// Its operands' types.
+        operands: String,
+    },
+    /// A node whose stored or declared type is not the one its operation
+    /// gives.
+    #[error("{node}: declared {declared}, but the node gives {inferred}")]
+    Declared {
+        /// The node.
+        node: String,
+        /// The type it was given.
+        declared: DType,
+        /// The type its operation gives.
+        inferred: DType,
+    },
 }
 
 impl ExprArena {
@@ -178,9 +204,11 @@ impl ExprArena {
     pub fn push_typed(&mut self, node: Node, ty: DType) -> Result<Value, VerifyError> {
         let inferred = self.infer(&node, Some(ty))?;
         if inferred != ty {
-            return Err(VerifyError(format!(
-                "node {node:?} has type {inferred}, declared {ty}"
-            )));
+            return Err(VerifyError::Declared {
+                node: format!("{node:?}"),
+                declared: ty,
+                inferred,
+            });
         }
         Ok(self.push_unchecked(NodeData { node, ty }))
     }
@@ -196,13 +224,14 @@ impl ExprArena {
         let bound = self.nodes.len();
         for op in node.operands() {
             if op.index() >= bound {
-                return Err(VerifyError(format!(
-                    "{op} used before it is defined (arena has {bound} nodes)"
-                )));
+                return Err(VerifyError::UseBeforeDefinition {
+                    operand: op.index() as u32,
+                    len: bound,
+                });
             }
         }
-        let need = |what: &str| VerifyError(format!("{what} needs a declared type"));
-        let bad = |msg: String| Err(VerifyError(msg));
+        let need = VerifyError::Untyped;
+        let bad = |op: String, operands: String| Err(VerifyError::Operands { op, operands });
         match *node {
             Node::Input(_) | Node::Param(_) => declared.ok_or_else(|| need("input/param")),
             Node::Index(_) => Ok(DType::U64),
@@ -213,28 +242,30 @@ impl ExprArena {
                 if op.accepts(t) {
                     Ok(t)
                 } else {
-                    bad(format!("`{op}` does not apply to {t}"))
+                    bad(op.to_string(), t.to_string())
                 }
             }
             Node::Binary(op, a, b) => {
                 let (ta, tb) = (self.ty(a), self.ty(b));
                 if ta != tb {
-                    return bad(format!("`{op}` operands differ: {ta} and {tb}"));
+                    return bad(op.to_string(), format!("{ta} and {tb}"));
                 }
-                op.result_type(ta)
-                    .ok_or_else(|| VerifyError(format!("`{op}` does not apply to {ta}")))
+                op.result_type(ta).ok_or_else(|| VerifyError::Operands {
+                    op: op.to_string(),
+                    operands: ta.to_string(),
+                })
             }
             Node::Select(c, a, b) => {
                 let (tc, ta, tb) = (self.ty(c), self.ty(a), self.ty(b));
                 if tc != DType::Bool || ta != tb {
-                    return bad(format!("select({tc}, {ta}, {tb}) is ill-typed"));
+                    return bad("select".into(), format!("{tc}, {ta}, {tb}"));
                 }
                 Ok(ta)
             }
             Node::MulAdd(a, b, c) => {
                 let (ta, tb, tc) = (self.ty(a), self.ty(b), self.ty(c));
                 if ta != tb || tb != tc || !ta.is_numeric() {
-                    return bad(format!("mul_add({ta}, {tb}, {tc}) is ill-typed"));
+                    return bad("mul_add".into(), format!("{ta}, {tb}, {tc}"));
                 }
                 Ok(ta)
             }
@@ -243,7 +274,7 @@ impl ExprArena {
                 if t.is_numeric() {
                     Ok(t)
                 } else {
-                    bad(format!("powi does not apply to {t}"))
+                    bad("powi".into(), t.to_string())
                 }
             }
         }
@@ -255,10 +286,11 @@ impl ExprArena {
         for (v, data) in self.iter() {
             let declared = check.infer(&data.node, Some(data.ty))?;
             if declared != data.ty {
-                return Err(VerifyError(format!(
-                    "{v}: stored type {} but the node gives {declared}",
-                    data.ty
-                )));
+                return Err(VerifyError::Declared {
+                    node: v.to_string(),
+                    declared: data.ty,
+                    inferred: declared,
+                });
             }
             check.push_unchecked(*data);
         }

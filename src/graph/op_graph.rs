@@ -99,7 +99,7 @@ impl OpGraph {
     pub fn verify(&self) -> Result<(), PlanError> {
         self.arena
             .verify()
-            .map_err(|e| PlanError::Graph(Fault::Expressions(e.0)))?;
+            .map_err(|e| PlanError::Graph(Fault::Expressions(e.to_string())))?;
         let chain = self.chain();
         if chain.len() != self.graph.node_count() {
             return Err(PlanError::NotAChain {

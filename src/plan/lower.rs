@@ -48,13 +48,13 @@ fn lower_stage(graph: &OpGraph, f: &FusedStage, index: usize) -> Result<Stage, F
     for (s, (_, v)) in f.slots.iter().enumerate() {
         let local = program
             .push_typed(Node::Input(s as u16), arena.ty(*v))
-            .map_err(|e| Fault::Expressions(e.0))?;
+            .map_err(|e| Fault::Expressions(e.to_string()))?;
         map[v.index()] = Some(local);
     }
     for (e, v) in f.enumerates.iter().enumerate() {
         let local = program
             .push(Node::Index(e as u16))
-            .map_err(|e| Fault::Expressions(e.0))?;
+            .map_err(|e| Fault::Expressions(e.to_string()))?;
         map[v.index()] = Some(local);
     }
     // Reachable set from the roots, stopping at boundary values.
@@ -146,7 +146,9 @@ pub fn verify(plan: &PhysicalPlan) -> Result<(), PlanError> {
 
 fn verify_stage(plan: &PhysicalPlan, i: usize, s: &Stage) -> Result<(), Fault> {
     use crate::expr::DType;
-    s.program.verify().map_err(|e| Fault::Expressions(e.0))?;
+    s.program
+        .verify()
+        .map_err(|e| Fault::Expressions(e.to_string()))?;
     for inp in &s.inputs {
         match *inp {
             StageInput::Source(k) if (k as usize) < plan.input_dtypes.len() => {}

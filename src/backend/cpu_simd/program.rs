@@ -289,7 +289,9 @@ impl Alloc {
 }
 
 fn check_combine(c: &Combine, ty: DType, params: &mut usize) -> Result<(), Fault> {
-    c.program.verify().map_err(|e| Fault::Combine(e.0))?;
+    c.program
+        .verify()
+        .map_err(|e| Fault::Combine(e.to_string()))?;
     if c.output.index() >= c.program.len() || c.program.ty(c.output) != ty {
         return Err(Fault::Combine(format!("its output is not a {ty}")));
     }
@@ -319,7 +321,8 @@ type FoldedOp = (BinaryOp, Value, Value);
 /// ([`terminal_program`]).
 pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, Fault> {
     let prog: &ExprArena = &stage.program;
-    prog.verify().map_err(|e| Fault::Expressions(e.0))?;
+    prog.verify()
+        .map_err(|e| Fault::Expressions(e.to_string()))?;
     let mut params_needed = range_params(stage)?;
     let all_roots = roots(stage, &mut params_needed)?;
     let uniform = uniform_values(prog);

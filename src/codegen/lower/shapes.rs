@@ -69,7 +69,10 @@ impl Lower<'_> {
             }
             Ok(())
         })?;
-        Ok((b.finish().map_err(|e| LowerError(e.0.into()))?, bufs))
+        Ok((
+            b.finish().map_err(|e| LowerError(e.to_string().into()))?,
+            bufs,
+        ))
     }
 
     /// Pass 2 of a reduction: one workgroup folds the `groups` partial
@@ -125,7 +128,10 @@ impl Lower<'_> {
             }
             Ok(())
         })?;
-        Ok((b.finish().map_err(|e| LowerError(e.0.into()))?, bufs))
+        Ok((
+            b.finish().map_err(|e| LowerError(e.to_string().into()))?,
+            bufs,
+        ))
     }
 
     /// Pass 2 of a scan: one workgroup turns the span totals into exclusive
@@ -166,7 +172,10 @@ impl Lower<'_> {
         )?;
         let first = b.binary(BinaryOp::Eq, pre.t, u32c(0));
         b.if_(first, |b| b.push(Stmt::Store(cb, u32c(0), total.into())));
-        Ok((b.finish().map_err(|e| LowerError(e.0.into()))?, bufs))
+        Ok((
+            b.finish().map_err(|e| LowerError(e.to_string().into()))?,
+            bufs,
+        ))
     }
 
     /// Pass 3 of a scan or compaction: each workgroup scans its span from
@@ -223,7 +232,10 @@ impl Lower<'_> {
                 Ok(next)
             },
         )?;
-        Ok((b.finish().map_err(|e| LowerError(e.0.into()))?, bufs))
+        Ok((
+            b.finish().map_err(|e| LowerError(e.to_string().into()))?,
+            bufs,
+        ))
     }
 
     pub(super) fn store_kernel(
@@ -255,7 +267,10 @@ impl Lower<'_> {
             }
             Ok(())
         })?;
-        Ok((b.finish().map_err(|e| LowerError(e.0.into()))?, bufs))
+        Ok((
+            b.finish().map_err(|e| LowerError(e.to_string().into()))?,
+            bufs,
+        ))
     }
 
     pub(super) fn run(self) -> R<KernelPlan> {

@@ -159,7 +159,7 @@ impl<W: Write> PtxWriter<W> {
         let mut bodies = Vec::new();
         let mut entries = Vec::new();
         for k in kernels {
-            k.verify().map_err(|e| WriteError::Invalid(e.0))?;
+            k.verify().map_err(|e| WriteError::Invalid(e.to_string()))?;
             let entry = namer.call(&k.name);
             let mut kw = KernelWriter::new(k, &mut helpers);
             bodies.push(kw.write(&entry)?);

@@ -153,7 +153,7 @@ impl<W: Write> WgslWriter<W> {
     /// Writes one kernel as a complete WGSL module; returns the name of its
     /// entry point.
     pub fn write(&mut self, k: &Kernel) -> Result<String, WriteError> {
-        k.verify().map_err(|e| WriteError::Invalid(e.0))?;
+        k.verify().map_err(|e| WriteError::Invalid(e.to_string()))?;
         self.namer = Namer::new();
         self.bindings.clear();
         self.shared.clear();
