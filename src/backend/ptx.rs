@@ -55,7 +55,6 @@ use crate::types::{
     BackendError, BackendKind, Column, ColumnRef, Fault, Phase, PlanError, RunStats,
 };
 use smallvec::SmallVec;
-use std::borrow::Cow;
 use std::time::Instant;
 
 /// One stage lowered and written as PTX.
@@ -286,30 +285,6 @@ fn err(phase: Phase, m: impl Into<String>) -> BackendError {
     BackendError::new(BackendKind::Cuda, phase, m.into())
 }
 
-/// Device bytes of a host column (`bool` widened to words): borrowed, not
-/// copied, for every other type.
-pub fn device_bytes(c: ColumnRef<'_>) -> Cow<'_, [u8]> {
-    match c {
-        ColumnRef::Bool(v) => v
-            .iter()
-            .flat_map(|&b| (b as u32).to_le_bytes())
-            .collect::<Vec<u8>>()
-            .into(),
-        other => other.as_bytes().into(),
-    }
-}
-
-/// A host column from device bytes (`bool` from words); a trailing partial
-/// element is ignored.
-pub fn column_from_device(dtype: DType, bytes: &[u8]) -> Column {
-    let n = bytes.len() / element_size(dtype);
-    let whole = n * element_size(dtype);
-    let mut out = HostOut::new(dtype, n);
-    let at = out.grow(n);
-    out.bytes_mut(at, whole).copy_from_slice(&bytes[..whole]);
-    out.finish()
-}
-
 /// A column being filled from device bytes, in order. For every type but
 /// `bool` the device bytes are the host bytes, so they are copied straight
 /// into the final column (no per-element conversion, no second buffer);
@@ -363,11 +338,7 @@ impl HostOut {
 
     fn finish(self) -> Column {
         match self {
-            HostOut::Words(w) => Column::Bool(
-                w.chunks_exact(4)
-                    .map(|b| u32::from_le_bytes(b.try_into().expect("a word")) != 0)
-                    .collect(),
-            ),
+            HostOut::Words(w) => Column::from_device_bytes(DType::Bool, &w),
             HostOut::Typed(mut c, filled) => {
                 c.resize(filled);
                 c
@@ -739,7 +710,7 @@ fn run_stage<D: PtxDevice>(
             if let (RunInput::Host(c), Some(bufs)) = (inp, &staging[s]) {
                 if c1 > c0 {
                     let t = Instant::now();
-                    let bytes = device_bytes(slice(*c, range.offsets[s] + c0, c1 - c0));
+                    let bytes = slice(*c, range.offsets[s] + c0, c1 - c0).device_bytes();
                     dev.upload(&bufs[ci % 2], 0, &bytes)?;
                     stats.bytes_uploaded += bytes.len() as u64;
                     stats.transfer_in += t.elapsed();
@@ -958,25 +929,28 @@ mod tests {
 
     #[test]
     fn bools_travel_as_words() {
-        let b = device_bytes(ColumnRef::Bool(&[true, false, true]));
+        let b = ColumnRef::Bool(&[true, false, true]).device_bytes();
         assert_eq!(b, vec![1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
         assert_eq!(
-            column_from_device(DType::Bool, &b),
+            Column::from_device_bytes(DType::Bool, &b),
             Column::Bool(vec![true, false, true])
         );
-        let f = device_bytes(ColumnRef::F64(&[1.5]));
-        assert_eq!(column_from_device(DType::F64, &f), Column::F64(vec![1.5]));
+        let f = ColumnRef::F64(&[1.5]).device_bytes();
+        assert_eq!(
+            Column::from_device_bytes(DType::F64, &f),
+            Column::F64(vec![1.5])
+        );
         // A partial trailing element is ignored, not a panic.
-        let mut odd = device_bytes(ColumnRef::I32(&[7, -2])).into_owned();
+        let mut odd = ColumnRef::I32(&[7, -2]).device_bytes().into_owned();
         odd.push(9);
         assert_eq!(
-            column_from_device(DType::I32, &odd),
+            Column::from_device_bytes(DType::I32, &odd),
             Column::I32(vec![7, -2])
         );
-        let mut words = device_bytes(ColumnRef::Bool(&[true])).into_owned();
+        let mut words = ColumnRef::Bool(&[true]).device_bytes().into_owned();
         words.extend([1, 0]);
         assert_eq!(
-            column_from_device(DType::Bool, &words),
+            Column::from_device_bytes(DType::Bool, &words),
             Column::Bool(vec![true])
         );
     }

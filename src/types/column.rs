@@ -99,6 +99,20 @@ impl<'a> ColumnRef<'a> {
             std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v))
         })
     }
+
+    /// The bytes a device stores for the column: its own bytes (borrowed),
+    /// except `bool`, which devices hold as 32-bit words, 0 or 1 (WGSL and
+    /// PTX have no one-byte storage type).
+    pub(crate) fn device_bytes(&self) -> std::borrow::Cow<'a, [u8]> {
+        match self {
+            ColumnRef::Bool(v) => v
+                .iter()
+                .flat_map(|&b| (b as u32).to_le_bytes())
+                .collect::<Vec<u8>>()
+                .into(),
+            other => other.as_bytes().into(),
+        }
+    }
 }
 
 impl Column {
@@ -204,6 +218,26 @@ impl Column {
     /// Size in bytes of the elements.
     pub fn byte_len(&self) -> usize {
         self.len() * self.dtype().size()
+    }
+
+    /// A column from the bytes a device stores ([`ColumnRef::device_bytes`]):
+    /// copied whole for every type but `bool`, which is read from 32-bit
+    /// words. A trailing partial element is ignored.
+    pub(crate) fn from_device_bytes(dtype: DType, bytes: &[u8]) -> Column {
+        if dtype == DType::Bool {
+            return Column::Bool(
+                bytes
+                    .chunks_exact(4)
+                    .map(|w| u32::from_le_bytes(w.try_into().expect("a word")) != 0)
+                    .collect(),
+            );
+        }
+        let n = bytes.len() / dtype.size();
+        let mut c = Column::zeroed(dtype, n);
+        let dst = c.as_bytes_mut().expect("not bool");
+        let len = dst.len();
+        dst.copy_from_slice(&bytes[..len]);
+        c
     }
 
     /// The elements' bytes, writable: `None` for `bool`, whose bytes must

@@ -45,8 +45,8 @@ use super::{
     Job, Phase, RunStats,
 };
 use crate::backend::ptx::{
-    compile, cuda_caps, device_bytes, run_plan, run_plan_to_host, DeviceData, PtxDevice, PtxPlan,
-    RunInput, RunLimits, RunOutput,
+    compile, cuda_caps, run_plan, run_plan_to_host, DeviceData, PtxDevice, PtxPlan, RunInput,
+    RunLimits, RunOutput,
 };
 use crate::codegen::lower_plan;
 use crate::codegen::ptx::PtxOptions;
@@ -325,7 +325,7 @@ impl Backend for CudaBackend {
                 inner: &mut cuda,
                 faults,
             };
-            let bytes = device_bytes(column);
+            let bytes = column.device_bytes();
             let buffer = dev.alloc(bytes.len().max(16))?;
             if !bytes.is_empty() {
                 dev.upload(&buffer, 0, &bytes)?;

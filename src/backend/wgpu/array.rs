@@ -6,7 +6,7 @@ use super::buffers::{Pool, PooledBuffer};
 use super::device::Gpu;
 use super::fault::FaultPlan;
 use super::scope::scoped;
-use super::transfer::{device_size, download, from_device_bytes};
+use super::transfer::{device_size, download};
 use crate::backend::{BackendError, BackendKind, DeviceColumn, Phase};
 use crate::expr::DType;
 use crate::types::Column;
@@ -70,7 +70,7 @@ impl DeviceColumn for WgpuColumn {
                 self.device_bytes(),
             )
         })?;
-        Ok(from_device_bytes(self.dtype, &bytes))
+        Ok(Column::from_device_bytes(self.dtype, &bytes))
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -16,7 +16,7 @@ use super::device::{Gpu, TIMESTAMP_BYTES};
 use super::fault::FaultPlan;
 use super::pipeline::{BindKey, Pipeline, PipelineCache};
 use super::transfer::{
-    device_size, download_many, encode_readback, finish_readback, from_device_bytes, slice, upload,
+    device_size, download_many, encode_readback, finish_readback, slice, upload,
 };
 use crate::backend::{BackendError, BackendKind, Input, Phase, RunStats};
 use crate::codegen::{
@@ -669,7 +669,7 @@ impl Exec<'_> {
                         gathered += kept;
                     } else if count.is_none() {
                         for ((col, b), &t) in host_cols.iter_mut().zip(bytes).zip(&kp.outputs) {
-                            append(col, from_device_bytes(t, b));
+                            append(col, Column::from_device_bytes(t, b));
                         }
                     } else {
                         let ranges: Vec<(&wgpu::Buffer, u64, u64)> = outputs
@@ -680,7 +680,7 @@ impl Exec<'_> {
                         let bytes = download_many(self.gpu, self.pool, &self.faults, &ranges)?;
                         for ((col, b), &t) in host_cols.iter_mut().zip(&bytes).zip(&kp.outputs) {
                             self.stats.bytes_downloaded += b.len() as u64;
-                            append(col, from_device_bytes(t, b));
+                            append(col, Column::from_device_bytes(t, b));
                         }
                     }
                 }

@@ -8,7 +8,7 @@
 use super::buffers::{PooledBuffer, READBACK, RESOLVE, STORAGE, UNIFORM};
 use super::device::{Gpu, TIMESTAMP_BYTES};
 use super::exec::build_artifact;
-use super::transfer::{device_size, to_device_bytes};
+use super::transfer::device_size;
 use super::WgpuBackend;
 use crate::backend::{Backend, BackendError, BackendKind, Input, Job, Phase, RunStats};
 use crate::codegen::{BufferRef, Groups, Readback, ScratchInit, ScratchLen, UniformValues};
@@ -86,7 +86,7 @@ impl WgpuBackend {
             self.pool
                 .get(&gpu, &faults, Phase::Execute, size, usage, true)
         };
-        let input_bytes = to_device_bytes(input).into_owned();
+        let input_bytes = input.device_bytes().into_owned();
         let input_buf = get(input_bytes.len() as u64, STORAGE)?;
         let uniform_buf = get(uniform.len() as u64, UNIFORM)?;
         let mut scratch = Vec::new();

@@ -7,41 +7,11 @@ use super::device::Gpu;
 use super::fault::FaultPlan;
 use crate::backend::{BackendError, BackendKind, Phase};
 use crate::expr::DType;
-use crate::types::{Column, ColumnRef};
+use crate::types::ColumnRef;
 
 /// Bytes per element on the device.
 pub(crate) fn device_size(t: DType) -> usize {
     t.size().max(4)
-}
-
-/// The device bytes of a host column slice.
-pub(crate) fn to_device_bytes(c: ColumnRef<'_>) -> std::borrow::Cow<'_, [u8]> {
-    match c {
-        ColumnRef::Bool(v) => v
-            .iter()
-            .flat_map(|&b| (b as u32).to_le_bytes())
-            .collect::<Vec<u8>>()
-            .into(),
-        other => other.as_bytes().into(),
-    }
-}
-
-/// A host column from device bytes.
-pub(crate) fn from_device_bytes(t: DType, bytes: &[u8]) -> Column {
-    fn words<T: Copy, const N: usize>(b: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
-        b.chunks_exact(N)
-            .map(|c| f(c.try_into().expect("chunk size")))
-            .collect()
-    }
-    match t {
-        DType::Bool => Column::Bool(words(bytes, |w: [u8; 4]| u32::from_le_bytes(w) != 0)),
-        DType::I32 => Column::I32(words(bytes, i32::from_le_bytes)),
-        DType::U32 => Column::U32(words(bytes, u32::from_le_bytes)),
-        DType::F32 => Column::F32(words(bytes, f32::from_le_bytes)),
-        DType::I64 => Column::I64(words(bytes, i64::from_le_bytes)),
-        DType::U64 => Column::U64(words(bytes, u64::from_le_bytes)),
-        DType::F64 => Column::F64(words(bytes, f64::from_le_bytes)),
-    }
 }
 
 /// A slice of a host column.
@@ -69,7 +39,7 @@ pub(crate) fn upload(
     faults.check(Phase::Upload)?;
     let _span =
         tracing::debug_span!("computeq.transfer", direction = "in", elements = c.len()).entered();
-    let bytes = to_device_bytes(c);
+    let bytes = c.device_bytes();
     let buf = pool.get(
         gpu,
         faults,
