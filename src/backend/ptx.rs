@@ -710,7 +710,8 @@ fn run_stage<D: PtxDevice>(
             if let (RunInput::Host(c), Some(bufs)) = (inp, &staging[s]) {
                 if c1 > c0 {
                     let t = Instant::now();
-                    let bytes = slice(*c, range.offsets[s] + c0, c1 - c0).device_bytes();
+                    let first = range.offsets[s] + c0;
+                    let bytes = c.slice(first..first + (c1 - c0)).device_bytes();
                     dev.upload(&bufs[ci % 2], 0, &bytes)?;
                     stats.bytes_uploaded += bytes.len() as u64;
                     stats.transfer_in += t.elapsed();
@@ -878,19 +879,6 @@ fn run_stage<D: PtxDevice>(
             )
         }
     })
-}
-
-fn slice(c: ColumnRef<'_>, first: usize, n: usize) -> ColumnRef<'_> {
-    let r = first..first + n;
-    match c {
-        ColumnRef::Bool(v) => ColumnRef::Bool(&v[r]),
-        ColumnRef::I32(v) => ColumnRef::I32(&v[r]),
-        ColumnRef::U32(v) => ColumnRef::U32(&v[r]),
-        ColumnRef::I64(v) => ColumnRef::I64(&v[r]),
-        ColumnRef::U64(v) => ColumnRef::U64(&v[r]),
-        ColumnRef::F32(v) => ColumnRef::F32(&v[r]),
-        ColumnRef::F64(v) => ColumnRef::F64(&v[r]),
-    }
 }
 
 /// Folds one chunk's state into the running state, chunks in order

@@ -100,6 +100,19 @@ impl<'a> ColumnRef<'a> {
         })
     }
 
+    /// The elements in `range`.
+    pub(crate) fn slice(&self, range: std::ops::Range<usize>) -> ColumnRef<'a> {
+        match *self {
+            ColumnRef::Bool(v) => ColumnRef::Bool(&v[range]),
+            ColumnRef::I32(v) => ColumnRef::I32(&v[range]),
+            ColumnRef::U32(v) => ColumnRef::U32(&v[range]),
+            ColumnRef::I64(v) => ColumnRef::I64(&v[range]),
+            ColumnRef::U64(v) => ColumnRef::U64(&v[range]),
+            ColumnRef::F32(v) => ColumnRef::F32(&v[range]),
+            ColumnRef::F64(v) => ColumnRef::F64(&v[range]),
+        }
+    }
+
     /// The bytes a device stores for the column: its own bytes (borrowed),
     /// except `bool`, which devices hold as 32-bit words, 0 or 1 (WGSL and
     /// PTX have no one-byte storage type).

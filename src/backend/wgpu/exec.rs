@@ -15,9 +15,7 @@ use super::buffers::{Pool, PooledBuffer, RESOLVE, STORAGE, UNIFORM};
 use super::device::{Gpu, TIMESTAMP_BYTES};
 use super::fault::FaultPlan;
 use super::pipeline::{BindKey, Pipeline, PipelineCache};
-use super::transfer::{
-    device_size, download_many, encode_readback, finish_readback, slice, upload,
-};
+use super::transfer::{device_size, download_many, encode_readback, finish_readback, upload};
 use crate::backend::{BackendError, BackendKind, Input, Phase, RunStats};
 use crate::codegen::{
     lower_plan, BufferRef, Groups, KernelPlan, Readback, ScratchInit, ScratchLen, UniformSource,
@@ -342,7 +340,7 @@ impl Exec<'_> {
                 let first = range.offsets[s] + c0;
                 match *src {
                     Src::Host(col) => {
-                        let part = slice(col, first.min(col.len()), (first + n).min(col.len()));
+                        let part = col.slice(first.min(col.len())..(first + n).min(col.len()));
                         let (buf, bytes) = upload(self.gpu, self.pool, &self.faults, part, false)?;
                         self.stats.bytes_uploaded += bytes;
                         input_bufs.push((buf, 0, None));

@@ -14,19 +14,6 @@ pub(crate) fn device_size(t: DType) -> usize {
     t.size().max(4)
 }
 
-/// A slice of a host column.
-pub(crate) fn slice(c: ColumnRef<'_>, start: usize, end: usize) -> ColumnRef<'_> {
-    match c {
-        ColumnRef::Bool(v) => ColumnRef::Bool(&v[start..end]),
-        ColumnRef::I32(v) => ColumnRef::I32(&v[start..end]),
-        ColumnRef::U32(v) => ColumnRef::U32(&v[start..end]),
-        ColumnRef::I64(v) => ColumnRef::I64(&v[start..end]),
-        ColumnRef::U64(v) => ColumnRef::U64(&v[start..end]),
-        ColumnRef::F32(v) => ColumnRef::F32(&v[start..end]),
-        ColumnRef::F64(v) => ColumnRef::F64(&v[start..end]),
-    }
-}
-
 /// Copies a host column into a new storage buffer; returns it and the
 /// bytes moved.
 pub(crate) fn upload(
