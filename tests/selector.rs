@@ -223,3 +223,133 @@ fn forced_backends_keep_their_reason() {
     assert_eq!(m.backend, BackendKind::CpuScalar);
     assert_eq!(m.reason, SelectionReason::Forced);
 }
+
+/// A selector that answers the candidates in order and leases each
+/// decision for `lease` runs, counting how often it is asked.
+#[derive(Debug)]
+struct Leasing {
+    lease: u32,
+    asked: Arc<std::sync::atomic::AtomicU32>,
+    generation: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl computeq::plumbing::Selector for Leasing {
+    fn select(
+        &self,
+        input: &computeq::plumbing::SelectionInput<'_>,
+    ) -> computeq::plumbing::Decision {
+        self.asked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        computeq::plumbing::Decision {
+            order: input.candidates.iter().copied().collect(),
+            reason: SelectionReason::Model {
+                estimate: 1e-6,
+                runner_up: None,
+            },
+            estimates: Default::default(),
+            lease: self.lease,
+        }
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// cpu-scalar, failing while `failing` is set.
+struct Flaky {
+    failing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Backend for Flaky {
+    fn kind(&self) -> BackendKind {
+        BackendKind::CpuScalar
+    }
+    fn availability(&self) -> Availability {
+        Availability::Available
+    }
+    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Decline> {
+        CpuScalar.supports(plan)
+    }
+    fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {
+        if self.failing.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(BackendError::new(
+                BackendKind::CpuScalar,
+                computeq::plumbing::Phase::Execute,
+                "injected",
+            ));
+        }
+        CpuScalar.execute(job, stats)
+    }
+}
+
+/// A leased decision serves the next runs of the same query on the
+/// thread without asking the selector, and no run past its lease, a new
+/// generation of the selector, another workload or a failed run.
+#[test]
+fn leased_decisions_skip_selection_until_they_end() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let asked = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let generation = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let engine = Engine::with_config(Config {
+        disabled: vec![
+            BackendKind::Wgpu,
+            BackendKind::Cuda,
+            BackendKind::CpuParallel,
+        ],
+        ..config()
+    })
+    .with_backend(Arc::new(Flaky {
+        failing: failing.clone(),
+    }))
+    .with_selector(Box::new(Leasing {
+        lease: 4,
+        asked: asked.clone(),
+        generation: generation.clone(),
+    }));
+    let xs = vec![1.0f32; 100];
+    let run = |xs: &[f32]| engine.query(xs).map(|x| x + 1.0).with_metrics().sum();
+    // Runs 1 and 6 ask; 2-5, 7 and 8 run on the leases, with their reason.
+    for _ in 0..8 {
+        let (s, m) = run(&xs);
+        assert_eq!(s, 200.0);
+        assert!(matches!(m.reason, SelectionReason::Model { .. }), "{m:?}");
+        assert_eq!(m.backend, BackendKind::CpuScalar);
+    }
+    assert_eq!(asked.load(Relaxed), 2);
+    // Another size is another workload: asked.
+    let ys = vec![1.0f32; 101];
+    run(&ys);
+    assert_eq!(asked.load(Relaxed), 3);
+    // Back to the first size: its lease (two of four runs left) is held.
+    run(&xs);
+    assert_eq!(asked.load(Relaxed), 3);
+    // A new generation ends every lease.
+    generation.fetch_add(1, Relaxed);
+    run(&xs);
+    assert_eq!(asked.load(Relaxed), 4);
+    // A failed run ends the lease: the next run asks again.
+    failing.store(true, Relaxed);
+    let (s, m) = run(&xs);
+    assert_eq!(s, 200.0);
+    assert!(
+        matches!(m.reason, SelectionReason::Fallback { .. }),
+        "{m:?}"
+    );
+    failing.store(false, Relaxed);
+    run(&xs);
+    assert_eq!(asked.load(Relaxed), 5, "a failure ended the lease");
+    // A lease longer than the engine honours is cut to `MAX_LEASE`.
+    let asked = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let engine = Engine::with_config(config()).with_selector(Box::new(Leasing {
+        lease: u32::MAX,
+        asked: asked.clone(),
+        generation: Default::default(),
+    }));
+    let runs = 2 * computeq::plumbing::Decision::MAX_LEASE + 3;
+    for _ in 0..runs {
+        engine.query(&xs).map(|x| x + 1.0).sum();
+    }
+    assert_eq!(asked.load(Relaxed), 3);
+}

@@ -33,6 +33,10 @@ pub struct CompiledPlan {
     pub statics: super::PlanStatics,
     artifacts: [OnceLock<Arc<dyn Any + Send + Sync>>; BackendKind::COUNT],
     support: [OnceLock<Result<(), Decline>>; BackendKind::COUNT],
+    /// Per device backend, whether the device this process remembers
+    /// (from its cache directory, not opened yet) can run the plan: judged
+    /// once per plan (it lowers the plan to kernel IR), not per query.
+    remembered: [OnceLock<Result<(), Decline>>; BackendKind::COUNT],
 }
 
 impl std::fmt::Debug for CompiledPlan {
@@ -54,6 +58,7 @@ impl CompiledPlan {
             report,
             artifacts: Default::default(),
             support: Default::default(),
+            remembered: Default::default(),
         }
     }
 
@@ -129,6 +134,18 @@ impl CompiledPlan {
         supports: impl FnOnce(&PhysicalPlan) -> Result<(), Decline>,
     ) -> Result<(), Decline> {
         self.support[backend.index()]
+            .get_or_init(|| supports(&self.plan))
+            .clone()
+    }
+
+    /// [`CompiledPlan::supported_by`] for a device known only from the
+    /// record this process read of it (not opened yet), cached apart.
+    pub fn supported_by_remembered(
+        &self,
+        backend: BackendKind,
+        supports: impl FnOnce(&PhysicalPlan) -> Result<(), Decline>,
+    ) -> Result<(), Decline> {
+        self.remembered[backend.index()]
             .get_or_init(|| supports(&self.plan))
             .clone()
     }

@@ -158,7 +158,7 @@ impl Devices {
                         .set_device_profile(kind, known.profile.clone());
                     slot.priced.store(true, Ordering::Release);
                 }
-                b.supports_remembered(&plan.plan, &known.record)
+                plan.supported_by_remembered(kind, |p| b.supports_remembered(p, &known.record))
                     .map_err(|why| Attempt::declined(kind, why))
             }
             None => {

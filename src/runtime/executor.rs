@@ -53,7 +53,121 @@ struct Planned {
     selected: Tick,
 }
 
+/// Leased decisions kept per thread ([`Decision::lease`]), one per plan
+/// and workload: a program that runs the same queries in a loop skips
+/// selection for them.
+const LEASES: usize = 4;
+
+/// A decision the selector leased, for the next runs of one query on this
+/// thread.
+struct Lease {
+    /// The plan it is for, held weakly (a thread's exit must never free a
+    /// plan); while it is held, no other plan can have its address.
+    plan: std::sync::Weak<CompiledPlan>,
+    /// The selector's [`Selector::generation`](crate::select::Selector::generation)
+    /// when it was leased.
+    generation: u64,
+    options: QueryOptions,
+    workload: WorkloadCharacteristics,
+    /// Runs left.
+    left: u32,
+    decision: Decision,
+    candidates: SmallVec<[BackendKind; 5]>,
+}
+
+impl Lease {
+    fn is_for(&self, plan: &Arc<CompiledPlan>, workload: &WorkloadCharacteristics) -> bool {
+        std::ptr::eq(self.plan.as_ptr(), Arc::as_ptr(plan)) && self.workload == *workload
+    }
+}
+
+thread_local! {
+    static LEASED: std::cell::RefCell<[Option<Lease>; LEASES]> = const {
+        std::cell::RefCell::new([const { None }; LEASES])
+    };
+}
+
+/// Takes one run of a lease for this query, when one is held.
+fn leased(
+    plan: &Arc<CompiledPlan>,
+    generation: u64,
+    options: QueryOptions,
+    workload: &WorkloadCharacteristics,
+) -> Option<(Decision, SmallVec<[BackendKind; 5]>)> {
+    LEASED
+        .try_with(|l| {
+            let mut l = l.try_borrow_mut().ok()?;
+            let slot = l
+                .iter_mut()
+                .find(|s| s.as_ref().is_some_and(|s| s.is_for(plan, workload)))?;
+            let lease = slot.as_mut()?;
+            if lease.left == 0 || lease.generation != generation || lease.options != options {
+                *slot = None;
+                return None;
+            }
+            lease.left -= 1;
+            Some((lease.decision.clone(), lease.candidates.clone()))
+        })
+        .ok()
+        .flatten()
+}
+
+/// Keeps `decision`'s lease for the next runs of this query on this
+/// thread (replacing its old lease, else the slot used longest ago).
+fn keep_lease(
+    plan: &Arc<CompiledPlan>,
+    generation: u64,
+    options: QueryOptions,
+    workload: &WorkloadCharacteristics,
+    decision: &Decision,
+    candidates: &[BackendKind],
+) {
+    let _ = LEASED.try_with(|l| {
+        let Ok(mut l) = l.try_borrow_mut() else {
+            return;
+        };
+        let at = l
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.is_for(plan, workload)))
+            .or_else(|| l.iter().position(Option::is_none))
+            .unwrap_or(0);
+        // Newest last: the slot used longest ago is the first.
+        let lease = Lease {
+            plan: Arc::downgrade(plan),
+            generation,
+            options,
+            workload: workload.clone(),
+            left: decision.lease.min(Decision::MAX_LEASE),
+            decision: decision.clone(),
+            candidates: candidates.iter().copied().collect(),
+        };
+        l[at..].rotate_left(1);
+        l[LEASES - 1] = Some(lease);
+    });
+}
+
+/// Ends this thread's lease for `plan` (a run of it failed).
+fn end_lease(plan: &Arc<CompiledPlan>) {
+    let _ = LEASED.try_with(|l| {
+        if let Ok(mut l) = l.try_borrow_mut() {
+            for s in l.iter_mut() {
+                if s.as_ref()
+                    .is_some_and(|s| std::ptr::eq(s.plan.as_ptr(), Arc::as_ptr(plan)))
+                {
+                    *s = None;
+                }
+            }
+        }
+    });
+}
+
 fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
+    plan_with(p, false)
+}
+
+/// Plans `p`; with `use_lease`, from this thread's leased decision when
+/// it holds one for the query (runs only: explain shows a full selection).
+fn plan_with(p: &Prepared<'_>, use_lease: bool) -> Result<Planned, Error> {
     let engine = p.engine;
     let captured = p.traced.params.len();
     if captured > crate::expr::MAX_PARAMS {
@@ -100,6 +214,24 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
         .or(engine.config.forced_backend.map(Forced::Environment));
     let mut candidates = SmallVec::new();
     let mut declined = SmallVec::new();
+    let generation = engine.selector.generation();
+    if use_lease {
+        if let Some((decision, candidates)) = leased(&plan, generation, p.options, &workload) {
+            let t2 = Tick::now();
+            return Ok(Planned {
+                plan_cache_hit: hit,
+                workload,
+                decision,
+                candidates,
+                declined: SmallVec::new(),
+                trace_time: t0.since(p.started),
+                plan_time: t1.since(t0),
+                select_time: t2.since(t1),
+                selected: t2,
+                plan,
+            });
+        }
+    }
     let forced_kind = forced.map(|f| match f {
         Forced::Query(k) | Forced::Environment(k) => k,
     });
@@ -155,6 +287,16 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
         candidates: &candidates,
         forced,
     });
+    if use_lease && decision.lease > 0 {
+        keep_lease(
+            &plan,
+            generation,
+            p.options,
+            &workload,
+            &decision,
+            &candidates,
+        );
+    }
     let t2 = Tick::now();
     drop(_select);
     for b in probes {
@@ -327,7 +469,7 @@ fn run_with<O>(
         backend = tracing::field::Empty,
     );
     let _enter = span.enter();
-    let mut planned = plan(&p)?;
+    let mut planned = plan_with(&p, true)?;
     let engine = p.engine;
     if !span.is_disabled() {
         span.record("fingerprint", planned.plan.fingerprint);
@@ -424,6 +566,9 @@ fn run_with<O>(
             }
             Err(e) => {
                 tracing::warn!(backend = %kind, phase = %e.phase, error = %e.message, "computeq.backend_failed");
+                // The next run asks the selector again (which learns of
+                // the failure from this run's metrics).
+                end_lease(&planned.plan);
                 attempts.push(attempt_of(e));
                 if !fallback {
                     break;

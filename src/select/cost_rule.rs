@@ -83,6 +83,7 @@ impl Selector for CostRule {
             order,
             reason,
             estimates,
+            lease: 0,
         }
     }
 

@@ -467,6 +467,7 @@ impl Ranking {
             order,
             reason,
             estimates,
+            lease: 0,
         }
     }
 }
@@ -550,6 +551,44 @@ fn exploration(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> Option<Pic
     Some((Some(pick.kind), SelectionReason::Exploration))
 }
 
+/// How many runs after this one (`bucket.runs`) the cheapest prediction
+/// stands, so that the engine may skip asking ([`Decision::lease`]): none
+/// while the choice has fewer than `min_samples` measurements (the next
+/// one may overturn the model) or a plausible candidate is under-sampled
+/// (exploration may pick it on the next run), else until the runner-up's
+/// next due re-check. A
+/// re-check measured as promising picks the runner-up on this run already,
+/// so it never ends a lease early. What the leased runs measure is still
+/// observed; only a new choice waits (at most [`Decision::MAX_LEASE`]
+/// runs).
+fn lease(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> u32 {
+    let max = Decision::MAX_LEASE;
+    if r.cands.len() <= 1 || !s.learn || s.explore_ratio <= 0.0 {
+        return max;
+    }
+    let best = r.best();
+    if best.samples < s.min_samples || best.backed_off {
+        return 0;
+    }
+    let limit = best.steady * s.explore_ratio;
+    let hopeful = |c: &Cand| c.steady.min(c.model_steady);
+    let plausible = |c: &&Cand| c.kind != best.kind && !c.backed_off && hopeful(c) <= limit;
+    if r.cands
+        .iter()
+        .filter(plausible)
+        .any(|c| c.samples < s.min_samples)
+    {
+        return 0;
+    }
+    let Some(c) = r.runner_up().filter(plausible) else {
+        return max;
+    };
+    let slowdown = c.steady / best.steady;
+    (1..=u64::from(max))
+        .find(|&d| recheck_due(bucket.runs + d, slowdown))
+        .map_or(max, |d| (d - 1) as u32)
+}
+
 /// 4. The cheapest prediction: `History` when measurements decided (the
 ///    winner is measured, or they overturned the model's pick), else
 ///    `Model`.
@@ -615,7 +654,24 @@ impl Selector for LearningSelector {
             .or_else(|| only_candidate(&ranking))
             .or_else(|| exploration(&ranking, bucket, s))
             .unwrap_or_else(|| cheapest(&ranking, s));
-        ranking.decision(first, reason)
+        let lease = match reason {
+            SelectionReason::Forced
+            | SelectionReason::Environment
+            | SelectionReason::OnlyCandidate => Decision::MAX_LEASE,
+            SelectionReason::Exploration => 0,
+            _ => lease(&ranking, bucket, s),
+        };
+        // The leased runs are counted now: the engine makes them without
+        // asking, and the re-check schedule runs on this count.
+        bucket.runs += u64::from(lease);
+        Decision {
+            lease,
+            ..ranking.decision(first, reason)
+        }
+    }
+
+    fn generation(&self) -> u64 {
+        self.revision.load(Ordering::Relaxed)
     }
 
     fn observe(&self, workload: &WorkloadCharacteristics, m: &ExecutionMetrics) {
@@ -674,10 +730,17 @@ impl Selector for LearningSelector {
         let p = &m.phases;
         let measured = (p.transfer_in + p.execute + p.transfer_out).as_secs_f64();
         bucket.stats[m.backend.index()].record(measured, estimated);
+        let mut failed = false;
         for a in &m.attempts {
             if !matches!(a.phase, Phase::Init | Phase::Support) {
                 bucket.stats[a.backend.index()].fail(bucket.runs);
+                failed = true;
             }
+        }
+        if failed {
+            // Decisions leased to other threads may put runs on the
+            // backend that failed: they end.
+            self.revision.fetch_add(1, Ordering::Relaxed);
         }
         h.mark_changed(m.fingerprint);
         drop(h);
@@ -737,6 +800,8 @@ impl Selector for LearningSelector {
 
     fn reset(&self) {
         self.shared.history.lock().clear();
+        // Leased decisions end (and memoized prices are recomputed).
+        self.revision.fetch_add(1, Ordering::Relaxed);
         self.shared.dirty.store(false, Ordering::Relaxed);
         if let Some(p) = &self.persister {
             p.remove_file();
@@ -807,12 +872,52 @@ mod tests {
         BackendKind::CpuParallel,
     ];
 
+    /// The tests' selections as the engine makes them: a leased decision
+    /// ([`Decision::lease`]) serves the next runs of its selector, plan
+    /// and workload without asking (one lease per test thread).
     fn select(s: &LearningSelector, p: &CompiledPlan, w: &WorkloadCharacteristics) -> Decision {
-        s.select(&SelectionInput {
-            plan: p,
-            workload: w,
-            candidates: &CPU,
-            forced: None,
+        // The selector by its shared state, held weakly: no later
+        // selector of a test can have its address.
+        type Held = Option<(
+            std::sync::Weak<Shared>,
+            u64,
+            u64,
+            WorkloadCharacteristics,
+            Decision,
+            u32,
+        )>;
+        thread_local! {
+            static HELD: std::cell::RefCell<Held> = const { std::cell::RefCell::new(None) };
+        }
+        let generation = s.generation();
+        HELD.with(|h| {
+            let mut h = h.borrow_mut();
+            if let Some((sel, fp, gen, wl, d, left)) = h.as_mut() {
+                if std::ptr::eq(sel.as_ptr(), Arc::as_ptr(&s.shared))
+                    && *fp == p.fingerprint
+                    && *gen == generation
+                    && wl == w
+                    && *left > 0
+                {
+                    *left -= 1;
+                    return d.clone();
+                }
+            }
+            let d = s.select(&SelectionInput {
+                plan: p,
+                workload: w,
+                candidates: &CPU,
+                forced: None,
+            });
+            *h = Some((
+                Arc::downgrade(&s.shared),
+                p.fingerprint,
+                generation,
+                w.clone(),
+                d.clone(),
+                d.lease,
+            ));
+            d
         })
     }
 

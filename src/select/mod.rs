@@ -62,6 +62,19 @@ pub struct Decision {
     pub reason: SelectionReason,
     /// Every candidate's estimate.
     pub estimates: SmallVec<[CandidateEstimate; 5]>,
+    /// For how many further runs of the same plan, workload, candidates
+    /// and options this decision stands: the engine may run them without
+    /// asking (the selector counted them as made), as long as
+    /// [`Selector::generation`] stays the same and no run fails. 0: ask
+    /// every time. It is what keeps the fixed cost of a small query low
+    /// (selection is ~150 ns of a ~500 ns query); a selector's runs are
+    /// still observed one by one.
+    pub lease: u32,
+}
+
+impl Decision {
+    /// The longest [`Decision::lease`] the engine honours.
+    pub const MAX_LEASE: u32 = 32;
 }
 
 /// Chooses backends.
@@ -75,6 +88,14 @@ pub trait Selector: Send + Sync + fmt::Debug {
     /// Settings in force, for explain.
     fn settings(&self) -> Vec<(&'static str, String)> {
         Vec::new()
+    }
+
+    /// Changes whenever a leased decision ([`Decision::lease`]) may no
+    /// longer stand before its runs are used up (everything learned was
+    /// reset, a model was replaced): the engine then asks again. A
+    /// selector that never leases may leave the default.
+    fn generation(&self) -> u64 {
+        0
     }
 
     /// Forgets everything learned (in memory and persisted).
