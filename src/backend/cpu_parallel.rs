@@ -289,16 +289,20 @@ impl Driver for Parallel {
         combine_tasks(run, 0, leaves, grain, &mut parts)
     }
 
-    /// Tasks write disjoint windows of columns allocated zeroed (a large
-    /// one comes zero from the system, so that costs nothing).
+    /// Tasks write disjoint windows of the columns' spare capacity, which
+    /// together cover every position: no pass zeroes the output first.
+    /// (Zeroed columns cost nothing only when the allocator hands out
+    /// fresh pages; memory it recycles, as every allocator does for some
+    /// sizes, was zeroed by one thread, a third pass over the output.)
     fn store(&self, run: &CollectRun<'_, '_>, acct: &Acct) -> Vec<Column> {
+        let len = run.len();
         let mut cols: Vec<Column> = run
             .collect_types()
             .iter()
-            .map(|&t| Column::zeroed(t, run.len()))
+            .map(|&t| Column::for_output(t, len))
             .collect();
-        acct.alloc(cols.iter().map(|c| c.byte_len() as u64).sum());
-        let outs: Vec<OutSlice<'_>> = cols.iter_mut().map(OutSlice::of).collect();
+        acct.alloc(cols.iter().map(|c| (c.dtype().size() * len) as u64).sum());
+        let outs: Vec<OutSlice<'_>> = cols.iter_mut().map(|c| OutSlice::spare(c, len)).collect();
         let (_, tasks) = self.tasks(run.leaves());
         let span = |&(lo, hi): &(usize, usize)| (run.leaf_range(lo).0, run.leaf_range(hi - 1).1);
         let wins = windows(outs, tasks.iter().map(|t| span(t).1 - span(t).0));
@@ -308,6 +312,19 @@ impl Driver for Parallel {
                 run.store_range(st, start, end, CollectOut::Windows(&mut w));
             }
         });
+        // Every window taken: every task ran (a task that panicked never
+        // gets here, rayon resumes the panic above).
+        assert!(
+            wins.iter().all(|w| take(w).is_none()),
+            "a collect task did not run"
+        );
+        drop(wins);
+        for c in &mut cols {
+            // SAFETY: the capacity holds `len` elements (`for_output`), and
+            // the tasks' windows, which tile `0..len`, each wrote every
+            // position of its own (`store_range` writes each block whole).
+            unsafe { c.set_len(len) };
+        }
         cols
     }
 

@@ -156,6 +156,16 @@ impl Column {
         c
     }
 
+    /// Sets the length of a column filled through its spare capacity.
+    ///
+    /// # Safety
+    /// As [`Vec::set_len`]: `len` at most the capacity, and the elements
+    /// up to `len` initialized.
+    pub(crate) unsafe fn set_len(&mut self, len: usize) {
+        // SAFETY: the caller's promise.
+        each_column!(self, v => unsafe { v.set_len(len) })
+    }
+
     /// A column of `len` zeros (or `false`).
     ///
     /// A large column is fresh, untouched memory from the system (the

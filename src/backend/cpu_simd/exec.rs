@@ -19,7 +19,8 @@ use super::lanes::{
     with_float, with_lane, with_num, CastTo, Direct, FloatLane, Lane, Num, OutSlice, Regs,
 };
 use super::program::{
-    AccInit, AggProgram, BlockProgram, Col, Fused, Instr, Operand, StageProgram, TermProgram,
+    AccInit, AggProgram, BlockProgram, ChainOp, Col, Fused, Instr, Operand, StageProgram,
+    TermProgram,
 };
 use super::scan;
 use super::{BLOCK, LEAF};
@@ -877,6 +878,85 @@ impl<'a> StageRun<'a> {
             Instr::Powi { ty, a, n: k, out } => {
                 with_num!(ty, T => self.powi::<T>(regs, a, k, out, pos, n, dst), else false)
             }
+            Instr::Chain {
+                op1,
+                op2,
+                ty,
+                a,
+                b,
+                c,
+                out,
+            } => {
+                with_float!(ty, T => self.chain::<T>(regs, op1, op2, [a, b, c], out, pos, n, dst), else false)
+            }
+        }
+    }
+
+    /// An [`Instr::Chain`]: one kernel per pair of operations, each
+    /// rounded as written. Its output may be the register of its first
+    /// operand (the allocator reuses a register at its last read): then
+    /// it runs in place.
+    #[allow(clippy::too_many_arguments)]
+    fn chain<T: Num>(
+        &self,
+        regs: &mut Regs,
+        op1: BinaryOp,
+        op2: ChainOp,
+        [a, b, c]: [Operand; 3],
+        out: u16,
+        pos: usize,
+        n: usize,
+        dst: Option<&mut Direct<'_>>,
+    ) -> bool {
+        let Op::Splat(k) = self.operand::<T>(b, regs, pos, n) else {
+            return false;
+        };
+        macro_rules! go {
+            ($f:expr) => {{
+                let f = $f;
+                if let Some(d) = dst {
+                    let Some(d) = T::direct(d).and_then(|d| d.get_mut(..n)) else {
+                        return false;
+                    };
+                    let Op::Slice(a) = self.operand::<T>(a, regs, pos, n) else {
+                        return false;
+                    };
+                    let c = self.operand::<T>(c, regs, pos, n);
+                    return isa::chain(self.isa, a, k, c, d, f);
+                }
+                let Some(mut o) = Self::take_out::<T>(regs, out) else {
+                    return false;
+                };
+                let m = n.min(o.len());
+                if a == Operand::Reg(out) {
+                    let c = self.operand::<T>(c, regs, pos, n);
+                    isa::chain_in_place(self.isa, &mut o[..m], k, c, f);
+                } else {
+                    if let Op::Slice(a) = self.operand::<T>(a, regs, pos, n) {
+                        let c = self.operand::<T>(c, regs, pos, n);
+                        isa::chain(self.isa, a, k, c, &mut o[..m], f);
+                    }
+                }
+                Self::put_out(regs, out, o);
+                false
+            }};
+        }
+        macro_rules! outer {
+            ($inner:ident) => {
+                match op2 {
+                    ChainOp::Add => go!(|a: T, b: T, c: T| T::n_add(T::$inner(a, b), c)),
+                    ChainOp::Sub => go!(|a: T, b: T, c: T| T::n_sub(T::$inner(a, b), c)),
+                    ChainOp::Mul => go!(|a: T, b: T, c: T| T::n_mul(T::$inner(a, b), c)),
+                    ChainOp::SubFrom => go!(|a: T, b: T, c: T| T::n_sub(c, T::$inner(a, b))),
+                }
+            };
+        }
+        match op1 {
+            BinaryOp::Add => outer!(n_add),
+            BinaryOp::Sub => outer!(n_sub),
+            BinaryOp::Mul => outer!(n_mul),
+            // Never compiled (`chain_binaries`).
+            _ => false,
         }
     }
 }
@@ -1344,7 +1424,7 @@ impl CollectRun<'_, '_> {
             self.run_instrs(&mut st.regs, pos, n);
             for (k, c) in cols.iter().enumerate() {
                 with_lane!(c.ty, T => {
-                    out.store::<T>(k, pos - start, self.col::<T>(Some(c), &st.regs, pos, n))
+                    out.store::<T>(k, pos - start, n, self.col::<T>(Some(c), &st.regs, pos, n))
                 })
             }
             pos += n;
@@ -1393,11 +1473,7 @@ impl CollectRun<'_, '_> {
                     else {
                         return;
                     };
-                    // SAFETY: the window's own memory, seen as lanes that
-                    // may be uninitialized: only initialized values are
-                    // written through it (`kernels::Slot::put`), so it stays
-                    // initialized.
-                    let lanes = unsafe { &mut *(win as *mut [T] as *mut [MaybeUninit<T>]) };
+                    let lanes = win;
                     if !self.run_instrs_into(&mut st.regs, pos, n, &mut T::to_direct(lanes)) {
                         kernels::splat(lanes, T::default());
                     }
@@ -1484,6 +1560,10 @@ impl ScanRun<'_, '_> {
                     match &mut out {
                         ScanOut::Window(o) => {
                             if let Some(w) = T::out(o).and_then(|w| w.get_mut(at..at + n)) {
+                                // SAFETY: a scan's windows are of a column
+                                // allocated zeroed (`cpu_parallel`'s scan):
+                                // initialized, as the offset pass reads them.
+                                let w = unsafe { &mut *(w as *mut [MaybeUninit<T>] as *mut [T]) };
                                 scan::scan_sum(x, w, &mut carry, excl, self.isa);
                                 shift(w, at == 0);
                             }
@@ -1529,7 +1609,7 @@ impl ScanRun<'_, '_> {
                         ScanOut::Window(o) => {
                             if let Some(w) = T::out(o).and_then(|w| w.get_mut(at..at + n)) {
                                 for (o, &v) in w.iter_mut().zip(x) {
-                                    *o = step(v);
+                                    o.write(step(v));
                                 }
                             }
                         }
@@ -1586,14 +1666,21 @@ pub(crate) enum CollectOut<'a, 'o> {
 }
 
 impl CollectOut<'_, '_> {
-    /// Puts `x` into column `k` at window offset `at` (or at its end).
+    /// Puts `x`, a block of `n` positions, into column `k` at window
+    /// offset `at` (or at its end).
     #[inline]
-    fn store<T: Lane>(&mut self, k: usize, at: usize, x: &[T]) {
+    fn store<T: Lane>(&mut self, k: usize, at: usize, n: usize, x: &[T]) {
         match self {
             Self::Windows(w) => {
                 let dst = w.get_mut(k).and_then(T::out);
-                if let Some(d) = dst.and_then(|d| d.get_mut(at..at + x.len())) {
+                if let Some(d) = dst.and_then(|d| d.get_mut(at..at + n)) {
                     kernels::store(d, x);
+                    if x.len() < n {
+                        // Never for a compiled program (a collected column
+                        // is a block); whatever happened, no position of
+                        // the window is left uninitialized.
+                        kernels::splat(&mut d[x.len()..], T::default());
+                    }
                 }
             }
             Self::Append(c) => {

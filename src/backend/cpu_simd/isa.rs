@@ -99,6 +99,21 @@ entry! {
         out: &mut [O],
         f: F,
     ) -> bool = kernels::ternary;
+    /// [`kernels::chain`].
+    fn chain[T: Copy + Default, O: Slot<T>, F: Fn(T, T, T) -> T](
+        a: &[T],
+        k: T,
+        c: Op<'_, T>,
+        out: &mut [O],
+        f: F,
+    ) -> bool = kernels::chain;
+    /// [`kernels::chain_in_place`].
+    fn chain_in_place[T: Copy, F: Fn(T, T, T) -> T](
+        x: &mut [T],
+        k: T,
+        c: Op<'_, T>,
+        f: F,
+    ) -> bool = kernels::chain_in_place;
     /// [`kernels::powi`].
     fn powi[T: Num, O: Slot<T>](a: &[T], n: i32, out: &mut [O]) -> bool = kernels::powi;
     /// [`kernels::fold_lanes`].

@@ -253,6 +253,49 @@ pub(crate) fn ternary<A: Copy, B: Copy, R: Copy + Default, O: Slot<R>>(
     }
 }
 
+/// `out[i] = f(a[i], k, c[i])`: an [`Instr::Chain`](super::program::Instr)
+/// (`a` a block, `k` its inner operation's uniform, `c` a block or a
+/// uniform). Two loops per operation pair, where [`ternary`] has seven.
+#[inline(always)]
+pub(crate) fn chain<T: Copy + Default, O: Slot<T>>(
+    a: &[T],
+    k: T,
+    c: Op<T>,
+    out: &mut [O],
+    f: impl Fn(T, T, T) -> T,
+) -> bool {
+    match c {
+        Op::Slice(c) => tern_loop(S(a), K(k), S(c), out, f),
+        Op::Splat(c) => tern_loop(S(a), K(k), K(c), out, f),
+    }
+}
+
+/// [`chain`] into its own block operand: `x[i] = f(x[i], k, c[i])`.
+#[inline(always)]
+pub(crate) fn chain_in_place<T: Copy>(
+    x: &mut [T],
+    k: T,
+    c: Op<T>,
+    f: impl Fn(T, T, T) -> T,
+) -> bool {
+    match c {
+        Op::Slice(c) => {
+            if c.len() < x.len() {
+                return false;
+            }
+            for (x, &c) in x.iter_mut().zip(c) {
+                *x = f(*x, k, c);
+            }
+        }
+        Op::Splat(c) => {
+            for x in x.iter_mut() {
+                *x = f(*x, k, c);
+            }
+        }
+    }
+    true
+}
+
 /// `out[i] = base + i` (wrapping).
 #[inline(always)]
 pub(crate) fn iota<O: Slot<u64>>(out: &mut [O], base: u64) {
@@ -622,9 +665,11 @@ pub(crate) fn arg<T: Lane>(
 /// dispatch uses the widest stores this CPU has (an element loop here ran
 /// at the build's baseline, SSE2, as `store_range` is not ISA-specific).
 #[inline(always)]
-pub(crate) fn store<T: Copy>(out: &mut [T], x: &[T]) {
+pub(crate) fn store<T: Copy>(out: &mut [MaybeUninit<T>], x: &[T]) {
     let n = out.len().min(x.len());
-    out[..n].copy_from_slice(&x[..n]);
+    // SAFETY: `n` elements fit both; a window of the output never overlaps
+    // a block register.
+    unsafe { std::ptr::copy_nonoverlapping(x.as_ptr(), out.as_mut_ptr().cast::<T>(), n) };
 }
 
 /// Fills `out` with one value.
@@ -658,8 +703,8 @@ pub(crate) fn gather_push<T: Copy + Default>(out: &mut Vec<T>, idx: &[u32], x: &
 
 /// Writes the lanes of `x` at positions `idx` to the front of `out`.
 #[inline(always)]
-pub(crate) fn gather_into<T: Copy + Default>(out: &mut [T], idx: &[u32], x: &[T]) {
+pub(crate) fn gather_into<T: Copy + Default>(out: &mut [MaybeUninit<T>], idx: &[u32], x: &[T]) {
     for (o, &i) in out.iter_mut().zip(idx) {
-        *o = x.get(i as usize).copied().unwrap_or_default();
+        o.write(x.get(i as usize).copied().unwrap_or_default());
     }
 }

@@ -88,16 +88,19 @@ impl Regs {
     }
 }
 
-/// A writable window of an output column.
+/// A writable window of an output column. Its lanes may not be
+/// initialized yet (a window of a column's spare capacity,
+/// [`OutSlice::spare`]); only initialized values are ever written through
+/// it, so a window of initialized memory stays initialized.
 #[derive(Debug)]
 pub(crate) enum OutSlice<'o> {
-    Bool(&'o mut [bool]),
-    I32(&'o mut [i32]),
-    U32(&'o mut [u32]),
-    I64(&'o mut [i64]),
-    U64(&'o mut [u64]),
-    F32(&'o mut [f32]),
-    F64(&'o mut [f64]),
+    Bool(&'o mut [MaybeUninit<bool>]),
+    I32(&'o mut [MaybeUninit<i32>]),
+    U32(&'o mut [MaybeUninit<u32>]),
+    I64(&'o mut [MaybeUninit<i64>]),
+    U64(&'o mut [MaybeUninit<u64>]),
+    F32(&'o mut [MaybeUninit<f32>]),
+    F64(&'o mut [MaybeUninit<f64>]),
 }
 
 macro_rules! each_out {
@@ -117,14 +120,40 @@ macro_rules! each_out {
 impl<'o> OutSlice<'o> {
     /// The whole of `c`.
     pub(crate) fn of(c: &'o mut Column) -> OutSlice<'o> {
+        fn lanes<T>(v: &mut [T]) -> &mut [MaybeUninit<T>] {
+            // SAFETY: same layout; the window only ever receives
+            // initialized values (see the type's doc), so `v` stays
+            // initialized.
+            unsafe { &mut *(v as *mut [T] as *mut [MaybeUninit<T>]) }
+        }
         match c {
-            Column::Bool(v) => OutSlice::Bool(v),
-            Column::I32(v) => OutSlice::I32(v),
-            Column::U32(v) => OutSlice::U32(v),
-            Column::I64(v) => OutSlice::I64(v),
-            Column::U64(v) => OutSlice::U64(v),
-            Column::F32(v) => OutSlice::F32(v),
-            Column::F64(v) => OutSlice::F64(v),
+            Column::Bool(v) => OutSlice::Bool(lanes(v)),
+            Column::I32(v) => OutSlice::I32(lanes(v)),
+            Column::U32(v) => OutSlice::U32(lanes(v)),
+            Column::I64(v) => OutSlice::I64(lanes(v)),
+            Column::U64(v) => OutSlice::U64(lanes(v)),
+            Column::F32(v) => OutSlice::F32(lanes(v)),
+            Column::F64(v) => OutSlice::F64(lanes(v)),
+        }
+    }
+
+    /// The first `len` elements of the spare capacity of `c` (at most its
+    /// spare capacity): memory not yet initialized, which no zeroing pass
+    /// has touched. Whoever fills it sets the column's length after.
+    pub(crate) fn spare(c: &'o mut Column, len: usize) -> OutSlice<'o> {
+        fn lanes<T>(v: &mut Vec<T>, len: usize) -> &mut [MaybeUninit<T>] {
+            let spare = v.spare_capacity_mut();
+            let n = len.min(spare.len());
+            &mut spare[..n]
+        }
+        match c {
+            Column::Bool(v) => OutSlice::Bool(lanes(v, len)),
+            Column::I32(v) => OutSlice::I32(lanes(v, len)),
+            Column::U32(v) => OutSlice::U32(lanes(v, len)),
+            Column::I64(v) => OutSlice::I64(lanes(v, len)),
+            Column::U64(v) => OutSlice::U64(lanes(v, len)),
+            Column::F32(v) => OutSlice::F32(lanes(v, len)),
+            Column::F64(v) => OutSlice::F64(lanes(v, len)),
         }
     }
 
@@ -193,7 +222,7 @@ pub(crate) trait Lane:
     fn file_mut(r: &mut Regs) -> &mut Vec<Vec<Self>>;
     fn column(c: ColumnRef<'_>) -> Option<&[Self]>;
     fn column_mut(c: &mut Column) -> Option<&mut Vec<Self>>;
-    fn out<'o>(o: &'o mut OutSlice<'_>) -> Option<&'o mut [Self]>;
+    fn out<'o>(o: &'o mut OutSlice<'_>) -> Option<&'o mut [MaybeUninit<Self>]>;
     /// `d` as a [`Direct`] destination.
     fn to_direct(d: &mut [MaybeUninit<Self>]) -> Direct<'_>;
     /// The lanes of `d` when it is of this type.
@@ -235,7 +264,7 @@ macro_rules! lane {
                 }
             }
             #[inline(always)]
-            fn out<'o>(o: &'o mut OutSlice<'_>) -> Option<&'o mut [Self]> {
+            fn out<'o>(o: &'o mut OutSlice<'_>) -> Option<&'o mut [MaybeUninit<Self>]> {
                 match o {
                     OutSlice::$v(v) => Some(&mut **v),
                     _ => None,

@@ -75,6 +75,141 @@ pub(crate) enum Instr {
         n: i32,
         out: u16,
     },
+    /// `(a op1 b) op2 c` on a float type, each operation rounded as if
+    /// alone (never an FMA): an arithmetic operation whose result only the
+    /// next one reads, fused into it, so that a block makes one pass fewer
+    /// ([`chain_binaries`]; `sqrt(x) * 3 - x` is two passes, not three).
+    Chain {
+        op1: BinaryOp,
+        op2: ChainOp,
+        ty: DType,
+        a: Operand,
+        b: Operand,
+        c: Operand,
+        out: u16,
+    },
+}
+
+/// The outer operation of an [`Instr::Chain`], `t` being the inner one's
+/// result.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ChainOp {
+    /// `t + c`.
+    Add,
+    /// `t - c`.
+    Sub,
+    /// `t * c`.
+    Mul,
+    /// `c - t`.
+    SubFrom,
+}
+
+impl ChainOp {
+    /// The outer operation `t op c` (`t_first`) or `c op t` as a chain's.
+    fn of(op: BinaryOp, t_first: bool) -> Option<ChainOp> {
+        Some(match (op, t_first) {
+            (BinaryOp::Add, _) => ChainOp::Add,
+            (BinaryOp::Mul, _) => ChainOp::Mul,
+            (BinaryOp::Sub, true) => ChainOp::Sub,
+            (BinaryOp::Sub, false) => ChainOp::SubFrom,
+            _ => return None,
+        })
+    }
+}
+
+/// The operands an instruction reads.
+fn reads(i: &Instr) -> SmallVec<[Operand; 3]> {
+    match *i {
+        Instr::Iota { .. } => SmallVec::new(),
+        Instr::Unary { a, .. } | Instr::Cast { a, .. } | Instr::Powi { a, .. } => {
+            smallvec::smallvec![a]
+        }
+        Instr::Binary { a, b, .. } => smallvec::smallvec![a, b],
+        Instr::Select { c, a, b, .. } => smallvec::smallvec![c, a, b],
+        Instr::MulAdd { a, b, c, .. } | Instr::Chain { a, b, c, .. } => {
+            smallvec::smallvec![a, b, c]
+        }
+    }
+}
+
+/// Whether register `t` of type `ty` is read by `later` (in order) before
+/// one of them writes it again, or by `keep` (the terminal) when none does.
+fn live_after(later: &[Instr], t: Operand, ty: DType, keep: &[Operand]) -> bool {
+    for l in later {
+        if reads(l).contains(&t) {
+            return true;
+        }
+        if instr_out(l).is_some_and(|(out, oty)| Operand::Reg(out) == t && oty == ty) {
+            return false;
+        }
+    }
+    keep.contains(&t)
+}
+
+/// Fuses each float `t = a op1 k` (`op1` one of `+ - *`, `a` a block, `k`
+/// a uniform: `x * 3`, `x + 1`) whose result is read by the next
+/// instruction only, as one operand of a `+ - *` on the same type, into
+/// that instruction ([`Instr::Chain`]). `keep`: registers read after the
+/// instructions (the terminal's columns). Registers are compared by
+/// number whatever their type, which can only keep a pair apart, never
+/// fuse one wrongly.
+fn chain_binaries(instrs: &mut Vec<Instr>, keep: &[Operand]) {
+    let mut i = 0;
+    while i + 1 < instrs.len() {
+        let fused = match (instrs[i], instrs[i + 1]) {
+            (
+                Instr::Binary {
+                    op: op1 @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul),
+                    ty,
+                    a,
+                    b,
+                    out: t,
+                },
+                Instr::Binary {
+                    op: op2,
+                    ty: ty2,
+                    a: x,
+                    b: y,
+                    out,
+                },
+            ) if ty.is_float()
+                && ty2 == ty
+                && !matches!(a, Operand::Uniform(_))
+                && matches!(b, Operand::Uniform(_)) =>
+            {
+                let t = Operand::Reg(t);
+                let outer = match (x == t, y == t) {
+                    (true, false) => ChainOp::of(op2, true).map(|o| (o, y)),
+                    (false, true) => ChainOp::of(op2, false).map(|o| (o, x)),
+                    _ => None,
+                };
+                // The chain may write its block operand `a` in place
+                // (`Exec::chain`), not the other one.
+                let aliased = outer.is_some_and(|(_, c)| c == Operand::Reg(out));
+                let read_later = live_after(&instrs[i + 2..], t, ty, keep);
+                match outer {
+                    Some((op2, c)) if !aliased && !read_later => Some(Instr::Chain {
+                        op1,
+                        op2,
+                        ty,
+                        a,
+                        b,
+                        c,
+                        out,
+                    }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        match fused {
+            Some(f) => {
+                instrs[i] = f;
+                instrs.remove(i + 1);
+            }
+            None => i += 1,
+        }
+    }
 }
 
 /// A column the terminal reads: a register or an input slot, never a
@@ -342,6 +477,15 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, Fault> {
         None => stage.predicate.map(|p| code.col(prog, p)).transpose()?,
     };
     let terminal = terminal_program(stage, &fusion, &code)?;
+    let mut code = code;
+    if let (TermProgram::Collect(cols), None) = (&terminal, &predicate) {
+        let keep: SmallVec<[Operand; 4]> = cols
+            .iter()
+            .map(|c| c.src)
+            .chain(code.splats.iter().map(|s| Operand::Reg(s.reg)))
+            .collect();
+        chain_binaries(&mut code.instrs, &keep);
+    }
     let count_pass = match (&stage.terminal, stage.predicate) {
         (Terminal::Collect(_), Some(_)) => {
             let counting = Stage {
@@ -940,6 +1084,7 @@ fn instr_out(i: &Instr) -> Option<(u16, DType)> {
         Instr::Unary { ty, out, .. }
         | Instr::Select { ty, out, .. }
         | Instr::MulAdd { ty, out, .. }
+        | Instr::Chain { ty, out, .. }
         | Instr::Powi { ty, out, .. } => Some((out, ty)),
         Instr::Binary { op, ty, out, .. } => op.result_type(ty).map(|t| (out, t)),
         Instr::Cast { to, out, .. } => Some((out, to)),
@@ -955,6 +1100,23 @@ fn with_out(i: Instr, out: u16) -> Instr {
         Instr::MulAdd { ty, a, b, c, .. } => Instr::MulAdd { ty, a, b, c, out },
         Instr::Cast { from, to, a, .. } => Instr::Cast { from, to, a, out },
         Instr::Powi { ty, a, n, .. } => Instr::Powi { ty, a, n, out },
+        Instr::Chain {
+            op1,
+            op2,
+            ty,
+            a,
+            b,
+            c,
+            ..
+        } => Instr::Chain {
+            op1,
+            op2,
+            ty,
+            a,
+            b,
+            c,
+            out,
+        },
     }
 }
 
@@ -981,6 +1143,27 @@ impl fmt::Display for Instr {
             Instr::MulAdd { ty, a, b, c, out } => write!(f, "r{out}:{ty} = mul_add {a}, {b}, {c}"),
             Instr::Cast { to, a, out, .. } => write!(f, "r{out}:{to} = cast {a}"),
             Instr::Powi { ty, a, n, out } => write!(f, "r{out}:{ty} = powi {a}, {n}"),
+            Instr::Chain {
+                op1,
+                op2,
+                ty,
+                a,
+                b,
+                c,
+                out,
+            } => {
+                let (outer, t_first) = match op2 {
+                    ChainOp::Add => ("add", true),
+                    ChainOp::Sub => ("sub", true),
+                    ChainOp::Mul => ("mul", true),
+                    ChainOp::SubFrom => ("sub", false),
+                };
+                if t_first {
+                    write!(f, "r{out}:{ty} = {outer} ({op1} {a}, {b}), {c}")
+                } else {
+                    write!(f, "r{out}:{ty} = {outer} {c}, ({op1} {a}, {b})")
+                }
+            }
         }
     }
 }

@@ -929,6 +929,135 @@ fn direct_store_only_for_one_computed_column() {
     assert!(direct(false, |v| smallvec![v[2]]));
 }
 
+/// A float `+ - *` read only by the next `+ - *` is fused into it
+/// ([`Instr::Chain`]), with the bits of the two instructions, in each
+/// operand position, on f32 and f64, with a direct store or into a
+/// register; never when its result is read again.
+#[test]
+fn chained_binaries_match_reference_semantics() {
+    use super::program::Instr;
+    let chains = |prog: &BlockProgram| {
+        prog.stages[0]
+            .instrs
+            .iter()
+            .filter(|i| matches!(i, Instr::Chain { .. }))
+            .count()
+    };
+    let ops = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul];
+    let mut rng = Rng(37);
+    for ty in [DType::F32, DType::F64] {
+        let n = 2 * BLOCK + 3;
+        let (xs, k) = match ty {
+            DType::F32 => (Column::F32(rng.f32s(n)), Scalar::F32(1.75)),
+            _ => (Column::F64(rng.f64s(n)), Scalar::F64(1.75)),
+        };
+        for op1 in ops {
+            for op2 in ops {
+                for t_first in [true, false] {
+                    // sqrt(x) op1 k, then (that op2 x) or (x op2 that):
+                    // the shape of `sqrt(x) * 3 - x`.
+                    let mut p = P::default();
+                    let x = p.input(0, ty);
+                    let kv = p.param(0, ty);
+                    let r = p.un(UnaryOp::Sqrt, x);
+                    let t = p.bin(op1, r, kv);
+                    let y = if t_first {
+                        p.bin(op2, t, x)
+                    } else {
+                        p.bin(op2, x, t)
+                    };
+                    let pl = plan(
+                        &[ty],
+                        1,
+                        vec![stage(1, p, None, Terminal::Collect(smallvec![y]))],
+                    );
+                    let prog = BlockProgram::compile(&pl).unwrap();
+                    assert_eq!(
+                        chains(&prog),
+                        1,
+                        "{op1} {op2} {t_first}: {}",
+                        prog.stages[0]
+                    );
+                    check(pl, &[xs.as_ref()], &[k], false);
+                }
+            }
+        }
+        // The chain into a register (not the last instruction), in place
+        // of its first operand.
+        let mut p = P::default();
+        let x = p.input(0, ty);
+        let kv = p.param(0, ty);
+        let r = p.un(UnaryOp::Sqrt, x);
+        let t = p.bin(BinaryOp::Mul, r, kv);
+        let y = p.bin(BinaryOp::Sub, t, x);
+        let z = p.bin(BinaryOp::Mul, y, y);
+        let pl = plan(
+            &[ty],
+            1,
+            vec![stage(1, p, None, Terminal::Collect(smallvec![z]))],
+        );
+        let prog = BlockProgram::compile(&pl).unwrap();
+        assert_eq!(chains(&prog), 1, "{}", prog.stages[0]);
+        assert!(
+            prog.stages[0].to_string().contains("r0:f")
+                && prog.stages[0]
+                    .to_string()
+                    .contains("= sub (mul r0, u1), in0"),
+            "{}",
+            prog.stages[0]
+        );
+        check(pl, &[xs.as_ref()], &[k], false);
+        // `t` collected too: its register is read after the chain's pair.
+        let mut p = P::default();
+        let x = p.input(0, ty);
+        let kv = p.param(0, ty);
+        let r = p.un(UnaryOp::Sqrt, x);
+        let t = p.bin(BinaryOp::Mul, r, kv);
+        let y = p.bin(BinaryOp::Sub, t, x);
+        let pl = plan(
+            &[ty],
+            1,
+            vec![stage(1, p, None, Terminal::Collect(smallvec![t, y]))],
+        );
+        assert_eq!(chains(&BlockProgram::compile(&pl).unwrap()), 0);
+        check(pl, &[xs.as_ref()], &[k], false);
+        // `t` read by a later instruction.
+        let mut p = P::default();
+        let x = p.input(0, ty);
+        let kv = p.param(0, ty);
+        let r = p.un(UnaryOp::Sqrt, x);
+        let t = p.bin(BinaryOp::Mul, r, kv);
+        let y = p.bin(BinaryOp::Sub, t, x);
+        let z = p.bin(BinaryOp::Mul, y, t);
+        let pl = plan(
+            &[ty],
+            1,
+            vec![stage(1, p, None, Terminal::Collect(smallvec![z]))],
+        );
+        let prog = BlockProgram::compile(&pl).unwrap();
+        assert!(
+            !prog.stages[0].to_string().contains("sub (mul"),
+            "{}",
+            prog.stages[0]
+        );
+        check(pl, &[xs.as_ref()], &[k], false);
+    }
+    // The text form.
+    let mut p = P::default();
+    let x = p.input(0, DType::F32);
+    let kv = p.param(0, DType::F32);
+    let r = p.un(UnaryOp::Sqrt, x);
+    let t = p.bin(BinaryOp::Mul, r, kv);
+    let y = p.bin(BinaryOp::Sub, t, x);
+    let pl = plan(
+        &[DType::F32],
+        1,
+        vec![stage(1, p, None, Terminal::Collect(smallvec![y]))],
+    );
+    let text = BlockProgram::compile(&pl).unwrap().to_string();
+    assert!(text.contains(":f32 = sub (mul r0, u1), in0"), "{text}");
+}
+
 #[test]
 fn bool_columns_cast_and_select() {
     let n = 2 * BLOCK + 5;
