@@ -205,10 +205,13 @@ fn fmt_s(s: f64) -> String {
 struct Measured {
     /// Median total per backend (None: could not run).
     per_backend: Vec<(BackendKind, f64)>,
-    /// Model relative errors of forced runs (backend time vs estimate).
-    model_errors: Vec<f64>,
+    /// Model relative errors of forced runs (backend time vs estimate),
+    /// with the backend.
+    model_errors: Vec<(BackendKind, f64)>,
     /// Sum of the selector's first `warmup` runs.
     cold_total: f64,
+    /// The backends of those runs, in order.
+    cold_backends: Vec<BackendKind>,
     /// Median of the selector's runs after warm-up.
     selector: f64,
     /// The backend the selector ran most after warm-up.
@@ -233,8 +236,11 @@ fn measure(
     }
     // Cold selector runs: what a fresh process pays while it learns.
     let mut cold_total = 0.0;
+    let mut cold_backends = Vec::with_capacity(warmup);
     for _ in 0..warmup {
-        cold_total += secs(&(w.run)(&engines[1], 1, None));
+        let m = (w.run)(&engines[1], 1, None);
+        cold_total += secs(&m);
+        cold_backends.push(m.backend);
     }
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); backends.len()];
     let mut model_errors = Vec::new();
@@ -275,7 +281,7 @@ fn measure(
                 let p = &m.phases;
                 let backend_time = (p.transfer_in + p.execute + p.transfer_out).as_secs_f64();
                 if backend_time > 0.0 {
-                    model_errors.push((est.as_secs_f64() - backend_time).abs() / backend_time);
+                    model_errors.push((k, (est.as_secs_f64() - backend_time).abs() / backend_time));
                 }
             }
         }
@@ -298,6 +304,7 @@ fn measure(
         per_backend,
         model_errors,
         cold_total,
+        cold_backends,
         selector: median(&mut sel),
         choice: counts[0].0,
         choice_reason: counts[0].2.clone(),
@@ -362,8 +369,8 @@ fn main() {
         warmup
     );
     println!(
-        "{:<34} {:>10} {:>13} {:>10} {:>13} {:>10} {:>8}  reason",
-        "workload", "N", "oracle", "time", "selector", "time", "regret"
+        "{:<34} {:>10} {:>13} {:>10} {:>13} {:>10} {:>8} {:>9}  reason; cold runs' backends",
+        "workload", "N", "oracle", "time", "selector", "time", "regret", "cold"
     );
     let mut results = Vec::new();
     for w in &suite {
@@ -374,8 +381,21 @@ fn main() {
             .copied()
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .expect("some backend ran");
+        // The cold runs' regret, and which backend each ran on (s:
+        // cpu-scalar, v: cpu-simd, p: cpu-parallel, g: wgpu, c: cuda).
+        let letters: String = m
+            .cold_backends
+            .iter()
+            .map(|k| match k {
+                BackendKind::CpuScalar => 's',
+                BackendKind::CpuSimd => 'v',
+                BackendKind::CpuParallel => 'p',
+                BackendKind::Wgpu => 'g',
+                BackendKind::Cuda => 'c',
+            })
+            .collect();
         println!(
-            "{:<34} {:>10} {:>13} {:>10} {:>13} {:>10} {:>7.1}%  {}",
+            "{:<34} {:>10} {:>13} {:>10} {:>13} {:>10} {:>7.1}% {:>8.0}%  {}; {}",
             w.name,
             w.n,
             best_k.name(),
@@ -383,7 +403,9 @@ fn main() {
             m.choice.name(),
             fmt_s(m.selector),
             (m.selector / best_t - 1.0) * 100.0,
-            m.choice_reason
+            (m.cold_total / (best_t * warmup as f64) - 1.0) * 100.0,
+            m.choice_reason,
+            letters
         );
         results.push((w, m, best_t));
     }
@@ -410,9 +432,20 @@ fn main() {
         .expect("a fixed backend");
     let mut errors: Vec<f64> = results
         .iter()
-        .flat_map(|r| r.1.model_errors.iter().copied())
+        .flat_map(|r| r.1.model_errors.iter().map(|e| e.1))
         .collect();
     let model_error = median(&mut errors);
+    // Per backend: where the model is off.
+    let per_backend_error: Vec<String> = available
+        .iter()
+        .filter_map(|&k| {
+            let mut e: Vec<f64> = results
+                .iter()
+                .flat_map(|r| r.1.model_errors.iter().filter(|e| e.0 == k).map(|e| e.1))
+                .collect();
+            (!e.is_empty()).then(|| format!("{} {:.0}%", k.name(), median(&mut e) * 100.0))
+        })
+        .collect();
 
     println!("\n| measure | time | vs oracle |");
     println!("| --- | --- | --- |");
@@ -451,9 +484,10 @@ fn main() {
         selector / best_fixed_t
     );
     println!(
-        "\ncost model median relative prediction error (backend time, {} forced runs): {:.0}%",
+        "\ncost model median relative prediction error (backend time, {} forced runs): {:.0}% (per backend: {})",
         errors.len(),
-        model_error * 100.0
+        model_error * 100.0,
+        per_backend_error.join(", ")
     );
     let verdict_regret = selector <= oracle * 1.10;
     let verdict_fixed = selector <= best_fixed_t;

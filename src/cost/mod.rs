@@ -15,6 +15,8 @@ mod shape;
 pub use calibrate::{
     calibrate_full_into, device_profile, recall_device, remember_device, Calibrate, DeviceRecord,
 };
+#[cfg(test)]
+pub(crate) use model::PARALLEL_LEAF;
 pub use model::{CostModel, EstimateInput, MAX_ESTIMATE, PRIOR_SELECTIVITY};
 pub use profile::{CpuProfile, DeviceProfile};
 pub use shape::PlanShape;

@@ -9,6 +9,11 @@ use super::shape::{PlanShape, StageEnd};
 use crate::plan::{Residency, WorkloadCharacteristics};
 use crate::types::BackendKind;
 
+/// Positions per leaf of `cpu-parallel`'s work (`backend::cpu_simd::LEAF`,
+/// which a test of that backend checks against this): the unit its tasks
+/// are made of.
+pub(crate) const PARALLEL_LEAF: f64 = 16384.0;
+
 /// One estimate, split by component (all seconds).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Estimate {
@@ -277,10 +282,19 @@ impl CostModel {
                 }
             }
             BackendKind::CpuParallel => {
-                let t = c.threads.max(1) as f64;
+                let threads = c.threads.max(1) as f64;
                 let mut compute = 0.0;
                 let mut wakeups = 0.0;
+                // Each task sets up its own state, as a `cpu-simd` stage
+                // run does once.
+                let mut setups = 0.0;
                 for s in work {
+                    // Tasks are runs of whole leaves: a stage of one leaf
+                    // is one task, run by the calling thread with no pool
+                    // to wake, and a few leaves keep as many threads busy.
+                    let leaves = (s.n / PARALLEL_LEAF).ceil().max(1.0);
+                    let t = threads.min(leaves);
+                    let pooled = t > 1.0;
                     let bytes = s.read + s.write;
                     // Compaction counts survivors first and scans compute
                     // leaf totals first: one more read and one more join.
@@ -298,12 +312,15 @@ impl CostModel {
                         + extra)
                         / t;
                     let moved = bytes + reread;
-                    compute += (moved / bw(bytes, true)).max(cpu) + fault(s.write) / t.sqrt();
-                    wakeups += passes;
+                    compute += (moved / bw(bytes, pooled)).max(cpu) + fault(s.write) / t.sqrt();
+                    if pooled {
+                        wakeups += passes;
+                    }
+                    setups += 1.0 + t * passes;
                 }
                 Estimate {
                     compile: cpu_compile,
-                    fixed: c.pool_wakeup * wakeups + c.simd_fixed,
+                    fixed: c.pool_wakeup * wakeups + c.simd_fixed * setups,
                     compute,
                     ..Estimate::default()
                 }

@@ -1415,3 +1415,9 @@ fn bench_sum_affine_against_hand_written_simd() {
         hand / par
     );
 }
+
+/// The cost model prices `cpu-parallel` by leaves of this backend's size.
+#[test]
+fn the_cost_model_knows_the_leaf() {
+    assert_eq!(crate::cost::PARALLEL_LEAF, super::LEAF as f64);
+}
