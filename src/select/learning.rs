@@ -563,12 +563,15 @@ fn exploration(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> Option<Pic
 /// runs).
 fn lease(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> u32 {
     let max = Decision::MAX_LEASE;
-    if r.cands.len() <= 1 || !s.learn || s.explore_ratio <= 0.0 {
+    if r.cands.len() <= 1 || !s.learn {
         return max;
     }
     let best = r.best();
     if best.samples < s.min_samples || best.backed_off {
         return 0;
+    }
+    if s.explore_ratio <= 0.0 {
+        return max;
     }
     let limit = best.steady * s.explore_ratio;
     let hopeful = |c: &Cand| c.steady.min(c.model_steady);
