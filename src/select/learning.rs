@@ -556,11 +556,10 @@ fn exploration(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> Option<Pic
 /// while the choice has fewer than `min_samples` measurements (the next
 /// one may overturn the model) or a plausible candidate is under-sampled
 /// (exploration may pick it on the next run), else until the runner-up's
-/// next due re-check. A
-/// re-check measured as promising picks the runner-up on this run already,
-/// so it never ends a lease early. What the leased runs measure is still
-/// observed; only a new choice waits (at most [`Decision::MAX_LEASE`]
-/// runs).
+/// next due re-check. A re-check measured as promising picks the
+/// runner-up on this run already, so it never ends a lease early. What
+/// the leased runs measure is still observed; only a new choice waits (at
+/// most [`Decision::MAX_LEASE`] runs).
 fn lease(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> u32 {
     let max = Decision::MAX_LEASE;
     if r.cands.len() <= 1 || !s.learn {
