@@ -76,8 +76,12 @@ struct Lease {
 }
 
 impl Lease {
+    fn is_of(&self, plan: &Arc<CompiledPlan>) -> bool {
+        std::ptr::eq(self.plan.as_ptr(), Arc::as_ptr(plan))
+    }
+
     fn is_for(&self, plan: &Arc<CompiledPlan>, workload: &WorkloadCharacteristics) -> bool {
-        std::ptr::eq(self.plan.as_ptr(), Arc::as_ptr(plan)) && self.workload == *workload
+        self.is_of(plan) && self.workload == *workload
     }
 }
 
@@ -151,9 +155,7 @@ fn end_lease(plan: &Arc<CompiledPlan>) {
     let _ = LEASED.try_with(|l| {
         if let Ok(mut l) = l.try_borrow_mut() {
             for s in l.iter_mut() {
-                if s.as_ref()
-                    .is_some_and(|s| std::ptr::eq(s.plan.as_ptr(), Arc::as_ptr(plan)))
-                {
+                if s.as_ref().is_some_and(|s| s.is_of(plan)) {
                     *s = None;
                 }
             }

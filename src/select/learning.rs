@@ -435,6 +435,20 @@ impl Ranking {
         &self.cands[self.by_prediction[0]]
     }
 
+    /// Whether exploration may run `c` instead of the best prediction:
+    /// another candidate, not backed off, within `explore_ratio` of the
+    /// best. It is judged by the better of its model price and its
+    /// measurements: a cold first run or two (scratch allocated, caches
+    /// cold) must not keep it out of exploration and re-checks for good
+    /// while the incumbent's history warms up. Still bounded: only until
+    /// `min_samples`, then one run in `RECHECK_EVERY` for the runner-up.
+    fn plausible(&self, c: &Cand, s: &LearningSettings) -> bool {
+        let best = self.best();
+        c.kind != best.kind
+            && !c.backed_off
+            && c.steady.min(c.model_steady) <= best.steady * s.explore_ratio
+    }
+
     fn runner_up(&self) -> Option<&Cand> {
         self.by_prediction.get(1).map(|&i| &self.cands[i])
     }
@@ -506,14 +520,7 @@ fn exploration(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> Option<Pic
     }
     let now = bucket.runs;
     let best = r.best();
-    let limit = best.steady * s.explore_ratio;
-    // A candidate is judged by the better of its model price and its
-    // measurements: a cold first run or two (scratch allocated, caches
-    // cold) must not keep it out of exploration and re-checks for good
-    // while the incumbent's history warms up. Still bounded: only until
-    // `min_samples`, then one run in `RECHECK_EVERY` for the runner-up.
-    let hopeful = |c: &Cand| c.steady.min(c.model_steady);
-    let plausible = |c: &&Cand| c.kind != best.kind && !c.backed_off && hopeful(c) <= limit;
+    let plausible = |c: &&Cand| r.plausible(c, s);
     // Under-sampled candidates on every other run; when none is picked,
     // once in `RECHECK_EVERY` runs, the runner-up (its phase is even, so
     // it must not be an `else` of the even runs).
@@ -572,9 +579,7 @@ fn lease(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> u32 {
     if s.explore_ratio <= 0.0 {
         return max;
     }
-    let limit = best.steady * s.explore_ratio;
-    let hopeful = |c: &Cand| c.steady.min(c.model_steady);
-    let plausible = |c: &&Cand| c.kind != best.kind && !c.backed_off && hopeful(c) <= limit;
+    let plausible = |c: &&Cand| r.plausible(c, s);
     if r.cands
         .iter()
         .filter(plausible)

@@ -929,6 +929,31 @@ fn direct_store_only_for_one_computed_column() {
     assert!(direct(false, |v| smallvec![v[2]]));
 }
 
+/// A one-stage collect over input 0 of `ty` (`x`) with parameter 0 (`k`)
+/// of `t = sqrt(x) op1 k` and `y = t op2 x` (`t_first`) or `x op2 t`, the
+/// shape of `sqrt(x) * 3 - x`; `cols` picks the collected columns from
+/// `t` and `y`, and may add instructions.
+fn sqrt_chain(
+    ty: DType,
+    op1: BinaryOp,
+    op2: BinaryOp,
+    t_first: bool,
+    cols: impl FnOnce(&mut P, Value, Value) -> SmallVec<[Value; 4]>,
+) -> PhysicalPlan {
+    let mut p = P::default();
+    let x = p.input(0, ty);
+    let k = p.param(0, ty);
+    let r = p.un(UnaryOp::Sqrt, x);
+    let t = p.bin(op1, r, k);
+    let y = if t_first {
+        p.bin(op2, t, x)
+    } else {
+        p.bin(op2, x, t)
+    };
+    let cols = cols(&mut p, t, y);
+    plan(&[ty], 1, vec![stage(1, p, None, Terminal::Collect(cols))])
+}
+
 /// A float `+ - *` read only by the next `+ - *` is fused into it
 /// ([`Instr::Chain`]), with the bits of the two instructions, in each
 /// operand position, on f32 and f64, with a direct store or into a
@@ -954,23 +979,7 @@ fn chained_binaries_match_reference_semantics() {
         for op1 in ops {
             for op2 in ops {
                 for t_first in [true, false] {
-                    // sqrt(x) op1 k, then (that op2 x) or (x op2 that):
-                    // the shape of `sqrt(x) * 3 - x`.
-                    let mut p = P::default();
-                    let x = p.input(0, ty);
-                    let kv = p.param(0, ty);
-                    let r = p.un(UnaryOp::Sqrt, x);
-                    let t = p.bin(op1, r, kv);
-                    let y = if t_first {
-                        p.bin(op2, t, x)
-                    } else {
-                        p.bin(op2, x, t)
-                    };
-                    let pl = plan(
-                        &[ty],
-                        1,
-                        vec![stage(1, p, None, Terminal::Collect(smallvec![y]))],
-                    );
+                    let pl = sqrt_chain(ty, op1, op2, t_first, |_, _, y| smallvec![y]);
                     let prog = BlockProgram::compile(&pl).unwrap();
                     assert_eq!(
                         chains(&prog),
@@ -984,18 +993,8 @@ fn chained_binaries_match_reference_semantics() {
         }
         // The chain into a register (not the last instruction), in place
         // of its first operand.
-        let mut p = P::default();
-        let x = p.input(0, ty);
-        let kv = p.param(0, ty);
-        let r = p.un(UnaryOp::Sqrt, x);
-        let t = p.bin(BinaryOp::Mul, r, kv);
-        let y = p.bin(BinaryOp::Sub, t, x);
-        let z = p.bin(BinaryOp::Mul, y, y);
-        let pl = plan(
-            &[ty],
-            1,
-            vec![stage(1, p, None, Terminal::Collect(smallvec![z]))],
-        );
+        let (sub, mul) = (BinaryOp::Sub, BinaryOp::Mul);
+        let pl = sqrt_chain(ty, mul, sub, true, |p, _, y| smallvec![p.bin(mul, y, y)]);
         let prog = BlockProgram::compile(&pl).unwrap();
         assert_eq!(chains(&prog), 1, "{}", prog.stages[0]);
         assert!(
@@ -1008,32 +1007,11 @@ fn chained_binaries_match_reference_semantics() {
         );
         check(pl, &[xs.as_ref()], &[k], false);
         // `t` collected too: its register is read after the chain's pair.
-        let mut p = P::default();
-        let x = p.input(0, ty);
-        let kv = p.param(0, ty);
-        let r = p.un(UnaryOp::Sqrt, x);
-        let t = p.bin(BinaryOp::Mul, r, kv);
-        let y = p.bin(BinaryOp::Sub, t, x);
-        let pl = plan(
-            &[ty],
-            1,
-            vec![stage(1, p, None, Terminal::Collect(smallvec![t, y]))],
-        );
+        let pl = sqrt_chain(ty, mul, sub, true, |_, t, y| smallvec![t, y]);
         assert_eq!(chains(&BlockProgram::compile(&pl).unwrap()), 0);
         check(pl, &[xs.as_ref()], &[k], false);
         // `t` read by a later instruction.
-        let mut p = P::default();
-        let x = p.input(0, ty);
-        let kv = p.param(0, ty);
-        let r = p.un(UnaryOp::Sqrt, x);
-        let t = p.bin(BinaryOp::Mul, r, kv);
-        let y = p.bin(BinaryOp::Sub, t, x);
-        let z = p.bin(BinaryOp::Mul, y, t);
-        let pl = plan(
-            &[ty],
-            1,
-            vec![stage(1, p, None, Terminal::Collect(smallvec![z]))],
-        );
+        let pl = sqrt_chain(ty, mul, sub, true, |p, t, y| smallvec![p.bin(mul, y, t)]);
         let prog = BlockProgram::compile(&pl).unwrap();
         assert!(
             !prog.stages[0].to_string().contains("sub (mul"),
@@ -1043,17 +1021,9 @@ fn chained_binaries_match_reference_semantics() {
         check(pl, &[xs.as_ref()], &[k], false);
     }
     // The text form.
-    let mut p = P::default();
-    let x = p.input(0, DType::F32);
-    let kv = p.param(0, DType::F32);
-    let r = p.un(UnaryOp::Sqrt, x);
-    let t = p.bin(BinaryOp::Mul, r, kv);
-    let y = p.bin(BinaryOp::Sub, t, x);
-    let pl = plan(
-        &[DType::F32],
-        1,
-        vec![stage(1, p, None, Terminal::Collect(smallvec![y]))],
-    );
+    let pl = sqrt_chain(DType::F32, BinaryOp::Mul, BinaryOp::Sub, true, |_, _, y| {
+        smallvec![y]
+    });
     let text = BlockProgram::compile(&pl).unwrap().to_string();
     assert!(text.contains(":f32 = sub (mul r0, u1), in0"), "{text}");
 }
