@@ -315,10 +315,63 @@ struct Running;
 impl Running {
     fn start() -> Running {
         *RUNNING.lock() += 1;
+        guard_main_thread_exit();
         register_exit_wait(&BEFORE_OPEN);
         Running
     }
 }
+
+/// Waits (at most [`EXIT_WAIT`]) for the probes under way.
+fn wait_for_running_probes() {
+    let deadline = std::time::Instant::now() + EXIT_WAIT;
+    let mut running = RUNNING.lock();
+    while *running > 0 {
+        if ENDED.wait_until(&mut running, deadline).timed_out() {
+            break;
+        }
+    }
+}
+
+/// When called on the main thread: makes the process's exit wait for the
+/// probes under way before any exit handler runs.
+///
+/// The exit handlers of [`register_exit_wait`] run after those registered
+/// later, and a driver registers handlers while a probe opens it (Mesa's
+/// lavapipe initializes LLVM on its first device, which registers C++
+/// destructors then): a program that ended during that opening ran LLVM's
+/// and Mesa's handlers under the probe thread, and crashed in `exit` (the
+/// quickstart, in about one run of forty with a fresh cache directory). The
+/// exiting thread's thread-local destructors run before every exit handler
+/// (glibc's `exit` calls them first), so the main thread, whose return from
+/// `main` is how most programs end, waits there. A program that exits from
+/// another thread is covered by the exit handlers alone. The guard is the
+/// main thread's only: another thread's thread-locals are destroyed when
+/// that thread ends, which must not wait for a probe.
+#[cfg(target_os = "linux")]
+fn guard_main_thread_exit() {
+    struct WaitAtExit;
+    impl Drop for WaitAtExit {
+        fn drop(&mut self) {
+            // A panic must not escape a thread-local destructor.
+            let _ = std::panic::catch_unwind(wait_for_running_probes);
+        }
+    }
+    thread_local! {
+        static GUARD: std::cell::OnceCell<WaitAtExit> = const { std::cell::OnceCell::new() };
+    }
+    // SAFETY: both calls only read the calling process's and thread's ids.
+    let main = unsafe { libc::gettid() == libc::getpid() };
+    if main {
+        // Fails only while the thread's locals are being destroyed, when
+        // there is nothing left to guard.
+        let _ = GUARD.try_with(|g| {
+            g.get_or_init(|| WaitAtExit);
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn guard_main_thread_exit() {}
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -338,15 +391,7 @@ impl Drop for Running {
 fn register_exit_wait(once: &'static std::sync::Once) {
     extern "C" fn wait_for_probes() {
         // A panic must not cross into C.
-        let _ = std::panic::catch_unwind(|| {
-            let deadline = std::time::Instant::now() + EXIT_WAIT;
-            let mut running = RUNNING.lock();
-            while *running > 0 {
-                if ENDED.wait_until(&mut running, deadline).timed_out() {
-                    break;
-                }
-            }
-        });
+        let _ = std::panic::catch_unwind(wait_for_running_probes);
     }
     once.call_once(|| {
         // SAFETY: `wait_for_probes` is a plain `extern "C" fn()` that lives
