@@ -231,6 +231,8 @@ struct Leasing {
     lease: u32,
     asked: Arc<std::sync::atomic::AtomicU32>,
     generation: Arc<std::sync::atomic::AtomicU64>,
+    /// Runs observed, and of them those with a failed attempt.
+    observed: Arc<[std::sync::atomic::AtomicU32; 2]>,
 }
 
 impl computeq::plumbing::Selector for Leasing {
@@ -253,6 +255,18 @@ impl computeq::plumbing::Selector for Leasing {
 
     fn generation(&self) -> u64 {
         self.generation.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn observe(
+        &self,
+        _: &computeq::plumbing::WorkloadCharacteristics,
+        m: &computeq::ExecutionMetrics,
+    ) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.observed[0].fetch_add(1, Relaxed);
+        if !m.attempts.is_empty() {
+            self.observed[1].fetch_add(1, Relaxed);
+        }
     }
 }
 
@@ -292,6 +306,7 @@ fn leased_decisions_skip_selection_until_they_end() {
     let asked = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let generation = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let observed: Arc<[std::sync::atomic::AtomicU32; 2]> = Arc::default();
     let engine = Engine::with_config(Config {
         disabled: vec![
             BackendKind::Wgpu,
@@ -307,6 +322,7 @@ fn leased_decisions_skip_selection_until_they_end() {
         lease: 4,
         asked: asked.clone(),
         generation: generation.clone(),
+        observed: observed.clone(),
     }));
     let xs = vec![1.0f32; 100];
     let run = |xs: &[f32]| engine.query(xs).map(|x| x + 1.0).with_metrics().sum();
@@ -318,6 +334,10 @@ fn leased_decisions_skip_selection_until_they_end() {
         assert_eq!(m.backend, BackendKind::CpuScalar);
     }
     assert_eq!(asked.load(Relaxed), 2);
+    // Observed: the runs that asked (1, 6) and of each lease's runs the
+    // first and one in `OBSERVE_LEASED` (4 here: 2 and 7).
+    assert_eq!(computeq::plumbing::Decision::OBSERVE_LEASED, 4);
+    assert_eq!(observed[0].load(Relaxed), 4);
     // Another size is another workload: asked.
     let ys = vec![1.0f32; 101];
     run(&ys);
@@ -329,9 +349,13 @@ fn leased_decisions_skip_selection_until_they_end() {
     generation.fetch_add(1, Relaxed);
     run(&xs);
     assert_eq!(asked.load(Relaxed), 4);
-    // A failed run ends the lease: the next run asks again.
+    // A failed run ends the lease: the next run asks again. The failure
+    // is observed, though the run was leased and not the lease's first.
     failing.store(true, Relaxed);
+    let before = observed[0].load(Relaxed);
     let (s, m) = run(&xs);
+    assert_eq!(observed[0].load(Relaxed), before + 1);
+    assert_eq!(observed[1].load(Relaxed), 1);
     assert_eq!(s, 200.0);
     assert!(
         matches!(m.reason, SelectionReason::Fallback { .. }),
@@ -346,6 +370,7 @@ fn leased_decisions_skip_selection_until_they_end() {
         lease: u32::MAX,
         asked: asked.clone(),
         generation: Default::default(),
+        observed: Default::default(),
     }));
     let runs = 2 * computeq::plumbing::Decision::MAX_LEASE + 3;
     for _ in 0..runs {

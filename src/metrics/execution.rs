@@ -152,7 +152,7 @@ pub struct ExecutionMetrics {
     /// Why it was chosen.
     pub reason: SelectionReason,
     /// Backends tried before it, or skipped, with why.
-    pub attempts: SmallVec<[Attempt; 2]>,
+    pub attempts: Vec<Attempt>,
     /// Input elements (of the first stage).
     pub elements_in: u64,
     /// Input bytes read.
@@ -237,7 +237,7 @@ impl ExecutionMetrics {
             fingerprint,
             backend,
             reason: SelectionReason::Forced,
-            attempts: SmallVec::new(),
+            attempts: Vec::new(),
             elements_in: elements,
             bytes_in,
             elements_out: 1,

@@ -44,13 +44,16 @@ struct Planned {
     workload: WorkloadCharacteristics,
     decision: Decision,
     candidates: SmallVec<[BackendKind; 5]>,
-    declined: SmallVec<[Attempt; 2]>,
+    declined: Vec<Attempt>,
     trace_time: Duration,
     plan_time: Duration,
     select_time: Duration,
     /// When selection ended: the first attempt's start (one clock read
     /// fewer on the path of a tiny query).
     selected: Tick,
+    /// Whether the selector observes the run when it succeeds at once
+    /// (a leased run is observed one time in [`Decision::OBSERVE_LEASED`]).
+    observe: bool,
 }
 
 /// Leased decisions kept per thread ([`Decision::lease`]), one per plan
@@ -71,6 +74,8 @@ struct Lease {
     workload: WorkloadCharacteristics,
     /// Runs left.
     left: u32,
+    /// Runs taken.
+    taken: u32,
     decision: Decision,
     candidates: SmallVec<[BackendKind; 5]>,
 }
@@ -91,13 +96,15 @@ thread_local! {
     };
 }
 
-/// Takes one run of a lease for this query, when one is held.
+/// Takes one run of a lease for this query, when one is held: the
+/// decision, the candidates, and whether the run is one the selector
+/// observes.
 fn leased(
     plan: &Arc<CompiledPlan>,
     generation: u64,
     options: QueryOptions,
     workload: &WorkloadCharacteristics,
-) -> Option<(Decision, SmallVec<[BackendKind; 5]>)> {
+) -> Option<(Decision, SmallVec<[BackendKind; 5]>, bool)> {
     LEASED
         .try_with(|l| {
             let mut l = l.try_borrow_mut().ok()?;
@@ -110,7 +117,9 @@ fn leased(
                 return None;
             }
             lease.left -= 1;
-            Some((lease.decision.clone(), lease.candidates.clone()))
+            let observe = lease.taken.is_multiple_of(Decision::OBSERVE_LEASED);
+            lease.taken += 1;
+            Some((lease.decision.clone(), lease.candidates.clone(), observe))
         })
         .ok()
         .flatten()
@@ -142,6 +151,7 @@ fn keep_lease(
             options,
             workload: workload.clone(),
             left: decision.lease.min(Decision::MAX_LEASE),
+            taken: 0,
             decision: decision.clone(),
             candidates: candidates.iter().copied().collect(),
         };
@@ -215,21 +225,24 @@ fn plan_with(p: &Prepared<'_>, use_lease: bool) -> Result<Planned, Error> {
         .map(Forced::Query)
         .or(engine.config.forced_backend.map(Forced::Environment));
     let mut candidates = SmallVec::new();
-    let mut declined = SmallVec::new();
+    let mut declined = Vec::new();
     let generation = engine.selector.generation();
     if use_lease {
-        if let Some((decision, candidates)) = leased(&plan, generation, p.options, &workload) {
+        if let Some((decision, candidates, observe)) =
+            leased(&plan, generation, p.options, &workload)
+        {
             let t2 = Tick::now();
             return Ok(Planned {
                 plan_cache_hit: hit,
                 workload,
                 decision,
                 candidates,
-                declined: SmallVec::new(),
+                declined: Vec::new(),
                 trace_time: t0.since(p.started),
                 plan_time: t1.since(t0),
                 select_time: t2.since(t1),
                 selected: t2,
+                observe,
                 plan,
             });
         }
@@ -314,6 +327,7 @@ fn plan_with(p: &Prepared<'_>, use_lease: bool) -> Result<Planned, Error> {
         plan_time: t1.since(t0),
         select_time: t2.since(t1),
         selected: t2,
+        observe: true,
         plan,
     })
 }
@@ -484,7 +498,7 @@ fn run_with<O>(
         cache_hit = planned.plan_cache_hit,
         "computeq.decision"
     );
-    let mut attempts: SmallVec<[Attempt; 2]> = SmallVec::new();
+    let mut attempts: Vec<Attempt> = Vec::new();
     let fallback = engine.config.fallback && !p.options.no_fallback;
     let first = planned.decision.order.first().copied();
     for &kind in &planned.decision.order {
@@ -558,7 +572,10 @@ fn run_with<O>(
                     transfer_out_ns = m.phases.transfer_out.as_nanos() as u64,
                     "computeq.done"
                 );
-                engine.selector.observe(&planned.workload, &m);
+                // A failed attempt is always observed (it ended the lease).
+                if planned.observe || !m.attempts.is_empty() {
+                    engine.selector.observe(&planned.workload, &m);
+                }
                 record(engine, &planned.plan, &out, &m);
                 if let Some(slot) = metrics_out {
                     *slot = Some(m.clone());
@@ -602,7 +619,7 @@ fn metrics(
     estimates: SmallVec<[crate::metrics::CandidateEstimate; 5]>,
     backend: BackendKind,
     reason: SelectionReason,
-    attempts: SmallVec<[Attempt; 2]>,
+    attempts: Vec<Attempt>,
     stats: &RunStats,
     wall: Duration,
     (elements_out, bytes_out): (u64, u64),
