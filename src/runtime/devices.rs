@@ -463,6 +463,21 @@ fn probe(job: ProbeJob) {
             .unwrap_or_default();
         tracing::warn!(backend = %kind, panic = %why, "computeq: the device probe panicked");
     }
+    // The probe's references go before it says it has ended: when the
+    // engine went away meanwhile, the last reference to the backend is
+    // this one, and its device is destroyed here. An engine that goes
+    // away waits for that (`Devices::drop`), so no other engine opens the
+    // same driver while this thread destroys a device in it: on an H200,
+    // NVIDIA's Vulkan driver crashed in `vkDestroyDevice` on the probe
+    // thread while a test's next engine opened the device (a selector
+    // test, in about one run of two).
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        drop(backend);
+        drop(selector);
+    }));
+    if dropped.is_err() {
+        tracing::warn!(backend = %kind, "computeq: releasing a probed device panicked");
+    }
     *slot.probing.lock() = false;
     slot.probed.notify_all();
 }
@@ -566,6 +581,74 @@ fn probe_engine(backend: &Arc<dyn Backend>) -> Engine {
     .with_backend(backend.clone());
     engine.devices = Devices::quiet();
     engine
+}
+
+#[cfg(test)]
+mod teardown_tests {
+    use super::*;
+    use crate::backend::{BackendError, Job, RunStats};
+    use crate::plan::{PhysicalPlan, PlanOutput};
+    use std::sync::atomic::AtomicBool;
+
+    /// A device backend that says when it is dropped.
+    struct Dropped(Arc<AtomicBool>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            // Slow, as a device's destruction is.
+            std::thread::sleep(Duration::from_millis(20));
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    impl Backend for Dropped {
+        fn kind(&self) -> BackendKind {
+            BackendKind::Wgpu
+        }
+        fn availability(&self) -> Availability {
+            Availability::Unavailable("a test device".into())
+        }
+        fn supports(&self, _: &PhysicalPlan) -> Result<(), crate::backend::Decline> {
+            Ok(())
+        }
+        fn execute(&self, _: &Job<'_>, _: &mut RunStats) -> Result<PlanOutput, BackendError> {
+            Err(BackendError::new(
+                BackendKind::Wgpu,
+                Phase::Execute,
+                "a test device",
+            ))
+        }
+    }
+
+    /// A probe holding the last reference to its backend releases it (and
+    /// so destroys the device) before it says it has ended: whoever waits
+    /// for the probe (an engine going away) must not go on to open the
+    /// driver while this thread destroys a device in it.
+    #[test]
+    fn a_probe_releases_its_backend_before_it_ends() {
+        let dropped = Arc::new(AtomicBool::new(false));
+        let slot = Arc::new(Slot::default());
+        *slot.probing.lock() = true;
+        let engine = Engine::with_config(Config::default());
+        let job = ProbeJob {
+            backend: Arc::new(Dropped(dropped.clone())),
+            selector: engine.selector.clone(),
+            slot: slot.clone(),
+            cache_dir: None,
+            budget: Duration::ZERO,
+        };
+        let t = std::thread::spawn(move || probe(job));
+        let mut probing = slot.probing.lock();
+        while *probing {
+            slot.probed.wait(&mut probing);
+        }
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "the probe said it had ended before releasing its backend"
+        );
+        drop(probing);
+        t.join().unwrap();
+    }
 }
 
 #[cfg(all(test, feature = "wgpu"))]
