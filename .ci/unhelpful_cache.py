@@ -28,9 +28,11 @@ for p, m in calibrations:
     cpu = data.get("cpu") or {}
     cpu.update(
         bandwidth_one=40e9,
-        bandwidth_all=30e9,  # the pool reads slower than one thread
+        # The pool reads slower than one thread, by less than the 20% below
+        # which the library takes a parallel figure for a disturbed one.
+        bandwidth_all=34e9,
         cache_bandwidth_one=120e9,
-        cache_bandwidth_all=90e9,
+        cache_bandwidth_all=102e9,
         threads=64,
         pool_wakeup=400e-6,
         simd_op=0.05e-9,

@@ -205,8 +205,8 @@ fn fmt_s(s: f64) -> String {
 struct Measured {
     /// Median total per backend (None: could not run).
     per_backend: Vec<(BackendKind, f64)>,
-    /// Model relative errors of forced runs (backend time vs estimate),
-    /// with the backend.
+    /// The model's estimate over the measured backend time of each forced
+    /// run, with the backend (its relative error is `|ratio - 1|`).
     model_errors: Vec<(BackendKind, f64)>,
     /// Sum of the selector's first `warmup` runs.
     cold_total: f64,
@@ -281,7 +281,7 @@ fn measure(
                 let p = &m.phases;
                 let backend_time = (p.transfer_in + p.execute + p.transfer_out).as_secs_f64();
                 if backend_time > 0.0 {
-                    model_errors.push((k, (est.as_secs_f64() - backend_time).abs() / backend_time));
+                    model_errors.push((k, est.as_secs_f64() / backend_time));
                 }
             }
         }
@@ -432,18 +432,26 @@ fn main() {
         .expect("a fixed backend");
     let mut errors: Vec<f64> = results
         .iter()
-        .flat_map(|r| r.1.model_errors.iter().map(|e| e.1))
+        .flat_map(|r| r.1.model_errors.iter().map(|e| (e.1 - 1.0).abs()))
         .collect();
     let model_error = median(&mut errors);
     // Per backend: where the model is off.
     let per_backend_error: Vec<String> = available
         .iter()
         .filter_map(|&k| {
-            let mut e: Vec<f64> = results
+            let mut ratio: Vec<f64> = results
                 .iter()
                 .flat_map(|r| r.1.model_errors.iter().filter(|e| e.0 == k).map(|e| e.1))
                 .collect();
-            (!e.is_empty()).then(|| format!("{} {:.0}%", k.name(), median(&mut e) * 100.0))
+            let mut e: Vec<f64> = ratio.iter().map(|r| (r - 1.0).abs()).collect();
+            (!e.is_empty()).then(|| {
+                format!(
+                    "{} {:.0}% (estimate/measured median {:.2}x)",
+                    k.name(),
+                    median(&mut e) * 100.0,
+                    median(&mut ratio)
+                )
+            })
         })
         .collect();
 
@@ -489,6 +497,39 @@ fn main() {
         model_error * 100.0,
         per_backend_error.join(", ")
     );
+    // Where the model is off, per workload: its estimate over the measured
+    // backend time (medians of the forced runs).
+    println!(
+        "\nthe model's estimate / measured backend time, per workload (forced runs, medians):"
+    );
+    println!(
+        "{:<36} {:>10}  {}",
+        "workload",
+        "N",
+        available
+            .iter()
+            .map(|k| format!("{:>12}", k.name()))
+            .collect::<String>()
+    );
+    for (w, m, _) in &results {
+        let cells: String = available
+            .iter()
+            .map(|&k| {
+                let mut r: Vec<f64> = m
+                    .model_errors
+                    .iter()
+                    .filter(|e| e.0 == k)
+                    .map(|e| e.1)
+                    .collect();
+                if r.is_empty() {
+                    format!("{:>12}", "-")
+                } else {
+                    format!("{:>11.2}x", median(&mut r))
+                }
+            })
+            .collect();
+        println!("{:<36} {:>10}  {cells}", w.name, w.n);
+    }
     let verdict_regret = selector <= oracle * 1.10;
     let verdict_fixed = selector <= best_fixed_t;
     println!(

@@ -527,11 +527,22 @@ fn measure_cpu(plan: &Plan, deadline: Instant) -> CpuProfile {
         }) {
             p.cache_bandwidth_one = bytes / t;
         }
-        if let Some(t) = best_of(plan.cache_reps, deadline, || {
-            black_box(par_sum(black_box(&xs), tasks));
-        }) {
-            // The timed call includes one wake-up; take it out.
-            p.cache_bandwidth_all = bytes / (t - p.pool_wakeup).max(t * 0.2);
+        // Measured again (while the budget lasts) when below the one-thread
+        // figure: something else held a core (see `CpuProfile::sanitized`).
+        let mut best = 0.0f64;
+        for _ in 0..PARALLEL_RETRIES {
+            if let Some(t) = best_of(plan.cache_reps, deadline, || {
+                black_box(par_sum(black_box(&xs), tasks));
+            }) {
+                // The timed call includes one wake-up; take it out.
+                best = best.max(bytes / (t - p.pool_wakeup).max(t * 0.2));
+            }
+            if best >= p.cache_bandwidth_one || Instant::now() > deadline {
+                break;
+            }
+        }
+        if best > 0.0 {
+            p.cache_bandwidth_all = best;
         }
     }
     if Instant::now() > deadline {
@@ -564,14 +575,27 @@ fn measure_cpu(plan: &Plan, deadline: Instant) -> CpuProfile {
             // First touch = faults + the write itself at about read speed.
             p.fresh_write_bandwidth = bytes / (first_touch - t * 0.5).max(t * 0.5);
         }
-        if let Some(t) = best_of(plan.dram_reps, deadline, || {
-            black_box(par_sum(black_box(&xs), tasks));
-        }) {
-            p.bandwidth_all = bytes / t;
+        let mut best = 0.0f64;
+        for _ in 0..PARALLEL_RETRIES {
+            if let Some(t) = best_of(plan.dram_reps, deadline, || {
+                black_box(par_sum(black_box(&xs), tasks));
+            }) {
+                best = best.max(bytes / t);
+            }
+            if best >= p.bandwidth_one || Instant::now() > deadline {
+                break;
+            }
+        }
+        if best > 0.0 {
+            p.bandwidth_all = best;
         }
     }
     p
 }
+
+/// How many times a parallel bandwidth below the one-thread figure is
+/// measured again.
+const PARALLEL_RETRIES: usize = 3;
 
 /// Timing primitives a device backend offers for calibration.
 ///

@@ -179,6 +179,10 @@ fn check(
     }
 }
 
+/// The least share of the one-thread bandwidth a parallel bandwidth may
+/// have ([`CpuProfile::sanitized`]): below it the measurement was
+/// disturbed.
+const MIN_PARALLEL_SHARE: f64 = 0.8;
 impl CpuProfile {
     /// This profile with every implausible figure (not finite, or outside
     /// its range) replaced by its prior, and the names of those figures
@@ -226,6 +230,21 @@ impl CpuProfile {
         if p.threads == 0 || p.threads > 1 << 16 {
             p.threads = d.threads;
             bad.push("threads");
+        }
+        // All the threads read at least about as fast as one of them: a
+        // parallel figure well below the one-thread figure was measured
+        // while something else held the cores (a device probe, another
+        // process). Kept, it prices `cpu-parallel` several times too high
+        // for good, out of exploration's reach (one selector evaluation
+        // saw 2.4 GB/s against 11.4: `cpu-simd` ran the large reductions
+        // at twice `cpu-parallel`'s time).
+        if p.bandwidth_all < p.bandwidth_one * MIN_PARALLEL_SHARE {
+            p.bandwidth_all = p.bandwidth_one;
+            bad.push("bandwidth_all (below bandwidth_one)");
+        }
+        if p.cache_bandwidth_all < p.cache_bandwidth_one * MIN_PARALLEL_SHARE {
+            p.cache_bandwidth_all = p.cache_bandwidth_one;
+            bad.push("cache_bandwidth_all (below cache_bandwidth_one)");
         }
         check("simd_op", &mut p.simd_op, PER_ELEMENT, d.simd_op, &mut bad);
         check(
@@ -365,6 +384,28 @@ mod tests {
         assert!(CpuProfile::default().sanitized().1.is_empty());
         assert!(DeviceProfile::default().sanitized().1.is_empty());
         assert!(DeviceProfile::software_prior().sanitized().1.is_empty());
+    }
+
+    #[test]
+    fn a_parallel_bandwidth_below_one_threads_is_not_kept() {
+        let cpu = CpuProfile {
+            bandwidth_one: 11.4e9,
+            bandwidth_all: 2.4e9,
+            cache_bandwidth_one: 40e9,
+            cache_bandwidth_all: 60e9,
+            measured: true,
+            ..CpuProfile::default()
+        };
+        let (p, bad) = cpu.clone().sanitized();
+        assert_eq!(bad, ["bandwidth_all (below bandwidth_one)"]);
+        assert_eq!(p.bandwidth_all, 11.4e9);
+        assert_eq!(p.cache_bandwidth_all, 60e9);
+        // Within the measurement's noise: kept.
+        let close = CpuProfile {
+            bandwidth_all: 10e9,
+            ..cpu
+        };
+        assert!(close.sanitized().1.is_empty());
     }
 
     #[test]

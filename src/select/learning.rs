@@ -564,9 +564,9 @@ fn exploration(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> Option<Pic
 /// one may overturn the model) or a plausible candidate is under-sampled
 /// (exploration may pick it on the next run), else until the runner-up's
 /// next due re-check. A re-check measured as promising picks the
-/// runner-up on this run already, so it never ends a lease early. What
-/// the leased runs measure is still observed; only a new choice waits (at
-/// most [`Decision::MAX_LEASE`] runs).
+/// runner-up on this run already, so it never ends a lease early. The
+/// leased runs are still observed, one in [`Decision::OBSERVE_LEASED`];
+/// only a new choice waits (at most [`Decision::MAX_LEASE`] runs).
 fn lease(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> u32 {
     let max = Decision::MAX_LEASE;
     if r.cands.len() <= 1 || !s.learn {
