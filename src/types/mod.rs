@@ -11,6 +11,7 @@ mod input;
 mod plan_error;
 
 pub use backend::{BackendError, BackendKind, Phase, RunStats, TimingSource};
+pub(crate) use column::{advise_huge_pages, HUGE_PAGE_MIN_BYTES};
 pub use column::{Column, ColumnRef};
 pub use decline::Decline;
 pub use dtype::{DType, Scalar};
