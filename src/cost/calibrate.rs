@@ -608,8 +608,8 @@ fn measure_cpu(plan: &Plan, deadline: Instant) -> CpuProfile {
     p
 }
 
-/// How many times a parallel bandwidth below the one-thread figure is
-/// measured again.
+/// How many times, at most, a parallel bandwidth is measured: again while
+/// it stays below the one-thread figure.
 const PARALLEL_RETRIES: usize = 3;
 
 /// Timing primitives a device backend offers for calibration.
