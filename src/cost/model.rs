@@ -294,9 +294,12 @@ impl CostModel {
                 let mut compute = 0.0;
                 for s in work {
                     let bytes = s.read + s.write;
+                    // A compaction's survivors are ranked and written one
+                    // by one, like a scan's elements (priced at a vector
+                    // operation per element, filtered collects ran at ~3x
+                    // their estimate).
                     let extra = match s.end {
-                        StageEnd::Compact => s.n * c.simd_op,
-                        StageEnd::Scan => s.n * c.scan_element,
+                        StageEnd::Compact | StageEnd::Scan => s.n * c.scan_element,
                         _ => 0.0,
                     };
                     let cpu = s.ops * c.simd_op + s.trans * c.simd_transcendental + extra;
