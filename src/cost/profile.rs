@@ -183,6 +183,7 @@ fn check(
 /// have ([`CpuProfile::sanitized`]): below it the measurement was
 /// disturbed.
 const MIN_PARALLEL_SHARE: f64 = 0.8;
+
 impl CpuProfile {
     /// This profile with every implausible figure (not finite, or outside
     /// its range) replaced by its prior, and the names of those figures
