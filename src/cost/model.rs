@@ -256,6 +256,13 @@ impl CostModel {
             }
         };
         let cpu_compile = if e.compiled { 0.0 } else { c.simd_compile };
+        // The bytes the first stage reads from the query's inputs.
+        let source_bytes = work
+            .first()
+            .map_or(0.0, |s| e.shape.stages[0].source_bytes * s.n);
+        // A device's profile, else the prior's.
+        let prior = DeviceProfile::default();
+        let device = |k: BackendKind| self.device_ref(k).unwrap_or(&prior);
         // A CPU backend reads an input resident on a device after
         // downloading it (`Input::host`): priced at that device's download
         // bandwidth. Without it, a device-resident reduction of 10^7 `f32`
@@ -263,11 +270,7 @@ impl CostModel {
         // selector then explored before the device.
         let from_device = match e.workload.residency {
             Residency::Device(k) if !kind.is_device() => {
-                let prior = DeviceProfile::default();
-                let d = self.device_ref(k).unwrap_or(&prior);
-                let source_bytes = work
-                    .first()
-                    .map_or(0.0, |s| e.shape.stages[0].source_bytes * s.n);
+                let d = device(k);
                 d.transfer_latency + source_bytes / d.download_bandwidth
             }
             _ => 0.0,
@@ -357,19 +360,9 @@ impl CostModel {
                 }
             }
             BackendKind::Wgpu | BackendKind::Cuda => {
-                let prior;
-                let d = match self.device_ref(kind) {
-                    Some(d) => d,
-                    None => {
-                        prior = DeviceProfile::default();
-                        &prior
-                    }
-                };
+                let d = device(kind);
                 let w = e.workload;
                 let resident = matches!(w.residency, Residency::Device(k) if k == kind);
-                let source_bytes = work
-                    .first()
-                    .map_or(0.0, |s| e.shape.stages[0].source_bytes * s.n);
                 let upload = if resident || source_bytes == 0.0 {
                     0.0
                 } else {
