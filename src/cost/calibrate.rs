@@ -527,22 +527,16 @@ fn measure_cpu(plan: &Plan, deadline: Instant) -> CpuProfile {
         }) {
             p.cache_bandwidth_one = bytes / t;
         }
-        // Measured again (while the budget lasts) when below the one-thread
-        // figure: something else held a core (see `CpuProfile::sanitized`).
-        let mut best = 0.0f64;
-        for _ in 0..PARALLEL_RETRIES {
-            if let Some(t) = best_of(plan.cache_reps, deadline, || {
-                black_box(par_sum(black_box(&xs), tasks));
-            }) {
-                // The timed call includes one wake-up; take it out.
-                best = best.max(bytes / (t - p.pool_wakeup).max(t * 0.2));
-            }
-            if best >= p.cache_bandwidth_one || Instant::now() > deadline {
-                break;
-            }
-        }
-        if best > 0.0 {
-            p.cache_bandwidth_all = best;
+        let wakeup = p.pool_wakeup;
+        if let Some(b) = parallel_bandwidth(
+            plan.cache_reps,
+            deadline,
+            p.cache_bandwidth_one,
+            || black_box(par_sum(black_box(&xs), tasks)),
+            // The timed call includes one wake-up; take it out.
+            |t| bytes / (t - wakeup).max(t * 0.2),
+        ) {
+            p.cache_bandwidth_all = b;
         }
     }
     if Instant::now() > deadline {
@@ -590,19 +584,14 @@ fn measure_cpu(plan: &Plan, deadline: Instant) -> CpuProfile {
             // First touch = faults + the write itself at about read speed.
             p.fresh_write_bandwidth = bytes / (first_touch - t * 0.5).max(t * 0.5);
         }
-        let mut best = 0.0f64;
-        for _ in 0..PARALLEL_RETRIES {
-            if let Some(t) = best_of(plan.dram_reps, deadline, || {
-                black_box(par_sum(black_box(&xs), tasks));
-            }) {
-                best = best.max(bytes / t);
-            }
-            if best >= p.bandwidth_one || Instant::now() > deadline {
-                break;
-            }
-        }
-        if best > 0.0 {
-            p.bandwidth_all = best;
+        if let Some(b) = parallel_bandwidth(
+            plan.dram_reps,
+            deadline,
+            p.bandwidth_one,
+            || black_box(par_sum(black_box(&xs), tasks)),
+            |t| bytes / t,
+        ) {
+            p.bandwidth_all = b;
         }
     }
     p
@@ -611,6 +600,32 @@ fn measure_cpu(plan: &Plan, deadline: Instant) -> CpuProfile {
 /// How many times, at most, a parallel bandwidth is measured: again while
 /// it stays below the one-thread figure.
 const PARALLEL_RETRIES: usize = 3;
+
+/// The pool's bandwidth from `run` (timed `reps` times, the best kept, and
+/// turned into bytes per second by `bandwidth`), measured again while it
+/// stays below `one`, the one-thread figure, and the budget lasts:
+/// something else held a core (see `CpuProfile::sanitized`). The best of
+/// the measurements; `None` when none was taken.
+fn parallel_bandwidth<R>(
+    reps: usize,
+    deadline: Instant,
+    one: f64,
+    mut run: impl FnMut() -> R,
+    bandwidth: impl Fn(f64) -> f64,
+) -> Option<f64> {
+    let mut best: Option<f64> = None;
+    for _ in 0..PARALLEL_RETRIES {
+        if let Some(t) = best_of(reps, deadline, || {
+            run();
+        }) {
+            best = Some(best.map_or(bandwidth(t), |b| b.max(bandwidth(t))));
+        }
+        if best.is_some_and(|b| b >= one) || Instant::now() > deadline {
+            break;
+        }
+    }
+    best
+}
 
 /// Timing primitives a device backend offers for calibration.
 ///
