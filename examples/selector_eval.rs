@@ -207,7 +207,7 @@ struct Measured {
     per_backend: Vec<(BackendKind, f64)>,
     /// The model's estimate over the measured backend time of each forced
     /// run, with the backend (its relative error is `|ratio - 1|`).
-    model_errors: Vec<(BackendKind, f64)>,
+    model_ratios: Vec<(BackendKind, f64)>,
     /// Sum of the selector's first `warmup` runs.
     cold_total: f64,
     /// The backends of those runs, in order.
@@ -243,7 +243,7 @@ fn measure(
         cold_backends.push(m.backend);
     }
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); backends.len()];
-    let mut model_errors = Vec::new();
+    let mut model_ratios = Vec::new();
     let mut sel = Vec::new();
     let mut choices: Vec<(BackendKind, String)> = Vec::new();
     // A short run right after another contender's is slowed by the state
@@ -281,7 +281,7 @@ fn measure(
                 let p = &m.phases;
                 let backend_time = (p.transfer_in + p.execute + p.transfer_out).as_secs_f64();
                 if backend_time > 0.0 {
-                    model_errors.push((k, est.as_secs_f64() / backend_time));
+                    model_ratios.push((k, est.as_secs_f64() / backend_time));
                 }
             }
         }
@@ -302,7 +302,7 @@ fn measure(
     counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     Measured {
         per_backend,
-        model_errors,
+        model_ratios,
         cold_total,
         cold_backends,
         selector: median(&mut sel),
@@ -432,7 +432,7 @@ fn main() {
         .expect("a fixed backend");
     let mut errors: Vec<f64> = results
         .iter()
-        .flat_map(|r| r.1.model_errors.iter().map(|e| (e.1 - 1.0).abs()))
+        .flat_map(|r| r.1.model_ratios.iter().map(|e| (e.1 - 1.0).abs()))
         .collect();
     let model_error = median(&mut errors);
     // Per backend: where the model is off.
@@ -441,7 +441,7 @@ fn main() {
         .filter_map(|&k| {
             let mut ratio: Vec<f64> = results
                 .iter()
-                .flat_map(|r| r.1.model_errors.iter().filter(|e| e.0 == k).map(|e| e.1))
+                .flat_map(|r| r.1.model_ratios.iter().filter(|e| e.0 == k).map(|e| e.1))
                 .collect();
             let mut e: Vec<f64> = ratio.iter().map(|r| (r - 1.0).abs()).collect();
             (!e.is_empty()).then(|| {
@@ -508,7 +508,7 @@ fn main() {
         "N",
         available
             .iter()
-            .map(|k| format!("{:>12}", k.name()))
+            .map(|k| format!("{:>13}", k.name()))
             .collect::<String>()
     );
     for (w, m, _) in &results {
@@ -516,15 +516,15 @@ fn main() {
             .iter()
             .map(|&k| {
                 let mut r: Vec<f64> = m
-                    .model_errors
+                    .model_ratios
                     .iter()
                     .filter(|e| e.0 == k)
                     .map(|e| e.1)
                     .collect();
                 if r.is_empty() {
-                    format!("{:>12}", "-")
+                    format!("{:>13}", "-")
                 } else {
-                    format!("{:>11.2}x", median(&mut r))
+                    format!("{:>12.2}x", median(&mut r))
                 }
             })
             .collect();
