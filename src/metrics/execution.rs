@@ -8,7 +8,7 @@ use std::fmt;
 use std::time::Duration;
 
 /// Why the backend that ran was chosen.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SelectionReason {
     /// Forced on the query with `.on(..)`.
     Forced,
@@ -107,7 +107,7 @@ impl Attempt {
 }
 
 /// The cost model's estimate for one candidate.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CandidateEstimate {
     /// The backend.
     pub backend: BackendKind,

@@ -119,7 +119,11 @@ fn leased(
             lease.left -= 1;
             let observe = lease.taken.is_multiple_of(Decision::OBSERVE_LEASED);
             lease.taken += 1;
-            Some((lease.decision.clone(), lease.candidates.clone(), observe))
+            Some((
+                lease.decision.clone(),
+                SmallVec::from_slice(&lease.candidates),
+                observe,
+            ))
         })
         .ok()
         .flatten()
@@ -546,7 +550,7 @@ fn run_with<O>(
             Ok(out) => {
                 let reason = match first {
                     Some(f) if f != kind => SelectionReason::Fallback { from: f },
-                    _ => planned.decision.reason.clone(),
+                    _ => planned.decision.reason,
                 };
                 // The run ends here: its metrics take the estimates.
                 let estimates = std::mem::take(&mut planned.decision.estimates);
@@ -719,8 +723,8 @@ fn explain_of(
         choice: backend,
         reason: metrics
             .as_ref()
-            .map(|m| m.reason.clone())
-            .unwrap_or_else(|| planned.decision.reason.clone()),
+            .map(|m| m.reason)
+            .unwrap_or(planned.decision.reason),
         settings,
         recommendations,
         metrics,
