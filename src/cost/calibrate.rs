@@ -302,6 +302,19 @@ fn persist(dir: &Path, update: impl FnOnce(&mut CalibrationFile)) {
     }
 }
 
+/// Measures the CPU backends' own fixed costs and speeds into a profile,
+/// before a deadline: the runtime's probe, which runs real queries on the
+/// backends (this layer cannot name them). Set once per process.
+pub type BackendProbe = fn(&mut CpuProfile, Instant);
+
+static BACKEND_PROBE: std::sync::OnceLock<BackendProbe> = std::sync::OnceLock::new();
+
+/// Makes `probe` part of every CPU calibration of this process (the first
+/// probe set stays; the runtime sets it when it creates an engine).
+pub fn set_backend_probe(probe: BackendProbe) {
+    let _ = BACKEND_PROBE.set(probe);
+}
+
 /// Measures the CPU within `budget` (wall time). Figures not measured
 /// before the budget runs out keep their priors.
 pub fn calibrate_cpu(budget: Duration) -> CpuProfile {
@@ -320,6 +333,8 @@ struct Plan {
     wake_reps: usize,
     idle_wake_reps: usize,
     op_reps: usize,
+    /// The longest the backend probe may take.
+    probe_budget: Duration,
 }
 
 impl Plan {
@@ -331,6 +346,7 @@ impl Plan {
             wake_reps: 41,
             idle_wake_reps: 0,
             op_reps: 200,
+            probe_budget: Duration::from_millis(15),
         }
     }
 
@@ -342,18 +358,17 @@ impl Plan {
             wake_reps: 401,
             idle_wake_reps: 21,
             op_reps: 3000,
+            probe_budget: Duration::from_millis(300),
         }
     }
 }
 
-/// Last-level cache size from sysfs (largest index), bytes.
-fn llc_bytes() -> Option<f64> {
-    let mut best = None;
-    for i in 0..8 {
-        let p = format!("/sys/devices/system/cpu/cpu0/cache/index{i}/size");
-        let Ok(s) = std::fs::read_to_string(p) else {
-            continue;
-        };
+/// The caches of CPU 0 from sysfs: (level, bytes) per index.
+fn caches() -> impl Iterator<Item = (u32, f64)> {
+    (0..8).filter_map(|i| {
+        let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+        let s = std::fs::read_to_string(format!("{dir}/size")).ok()?;
+        let level = std::fs::read_to_string(format!("{dir}/level")).ok()?;
         let s = s.trim();
         let (num, mul) = match s.strip_suffix('K') {
             Some(n) => (n, 1024.0),
@@ -362,11 +377,18 @@ fn llc_bytes() -> Option<f64> {
                 None => (s, 1.0),
             },
         };
-        if let Ok(v) = num.parse::<f64>() {
-            best = Some(best.map_or(v * mul, |b: f64| b.max(v * mul)));
-        }
-    }
-    best
+        Some((level.trim().parse().ok()?, num.parse::<f64>().ok()? * mul))
+    })
+}
+
+/// Last-level cache size from sysfs (largest cache), bytes.
+fn llc_bytes() -> Option<f64> {
+    caches().map(|c| c.1).reduce(f64::max)
+}
+
+/// One core's level-2 cache size from sysfs, bytes.
+fn l2_bytes() -> Option<f64> {
+    caches().filter(|c| c.0 == 2).map(|c| c.1).reduce(f64::max)
 }
 
 /// Sum with 8 SIMD accumulators: the bandwidth-bound loop of docs/architecture.md.
@@ -510,6 +532,41 @@ fn measure_cpu(plan: &Plan, deadline: Instant) -> CpuProfile {
         return p;
     }
 
+    // Near-cache bandwidth: a buffer half of one core's level-2 cache
+    // (the working set of a `cpu-simd` stage over 10^4-10^5 elements,
+    // which the last-level figure below priced at 1.5-3x its time).
+    let l2 = l2_bytes().unwrap_or(p.near_bytes);
+    p.near_bytes = l2;
+    {
+        let n = ((l2 / 2.0) as usize / 4).clamp(4 << 10, 1 << 20);
+        let xs = vec![1.0f32; n];
+        let bytes = (n * 4) as f64;
+        black_box(sum_wide(&xs));
+        if let Some(t) = best_of(plan.cache_reps * 4, deadline, || {
+            black_box(sum_wide(black_box(&xs)));
+        }) {
+            p.near_bandwidth_one = bytes / t;
+        }
+        // Every thread reads its own copy from its own level-2 cache.
+        let copies: Vec<Vec<f32>> = (0..threads).map(|_| xs.clone()).collect();
+        let wakeup = p.pool_wakeup;
+        if let Some(b) = parallel_bandwidth(
+            plan.cache_reps * 4,
+            deadline,
+            p.near_bandwidth_one,
+            || {
+                use rayon::prelude::*;
+                black_box(copies.par_iter().map(|c| sum_wide(c)).sum::<f32>())
+            },
+            |t| bytes * threads as f64 / (t - wakeup).max(t * 0.2),
+        ) {
+            p.near_bandwidth_all = b;
+        }
+    }
+    if Instant::now() > deadline {
+        return p;
+    }
+
     // Cache bandwidth: a buffer a quarter of the last-level cache.
     // Virtual machines sometimes report absurd sizes (hundreds of MiB):
     // past 64 MiB, assume 32 MiB.
@@ -543,10 +600,25 @@ fn measure_cpu(plan: &Plan, deadline: Instant) -> CpuProfile {
         return p;
     }
 
+    // The backends' fixed costs, from runs of the backends themselves (the
+    // figures above are raw loops; a backend's call adds its set-up, which
+    // decides the price of a small query). Before the DRAM figures, which
+    // take what is left of the budget, with a share of its own.
+    if let (Some(probe), true) = (BACKEND_PROBE.get(), Instant::now() < deadline) {
+        let until = deadline.min(Instant::now() + plan.probe_budget);
+        // A panic in the probe keeps what was measured before it.
+        let mut probed = p.clone();
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| probe(&mut probed, until)))
+            .is_ok()
+        {
+            p = probed;
+        }
+    }
+
     // DRAM bandwidth and the first-touch cost of fresh pages: only when
     // the remaining budget covers the buffer's first touch and passes
     // (priced with what was just measured, pessimistically).
-    {
+    'dram: {
         let n = (plan.dram_bytes / 4).max(2 * llc as usize / 4);
         let bytes = (n * 4) as f64;
         let needed = 2.0 * bytes / 2e9
@@ -555,7 +627,7 @@ fn measure_cpu(plan: &Plan, deadline: Instant) -> CpuProfile {
             .saturating_duration_since(Instant::now())
             .as_secs_f64();
         if needed > left {
-            return p;
+            break 'dram;
         }
         // Writing every page of a fresh buffer once: page faults and
         // zeroing. Twice, the faster kept: the process's first large

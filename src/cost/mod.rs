@@ -13,7 +13,8 @@ mod profile;
 mod shape;
 
 pub use calibrate::{
-    calibrate_full_into, device_profile, recall_device, remember_device, Calibrate, DeviceRecord,
+    calibrate_full_into, device_profile, recall_device, remember_device, set_backend_probe,
+    Calibrate, DeviceRecord,
 };
 #[cfg(test)]
 pub(crate) use model::PARALLEL_LEAF;

@@ -116,6 +116,8 @@ struct StageWork {
     ops: f64,
     trans: f64,
     end: StageEnd,
+    /// Lanes per vector relative to 32-bit types (0.5 for a 64-bit stage).
+    lanes: f64,
 }
 
 fn stage_work(e: &EstimateInput<'_>) -> Work {
@@ -140,6 +142,7 @@ fn stage_work(e: &EstimateInput<'_>) -> Work {
             ops: n * s.ops,
             trans: n * s.transcendental,
             end: s.end,
+            lanes: if s.wide { 0.5 } else { 1.0 },
         });
     }
     Work { stages: out }
@@ -237,11 +240,24 @@ impl CostModel {
     ) -> Estimate {
         let work = &work.stages;
         let c = &self.cpu;
-        let bw = |bytes: f64, all: bool| match (bytes <= c.cache_bytes, all) {
-            (true, false) => c.cache_bandwidth_one,
-            (true, true) => c.cache_bandwidth_all,
-            (false, false) => c.bandwidth_one,
-            (false, true) => c.bandwidth_all,
+        // Three tiers: a working set in one core's level-2 cache (each
+        // core's, when all threads share it), in the last-level cache, or
+        // in DRAM.
+        let threads = c.threads.max(1) as f64;
+        let bw = |bytes: f64, all: bool| {
+            let near = if all {
+                c.near_bytes * threads
+            } else {
+                c.near_bytes
+            };
+            match (bytes <= near, bytes <= c.cache_bytes, all) {
+                (true, _, false) => c.near_bandwidth_one,
+                (true, _, true) => c.near_bandwidth_all,
+                (false, true, false) => c.cache_bandwidth_one,
+                (false, true, true) => c.cache_bandwidth_all,
+                (false, false, false) => c.bandwidth_one,
+                (false, false, true) => c.bandwidth_all,
+            }
         };
         // Fresh output pages are faulted in on first write. An output the
         // allocator recycles (a freed block of the size, as in a loop of
@@ -305,7 +321,8 @@ impl CostModel {
                         StageEnd::Compact | StageEnd::Scan => s.n * c.scan_element,
                         _ => 0.0,
                     };
-                    let cpu = s.ops * c.simd_op + s.trans * c.simd_transcendental + extra;
+                    let cpu =
+                        (s.ops * c.simd_op + s.trans * c.simd_transcendental) / s.lanes + extra;
                     compute += (bytes / bw(bytes, false)).max(cpu) + fault(s.write);
                 }
                 Estimate {
@@ -316,7 +333,6 @@ impl CostModel {
                 }
             }
             BackendKind::CpuParallel => {
-                let threads = c.threads.max(1) as f64;
                 let mut compute = 0.0;
                 let mut wakeups = 0.0;
                 // Each task sets up its own state, as a `cpu-simd` stage
@@ -341,8 +357,9 @@ impl CostModel {
                         StageEnd::Scan => s.n * c.scan_element,
                         _ => 0.0,
                     };
-                    let cpu = (s.ops * passes.min(1.5) * c.simd_op
-                        + s.trans * c.simd_transcendental
+                    let cpu = ((s.ops * passes.min(1.5) * c.simd_op
+                        + s.trans * c.simd_transcendental)
+                        / s.lanes
                         + extra)
                         / t;
                     let moved = bytes + reread;
@@ -350,11 +367,13 @@ impl CostModel {
                     if pooled {
                         wakeups += passes;
                     }
-                    setups += 1.0 + t * passes;
+                    setups += t * passes;
                 }
                 Estimate {
                     compile: cpu_compile,
-                    fixed: c.pool_wakeup * wakeups + c.simd_fixed * setups,
+                    fixed: c.pool_wakeup * wakeups
+                        + c.simd_fixed * setups
+                        + c.parallel_fixed * work.len() as f64,
                     compute,
                     transfer: from_device,
                 }
@@ -504,6 +523,7 @@ mod tests {
                 reads_stage: None,
                 out_bytes: 4.0,
                 end: StageEnd::Compact,
+                wide: false,
             }],
         };
         (w, shape)
@@ -591,6 +611,7 @@ mod tests {
             reads_stage: Some(0),
             out_bytes: 0.0,
             end: StageEnd::Reduce,
+            wide: false,
         });
         let at = |sel: f64| {
             m.estimate_with(

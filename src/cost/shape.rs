@@ -43,6 +43,11 @@ pub struct StageShape {
     pub out_bytes: f64,
     /// How it ends.
     pub end: StageEnd,
+    /// Whether the stage reads 64-bit elements: a vector operation then holds
+    /// half the lanes, so the CPU backends' operations cost twice as much
+    /// per element (not priced, the 64-bit reductions and `stats` ran at
+    /// 2-4x their estimates on `cpu-simd`).
+    pub wide: bool,
 }
 
 /// Every stage of a plan.
@@ -120,6 +125,13 @@ impl PlanShape {
                 reads_stage,
                 out_bytes,
                 end,
+                // By what the stage reads: `stats` of `i32` keeps one `f64`
+                // sum, which its 32-bit lanes feed (priced as wide, it ran
+                // at 0.4x its estimate).
+                wide: s
+                    .program
+                    .iter()
+                    .any(|(_, d)| matches!(d.node, Node::Input(_)) && d.ty.size() == 8),
             });
         }
         PlanShape { stages }
@@ -148,6 +160,7 @@ impl PlanShape {
                 reads_stage: None,
                 out_bytes,
                 end,
+                wide: w.wide_types,
             }],
         }
     }

@@ -567,18 +567,23 @@ impl crate::backend::ProbeRunner for ProbeQueries<'_> {
     }
 }
 
-fn probe_engine(backend: &Arc<dyn Backend>) -> Engine {
-    let mut engine = Engine::with_config(Config {
+/// The settings of an engine that runs calibration probes: nothing
+/// persisted, learned, calibrated or logged, falling back on failure.
+pub(super) fn probe_config(disabled: Vec<BackendKind>) -> Config {
+    Config {
         cache_dir: None,
         learn: false,
         calibration_budget: Duration::ZERO,
         run_log_capacity: 0,
         fallback: true,
         forced_backend: None,
-        disabled: Vec::new(),
+        disabled,
         ..Config::default()
-    })
-    .with_backend(backend.clone());
+    }
+}
+
+fn probe_engine(backend: &Arc<dyn Backend>) -> Engine {
+    let mut engine = Engine::with_config(probe_config(Vec::new())).with_backend(backend.clone());
     engine.devices = Devices::quiet();
     engine
 }

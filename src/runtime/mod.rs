@@ -5,6 +5,7 @@
 
 pub(crate) mod clock;
 mod config;
+mod cpu_probe;
 mod devices;
 mod engine;
 pub(crate) mod executor;

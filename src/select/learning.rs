@@ -760,6 +760,16 @@ impl Selector for LearningSelector {
         let keys = self.shared.history.lock().keys();
         let m = self.model.read().clone();
         let s = &self.settings;
+        // A cache tier: its size and the one-thread/all-threads bandwidths.
+        let tier = |bytes: f64, one: f64, all: f64| {
+            format!(
+                "{:.0}KiB@{:.1}/{:.1}GB/s",
+                bytes / 1024.0,
+                one / 1e9,
+                all / 1e9
+            )
+        };
+        let c = &m.cpu;
         let mut v = vec![
             ("selector", "learning".into()),
             ("learn", s.learn.to_string()),
@@ -780,6 +790,23 @@ impl Selector for LearningSelector {
                 format!("{:.1}µs", m.cpu.pool_wakeup * 1e6),
             ),
             ("cpu.threads", m.cpu.threads.to_string()),
+            (
+                "cpu.near",
+                tier(c.near_bytes, c.near_bandwidth_one, c.near_bandwidth_all),
+            ),
+            (
+                "cpu.cache",
+                tier(c.cache_bytes, c.cache_bandwidth_one, c.cache_bandwidth_all),
+            ),
+            (
+                "cpu.fixed",
+                format!(
+                    "scalar={:.0}ns/simd={:.0}ns/parallel={:.0}ns",
+                    m.cpu.scalar_fixed * 1e9,
+                    m.cpu.simd_fixed * 1e9,
+                    m.cpu.parallel_fixed * 1e9
+                ),
+            ),
         ];
         for k in [BackendKind::Wgpu, BackendKind::Cuda] {
             if let Some(d) = m.devices[if k == BackendKind::Wgpu { 0 } else { 1 }].as_ref() {
