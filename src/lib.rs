@@ -85,6 +85,20 @@
 //! Shared by every backend:
 //! - Integer arithmetic wraps; integer division or remainder by zero is 0;
 //!   `MIN / -1` wraps.
+//! - Integer expressions take Rust's bit operators `& | ^ << >>` and `!`;
+//!   a shift amount is taken modulo the bit width, as
+//!   `wrapping_shl(n as u32)` / `wrapping_shr(n as u32)` take it, and `>>`
+//!   is arithmetic for signed types:
+//!
+//! ```
+//! # let _ = computeq::set_engine(computeq::Engine::default());
+//! use computeq::prelude::*;
+//! let keys: Vec<u32> = [5u32, 12, 7].compute().map(|x| (x << 4 | x >> 2) ^ !x & 0xff).collect();
+//! let rust: Vec<u32> = [5u32, 12, 7].iter().map(|&x| (x << 4 | x >> 2) ^ !x & 0xff).collect();
+//! assert_eq!(keys, rust);
+//! let wrapped: Vec<i32> = [1i32].compute().map(|x| x << 33).collect();
+//! assert_eq!(wrapped, vec![2]); // 1i32.wrapping_shl(33)
+//! ```
 //! - Float → integer casts saturate and NaN becomes 0 (Rust `as`).
 //! - Float `min`/`max` return the non-NaN operand; the `min()`/`max()`
 //!   terminals skip NaNs and return NaN only when every element is NaN;

@@ -19,7 +19,7 @@
 mod common;
 mod ptx_interp;
 
-use common::ast::{self, Bin, Case, Cmp, Comb, Ex, ExKind, LitForm, Step, Term};
+use common::ast::{self, Bin, Case, Cmp, Comb, Ex, ExKind, LitForm, Step, Term, Un};
 use common::data::{DataSpec, Dist, LENGTHS};
 use common::value::{Val, NUMERIC};
 use common::{differential_config, run_case, Outcome, Summary};
@@ -352,7 +352,7 @@ pub fn fixed_pipelines(t: DType, len: usize, seed: u64) -> Vec<Case> {
             Box::new(lit(DType::U64, 0.0)),
         ),
     };
-    vec![
+    let mut cases = vec![
         c(Dist::Specials, vec![], Term::Sum),
         c(
             Dist::Small,
@@ -407,7 +407,44 @@ pub fn fixed_pipelines(t: DType, len: usize, seed: u64) -> Vec<Case> {
             Term::Reduce(Comb::Add),
         ),
         c(Dist::Degenerate, vec![], Term::Stats),
-    ]
+    ];
+    if t.is_int() {
+        // Bit operations: a key's mix of shifts, masks and `!`, the shift
+        // amounts the data's own values (negative, zero, past the width),
+        // a literal on either side.
+        let mix = bin(
+            Bin::BitXor,
+            bin(Bin::Shl, x(t), x(t)),
+            bin(
+                Bin::BitOr,
+                bin(Bin::Shr, x(t), lit(t, 3.0)),
+                Ex {
+                    ty: t,
+                    kind: ExKind::Un(Un::BitNot, Box::new(bin(Bin::BitAnd, lit(t, 93.0), x(t)))),
+                },
+            ),
+        );
+        cases.push(c(
+            Dist::Specials,
+            vec![Step::Map(mix.clone())],
+            Term::Collect,
+        ));
+        cases.push(c(
+            Dist::Wide,
+            vec![Step::ZipMap(0, bin(Bin::Shr, lit(t, 1e6), y(t)))],
+            Term::Sum,
+        ));
+        cases.push(c(
+            Dist::Uniform,
+            vec![Step::Filter(cmp(
+                Cmp::Eq,
+                bin(Bin::BitAnd, mix, lit(t, 1.0)),
+                lit(t, 0.0),
+            ))],
+            Term::Count,
+        ));
+    }
+    cases
 }
 
 // ------------------------------------------------- the suite can fail

@@ -66,7 +66,9 @@ pub fn unary(op: UnaryOp, x: Scalar) -> Scalar {
                 UnaryOp::Floor => $c($v.floor()),
                 UnaryOp::Ceil => $c($v.ceil()),
                 UnaryOp::Round => $c($v.round()),
-                UnaryOp::Not => unreachable!("`not` on a float survived type checking"),
+                UnaryOp::Not | UnaryOp::BitNot => {
+                    unreachable!("`{op}` on a float survived type checking")
+                }
             }
         };
     }
@@ -79,10 +81,12 @@ pub fn unary(op: UnaryOp, x: Scalar) -> Scalar {
         I64(v) => I64(int_unary(op, v)),
         U32(v) => U32(match op {
             UnaryOp::Neg => v.wrapping_neg(),
+            UnaryOp::BitNot => !v,
             _ => v,
         }),
         U64(v) => U64(match op {
             UnaryOp::Neg => v.wrapping_neg(),
+            UnaryOp::BitNot => !v,
             _ => v,
         }),
         F32(v) => float!(v, F32),
@@ -95,6 +99,8 @@ fn int_unary(op: UnaryOp, v: i64) -> i64 {
     match op {
         UnaryOp::Neg => v.wrapping_neg(),
         UnaryOp::Abs => v.wrapping_abs(),
+        // On the widened value: its low 32 bits are the `i32`'s `!`.
+        UnaryOp::BitNot => !v,
         _ => v,
     }
 }
@@ -127,6 +133,13 @@ pub fn binary(op: BinaryOp, a: Scalar, b: Scalar) -> Scalar {
                 }
                 BinaryOp::Min => $x.min($y),
                 BinaryOp::Max => $x.max($y),
+                BinaryOp::BitAnd => $x & $y,
+                BinaryOp::BitOr => $x | $y,
+                BinaryOp::BitXor => $x ^ $y,
+                // The amount as Rust's `wrapping_shl`/`wrapping_shr` take it:
+                // its bits as `u32`, modulo the width.
+                BinaryOp::Shl => $x.wrapping_shl($y as u32),
+                BinaryOp::Shr => $x.wrapping_shr($y as u32),
                 _ => unreachable!("`{op}` on integers survived type checking"),
             })
         };
@@ -278,6 +291,31 @@ mod tests {
     fn integer_division_by_zero_is_zero_and_min_over_minus_one_wraps() {
         assert_eq!(binary(BinaryOp::Div, I32(7), I32(0)), I32(0));
         assert_eq!(binary(BinaryOp::Rem, U64(7), U64(0)), U64(0));
+        // Bit operations; shift amounts modulo the width, signed `>>`
+        // arithmetic.
+        assert_eq!(
+            binary(BinaryOp::BitAnd, I32(0b1100), I32(0b1010)),
+            I32(0b1000)
+        );
+        assert_eq!(
+            binary(BinaryOp::BitOr, U32(0b1100), U32(0b1010)),
+            U32(0b1110)
+        );
+        assert_eq!(
+            binary(BinaryOp::BitXor, U64(0b1100), U64(0b1010)),
+            U64(0b0110)
+        );
+        assert_eq!(binary(BinaryOp::Shl, I32(1), I32(33)), I32(2));
+        assert_eq!(binary(BinaryOp::Shl, I32(1), I32(-1)), I32(i32::MIN));
+        assert_eq!(binary(BinaryOp::Shr, I32(-8), I32(1)), I32(-4));
+        assert_eq!(binary(BinaryOp::Shr, U32(u32::MAX), U32(31)), U32(1));
+        assert_eq!(binary(BinaryOp::Shl, U64(1), U64(64 + 3)), U64(8));
+        assert_eq!(binary(BinaryOp::Shr, I64(i64::MIN), I64(63)), I64(-1));
+        assert_eq!(unary(UnaryOp::BitNot, I32(0)), I32(-1));
+        assert_eq!(unary(UnaryOp::BitNot, I32(i32::MAX)), I32(i32::MIN));
+        assert_eq!(unary(UnaryOp::BitNot, U32(0)), U32(u32::MAX));
+        assert_eq!(unary(UnaryOp::BitNot, I64(5)), I64(!5));
+        assert_eq!(unary(UnaryOp::BitNot, U64(5)), U64(!5));
         assert_eq!(binary(BinaryOp::Div, I32(i32::MIN), I32(-1)), I32(i32::MIN));
         assert_eq!(binary(BinaryOp::Rem, I64(i64::MIN), I64(-1)), I64(0));
     }

@@ -311,6 +311,39 @@ impl<R: IntoExpr<bool>> ops::BitOr<R> for Expr<bool> {
     }
 }
 
+macro_rules! bits {
+    ($($t:ty),*) => {$(
+        bits!(@op $t: BitAnd bitand BitAnd, BitOr bitor BitOr, BitXor bitxor BitXor, Shl shl Shl, Shr shr Shr);
+
+        /// Every bit flipped.
+        impl ops::Not for Expr<$t> {
+            type Output = Expr<$t>;
+            fn not(self) -> Expr<$t> {
+                self.unary(UnaryOp::BitNot)
+            }
+        }
+    )*};
+    (@op $t:ty: $($tr:ident $m:ident $op:ident),*) => {$(
+        impl<R: IntoExpr<$t>> ops::$tr<R> for Expr<$t> {
+            type Output = Expr<$t>;
+            fn $m(self, rhs: R) -> Expr<$t> {
+                self.binary(BinaryOp::$op, rhs)
+            }
+        }
+        impl ops::$tr<Expr<$t>> for $t {
+            type Output = Expr<$t>;
+            fn $m(self, rhs: Expr<$t>) -> Expr<$t> {
+                Expr::param(self).binary(BinaryOp::$op, rhs)
+            }
+        }
+    )*};
+}
+// Bit operations on integer expressions: `& | ^` and `!` as in Rust, and
+// shifts by an amount of the same type taken modulo the bit width (Rust's
+// `wrapping_shl(n as u32)` / `wrapping_shr(n as u32)`; `>>` is arithmetic
+// for signed types), identical on every backend.
+bits!(i32, u32, i64, u64);
+
 /// A shape of traced values a closure can take or return: one `Expr<T>`, or a
 /// pair of shapes (from `zip`, `enumerate`, or a closure returning a tuple).
 pub trait Shape: Copy {

@@ -31,11 +31,13 @@ pub enum UnaryOp {
     Ceil,
     /// Round half away from zero, as Rust's `round` (floats).
     Round,
+    /// `!x` on integers: every bit flipped.
+    BitNot,
 }
 
 impl UnaryOp {
     /// Every unary operation.
-    pub const ALL: [UnaryOp; 11] = [
+    pub const ALL: [UnaryOp; 12] = [
         UnaryOp::Neg,
         UnaryOp::Not,
         UnaryOp::Abs,
@@ -47,6 +49,7 @@ impl UnaryOp {
         UnaryOp::Floor,
         UnaryOp::Ceil,
         UnaryOp::Round,
+        UnaryOp::BitNot,
     ];
 
     /// The text-form mnemonic.
@@ -63,12 +66,16 @@ impl UnaryOp {
             UnaryOp::Floor => "floor",
             UnaryOp::Ceil => "ceil",
             UnaryOp::Round => "round",
+            UnaryOp::BitNot => "bnot",
         }
     }
 
     /// Operations defined only on floats.
     pub const fn is_float_only(self) -> bool {
-        !matches!(self, UnaryOp::Neg | UnaryOp::Not | UnaryOp::Abs)
+        !matches!(
+            self,
+            UnaryOp::Neg | UnaryOp::Not | UnaryOp::Abs | UnaryOp::BitNot
+        )
     }
 
     /// Transcendental functions: several cycles per element on any device.
@@ -83,6 +90,7 @@ impl UnaryOp {
     pub fn accepts(self, ty: DType) -> bool {
         match self {
             UnaryOp::Not => ty == DType::Bool,
+            UnaryOp::BitNot => ty.is_int(),
             UnaryOp::Neg | UnaryOp::Abs => ty.is_numeric(),
             _ => ty.is_float(),
         }
@@ -122,11 +130,23 @@ pub enum BinaryOp {
     And,
     /// Boolean or.
     Or,
+    /// `a & b` on integers.
+    BitAnd,
+    /// `a | b` on integers.
+    BitOr,
+    /// `a ^ b` on integers.
+    BitXor,
+    /// `a << b` on integers, the amount taken modulo the bit width (Rust's
+    /// `wrapping_shl(b as u32)`).
+    Shl,
+    /// `a >> b` on integers, arithmetic for signed types, the amount taken
+    /// modulo the bit width (Rust's `wrapping_shr(b as u32)`).
+    Shr,
 }
 
 impl BinaryOp {
     /// Every binary operation.
-    pub const ALL: [BinaryOp; 15] = [
+    pub const ALL: [BinaryOp; 20] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -142,6 +162,11 @@ impl BinaryOp {
         BinaryOp::Ge,
         BinaryOp::And,
         BinaryOp::Or,
+        BinaryOp::BitAnd,
+        BinaryOp::BitOr,
+        BinaryOp::BitXor,
+        BinaryOp::Shl,
+        BinaryOp::Shr,
     ];
 
     /// The text-form mnemonic.
@@ -162,6 +187,11 @@ impl BinaryOp {
             BinaryOp::Ge => "ge",
             BinaryOp::And => "and",
             BinaryOp::Or => "or",
+            BinaryOp::BitAnd => "band",
+            BinaryOp::BitOr => "bor",
+            BinaryOp::BitXor => "bxor",
+            BinaryOp::Shl => "shl",
+            BinaryOp::Shr => "shr",
         }
     }
 
@@ -178,6 +208,14 @@ impl BinaryOp {
         matches!(self, BinaryOp::And | BinaryOp::Or)
     }
 
+    /// `band bor bxor shl shr`: integer operands.
+    pub const fn is_bitwise(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::Shl | BinaryOp::Shr
+        )
+    }
+
     /// `a op b == b op a` for every value (used by CSE to canonicalise).
     pub const fn is_commutative(self) -> bool {
         matches!(
@@ -190,6 +228,9 @@ impl BinaryOp {
                 | BinaryOp::Ne
                 | BinaryOp::And
                 | BinaryOp::Or
+                | BinaryOp::BitAnd
+                | BinaryOp::BitOr
+                | BinaryOp::BitXor
         )
     }
 
@@ -201,6 +242,9 @@ impl BinaryOp {
         }
         if self.is_comparison() {
             return Some(DType::Bool);
+        }
+        if self.is_bitwise() {
+            return ty.is_int().then_some(ty);
         }
         ty.is_numeric().then_some(ty)
     }

@@ -28,6 +28,8 @@ pub enum Un {
     Ceil,
     Round,
     Not,
+    /// `!x` on integers.
+    BitNot,
 }
 
 /// The float-only unary operations.
@@ -56,7 +58,15 @@ pub enum Bin {
     Max,
     And,
     Or,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
 }
+
+/// The integer bit operations.
+pub const BITS: [Bin; 5] = [Bin::BitAnd, Bin::BitOr, Bin::BitXor, Bin::Shl, Bin::Shr];
 
 pub const ARITH: [Bin; 7] = [
     Bin::Add,
@@ -290,7 +300,7 @@ impl fmt::Display for Code<'_> {
             },
             ExKind::Un(op, x) => match op {
                 Un::Neg => write!(f, "(-{})", r(x)),
-                Un::Not => write!(f, "(!{})", r(x)),
+                Un::Not | Un::BitNot => write!(f, "(!{})", r(x)),
                 op => write!(f, "{}.{}()", r(x), format!("{op:?}").to_lowercase()),
             },
             ExKind::Bin(op, x, y) => {
@@ -300,8 +310,11 @@ impl fmt::Display for Code<'_> {
                     Bin::Mul => "*",
                     Bin::Div => "/",
                     Bin::Rem => "%",
-                    Bin::And => "&",
-                    Bin::Or => "|",
+                    Bin::And | Bin::BitAnd => "&",
+                    Bin::Or | Bin::BitOr => "|",
+                    Bin::BitXor => "^",
+                    Bin::Shl => "<<",
+                    Bin::Shr => ">>",
                     Bin::Min => return write!(f, "{}.min({})", r(x), a(y)),
                     Bin::Max => return write!(f, "{}.max({})", r(x), a(y)),
                 };
@@ -728,7 +741,8 @@ pub fn elab(r: &RawEx, want: DType, ctx: Ctx) -> Ex {
                 Ex::new(want, ExKind::Un(FLOAT_UN[*o as usize % 10], b(a, want)))
             }
             _ => match o % 5 {
-                0 | 1 => Ex::new(want, ExKind::Un(Un::Neg, b(a, want))),
+                0 => Ex::new(want, ExKind::Un(Un::Neg, b(a, want))),
+                1 => Ex::new(want, ExKind::Un(Un::BitNot, b(a, want))),
                 2 | 3 => Ex::new(want, ExKind::Un(Un::Abs, b(a, want))),
                 _ => {
                     let ft = if o & 0x80 == 0 {
@@ -743,10 +757,13 @@ pub fn elab(r: &RawEx, want: DType, ctx: Ctx) -> Ex {
         },
         RawEx::Bin(o, x, y) => {
             if numeric {
-                Ex::new(
-                    want,
-                    ExKind::Bin(ARITH[*o as usize % 7], b(x, want), b(y, want)),
-                )
+                // Integers take a bit operation one time in four.
+                let op = if want.is_int() && o % 4 == 3 {
+                    BITS[(*o as usize / 4) % 5]
+                } else {
+                    ARITH[*o as usize % 7]
+                };
+                Ex::new(want, ExKind::Bin(op, b(x, want), b(y, want)))
             } else {
                 let op = if o % 2 == 0 { Bin::And } else { Bin::Or };
                 Ex::new(

@@ -440,7 +440,50 @@ fn arith<T: Numeric, R: IntoExpr<T>>(op: Bin, a: Expr<T>, b: R) -> Expr<T> {
         Bin::Min => a.min(b),
         Bin::Max => a.max(b),
         Bin::And | Bin::Or => unreachable!("boolean operator on numbers"),
+        _ => unreachable!("bit operation built by `bits`"),
     }
+}
+
+/// An integer bit operation: `x op y`, `x op literal` or `literal op y`
+/// (the operators of `Expr<int>` and of the integer types).
+fn bits(op: Bin, a: &Ex, b: &Ex, env: &Env) -> D {
+    macro_rules! go {
+        ($($v:ident),*) => {
+            match (a.inline_lit(), b.inline_lit()) {
+                (_, Some(l)) => match (build(a, env), l) {
+                    $((D::$v(x), Val::$v(l)) => D::$v(match op {
+                        Bin::BitAnd => x & l,
+                        Bin::BitOr => x | l,
+                        Bin::BitXor => x ^ l,
+                        Bin::Shl => x << l,
+                        _ => x >> l,
+                    }),)*
+                    (x, l) => panic!("{op:?} on {x:?} and {l:?}"),
+                },
+                (Some(l), None) => match (l, build(b, env)) {
+                    $((Val::$v(l), D::$v(y)) => D::$v(match op {
+                        Bin::BitAnd => l & y,
+                        Bin::BitOr => l | y,
+                        Bin::BitXor => l ^ y,
+                        Bin::Shl => l << y,
+                        _ => l >> y,
+                    }),)*
+                    (l, y) => panic!("{op:?} on {l:?} and {y:?}"),
+                },
+                (None, None) => match (build(a, env), build(b, env)) {
+                    $((D::$v(x), D::$v(y)) => D::$v(match op {
+                        Bin::BitAnd => x & y,
+                        Bin::BitOr => x | y,
+                        Bin::BitXor => x ^ y,
+                        Bin::Shl => x << y,
+                        _ => x >> y,
+                    }),)*
+                    (x, y) => panic!("{op:?} on {x:?} and {y:?}"),
+                },
+            }
+        };
+    }
+    go!(I32, U32, I64, U64)
 }
 
 /// `literal op expr`, through the `impl Add<Expr<T>> for T` operators.
@@ -510,6 +553,13 @@ pub fn build(e: &Ex, env: &Env) -> D {
                 Un::Not => D::Bool(!bool_of(a)),
                 Un::Neg => num_one!(a, |x| -x),
                 Un::Abs => num_one!(a, |x| x.abs()),
+                Un::BitNot => match a {
+                    D::I32(x) => D::I32(!x),
+                    D::U32(x) => D::U32(!x),
+                    D::I64(x) => D::I64(!x),
+                    D::U64(x) => D::U64(!x),
+                    other => panic!("bit not on {other:?}"),
+                },
                 op => match a {
                     D::F32(x) => D::F32(float_un(*op, x)),
                     D::F64(x) => D::F64(float_un(*op, x)),
@@ -525,6 +575,9 @@ pub fn build(e: &Ex, env: &Env) -> D {
                 (Bin::And, _) => x & bool_of(build(b, env)),
                 _ => x | bool_of(build(b, env)),
             })
+        }
+        ExKind::Bin(op @ (Bin::BitAnd | Bin::BitOr | Bin::BitXor | Bin::Shl | Bin::Shr), a, b) => {
+            bits(*op, a, b, env)
         }
         ExKind::Bin(op, a, b) => {
             if let Some(l) = b.inline_lit() {

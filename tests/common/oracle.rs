@@ -21,7 +21,7 @@
 //! filter whose predicate is unknown makes the whole case inconclusive for
 //! that backend (the stream itself is no longer determined).
 
-use super::ast::{Bin, Case, Cmp, Comb, Ex, ExKind, Step, Term, Un};
+use super::ast::{Bin, Case, Cmp, Comb, Ex, ExKind, Step, Term, Un, BITS};
 use super::build::Inputs;
 use super::value::{eps, max_finite, min_normal, Col, Val};
 use computeq::expr::DType;
@@ -152,6 +152,12 @@ macro_rules! int_bin {
             Bin::Rem => int_div($x, $y, 0, |a, b| a.wrapping_rem(b)),
             Bin::Min => std::cmp::min($x, $y),
             Bin::Max => std::cmp::max($x, $y),
+            Bin::BitAnd => $x & $y,
+            Bin::BitOr => $x | $y,
+            Bin::BitXor => $x ^ $y,
+            // Rust's `wrapping_shl(n as u32)`: the amount modulo the width.
+            Bin::Shl => $x.wrapping_shl($y as u32),
+            Bin::Shr => $x.wrapping_shr($y as u32),
             Bin::And | Bin::Or => unreachable!(),
         }
     };
@@ -167,7 +173,7 @@ macro_rules! float_bin {
             Bin::Rem => $x % $y,
             Bin::Min => $x.min($y),
             Bin::Max => $x.max($y),
-            Bin::And | Bin::Or => unreachable!(),
+            _ => unreachable!("{:?} on floats", $op),
         }
     };
 }
@@ -203,12 +209,16 @@ pub fn un(op: Un, a: Val) -> Val {
                 Un::Floor => $x.floor(),
                 Un::Ceil => $x.ceil(),
                 Un::Round => $x.round(),
-                Un::Not => unreachable!(),
+                Un::Not | Un::BitNot => unreachable!(),
             }
         };
     }
     match (op, a) {
         (Un::Not, Val::Bool(b)) => Val::Bool(!b),
+        (Un::BitNot, Val::I32(x)) => Val::I32(!x),
+        (Un::BitNot, Val::U32(x)) => Val::U32(!x),
+        (Un::BitNot, Val::I64(x)) => Val::I64(!x),
+        (Un::BitNot, Val::U64(x)) => Val::U64(!x),
         (Un::Neg, Val::I32(x)) => Val::I32(x.wrapping_neg()),
         (Un::Neg, Val::U32(x)) => Val::U32(x.wrapping_neg()),
         (Un::Neg, Val::I64(x)) => Val::I64(x.wrapping_neg()),
@@ -447,7 +457,7 @@ impl Eval<'_> {
                 Un::Floor => spread(f64::floor),
                 Un::Ceil => spread(f64::ceil),
                 Un::Round => spread(f64::round),
-                Un::Not => unreachable!(),
+                Un::Not | Un::BitNot => unreachable!(),
             };
             if matches!(op, Un::Floor | Un::Ceil | Un::Round) && e == 0.0 {
                 // A step function that did not step: exact, up to the sign
@@ -474,6 +484,15 @@ impl Eval<'_> {
 
     fn bin(&self, op: Bin, a: Sh, b: Sh) -> Sh {
         let r = bin(op, a.v, b.v);
+        if BITS.contains(&op) {
+            // Exact operands give an exact result; an uncertain one (an
+            // integer cast from an inexact float) any result.
+            return if a.e == 0.0 && b.e == 0.0 {
+                Sh::exact(r)
+            } else {
+                Sh::unknown(r)
+            };
+        }
         if !is_float(a.v) {
             return finish(r, a.e.max(b.e), false);
         }
@@ -507,7 +526,7 @@ impl Eval<'_> {
                 Bin::Rem if y.abs() <= eb => UNKNOWN,
                 Bin::Rem => 2.0 * (y.abs() + eb),
                 Bin::Min | Bin::Max => ea.max(eb),
-                Bin::And | Bin::Or => unreachable!(),
+                _ => unreachable!(),
             };
             e = e * (1.0 + 1e-9) + slack(t, rv);
         } else {

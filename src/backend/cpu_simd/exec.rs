@@ -16,7 +16,8 @@ use super::isa;
 pub(crate) use super::isa::Isa;
 use super::kernels::{self, ArgState, Keep, KeepAll, KeepCmp, KeepMask, Op, LANES};
 use super::lanes::{
-    with_float, with_lane, with_num, CastTo, Direct, FloatLane, Lane, Num, OutSlice, Regs,
+    with_float, with_int, with_lane, with_num, CastTo, Direct, FloatLane, IntLane, Lane, Num,
+    OutSlice, Regs,
 };
 use super::program::{
     AccInit, AggProgram, BlockProgram, ChainOp, Col, Fused, Instr, Operand, StageProgram,
@@ -819,6 +820,9 @@ impl<'a> StageRun<'a> {
                     UnaryOp::Floor => float!(f_floor),
                     UnaryOp::Ceil => float!(f_ceil),
                     UnaryOp::Round => float!(f_round),
+                    UnaryOp::BitNot => {
+                        with_int!(ty, T => self.un::<T, T>(regs, a, out, pos, n, T::i_not, dst), else false)
+                    }
                 }
             }
             Instr::Binary { op, ty, a, b, out } => {
@@ -830,6 +834,11 @@ impl<'a> StageRun<'a> {
                 macro_rules! cmp {
                     ($o:tt) => {
                         with_lane!(ty, T => self.bin::<T, bool>(regs, a, b, out, pos, n, |x: T, y: T| x $o y, dst))
+                    };
+                }
+                macro_rules! bits {
+                    ($f:ident) => {
+                        with_int!(ty, T => self.bin::<T, T>(regs, a, b, out, pos, n, T::$f, dst), else false)
                     };
                 }
                 match op {
@@ -852,6 +861,11 @@ impl<'a> StageRun<'a> {
                     BinaryOp::Or => {
                         self.bin::<bool, bool>(regs, a, b, out, pos, n, |x, y| x | y, dst)
                     }
+                    BinaryOp::BitAnd => bits!(i_and),
+                    BinaryOp::BitOr => bits!(i_or),
+                    BinaryOp::BitXor => bits!(i_xor),
+                    BinaryOp::Shl => bits!(i_shl),
+                    BinaryOp::Shr => bits!(i_shr),
                 }
             }
             Instr::Select { ty, c, a, b, out } => with_lane!(ty, T => self.tern::<bool, T>(

@@ -406,6 +406,50 @@ int_num!(i64, |a| a.wrapping_abs());
 int_num!(u32, |a| a);
 int_num!(u64, |a| a);
 
+/// Integer lanes: the bit operations of `eval`.
+pub(crate) trait IntLane: Num {
+    fn i_and(a: Self, b: Self) -> Self;
+    fn i_or(a: Self, b: Self) -> Self;
+    fn i_xor(a: Self, b: Self) -> Self;
+    /// `a << b`, the amount modulo the width (`wrapping_shl(b as u32)`).
+    fn i_shl(a: Self, b: Self) -> Self;
+    /// `a >> b`, arithmetic for signed types, the amount modulo the width.
+    fn i_shr(a: Self, b: Self) -> Self;
+    fn i_not(a: Self) -> Self;
+}
+
+macro_rules! int_lane {
+    ($($t:ty),*) => {$(
+        impl IntLane for $t {
+            #[inline(always)]
+            fn i_and(a: Self, b: Self) -> Self {
+                a & b
+            }
+            #[inline(always)]
+            fn i_or(a: Self, b: Self) -> Self {
+                a | b
+            }
+            #[inline(always)]
+            fn i_xor(a: Self, b: Self) -> Self {
+                a ^ b
+            }
+            #[inline(always)]
+            fn i_shl(a: Self, b: Self) -> Self {
+                a.wrapping_shl(b as u32)
+            }
+            #[inline(always)]
+            fn i_shr(a: Self, b: Self) -> Self {
+                a.wrapping_shr(b as u32)
+            }
+            #[inline(always)]
+            fn i_not(a: Self) -> Self {
+                !a
+            }
+        }
+    )*};
+}
+int_lane!(i32, i64, u32, u64);
+
 /// Float lanes: the math functions of `eval::unary`.
 pub(crate) trait FloatLane: Num {
     fn f_sqrt(a: Self) -> Self;
@@ -606,23 +650,6 @@ macro_rules! with_lane {
 macro_rules! with_num {
     ($ty:expr, $T:ident => $body:expr, else $other:expr) => {
         match $ty {
-            $crate::expr::DType::Bool => $other,
-            $crate::expr::DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            $crate::expr::DType::U32 => {
-                type $T = u32;
-                $body
-            }
-            $crate::expr::DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            $crate::expr::DType::U64 => {
-                type $T = u64;
-                $body
-            }
             $crate::expr::DType::F32 => {
                 type $T = f32;
                 $body
@@ -631,6 +658,7 @@ macro_rules! with_num {
                 type $T = f64;
                 $body
             }
+            ty => $crate::backend::cpu_simd::lanes::with_int!(ty, $T => $body, else $other),
         }
     };
 }
@@ -653,7 +681,33 @@ macro_rules! with_float {
     };
 }
 
-pub(crate) use {with_float, with_lane, with_num};
+/// Runs `$body` with `$T` bound to the integer lane type of `$ty`; other
+/// types run `$other`.
+macro_rules! with_int {
+    ($ty:expr, $T:ident => $body:expr, else $other:expr) => {
+        match $ty {
+            $crate::expr::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::expr::DType::U32 => {
+                type $T = u32;
+                $body
+            }
+            $crate::expr::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::expr::DType::U64 => {
+                type $T = u64;
+                $body
+            }
+            _ => $other,
+        }
+    };
+}
+
+pub(crate) use {with_float, with_int, with_lane, with_num};
 
 #[cfg(test)]
 mod tests {
@@ -676,6 +730,38 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn bit_operations_match_eval() {
+        use crate::expr::UnaryOp;
+        fn check<T: IntLane + Copy>(cases: &[(T, T)], s: fn(T) -> Scalar) {
+            for &(a, b) in cases {
+                for (op, f) in [
+                    (BinaryOp::BitAnd, T::i_and as fn(T, T) -> T),
+                    (BinaryOp::BitOr, T::i_or),
+                    (BinaryOp::BitXor, T::i_xor),
+                    (BinaryOp::Shl, T::i_shl),
+                    (BinaryOp::Shr, T::i_shr),
+                ] {
+                    assert_eq!(s(f(a, b)), eval::binary(op, s(a), s(b)), "{op}");
+                }
+                assert_eq!(s(T::i_not(a)), eval::unary(UnaryOp::BitNot, s(a)));
+            }
+        }
+        check(
+            &[
+                (-8i32, 1),
+                (1, 33),
+                (1, -1),
+                (i32::MIN, 31),
+                (0x0f0f, 0x00ff),
+            ],
+            Scalar::I32,
+        );
+        check(&[(u32::MAX, 31), (1, 32), (0xf0, 0x3c)], Scalar::U32);
+        check(&[(i64::MIN, 63), (1, 65), (-1, -1)], Scalar::I64);
+        check(&[(u64::MAX, 64), (3, 127), (0xf0, 0x3c)], Scalar::U64);
     }
 
     #[test]

@@ -728,6 +728,7 @@ impl<'k, 'h> KernelWriter<'k, 'h> {
             UnaryOp::Ln => self.call(MathFn::Ln, d, t, &[a], None),
             UnaryOp::Sin => self.call(MathFn::SinCos, d, t, &[a], Some(0)),
             UnaryOp::Cos => self.call(MathFn::SinCos, d, t, &[a], Some(1)),
+            UnaryOp::BitNot => self.ins(format!("not.{} {d}, {a}", mty(t))),
         }
     }
 
@@ -771,6 +772,27 @@ impl<'k, 'h> KernelWriter<'k, 'h> {
                     _ => "ge",
                 };
                 self.ins(format!("setp.{c}.{f} {d}, {x}, {y}"));
+            }
+            BinaryOp::BitAnd => self.ins(format!("and.{} {d}, {x}, {y}", mty(t))),
+            BinaryOp::BitOr => self.ins(format!("or.{} {d}, {x}, {y}", mty(t))),
+            BinaryOp::BitXor => self.ins(format!("xor.{} {d}, {x}, {y}", mty(t))),
+            BinaryOp::Shl | BinaryOp::Shr => {
+                // The amount is a `u32` taken modulo the width, as Rust's
+                // `wrapping_shl` (PTX clamps larger amounts instead).
+                let amount = self.reg(Class::R);
+                if t.size() == 8 {
+                    let low = self.temp(t);
+                    self.ins(format!("and.b64 {low}, {y}, 63"));
+                    self.ins(format!("cvt.u32.u64 {amount}, {low}"));
+                } else {
+                    self.ins(format!("and.b32 {amount}, {y}, 31"));
+                }
+                if b == BinaryOp::Shl {
+                    self.ins(format!("shl.{} {d}, {x}, {amount}", mty(t)));
+                } else {
+                    // Arithmetic for signed types, logical for unsigned.
+                    self.ins(format!("shr.{f} {d}, {x}, {amount}"));
+                }
             }
             BinaryOp::And | BinaryOp::Or => unreachable!("logical op on {t} survived verification"),
         }

@@ -345,6 +345,7 @@ impl<W: Write> WgslWriter<W> {
                     UnaryOp::Floor => format!("floor({a})"),
                     UnaryOp::Ceil => format!("ceil({a})"),
                     UnaryOp::Round => format!("cq_round_{ty}({a})"),
+                    UnaryOp::BitNot => format!("~({a})"),
                 }
             }
             Op::Binary(b, x, y) => {
@@ -380,8 +381,20 @@ impl<W: Write> WgslWriter<W> {
                     BinaryOp::Le => infix("<="),
                     BinaryOp::Gt => infix(">"),
                     BinaryOp::Ge => infix(">="),
-                    BinaryOp::And => infix("&"),
-                    BinaryOp::Or => infix("|"),
+                    BinaryOp::And | BinaryOp::BitAnd => infix("&"),
+                    BinaryOp::Or | BinaryOp::BitOr => infix("|"),
+                    BinaryOp::BitXor => infix("^"),
+                    // WGSL shifts by a `u32` less than the width: the amount
+                    // is taken modulo the width, as Rust's `wrapping_shl`.
+                    BinaryOp::Shl | BinaryOp::Shr => {
+                        let amount = if ty.size() == 8 {
+                            format!("u32({y} & {})", literal(Scalar::I64(63).cast(ty)))
+                        } else {
+                            format!("(bitcast<u32>({y}) & 31u)")
+                        };
+                        let s = if *b == BinaryOp::Shl { "<<" } else { ">>" };
+                        format!("({x} {s} {amount})")
+                    }
                 }
             }
             Op::Select(c, a, b) => format!("select({}, {}, {})", o(b), o(a), o(c)),
