@@ -363,12 +363,17 @@ impl Plan {
     }
 }
 
-/// The caches of CPU 0 from sysfs: (level, bytes) per index.
+/// The caches of CPU 0 from sysfs: (level, bytes) per index (level 0
+/// when sysfs does not say, as the last-level size was read before the
+/// level was needed).
 fn caches() -> impl Iterator<Item = (u32, f64)> {
     (0..8).filter_map(|i| {
         let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
         let s = std::fs::read_to_string(format!("{dir}/size")).ok()?;
-        let level = std::fs::read_to_string(format!("{dir}/level")).ok()?;
+        let level = std::fs::read_to_string(format!("{dir}/level"))
+            .ok()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or(0);
         let s = s.trim();
         let (num, mul) = match s.strip_suffix('K') {
             Some(n) => (n, 1024.0),
@@ -377,7 +382,7 @@ fn caches() -> impl Iterator<Item = (u32, f64)> {
                 None => (s, 1.0),
             },
         };
-        Some((level.trim().parse().ok()?, num.parse::<f64>().ok()? * mul))
+        Some((level, num.parse::<f64>().ok()? * mul))
     })
 }
 
