@@ -447,37 +447,30 @@ fn arith<T: Numeric, R: IntoExpr<T>>(op: Bin, a: Expr<T>, b: R) -> Expr<T> {
 /// An integer bit operation: `x op y`, `x op literal` or `literal op y`
 /// (the operators of `Expr<int>` and of the integer types).
 fn bits(op: Bin, a: &Ex, b: &Ex, env: &Env) -> D {
+    macro_rules! apply {
+        ($l:expr, $r:expr) => {
+            match op {
+                Bin::BitAnd => $l & $r,
+                Bin::BitOr => $l | $r,
+                Bin::BitXor => $l ^ $r,
+                Bin::Shl => $l << $r,
+                _ => $l >> $r,
+            }
+        };
+    }
     macro_rules! go {
         ($($v:ident),*) => {
             match (a.inline_lit(), b.inline_lit()) {
                 (_, Some(l)) => match (build(a, env), l) {
-                    $((D::$v(x), Val::$v(l)) => D::$v(match op {
-                        Bin::BitAnd => x & l,
-                        Bin::BitOr => x | l,
-                        Bin::BitXor => x ^ l,
-                        Bin::Shl => x << l,
-                        _ => x >> l,
-                    }),)*
+                    $((D::$v(x), Val::$v(l)) => D::$v(apply!(x, l)),)*
                     (x, l) => panic!("{op:?} on {x:?} and {l:?}"),
                 },
                 (Some(l), None) => match (l, build(b, env)) {
-                    $((Val::$v(l), D::$v(y)) => D::$v(match op {
-                        Bin::BitAnd => l & y,
-                        Bin::BitOr => l | y,
-                        Bin::BitXor => l ^ y,
-                        Bin::Shl => l << y,
-                        _ => l >> y,
-                    }),)*
+                    $((Val::$v(l), D::$v(y)) => D::$v(apply!(l, y)),)*
                     (l, y) => panic!("{op:?} on {l:?} and {y:?}"),
                 },
                 (None, None) => match (build(a, env), build(b, env)) {
-                    $((D::$v(x), D::$v(y)) => D::$v(match op {
-                        Bin::BitAnd => x & y,
-                        Bin::BitOr => x | y,
-                        Bin::BitXor => x ^ y,
-                        Bin::Shl => x << y,
-                        _ => x >> y,
-                    }),)*
+                    $((D::$v(x), D::$v(y)) => D::$v(apply!(x, y)),)*
                     (x, y) => panic!("{op:?} on {x:?} and {y:?}"),
                 },
             }

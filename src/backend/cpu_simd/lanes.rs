@@ -617,30 +617,7 @@ macro_rules! with_lane {
                 type $T = bool;
                 $body
             }
-            $crate::expr::DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            $crate::expr::DType::U32 => {
-                type $T = u32;
-                $body
-            }
-            $crate::expr::DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            $crate::expr::DType::U64 => {
-                type $T = u64;
-                $body
-            }
-            $crate::expr::DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            $crate::expr::DType::F64 => {
-                type $T = f64;
-                $body
-            }
+            ty => $crate::backend::cpu_simd::lanes::with_num!(ty, $T => $body, else unreachable!("bool is matched above")),
         }
     };
 }
