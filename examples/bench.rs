@@ -1,4 +1,4 @@
-//! Pipelines P1–P5 on f32 at N = 10^3, 10^5, 10^7, 10^8: computeq (auto
+//! Pipelines P1–P6 (P6: the one-pass variance) on f32 at N = 10^3, 10^5, 10^7, 10^8: computeq (auto
 //! selected) against std iterators, rayon and a hand-written `wide` loop,
 //! in one run. The four are sampled in interleaved rounds (each round one
 //! sample of each, in a fresh order) and a ratio is the median of the
@@ -482,6 +482,24 @@ fn main() {
                 black_box(p5_wide_par(&xs, &ys));
             }),
         );
+        run(
+            "P6 variance",
+            &mut || {
+                black_box(xs.compute().variance());
+                0
+            },
+            &mut || {
+                black_box(p6_std(&xs));
+            },
+            &mut || {
+                black_box(p6_rayon(&xs));
+            },
+            &mut || {
+                black_box(p6_wide(&xs));
+            },
+            None,
+            None,
+        );
     }
 
     println!(
@@ -516,7 +534,10 @@ fn main() {
     }
 
     println!("\nTargets (N >= 10^7): P1/P2/P5 >= 0.9x wide, >= 5x std, >= 3x rayon; P3/P4 >= 0.8x wide. N = 10^3, the whole query: P1/P2/P5 <= 0.5µs and >= 1.0x std, P4 >= 0.8x std (at most 1.25x its time), the others < 1µs.");
-    for r in rows.iter().filter(|r| r.n >= 10_000_000) {
+    for r in rows
+        .iter()
+        .filter(|r| r.n >= 10_000_000 && !r.name.starts_with("P6"))
+    {
         let (need_wide, other) = if r.name.starts_with("P3") || r.name.starts_with("P4") {
             (0.8, false)
         } else {
@@ -546,7 +567,29 @@ fn main() {
             );
         }
     }
-    for r in rows.iter().filter(|r| r.n == 1_000) {
+    // The variance is one pass: its rate against the P1 reduction's, in
+    // the same rounds (target >= 0.8x at 10^7).
+    for v in rows
+        .iter()
+        .filter(|r| r.name.starts_with("P6") && r.n >= 10_000_000)
+    {
+        if let Some(p1) = rows.iter().find(|r| r.name.starts_with("P1") && r.n == v.n) {
+            let rate = p1.cq / v.cq;
+            println!(
+                "  P6 variance at {}: {:.2}x the P1 reduction's rate ({} against {}), {:.2}x wide: {}",
+                fmt_n(v.n),
+                rate,
+                fmt_secs(v.cq),
+                fmt_secs(p1.cq),
+                v.wide_ratio,
+                verdict(rate >= 0.8)
+            );
+        }
+    }
+    for r in rows
+        .iter()
+        .filter(|r| r.n == 1_000 && !r.name.starts_with("P6"))
+    {
         let p = &r.name[..2];
         let ok = match p {
             "P1" | "P2" | "P5" => r.cq <= 0.5e-6 && r.std_ratio >= 1.0,

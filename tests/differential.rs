@@ -364,7 +364,7 @@ pub fn fixed_pipelines(t: DType, len: usize, seed: u64) -> Vec<Case> {
             vec![Step::Filter(positive.clone())],
             Term::Collect,
         ),
-        c(Dist::Uniform, vec![Step::Map(x2p1)], Term::Stats),
+        c(Dist::Uniform, vec![Step::Map(x2p1.clone())], Term::Stats),
         c(
             Dist::Ties,
             vec![Step::EnumFilter(every_third)],
@@ -407,6 +407,11 @@ pub fn fixed_pipelines(t: DType, len: usize, seed: u64) -> Vec<Case> {
             Term::Reduce(Comb::Add),
         ),
         c(Dist::Degenerate, vec![], Term::Stats),
+        // The one-pass variance: blocks about their own mean, Chan merges
+        // across blocks and leaves; special values (NaN, infinities) and
+        // a filter before it.
+        c(Dist::Wide, vec![Step::Map(x2p1)], Term::Variance),
+        c(Dist::Specials, vec![], Term::Variance),
     ];
     if t.is_int() {
         // Bit operations: a key's mix of shifts, masks and `!`, the shift

@@ -181,3 +181,69 @@ pub fn p5_wide_par(xs: &[f32], ys: &[f32]) -> f32 {
         .map(|(x, y)| p5_wide(x, y))
         .sum()
 }
+
+/// P6 sample variance, in `f64`: the plain loop a user writes is two
+/// passes (the mean, then the squared deviations), which the one-pass
+/// textbook formula cannot replace on data far from zero.
+pub fn p6_std(xs: &[f32]) -> f64 {
+    let n = xs.len() as f64;
+    let mean = xs.iter().map(|&x| x as f64).sum::<f64>() / n;
+    xs.iter()
+        .map(|&x| {
+            let d = x as f64 - mean;
+            d * d
+        })
+        .sum::<f64>()
+        / (n - 1.0)
+}
+pub fn p6_rayon(xs: &[f32]) -> f64 {
+    let n = xs.len() as f64;
+    let mean = xs.par_iter().map(|&x| x as f64).sum::<f64>() / n;
+    xs.par_iter()
+        .map(|&x| {
+            let d = x as f64 - mean;
+            d * d
+        })
+        .sum::<f64>()
+        / (n - 1.0)
+}
+/// One pass over memory: each block of 1024 summed about its own mean
+/// while it is in the cache (`f64x4`, 4 accumulators), blocks merged with
+/// Chan's formula: the algorithm computeq's `cpu-simd` uses, by hand.
+pub fn p6_wide(xs: &[f32]) -> f64 {
+    use wide::f64x4;
+    fn sum4(c: &[f32], f: impl Fn(f64x4) -> f64x4) -> f64 {
+        let mut acc = [f64x4::ZERO; 4];
+        let chunks = c.chunks_exact(16);
+        let tail = chunks.remainder();
+        for c in chunks {
+            for (j, a) in acc.iter_mut().enumerate() {
+                let v = f64x4::new([
+                    c[j * 4] as f64,
+                    c[j * 4 + 1] as f64,
+                    c[j * 4 + 2] as f64,
+                    c[j * 4 + 3] as f64,
+                ]);
+                *a += f(v);
+            }
+        }
+        let t: f64 = tail
+            .iter()
+            .map(|&x| f(f64x4::splat(x as f64)).as_array()[0])
+            .sum();
+        ((acc[0] + acc[1]) + (acc[2] + acc[3])).reduce_add() + t
+    }
+    let (mut n, mut mean, mut m2) = (0.0f64, 0.0f64, 0.0f64);
+    for b in xs.chunks(1024) {
+        let nb = b.len() as f64;
+        let mb = sum4(b, |v| v) / nb;
+        let m = f64x4::splat(mb);
+        let q = sum4(b, |v| (v - m) * (v - m));
+        let nn = n + nb;
+        let d = mb - mean;
+        mean += d * (nb / nn);
+        m2 += q + d * d * (n * nb / nn);
+        n = nn;
+    }
+    m2 / (n - 1.0)
+}

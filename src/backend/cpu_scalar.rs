@@ -10,7 +10,7 @@ use super::{
 use crate::expr::eval::{self, eval_into};
 use crate::expr::{BinaryOp, DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput, Terminal};
-use crate::semantics::{agg_identity, arg_better};
+use crate::semantics::{agg_identity, arg_better, Moments};
 use crate::types::{Column, ColumnRef, Fault, PlanError};
 use smallvec::SmallVec;
 use std::time::Instant;
@@ -98,7 +98,13 @@ pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> 
     let prog = &stage.program;
 
     enum State {
-        Reduce(SmallVec<[Scalar; 4]>, SmallVec<[Option<Scalar>; 4]>),
+        /// Accumulators, the best value of an arg-extremum, the first
+        /// value and the moments of an `m2`.
+        Reduce(
+            SmallVec<[Scalar; 4]>,
+            SmallVec<[Option<Scalar>; 4]>,
+            Vec<(Option<f64>, Moments)>,
+        ),
         Collect(Vec<Column>),
         Scan(Column, Scalar),
     }
@@ -114,6 +120,7 @@ pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> 
                 })
                 .collect(),
             aggs.iter().map(|_| None).collect(),
+            aggs.iter().map(|_| (None, Moments::EMPTY)).collect(),
         ),
         Terminal::Collect(cols) => State::Collect(
             cols.iter()
@@ -153,7 +160,7 @@ pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> 
             }
         }
         match (&mut state, &stage.terminal) {
-            (State::Reduce(accs, best), Terminal::Reduce(aggs)) => {
+            (State::Reduce(accs, best, moments), Terminal::Reduce(aggs)) => {
                 for (i, a) in aggs.iter().enumerate() {
                     let x = a.column.map(|c| regs[c.index()]);
                     accs[i] = match &a.kind {
@@ -173,6 +180,17 @@ pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> 
                             }
                         }
                         AggKind::Custom(c) => c.eval(accs[i], x.unwrap(), params),
+                        AggKind::M2 => {
+                            // Welford's update of `x - first`: the shift
+                            // (exact near the data) keeps the running mean
+                            // small, so its rounding does not scale with
+                            // the data's magnitude; `M2` is shift-free.
+                            let (shift, m) = &mut moments[i];
+                            let x = x.unwrap().as_f64();
+                            let k = *shift.get_or_insert(x);
+                            m.push(x - k);
+                            Scalar::F64(m.m2)
+                        }
                     };
                 }
             }
@@ -201,7 +219,7 @@ pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> 
         }
     }
     match state {
-        State::Reduce(accs, _) => PlanOutput::Aggregates(accs),
+        State::Reduce(accs, ..) => PlanOutput::Aggregates(accs),
         State::Collect(cols) => PlanOutput::Columns(cols),
         State::Scan(col, _) => PlanOutput::Columns(vec![col]),
     }

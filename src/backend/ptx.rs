@@ -50,7 +50,7 @@ use crate::codegen::{
 };
 use crate::expr::{DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, StageInput};
-use crate::semantics::{agg_identity, merge, Partial};
+use crate::semantics::{agg_identity, merge, Moments, Partial};
 use crate::types::{
     BackendError, BackendKind, Column, ColumnRef, Fault, Phase, PlanError, RunStats,
 };
@@ -894,8 +894,13 @@ fn merge_chunk(kind: &AggKind, st: &mut AggState, v: Scalar, pos: Option<u64>, p
         Partial {
             value: acc,
             pos: st.pos,
+            moments: Moments::EMPTY,
         },
-        Partial { value: v, pos },
+        Partial {
+            value: v,
+            pos,
+            moments: Moments::EMPTY,
+        },
         params,
     );
     st.value = Some(m.value);

@@ -5,7 +5,7 @@
 
 use crate::expr::ops::UnaryOp;
 use crate::expr::Node;
-use crate::plan::{PhysicalPlan, StageInput, Terminal, WorkloadCharacteristics};
+use crate::plan::{AggKind, PhysicalPlan, StageInput, Terminal, WorkloadCharacteristics};
 use smallvec::SmallVec;
 
 /// What a square root costs, in simple operations (see `PlanShape::of`).
@@ -97,8 +97,13 @@ impl PlanShape {
             // Each aggregate beyond the first is one more update per element
             // (`stats` keeps five): priced as a simple operation each. Not
             // counted, `stats` was priced at 0.3-0.5x its time.
+            // An `m2` is a conversion, an add, then a second pass's
+            // subtract, multiply and add: four more.
             let extra_aggs = match &s.terminal {
-                Terminal::Reduce(aggs) => aggs.len().saturating_sub(1) as f64,
+                Terminal::Reduce(aggs) => {
+                    let m2 = aggs.iter().filter(|a| a.kind == AggKind::M2).count();
+                    aggs.len().saturating_sub(1) as f64 + 4.0 * m2 as f64
+                }
                 _ => 0.0,
             };
             let (end, out_bytes) = match &s.terminal {

@@ -68,6 +68,11 @@ impl<T: Element> Expr<T> {
         self.value
     }
 
+    /// The trace this expression belongs to.
+    pub(crate) fn arena_id(self) -> u32 {
+        self.arena_id
+    }
+
     /// A run-time parameter with value `v` (what literals become implicitly).
     pub fn param(v: T) -> Self {
         let (value, id) = trace::param(v.to_scalar());

@@ -6,6 +6,7 @@
 //! terminal. Tracing, planning and execution are plumbing the user never
 //! names.
 
+mod aggregate;
 mod device;
 mod enumerate;
 mod filter;
@@ -18,6 +19,7 @@ mod terminal;
 mod zip;
 
 pub(crate) use crate::runtime::TracedBox;
+pub use aggregate::{Agg, AggShape, Aggregates};
 pub use device::{DeviceArray, ToDevice};
 pub use mode::{Analyze, ExplainOnly, Measured, Mode, Run, Try};
 pub use source::{Compute, IntoSource};

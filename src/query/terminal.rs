@@ -320,6 +320,10 @@ try_terminals! {
     try_argmax => argmax() -> Option<usize>;
     /// [`Query::stats`] returning an error instead of panicking.
     try_stats => stats() -> Stats<T>;
+    /// [`Query::variance`] returning an error instead of panicking.
+    try_variance => variance() -> Option<f64>;
+    /// [`Query::std_dev`] returning an error instead of panicking.
+    try_std_dev => std_dev() -> Option<f64>;
 }
 
 impl<'a, T: Numeric> Query<'a, Expr<T>> {
@@ -359,6 +363,14 @@ impl<'a, S: Shape> Query<'a, S> {
     /// [`Query::all`] returning an error instead of panicking.
     pub fn try_all(self, f: impl FnOnce(S) -> Expr<bool>) -> Result<bool, crate::Error> {
         self.fallible().all(f)
+    }
+
+    /// [`Query::aggregate`] returning an error instead of panicking.
+    pub fn try_aggregate<R: super::AggShape>(
+        self,
+        f: impl FnOnce(S, &mut super::Aggregates) -> R,
+    ) -> Result<R::Out, crate::Error> {
+        self.fallible().aggregate(f)
     }
 }
 

@@ -45,6 +45,14 @@ pub enum AggKind {
     Any,
     /// Whether every surviving element's boolean column is true. Result: `bool`.
     All,
+    /// The sum of squared deviations from the mean (`M2`, from which
+    /// `variance` and `std_dev` divide), in `f64` whatever the column's
+    /// numeric type: updated with Welford's step one element at a time or
+    /// computed per block about the block's own mean, and merged across
+    /// runs with Chan's formula ([`Moments`]), so `1e8 + noise` loses no
+    /// digits to cancellation. NaN if any element is NaN or infinite.
+    /// Result: `f64`.
+    M2,
     /// A user combine, applied left to right within a block and over block
     /// results in order. Result: the column's type.
     Custom(Combine),
@@ -62,6 +70,7 @@ impl AggKind {
             AggKind::ArgMax => "argmax",
             AggKind::Any => "any",
             AggKind::All => "all",
+            AggKind::M2 => "m2",
             AggKind::Custom(_) => "reduce",
         }
     }
@@ -71,6 +80,7 @@ impl AggKind {
         match self {
             AggKind::Count | AggKind::ArgMin | AggKind::ArgMax => DType::U64,
             AggKind::Any | AggKind::All => DType::Bool,
+            AggKind::M2 => DType::F64,
             _ => column.expect("aggregate without a column"),
         }
     }
@@ -101,6 +111,7 @@ pub fn agg_identity(kind: &AggKind, ty: DType, params: &[Scalar]) -> Scalar {
         AggKind::Count | AggKind::ArgMin | AggKind::ArgMax => Scalar::U64(0),
         AggKind::Any => Scalar::Bool(false),
         AggKind::All => Scalar::Bool(true),
+        AggKind::M2 => Scalar::F64(0.0),
         AggKind::Min => match ty {
             DType::F32 => Scalar::F32(f32::NAN),
             DType::F64 => Scalar::F64(f64::NAN),
@@ -159,6 +170,73 @@ pub struct Partial {
     pub value: Scalar,
     /// `argmin`/`argmax` only: where the best element is.
     pub pos: Option<u64>,
+    /// `m2` only: the run's count, mean and `M2` (`value` is the `M2`).
+    pub moments: Moments,
+}
+
+/// Count, mean and sum of squared deviations of a run of values, in `f64`:
+/// the state of [`AggKind::M2`]. Runs merge with Chan, Golub and LeVeque's
+/// formula, so a block's figures can be computed about the block's own
+/// mean and combined without the cancellation of `Σx² - (Σx)²/n`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Moments {
+    /// Number of values.
+    pub n: u64,
+    /// Their mean (0 when `n == 0`).
+    pub mean: f64,
+    /// `Σ (x - mean)²`.
+    pub m2: f64,
+}
+
+impl Moments {
+    /// No values.
+    pub const EMPTY: Moments = Moments {
+        n: 0,
+        mean: 0.0,
+        m2: 0.0,
+    };
+
+    /// Adds one value (Welford's step).
+    pub fn push(&mut self, x: f64) {
+        self.n += 1;
+        let d = x - self.mean;
+        self.mean += d / self.n as f64;
+        self.m2 += d * (x - self.mean);
+    }
+
+    /// The moments of `a` followed by `b` (Chan et al.; the order of the
+    /// two only rounds differently).
+    pub fn merge(a: Moments, b: Moments) -> Moments {
+        if b.n == 0 {
+            return a;
+        }
+        if a.n == 0 {
+            return b;
+        }
+        let n = a.n + b.n;
+        let (na, nb, nf) = (a.n as f64, b.n as f64, n as f64);
+        let d = b.mean - a.mean;
+        Moments {
+            n,
+            mean: a.mean + d * (nb / nf),
+            m2: a.m2 + b.m2 + d * d * (na * nb / nf),
+        }
+    }
+
+    /// The moments of a block of values given as its count, the sum of its
+    /// values and a way to sum `(x - mean)²` over them: the two-pass form a
+    /// backend uses on a block that sits in its cache.
+    pub fn of_block(n: u64, sum: f64, squared_deviations: impl FnOnce(f64) -> f64) -> Moments {
+        if n == 0 {
+            return Moments::EMPTY;
+        }
+        let mean = sum / n as f64;
+        Moments {
+            n,
+            mean,
+            m2: squared_deviations(mean),
+        }
+    }
 }
 
 /// `a ⊕ b` for partials of adjacent runs, `a` the earlier: the one merge
@@ -169,6 +247,7 @@ pub fn merge(kind: &AggKind, a: Partial, b: Partial, params: &[Scalar]) -> Parti
     let value = |v| Partial {
         value: v,
         pos: None,
+        moments: Moments::EMPTY,
     };
     match kind {
         AggKind::Sum => value(eval::binary(BinaryOp::Add, a.value, b.value)),
@@ -180,6 +259,14 @@ pub fn merge(kind: &AggKind, a: Partial, b: Partial, params: &[Scalar]) -> Parti
         AggKind::Any => value(Scalar::Bool(a.value.as_bool() | b.value.as_bool())),
         AggKind::All => value(Scalar::Bool(a.value.as_bool() & b.value.as_bool())),
         AggKind::Custom(c) => value(c.eval(a.value, b.value, params)),
+        AggKind::M2 => {
+            let m = Moments::merge(a.moments, b.moments);
+            Partial {
+                value: Scalar::F64(m.m2),
+                pos: None,
+                moments: m,
+            }
+        }
         AggKind::ArgMin | AggKind::ArgMax => {
             if b.pos.is_some() && arg_better(kind, b.value, a.pos.map(|_| a.value)) {
                 b

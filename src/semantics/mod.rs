@@ -6,5 +6,7 @@
 mod agg;
 mod range;
 
-pub use agg::{agg_identity, arg_better, merge, AggKind, Aggregate, Combine, Partial, ScanOp};
+pub use agg::{
+    agg_identity, arg_better, merge, AggKind, Aggregate, Combine, Moments, Partial, ScanOp,
+};
 pub use range::RangeOp;

@@ -312,6 +312,7 @@ fn terminal<'a, T: Num>(
         Term::Max => Out::Opt(q.max()?.map(El::val)),
         Term::Count => Out::Usize(q.count()?),
         Term::Mean => Out::Mean(q.mean()?),
+        Term::Variance => Out::Mean(q.variance()?),
         Term::Reduce(c) => Out::Val(q.reduce(identity::<T>(*c), |a, b| combine(*c, a, b))?.val()),
         Term::Any(e) => Out::Bool(q.any(|x| pred(e, x))?),
         Term::All(e) => Out::Bool(q.all(|x| pred(e, x))?),

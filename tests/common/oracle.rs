@@ -1180,6 +1180,53 @@ fn arg(max: bool, s: &[Sh]) -> (Option<usize>, bool) {
 }
 
 /// `mean()`: the elements as `f64`, summed left to right, divided by n.
+/// The sample variance as `cpu-scalar` computes it (Welford's update of
+/// `x - first` in `f64`, in order), bounded by the inputs' errors carried
+/// through `∂var/∂xᵢ = 2 (xᵢ - mean) / (n - 1)` plus the rounding of a
+/// blocked two-pass or Chan merge (~`n eps` relative, and the data's
+/// magnitude against their spread). NaN when an element is NaN or
+/// infinite; unknown past `1e150`, where squares overflow differently by
+/// algorithm.
+fn variance(s: &[Sh]) -> Option<Sh> {
+    if s.len() < 2 {
+        return None;
+    }
+    let xs: Vec<f64> = s.iter().map(|x| cast(x.v, DType::F64).f64()).collect();
+    let k = xs[0];
+    let (mut n, mut mean, mut m2) = (0u64, 0.0f64, 0.0f64);
+    for &x in &xs {
+        let y = x - k;
+        n += 1;
+        let d = y - mean;
+        mean += d / n as f64;
+        m2 += d * (y - mean);
+    }
+    let nf = s.len() as f64;
+    let v = Val::F64(m2 / (nf - 1.0));
+    // A NaN or infinite element makes it NaN on every backend, exactly.
+    if xs.iter().any(|x| !x.is_finite()) && !s.iter().any(Sh::is_unknown) {
+        return Some(Sh::exact(Val::F64(f64::NAN)));
+    }
+    let big = xs.iter().any(|x| x.abs() > 1e150);
+    if big || s.iter().any(Sh::is_unknown) || !v.f64().is_finite() {
+        return Some(Sh::unknown(v));
+    }
+    let mu = k + mean;
+    let input: f64 = s
+        .iter()
+        .zip(&xs)
+        .map(|(sh, x)| 2.0 * (x - mu).abs() * (sh.e + eps(DType::F64) * x.abs()))
+        .sum::<f64>()
+        / (nf - 1.0);
+    let e64 = eps(DType::F64);
+    let rounding = 8.0 * (nf + 2.0) * e64 * (v.f64() + e64 * mu * mu);
+    Some(finish(
+        v,
+        input + rounding + 2.0 * min_normal(DType::F64),
+        true,
+    ))
+}
+
 fn mean(p: &Profile, s: &[Sh]) -> Option<Sh> {
     if s.is_empty() {
         return None;
@@ -1230,6 +1277,7 @@ fn terminal(ev: &Eval<'_>, case: &Case, t: DType, s: &[Sh], inputs: &Inputs) -> 
         Term::Max => Expect::Opt(extremum(p, true, s)),
         Term::Count => Expect::Usize(s.len()),
         Term::Mean => Expect::Mean(mean(p, s)),
+        Term::Variance => Expect::Mean(variance(s)),
         Term::Any(e) | Term::All(e) => {
             let any = matches!(case.term, Term::Any(_));
             let ps: Vec<Sh> = s.iter().map(|&x| pred(e, x)).collect();

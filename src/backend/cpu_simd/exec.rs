@@ -27,7 +27,7 @@ use super::scan;
 use super::{BLOCK, LEAF};
 use crate::expr::{eval, BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
 use crate::plan::{AggKind, Combine, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput};
-use crate::semantics::{agg_identity, merge, Partial as SharedPartial};
+use crate::semantics::{agg_identity, merge, Moments, Partial as SharedPartial};
 use crate::types::{Column, ColumnRef, Fault, PlanError};
 use smallvec::SmallVec;
 use std::mem::MaybeUninit;
@@ -42,6 +42,8 @@ pub(crate) struct Partial {
     pub(crate) pos: u64,
     /// Whether an arg-extremum saw a non-NaN value.
     pub(crate) have: bool,
+    /// `m2` only: the count, mean and `M2` (`v` is the `M2`).
+    pub(crate) m: Moments,
 }
 
 /// One partial per aggregate.
@@ -123,6 +125,8 @@ enum Acc {
     /// `None` until the first element (leaves after the first start empty,
     /// so a user identity enters the result once, as in the sequential fold).
     Custom(Option<Scalar>),
+    /// Blocks' moments merged in order.
+    Moments(Moments),
 }
 
 /// Which identity fills a sum's, min's or max's lanes.
@@ -1065,6 +1069,7 @@ impl ReduceRun<'_, '_> {
                     pos: 0,
                 },
                 AccInit::Custom(c) => Acc::Custom(first_leaf.then(|| self.identity_of(c, ty))),
+                AccInit::Moments => Acc::Moments(Moments::EMPTY),
             }
         }));
     }
@@ -1124,6 +1129,13 @@ impl ReduceRun<'_, '_> {
                     if let (AggKind::Custom(c), Some(col)) = (&agg.kind, col) {
                         self.custom_fold(c, col, v, regs, pos, n, mask);
                     }
+                }
+                Acc::Moments(m) => {
+                    let ty = col.map_or(DType::U64, |c| c.ty);
+                    let b = with_num!(ty, T => {
+                        isa::moments(self.isa, self.col::<T>(col, regs, pos, n), mask)
+                    }, else Moments::EMPTY);
+                    *m = Moments::merge(*m, b);
                 }
             }
         }
@@ -1287,12 +1299,28 @@ impl ReduceRun<'_, '_> {
                 Acc::Any(b) | Acc::All(b) => Scalar::Bool(b),
                 Acc::Arg {
                     have, best, pos, ..
-                } => return Partial { v: best, pos, have },
+                } => {
+                    return Partial {
+                        v: best,
+                        pos,
+                        have,
+                        m: Moments::EMPTY,
+                    }
+                }
                 Acc::Custom(v) => {
                     return Partial {
                         v: v.unwrap_or(Scalar::Bool(false)),
                         pos: 0,
                         have: v.is_some(),
+                        m: Moments::EMPTY,
+                    }
+                }
+                Acc::Moments(m) => {
+                    return Partial {
+                        v: Scalar::F64(m.m2),
+                        pos: 0,
+                        have: false,
+                        m,
                     }
                 }
             };
@@ -1300,6 +1328,7 @@ impl ReduceRun<'_, '_> {
                 v,
                 pos: 0,
                 have: false,
+                m: Moments::EMPTY,
             }
         }) {
             out.push(p);
@@ -1321,6 +1350,7 @@ impl ReduceRun<'_, '_> {
                     v,
                     pos: 0,
                     have: matches!(a.kind, AggKind::Custom(_)),
+                    m: Moments::EMPTY,
                 }
             })
             .collect()
@@ -1374,9 +1404,11 @@ impl ReduceRun<'_, '_> {
             let at = |p: &Partial| SharedPartial {
                 value: p.v,
                 pos: p.have.then_some(p.pos),
+                moments: p.m,
             };
             let m = merge(&agg.kind, at(l), at(&r), self.params);
             l.v = m.value;
+            l.m = m.moments;
             if let Some(pos) = m.pos {
                 l.pos = pos;
                 l.have = true;

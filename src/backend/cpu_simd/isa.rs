@@ -158,6 +158,9 @@ entry! {
     fn any[](x: &[bool], mask: Option<&[bool]>) -> bool = kernels::any;
     /// [`kernels::all`].
     fn all[](x: &[bool], mask: Option<&[bool]>) -> bool = kernels::all;
+    /// [`kernels::moments`].
+    fn moments[T: kernels::ToF64](x: &[T], mask: Option<&[bool]>) -> crate::semantics::Moments
+        = kernels::moments;
     /// [`kernels::arg`].
     fn arg[T: Lane, F: Fn(T, T) -> bool](
         st: &mut ArgState<T>,

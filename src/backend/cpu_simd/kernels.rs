@@ -607,6 +607,85 @@ pub(crate) fn count(n: usize, mask: Option<&[bool]>) -> u64 {
     }
 }
 
+/// A lane type read as `f64` by [`moments`].
+pub(crate) trait ToF64: Copy {
+    fn to_f64(self) -> f64;
+}
+
+macro_rules! to_f64 {
+    ($($t:ty),*) => {$(
+        impl ToF64 for $t {
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+        }
+    )*};
+}
+to_f64!(i32, u32, i64, u64, f32, f64);
+
+/// Independent `f64` accumulators of [`moments`]' sums.
+const MW: usize = 8;
+
+/// `Σ f(x, keep)` over a block in `MW` interleaved `f64` accumulators
+/// (vectorizable: no reassociation of one chain), summed pairwise.
+#[inline(always)]
+fn sum_f64<T: ToF64>(x: &[T], mask: Option<&[bool]>, f: impl Fn(f64) -> f64) -> f64 {
+    let mut acc = [0.0f64; MW];
+    let mut tail = 0.0;
+    match mask {
+        None => {
+            let mut c = x.chunks_exact(MW);
+            for ch in &mut c {
+                for j in 0..MW {
+                    acc[j] += f(ch[j].to_f64());
+                }
+            }
+            for &v in c.remainder() {
+                tail += f(v.to_f64());
+            }
+        }
+        Some(m) => {
+            let mut c = x.chunks_exact(MW);
+            let mut k = m.chunks_exact(MW);
+            for (ch, km) in (&mut c).zip(&mut k) {
+                for j in 0..MW {
+                    let v = f(ch[j].to_f64());
+                    acc[j] += if km[j] { v } else { 0.0 };
+                }
+            }
+            for (&v, &keep) in c.remainder().iter().zip(k.remainder()) {
+                if keep {
+                    tail += f(v.to_f64());
+                }
+            }
+        }
+    }
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])) + tail
+}
+
+/// The [`Moments`] of a block's surviving values: their mean from an `f64`
+/// sum, then `Σ (x - mean)²` in a second pass over the block while it is in
+/// the cache. Blocks merge with Chan's formula, so the result has the
+/// accuracy of the two-pass algorithm per block, not the cancellation of
+/// `Σx² - (Σx)²/n`.
+///
+/// [`Moments`]: crate::semantics::Moments
+#[inline(always)]
+pub(crate) fn moments<T: ToF64>(x: &[T], mask: Option<&[bool]>) -> crate::semantics::Moments {
+    let n = match mask {
+        None => x.len() as u64,
+        Some(m) => m[..x.len()].iter().map(|&b| b as u64).sum(),
+    };
+    let sum = sum_f64(x, mask, |v| v);
+    crate::semantics::Moments::of_block(n, sum, |mean| {
+        sum_f64(x, mask, |v| {
+            let d = v - mean;
+            d * d
+        })
+    })
+}
+
 /// Whether a surviving lane is true.
 #[inline(always)]
 pub(crate) fn any(x: &[bool], mask: Option<&[bool]>) -> bool {

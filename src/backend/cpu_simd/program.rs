@@ -284,6 +284,8 @@ pub(crate) enum AccInit {
     },
     /// The user's identity, evaluated per run (it may read parameters).
     Custom(Combine),
+    /// No values yet.
+    Moments,
 }
 
 impl AccInit {
@@ -306,6 +308,10 @@ impl AccInit {
             AggKind::ArgMin => AccInit::Arg { max: false },
             AggKind::ArgMax => AccInit::Arg { max: true },
             AggKind::Custom(c) => AccInit::Custom(c.clone()),
+            AggKind::M2 => {
+                lanes(Identity::Zero)?;
+                AccInit::Moments
+            }
         })
     }
 }

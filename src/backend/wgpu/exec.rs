@@ -23,7 +23,7 @@ use crate::codegen::{
 };
 use crate::expr::{DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, Stage, StageInput};
-use crate::semantics::{merge, Partial};
+use crate::semantics::{merge, Moments, Partial};
 use crate::types::{Column, ColumnRef, Fault, PlanError, TimingSource};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -798,6 +798,7 @@ fn merge_agg(kind: &AggKind, a: HostAgg, b: HostAgg, params: &[Scalar]) -> HostA
     let p = |h: HostAgg| Partial {
         value: h.value,
         pos: h.index,
+        moments: Moments::EMPTY,
     };
     let m = merge(kind, p(a), p(b), params);
     HostAgg {

@@ -174,6 +174,15 @@ fn collect_params(arena: &ExprArena, out: &mut BTreeMap<u16, DType>) {
 
 impl<'a> Lower<'a> {
     fn new(stage: &'a Stage, caps: &'a Caps) -> R<Lower<'a>> {
+        if let Terminal::Reduce(aggs) = &stage.terminal {
+            if aggs.iter().any(|a| a.kind == AggKind::M2) {
+                return Err(LowerError(Decline::Other(
+                    "the device kernels have no `m2` aggregate (variance, std_dev): \
+                     it runs on the CPU backends"
+                        .into(),
+                )));
+            }
+        }
         let mut params = BTreeMap::new();
         collect_params(&stage.program, &mut params);
         let mut note_combine = |c: &Combine, ty: DType| {
