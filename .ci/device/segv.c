@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <string.h>
 #include <fcntl.h>
+#include <pthread.h>
 static void handler(int sig) {
     void *buf[64];
     char line[256];
@@ -37,8 +38,32 @@ static void handler(int sig) {
     signal(sig, SIG_DFL);
     raise(sig);
 }
+/* Every thread gets an alternate signal stack, so that a stack overflow
+ * (a fault on the guard page, with no stack left to run the handler on)
+ * still prints its backtrace: the main thread here, every other thread at
+ * its start through the pthread_create wrapper below. */
+static void altstack(void) {
+    stack_t ss; memset(&ss, 0, sizeof ss);
+    ss.ss_size = 1 << 16; ss.ss_sp = malloc(ss.ss_size);
+    if (ss.ss_sp) sigaltstack(&ss, NULL);
+}
+struct start { void *(*fn)(void *); void *arg; };
+static void *trampoline(void *p) {
+    struct start s = *(struct start *)p; free(p);
+    altstack();
+    return s.fn(s.arg);
+}
+int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+    static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+    if (!real) real = dlsym(RTLD_NEXT, "pthread_create");
+    struct start *s = malloc(sizeof *s);
+    if (!s) return real(t, attr, fn, arg);
+    s->fn = fn; s->arg = arg;
+    return real(t, attr, trampoline, s);
+}
 __attribute__((constructor)) static void init(void) {
-    struct sigaction sa; memset(&sa, 0, sizeof sa); sa.sa_handler = handler; int (*real)(int, const struct sigaction *, struct sigaction *) = dlsym(RTLD_NEXT, "sigaction"); real(SIGSEGV, &sa, NULL); real(SIGBUS, &sa, NULL); real(SIGABRT, &sa, NULL);
+    altstack();
+    struct sigaction sa; memset(&sa, 0, sizeof sa); sa.sa_handler = handler; sa.sa_flags = SA_ONSTACK; int (*real)(int, const struct sigaction *, struct sigaction *) = dlsym(RTLD_NEXT, "sigaction"); real(SIGSEGV, &sa, NULL); real(SIGBUS, &sa, NULL); real(SIGABRT, &sa, NULL);
 
 
 }
