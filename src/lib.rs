@@ -36,7 +36,8 @@
 //!   [`Engine::query`] on an engine of your own; chain adaptors (`map`,
 //!   `filter`, `zip`, `enumerate`, `take`, `skip`, scans) and end with a
 //!   terminal (`sum`, `count`, `min`, `argmax`, `stats`, `variance`,
-//!   `reduce`, `collect`, ...), or with `aggregate(|x, a| (a.sum(x),
+//!   `reduce`, `collect`, the early-exit `first`, `last`, `nth`, `find`,
+//!   `position`, ...), or with `aggregate(|x, a| (a.sum(x),
 //!   a.max(x * x), a.count()))`: any aggregates of traced expressions in
 //!   one pass ([`query::Aggregates`]). Closures receive [`Expr<T>`](expr::Expr) handles and
 //!   are traced once per plan; captured values become parameters.
@@ -113,6 +114,13 @@
 //!   `n · ε` relative, and to ~1e-11 on `1e8 + noise` (tests/aggregates.rs).
 //!   A NaN or infinite element gives NaN. The GPU backends decline them
 //!   (a query with one runs on the CPU).
+//! - `first`, `find`, `position`, `nth`, `any` and `all` stop reading at
+//!   the element that settles them, `last` reads leaves from the end: the
+//!   sequential CPU backends stop at that block, `cpu-parallel` starts no
+//!   leaf past a settled one; `ExecutionMetrics::elements_skipped` says
+//!   how many positions were never read. `position` counts in the stream
+//!   that reaches it (after earlier filters), as `Iterator::position`.
+//!   The GPU backends decline `first`/`last` (they run `any`/`all`).
 //! - `round` rounds half away from zero; `powi` multiplies by binary
 //!   exponentiation; `mul_add` is fused for floats.
 //! - `zip` stops at the shorter input; empty inputs are valid everywhere;

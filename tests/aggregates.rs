@@ -5,7 +5,7 @@
 
 mod common;
 
-use computeq::plumbing::{Availability, Phase};
+use computeq::plumbing::Phase;
 use computeq::prelude::*;
 
 fn cpu_kinds() -> [BackendKind; 3] {
@@ -14,14 +14,6 @@ fn cpu_kinds() -> [BackendKind; 3] {
         BackendKind::CpuSimd,
         BackendKind::CpuParallel,
     ]
-}
-
-fn available(e: &Engine) -> Vec<BackendKind> {
-    e.backends()
-        .into_iter()
-        .filter(|(_, a)| *a == Availability::Available)
-        .map(|(k, _)| k)
-        .collect()
 }
 
 /// A deterministic stream of small integers in `-range..=range`.
@@ -146,7 +138,7 @@ fn aggregate_matches_the_separate_terminals_on_every_backend() {
         .map(|i| ((i * 37) % 1001) as f32 * 0.5 - 200.0)
         .collect();
     let ys: Vec<i32> = (0..100_003).map(|i| (i * 7919) % 10_007 - 5000).collect();
-    for k in available(&e) {
+    for k in common::available(&e) {
         if let Some(why) = common::skip_reason(&e, k) {
             println!("skipped {k:?}: {why}");
             continue;

@@ -395,7 +395,10 @@ pub fn fixed_pipelines(t: DType, len: usize, seed: u64) -> Vec<Case> {
         c(Dist::Ties, vec![], Term::ArgMin),
         c(
             Dist::Small,
-            vec![Step::Filter(positive), Step::ScanSum { exclusive: true }],
+            vec![
+                Step::Filter(positive.clone()),
+                Step::ScanSum { exclusive: true },
+            ],
             Term::Mean,
         ),
         c(
@@ -410,8 +413,15 @@ pub fn fixed_pipelines(t: DType, len: usize, seed: u64) -> Vec<Case> {
         // The one-pass variance: blocks about their own mean, Chan merges
         // across blocks and leaves; special values (NaN, infinities) and
         // a filter before it.
-        c(Dist::Wide, vec![Step::Map(x2p1)], Term::Variance),
+        c(Dist::Wide, vec![Step::Map(x2p1.clone())], Term::Variance),
         c(Dist::Specials, vec![], Term::Variance),
+        // Early exit: the first survivor of a filter, the last of a map.
+        c(
+            Dist::Specials,
+            vec![Step::Filter(positive.clone())],
+            Term::First,
+        ),
+        c(Dist::Uniform, vec![Step::Map(x2p1.clone())], Term::Last),
     ];
     if t.is_int() {
         // Bit operations: a key's mix of shifts, masks and `!`, the shift

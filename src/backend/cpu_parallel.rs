@@ -41,6 +41,7 @@ use super::cpu_simd::{
 use super::{Availability, Backend, BackendError, BackendKind, Decline, Job, RunStats};
 use crate::expr::{DType, Scalar};
 use crate::plan::{PhysicalPlan, PlanOutput};
+use crate::semantics::Settles;
 use crate::types::Column;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -282,8 +283,36 @@ impl Driver for Parallel {
         let leaves = run.leaves();
         let (grain, tasks) = self.tasks(leaves);
         let slots: Vec<OnceLock<Partials>> = tasks.iter().map(|_| OnceLock::new()).collect();
+        // When one end settles every aggregate (`first`, `any`, `all`: the
+        // earliest task with a settled result; `last`: the latest), a task
+        // on the far side of a settled one is not run: its partials could
+        // not change the result. `settled` holds that task's index + 1
+        // (0: none yet); tasks claimed before it was set run anyway.
+        let settles = run.settles();
+        let settled = AtomicUsize::new(match settles {
+            Some(Settles::Prefix) => usize::MAX,
+            _ => 0,
+        });
         self.run(run, &tasks, acct, &|st, i, lo, hi| {
-            let _ = slots[i].set(run.reduce_tree(st, lo, hi));
+            let skip = match settles {
+                Some(Settles::Prefix) => settled.load(Ordering::Relaxed) <= i,
+                Some(Settles::Suffix) => settled.load(Ordering::Relaxed) > i + 1,
+                None => false,
+            };
+            let p = if skip {
+                acct.skip(run.leaves_len(lo, hi));
+                run.identity()
+            } else {
+                let p = run.reduce_tree(st, acct, lo, hi);
+                if settles.is_some() && run.settled(&p) {
+                    match settles {
+                        Some(Settles::Prefix) => settled.fetch_min(i + 1, Ordering::Relaxed),
+                        _ => settled.fetch_max(i + 1, Ordering::Relaxed),
+                    };
+                }
+                p
+            };
+            let _ = slots[i].set(p);
         });
         let mut parts = slots.into_iter().filter_map(|s| s.into_inner());
         combine_tasks(run, 0, leaves, grain, &mut parts)
@@ -342,7 +371,7 @@ impl Driver for Parallel {
         acct.alloc((leaves * 8 * 2) as u64);
         let counts = self.per_leaf(&counter, leaves, acct, &|st, j| {
             count
-                .reduce_leaf(st, j)
+                .reduce_leaf(st, acct, j)
                 .first()
                 .map_or(0, |p| p.v.to_bits())
         });

@@ -10,7 +10,7 @@ use super::{
 use crate::expr::eval::{self, eval_into};
 use crate::expr::{BinaryOp, DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput, Terminal};
-use crate::semantics::{agg_identity, arg_better, Moments};
+use crate::semantics::{agg_identity, arg_better, is_settled, Moments, Settles};
 use crate::types::{Column, ColumnRef, Fault, PlanError};
 use smallvec::SmallVec;
 use std::time::Instant;
@@ -146,7 +146,10 @@ pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> 
         }
     };
 
-    for k in 0..range.len {
+    // `first`, `any`, `all` alone: stop at the element that settles them.
+    let stops = matches!(&stage.terminal, Terminal::Reduce(aggs)
+        if Settles::of(aggs.iter().map(|a| &a.kind)) == Some(Settles::Prefix));
+    'elements: for k in 0..range.len {
         elem.clear();
         for (s, c) in inputs.iter().enumerate() {
             elem.push(c.get(k + range.offsets[s]));
@@ -180,6 +183,13 @@ pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> 
                             }
                         }
                         AggKind::Custom(c) => c.eval(accs[i], x.unwrap(), params),
+                        AggKind::First => {
+                            if best[i].is_none() {
+                                best[i] = x;
+                            }
+                            best[i].unwrap_or(accs[i])
+                        }
+                        AggKind::Last => x.unwrap(),
                         AggKind::M2 => {
                             // Welford's update of `x - first`: the shift
                             // (exact near the data) keeps the running mean
@@ -192,6 +202,14 @@ pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> 
                             Scalar::F64(m.m2)
                         }
                     };
+                }
+                if stops
+                    && aggs
+                        .iter()
+                        .zip(accs.iter().zip(best.iter()))
+                        .all(|(a, (v, b))| is_settled(&a.kind, *v, b.is_some()))
+                {
+                    break 'elements;
                 }
             }
             (State::Collect(out), Terminal::Collect(cols)) => {

@@ -188,6 +188,11 @@ pub struct ExecutionMetrics {
     /// Retries of the backend with smaller chunks after it ran out of
     /// device memory (0 normally).
     pub oom_retries: u32,
+    /// Positions of the last stage left unread because an early-exit
+    /// terminal (`first`, `find`, `position`, `nth`, `any`, `all`,
+    /// `last`) was settled before them. Reported by `cpu-simd` and
+    /// `cpu-parallel` (`cpu-scalar` stops too, without counting).
+    pub elements_skipped: u64,
 }
 
 impl ExecutionMetrics {
@@ -259,6 +264,7 @@ impl ExecutionMetrics {
             stages: 1,
             terminal: "reduce",
             oom_retries: 0,
+            elements_skipped: 0,
         }
     }
 }
@@ -295,6 +301,9 @@ impl fmt::Display for ExecutionMetrics {
         )?;
         if let Some(e) = self.estimated() {
             write!(f, " estimated={}", fmt_duration(e))?;
+        }
+        if self.elements_skipped > 0 {
+            write!(f, " skipped={} (early exit)", self.elements_skipped)?;
         }
         if self.bytes_uploaded + self.bytes_downloaded + self.bytes_resident > 0 {
             write!(

@@ -8,6 +8,7 @@
 
 mod aggregate;
 mod device;
+mod early_exit;
 mod enumerate;
 mod filter;
 mod map;

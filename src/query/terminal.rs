@@ -365,6 +365,37 @@ impl<'a, S: Shape> Query<'a, S> {
         self.fallible().all(f)
     }
 
+    /// [`Query::first`] returning an error instead of panicking.
+    pub fn try_first(self) -> Result<Option<S::Host>, crate::Error> {
+        self.fallible().first()
+    }
+
+    /// [`Query::last`] returning an error instead of panicking.
+    pub fn try_last(self) -> Result<Option<S::Host>, crate::Error> {
+        self.fallible().last()
+    }
+
+    /// [`Query::nth`] returning an error instead of panicking.
+    pub fn try_nth(self, i: usize) -> Result<Option<S::Host>, crate::Error> {
+        self.fallible().nth(i)
+    }
+
+    /// [`Query::find`] returning an error instead of panicking.
+    pub fn try_find(
+        self,
+        f: impl FnOnce(S) -> Expr<bool>,
+    ) -> Result<Option<S::Host>, crate::Error> {
+        self.fallible().find(f)
+    }
+
+    /// [`Query::position`] returning an error instead of panicking.
+    pub fn try_position(
+        self,
+        f: impl FnOnce(S) -> Expr<bool>,
+    ) -> Result<Option<usize>, crate::Error> {
+        self.fallible().position(f)
+    }
+
     /// [`Query::aggregate`] returning an error instead of panicking.
     pub fn try_aggregate<R: super::AggShape>(
         self,

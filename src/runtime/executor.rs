@@ -678,6 +678,7 @@ fn metrics(
         stages: planned.workload.stages,
         terminal: planned.workload.terminal,
         oom_retries: stats.oom_retries,
+        elements_skipped: stats.elements_skipped,
     }
 }
 

@@ -53,6 +53,14 @@ pub enum AggKind {
     /// digits to cancellation. NaN if any element is NaN or infinite.
     /// Result: `f64`.
     M2,
+    /// The value of the first surviving element (any type; the value is
+    /// meaningless when nothing survives: terminals pair it with an `any`
+    /// of `true`). Settled by the first survivor, so runs after it need
+    /// not be read. Result: the column's type.
+    First,
+    /// The value of the last surviving element; as [`AggKind::First`],
+    /// settled by the last survivor (runs before it need not be read).
+    Last,
     /// A user combine, applied left to right within a block and over block
     /// results in order. Result: the column's type.
     Custom(Combine),
@@ -71,6 +79,8 @@ impl AggKind {
             AggKind::Any => "any",
             AggKind::All => "all",
             AggKind::M2 => "m2",
+            AggKind::First => "first",
+            AggKind::Last => "last",
             AggKind::Custom(_) => "reduce",
         }
     }
@@ -112,6 +122,7 @@ pub fn agg_identity(kind: &AggKind, ty: DType, params: &[Scalar]) -> Scalar {
         AggKind::Any => Scalar::Bool(false),
         AggKind::All => Scalar::Bool(true),
         AggKind::M2 => Scalar::F64(0.0),
+        AggKind::First | AggKind::Last => Scalar::zero(ty),
         AggKind::Min => match ty {
             DType::F32 => Scalar::F32(f32::NAN),
             DType::F64 => Scalar::F64(f64::NAN),
@@ -259,6 +270,21 @@ pub fn merge(kind: &AggKind, a: Partial, b: Partial, params: &[Scalar]) -> Parti
         AggKind::Any => value(Scalar::Bool(a.value.as_bool() | b.value.as_bool())),
         AggKind::All => value(Scalar::Bool(a.value.as_bool() & b.value.as_bool())),
         AggKind::Custom(c) => value(c.eval(a.value, b.value, params)),
+        // `pos` is `Some` once a run has its survivor.
+        AggKind::First => {
+            if a.pos.is_some() {
+                a
+            } else {
+                b
+            }
+        }
+        AggKind::Last => {
+            if b.pos.is_some() {
+                b
+            } else {
+                a
+            }
+        }
         AggKind::M2 => {
             let m = Moments::merge(a.moments, b.moments);
             Partial {
@@ -274,5 +300,52 @@ pub fn merge(kind: &AggKind, a: Partial, b: Partial, params: &[Scalar]) -> Parti
                 a
             }
         }
+    }
+}
+
+/// Which end of a stream settles every aggregate of a reduce, so that a
+/// backend may stop reading: `first`, `any` and `all` are settled by a
+/// prefix (the first survivor, a `true`, a `false`), `last` by a suffix.
+/// Anything else needs every element.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Settles {
+    /// A prefix decides: read forward and stop once settled.
+    Prefix,
+    /// A suffix decides: read backward (by runs) and stop once settled.
+    Suffix,
+}
+
+impl Settles {
+    /// For a reduce's aggregates; `None` when some aggregate needs every
+    /// element (or there is nothing to settle).
+    pub fn of<'k>(kinds: impl IntoIterator<Item = &'k AggKind>) -> Option<Settles> {
+        let (mut prefix, mut suffix, mut any) = (true, true, false);
+        for k in kinds {
+            any = true;
+            match k {
+                AggKind::First => suffix = false,
+                AggKind::Last => prefix = false,
+                AggKind::Any | AggKind::All => {}
+                _ => return None,
+            }
+        }
+        match (any, prefix, suffix) {
+            (false, ..) => None,
+            (true, true, _) => Some(Settles::Prefix),
+            (true, false, true) => Some(Settles::Suffix),
+            (true, false, false) => None,
+        }
+    }
+}
+
+/// Whether one aggregate's partial is final whatever else is merged into
+/// it from the settling side: a survivor found, an `any` true, an `all`
+/// false.
+pub fn is_settled(kind: &AggKind, value: Scalar, found: bool) -> bool {
+    match kind {
+        AggKind::First | AggKind::Last => found,
+        AggKind::Any => value.as_bool(),
+        AggKind::All => !value.as_bool(),
+        _ => false,
     }
 }

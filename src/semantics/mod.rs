@@ -7,6 +7,7 @@ mod agg;
 mod range;
 
 pub use agg::{
-    agg_identity, arg_better, merge, AggKind, Aggregate, Combine, Moments, Partial, ScanOp,
+    agg_identity, arg_better, is_settled, merge, AggKind, Aggregate, Combine, Moments, Partial,
+    ScanOp, Settles,
 };
 pub use range::RangeOp;

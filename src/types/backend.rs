@@ -99,6 +99,9 @@ pub struct RunStats {
     /// Times the run was retried with smaller chunks after the device ran
     /// out of memory.
     pub oom_retries: u32,
+    /// Positions of the last stage left unread because an early-exit
+    /// terminal (`first`, `find`, `any`, ...) was settled before them.
+    pub elements_skipped: u64,
 }
 
 /// The clock behind a run's `execute` time.

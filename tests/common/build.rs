@@ -313,6 +313,8 @@ fn terminal<'a, T: Num>(
         Term::Count => Out::Usize(q.count()?),
         Term::Mean => Out::Mean(q.mean()?),
         Term::Variance => Out::Mean(q.variance()?),
+        Term::First => Out::Opt(q.first()?.map(El::val)),
+        Term::Last => Out::Opt(q.last()?.map(El::val)),
         Term::Reduce(c) => Out::Val(q.reduce(identity::<T>(*c), |a, b| combine(*c, a, b))?.val()),
         Term::Any(e) => Out::Bool(q.any(|x| pred(e, x))?),
         Term::All(e) => Out::Bool(q.all(|x| pred(e, x))?),

@@ -78,3 +78,14 @@ pub fn skip_reason(engine: &Engine, kind: BackendKind) -> Option<String> {
 pub fn engine() -> Engine {
     Engine::with_config(computeq::Config::default())
 }
+
+/// The backends of `engine` that report themselves available.
+#[allow(dead_code)]
+pub fn available(engine: &Engine) -> Vec<BackendKind> {
+    engine
+        .backends()
+        .into_iter()
+        .filter(|(_, a)| *a == computeq::plumbing::Availability::Available)
+        .map(|(k, _)| k)
+        .collect()
+}

@@ -1278,6 +1278,8 @@ fn terminal(ev: &Eval<'_>, case: &Case, t: DType, s: &[Sh], inputs: &Inputs) -> 
         Term::Count => Expect::Usize(s.len()),
         Term::Mean => Expect::Mean(mean(p, s)),
         Term::Variance => Expect::Mean(variance(s)),
+        Term::First => Expect::Opt(s.first().copied()),
+        Term::Last => Expect::Opt(s.last().copied()),
         Term::Any(e) | Term::All(e) => {
             let any = matches!(case.term, Term::Any(_));
             let ps: Vec<Sh> = s.iter().map(|&x| pred(e, x)).collect();

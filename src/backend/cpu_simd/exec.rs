@@ -27,7 +27,9 @@ use super::scan;
 use super::{BLOCK, LEAF};
 use crate::expr::{eval, BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
 use crate::plan::{AggKind, Combine, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput};
-use crate::semantics::{agg_identity, merge, Moments, Partial as SharedPartial};
+use crate::semantics::{
+    agg_identity, is_settled, merge, Moments, Partial as SharedPartial, Settles,
+};
 use crate::types::{Column, ColumnRef, Fault, PlanError};
 use smallvec::SmallVec;
 use std::mem::MaybeUninit;
@@ -127,6 +129,12 @@ enum Acc {
     Custom(Option<Scalar>),
     /// Blocks' moments merged in order.
     Moments(Moments),
+    /// The first (or last) survivor's value, once `have`.
+    Pick {
+        last: bool,
+        have: bool,
+        v: Scalar,
+    },
 }
 
 /// Which identity fills a sum's, min's or max's lanes.
@@ -228,6 +236,8 @@ impl Drop for Exec {
 pub(crate) struct Acct {
     bytes: AtomicU64,
     tasks: AtomicU32,
+    /// Positions of the last stage an early exit left unread.
+    skipped: AtomicU64,
     /// Whether only the calling thread counts here (the default is shared
     /// by the tasks of a parallel run). Local counting is a plain load and
     /// store: a locked add is a full barrier on x86, and a tiny query would
@@ -273,6 +283,21 @@ impl Acct {
     /// Tasks run so far.
     pub(crate) fn tasks(&self) -> u32 {
         self.tasks.load(Ordering::Relaxed)
+    }
+
+    /// Records `n` positions an early exit did not read.
+    pub(crate) fn skip(&self, n: u64) {
+        if self.local {
+            let s = self.skipped.load(Ordering::Relaxed);
+            self.skipped.store(s.wrapping_add(n), Ordering::Relaxed);
+        } else {
+            self.skipped.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Positions skipped so far.
+    pub(crate) fn skipped(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
     }
 }
 
@@ -1070,6 +1095,11 @@ impl ReduceRun<'_, '_> {
                 },
                 AccInit::Custom(c) => Acc::Custom(first_leaf.then(|| self.identity_of(c, ty))),
                 AccInit::Moments => Acc::Moments(Moments::EMPTY),
+                AccInit::Pick { last } => Acc::Pick {
+                    last: *last,
+                    have: false,
+                    v: Scalar::zero(ty),
+                },
             }
         }));
     }
@@ -1128,6 +1158,28 @@ impl ReduceRun<'_, '_> {
                 Acc::Custom(v) => {
                     if let (AggKind::Custom(c), Some(col)) = (&agg.kind, col) {
                         self.custom_fold(c, col, v, regs, pos, n, mask);
+                    }
+                }
+                Acc::Pick { last, have, v } => {
+                    // `first` keeps its survivor; `last` takes each block's.
+                    if *have && !*last {
+                        continue;
+                    }
+                    let at = match (mask, *last) {
+                        (None, _) if n == 0 => None,
+                        (None, false) => Some(0),
+                        (None, true) => Some(n - 1),
+                        (Some(m), false) => m[..n].iter().position(|&k| k),
+                        (Some(m), true) => m[..n].iter().rposition(|&k| k),
+                    };
+                    if let Some(i) = at {
+                        let ty = col.map_or(DType::U64, |c| c.ty);
+                        with_lane!(ty, T => {
+                            if let Some(&x) = self.col::<T>(col, regs, pos, n).get(i) {
+                                *v = x.to_scalar();
+                                *have = true;
+                            }
+                        });
                     }
                 }
                 Acc::Moments(m) => {
@@ -1315,6 +1367,14 @@ impl ReduceRun<'_, '_> {
                         m: Moments::EMPTY,
                     }
                 }
+                Acc::Pick { have, v, .. } => {
+                    return Partial {
+                        v,
+                        pos: 0,
+                        have,
+                        m: Moments::EMPTY,
+                    }
+                }
                 Acc::Moments(m) => {
                     return Partial {
                         v: Scalar::F64(m.m2),
@@ -1356,10 +1416,35 @@ impl ReduceRun<'_, '_> {
             .collect()
     }
 
+    /// Which end of the stream settles every aggregate, if one does
+    /// (`first`, `any`, `all`: a prefix; `last`: a suffix).
+    pub(crate) fn settles(&self) -> Option<Settles> {
+        Settles::of(self.aggs.iter().map(|a| &a.kind))
+    }
+
+    /// Whether partials are final whatever is merged in from the settling
+    /// side.
+    pub(crate) fn settled(&self, p: &Partials) -> bool {
+        self.aggs
+            .iter()
+            .zip(p)
+            .all(|(a, p)| is_settled(&a.kind, p.v, p.have))
+    }
+
+    fn accs_settled(&self, accs: &[Acc]) -> bool {
+        accs.iter().all(|a| match *a {
+            Acc::Pick { have, .. } => have,
+            Acc::Any(b) => b,
+            Acc::All(b) => !b,
+            _ => false,
+        })
+    }
+
     /// The partials of leaf `j`.
-    pub(crate) fn reduce_leaf(&self, st: &mut Exec, j: usize) -> Partials {
+    pub(crate) fn reduce_leaf(&self, st: &mut Exec, acct: &Acct, j: usize) -> Partials {
         let (start, end) = self.leaf_range(j);
         self.reset_accs(&mut st.accs, j == 0);
+        let stops = self.settles() == Some(Settles::Prefix);
         // A stage without registers (no instructions: the fold reads inputs
         // and uniforms only) folds the whole leaf in one call: the same
         // lanes in the same order, without the per-block dispatch.
@@ -1374,6 +1459,10 @@ impl ReduceRun<'_, '_> {
             self.run_instrs(&mut st.regs, pos, n);
             self.reduce_block(&mut st.accs, &st.regs, pos, n);
             pos += n;
+            if stops && self.accs_settled(&st.accs) {
+                acct.skip((end - pos) as u64);
+                break;
+            }
         }
         self.leaf_partials(&st.accs)
     }
@@ -1420,17 +1509,52 @@ impl ReduceRun<'_, '_> {
     /// The partials of leaves `lo..hi` by the midpoint tree, sequentially.
     /// A parallel driver splits at the same midpoints (`tree_mid`) and calls
     /// this below its grain, so the result never depends on the grain.
-    pub(crate) fn reduce_tree(&self, st: &mut Exec, lo: usize, hi: usize) -> Partials {
+    ///
+    /// When a prefix settles every aggregate (`first`, `any`, `all`) the
+    /// left half runs first and a settled result skips the right half;
+    /// when a suffix does (`last`), the right half runs first and may skip
+    /// the left. Skipping merges nothing the settled side would not win.
+    pub(crate) fn reduce_tree(&self, st: &mut Exec, acct: &Acct, lo: usize, hi: usize) -> Partials {
         match hi.saturating_sub(lo) {
             0 => self.identity(),
-            1 => self.reduce_leaf(st, lo),
+            1 => self.reduce_leaf(st, acct, lo),
             _ => {
                 let mid = tree_mid(lo, hi);
-                let a = self.reduce_tree(st, lo, mid);
-                let b = self.reduce_tree(st, mid, hi);
-                self.combine(a, b)
+                match self.settles() {
+                    Some(Settles::Prefix) => {
+                        let a = self.reduce_tree(st, acct, lo, mid);
+                        if self.settled(&a) {
+                            acct.skip(self.leaves_len(mid, hi));
+                            return a;
+                        }
+                        let b = self.reduce_tree(st, acct, mid, hi);
+                        self.combine(a, b)
+                    }
+                    Some(Settles::Suffix) => {
+                        let b = self.reduce_tree(st, acct, mid, hi);
+                        if self.settled(&b) {
+                            acct.skip(self.leaves_len(lo, mid));
+                            return b;
+                        }
+                        let a = self.reduce_tree(st, acct, lo, mid);
+                        self.combine(a, b)
+                    }
+                    None => {
+                        let a = self.reduce_tree(st, acct, lo, mid);
+                        let b = self.reduce_tree(st, acct, mid, hi);
+                        self.combine(a, b)
+                    }
+                }
             }
         }
+    }
+
+    /// Positions in leaves `lo..hi`.
+    pub(crate) fn leaves_len(&self, lo: usize, hi: usize) -> u64 {
+        if hi <= lo {
+            return 0;
+        }
+        (self.leaf_range(hi - 1).1 - self.leaf_range(lo).0) as u64
     }
 
     /// The aggregate values.
@@ -1853,7 +1977,7 @@ impl Driver for Sequential {
     fn reduce(&self, run: &ReduceRun<'_, '_>, acct: &Acct) -> Partials {
         acct.task();
         acct.alloc(run.state_bytes());
-        run.with_state(|st| run.reduce_tree(st, 0, run.leaves()))
+        run.with_state(|st| run.reduce_tree(st, acct, 0, run.leaves()))
     }
 
     /// Appends block after block to columns reserved at full length: each

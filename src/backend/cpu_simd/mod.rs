@@ -154,6 +154,7 @@ pub(crate) fn execute_with(
     .map_err(|e| BackendError::new(kind, Phase::Execute, e.to_string()))?;
     stats.bytes_allocated += acct.bytes().max(output_bytes(&out));
     stats.launches = acct.tasks();
+    stats.elements_skipped = acct.skipped();
     Ok(out)
 }
 

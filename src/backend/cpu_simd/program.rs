@@ -286,6 +286,10 @@ pub(crate) enum AccInit {
     Custom(Combine),
     /// No values yet.
     Moments,
+    /// No survivor yet (`first`, or `last`).
+    Pick {
+        last: bool,
+    },
 }
 
 impl AccInit {
@@ -312,6 +316,8 @@ impl AccInit {
                 lanes(Identity::Zero)?;
                 AccInit::Moments
             }
+            AggKind::First => AccInit::Pick { last: false },
+            AggKind::Last => AccInit::Pick { last: true },
         })
     }
 }
@@ -584,6 +590,7 @@ fn roots(stage: &Stage, params_needed: &mut usize) -> Result<SmallVec<[Value; 8]
                 let ty = in_range(c)?;
                 let ok = match kind {
                     AggKind::Any | AggKind::All => ty == DType::Bool,
+                    AggKind::First | AggKind::Last => true,
                     AggKind::Custom(comb) => {
                         check_combine(comb, ty, params_needed)?;
                         true

@@ -24,8 +24,9 @@ impl Lower<'_> {
                 let _ = b;
                 vec![pre.params[&comb.identity].into()]
             }
-            // Declined by `Lower::new`; its merge below is an error.
+            // Declined by `Lower::new`; their merge below is an error.
             AggKind::M2 => vec![c(Scalar::F64(0.0))],
+            AggKind::First | AggKind::Last => vec![c(Scalar::zero(a.ty))],
         }
     }
 
@@ -98,7 +99,12 @@ impl Lower<'_> {
                 let vals = emit_arena(b, &c.program, &mut leaf)?;
                 vec![Self::value(&vals, c.output)?]
             }
-            AggKind::M2 => return err("the device kernels have no `m2` aggregate"),
+            AggKind::M2 | AggKind::First | AggKind::Last => {
+                return err(format!(
+                    "the device kernels have no `{}` aggregate",
+                    a.kind.name()
+                ))
+            }
         })
     }
 

@@ -182,6 +182,16 @@ impl<'a> Lower<'a> {
                         .into(),
                 )));
             }
+            if aggs
+                .iter()
+                .any(|a| matches!(a.kind, AggKind::First | AggKind::Last))
+            {
+                return Err(LowerError(Decline::Other(
+                    "the device kernels have no `first`/`last` aggregate (first, last, nth, \
+                     find, position): it runs on the CPU backends"
+                        .into(),
+                )));
+            }
         }
         let mut params = BTreeMap::new();
         collect_params(&stage.program, &mut params);
