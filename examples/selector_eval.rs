@@ -79,6 +79,10 @@ macro_rules! float_workload {
     (@shape scan, $q:ident, $t:ty, $n:ident) => { $q.scan_sum().with_metrics().collect::<Vec<$t>>().1 };
     (@shape multi_stage, $q:ident, $t:ty, $n:ident) => { $q.filter(|x| x.gt(0.5)).take($n / 4).with_metrics().sum().1 };
     (@shape transcendental, $q:ident, $t:ty, $n:ident) => { $q.map(|x| (x * 3.0).sin() * (x * -1.0).exp()).with_metrics().sum().1 };
+    (@shape variance, $q:ident, $t:ty, $n:ident) => { $q.with_metrics().variance().1 };
+    (@shape aggregate, $q:ident, $t:ty, $n:ident) => { $q.with_metrics().aggregate(|x, a| (a.sum(x), a.max(x * x), a.mean(x))).1 };
+    // The first of ~1 in 10^4: reading stops within the first leaves.
+    (@shape find, $q:ident, $t:ty, $n:ident) => { $q.with_metrics().find(|x| x.gt(0.9999)).1 };
 }
 
 macro_rules! int_workload {
@@ -150,6 +154,9 @@ fn suite(engines: &[Engine; 2], quick: bool, device: bool) -> Vec<Workload> {
         scan @ 10_000, scan @ 10_000_000,
         multi_stage @ 1_000_000,
         transcendental @ 1_000_000,
+        variance @ 1_000, variance @ 10_000_000,
+        aggregate @ 100_000,
+        find @ 10_000_000,
     );
     float_workloads!(f64, "f64", w,
         filter_reduce @ 10_000_000, stats @ 100_000, collect @ 10_000_000,
