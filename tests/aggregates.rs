@@ -228,12 +228,7 @@ fn devices_decline_variance_and_a_query_with_one_runs_on_the_cpu() {
         }
         let forced = e.query(&xs).on(k).no_fallback().fallible().variance();
         let err = forced.expect_err("a device ran m2");
-        assert!(
-            err.attempts()
-                .iter()
-                .any(|a| a.phase == Phase::Support && a.message.contains("no `m2` aggregate")),
-            "{k:?}: {err}"
-        );
+        common::assert_declined(k, &err, "no `m2` aggregate");
         let plan = e.query(&xs).explain().variance().to_string();
         assert!(plan.contains("no `m2` aggregate"), "{plan}");
         // The other aggregates of the same query still run on the device.
@@ -247,4 +242,121 @@ fn devices_decline_variance_and_a_query_with_one_runs_on_the_cpu() {
     let (v, m) = e.query(&xs).aggregate(|x, a| (a.variance(x), a.mean(x)));
     assert!((v.unwrap() - exact).abs() <= 1e-12 * exact);
     assert_eq!(m, Some(49.5));
+}
+
+/// The histogram as a plain loop: the same formula, in `f64`.
+fn histogram_ref(xs: &[f64], bins: usize, lo: f64, hi: f64) -> (Vec<u64>, u64, u64, u64) {
+    let mut counts = vec![0u64; bins];
+    let (mut below, mut above, mut nan) = (0, 0, 0);
+    let scale = bins as f64 / (hi - lo);
+    for &x in xs {
+        if x.is_nan() {
+            nan += 1;
+        } else if x < lo {
+            below += 1;
+        } else if x >= hi {
+            above += 1;
+        } else {
+            counts[(((x - lo) * scale).floor() as usize).min(bins - 1)] += 1;
+        }
+    }
+    (counts, below, above, nan)
+}
+
+#[test]
+fn histograms_match_a_plain_loop_on_every_cpu_backend() {
+    let e = common::engine();
+    let kinds = [
+        BackendKind::CpuScalar,
+        BackendKind::CpuSimd,
+        BackendKind::CpuParallel,
+    ];
+    for &n in &[0usize, 1, 1023, 1025, 16_385, 300_001] {
+        let mut xs: Vec<f32> = noise(n, 1000, 3 + n as u64)
+            .iter()
+            .map(|&k| k as f32 * 0.013)
+            .collect();
+        if n > 10 {
+            xs[3] = f32::NAN;
+            xs[5] = f32::INFINITY;
+            xs[7] = f32::NEG_INFINITY;
+            xs[9] = 10.0; // exactly hi: above
+            xs[10] = -10.0; // exactly lo: the first bin
+        }
+        let wide: Vec<f64> = xs.iter().map(|&x| x as f64).collect();
+        for &(bins, lo, hi) in &[(1usize, -10.0, 10.0), (256, -10.0, 10.0), (7, -3.3, 2.9)] {
+            let (counts, below, above, nan) = histogram_ref(&wide, bins, lo, hi);
+            for k in kinds {
+                let h = e.query(&xs).on(k).no_fallback().histogram(bins, lo, hi);
+                assert_eq!(h.counts, counts, "{k:?} n={n} bins={bins}");
+                assert_eq!(
+                    (h.below, h.above, h.nan),
+                    (below, above, nan),
+                    "{k:?} n={n}"
+                );
+                assert_eq!(h.total(), n as u64);
+            }
+        }
+        // After a filter, and on integers.
+        let ints: Vec<i64> = noise(n, 1_000_000, n as u64);
+        let kept: Vec<f64> = ints
+            .iter()
+            .filter(|&&x| x % 3 != 0)
+            .map(|&x| x as f64)
+            .collect();
+        let want = histogram_ref(&kept, 100, -500_000.0, 500_000.0);
+        for k in kinds {
+            let h = e
+                .query(&ints)
+                .on(k)
+                .no_fallback()
+                .filter(|x| (x % 3).ne(0))
+                .histogram(100, -500_000.0, 500_000.0);
+            assert_eq!(
+                (h.counts, h.below, h.above, h.nan),
+                want.clone(),
+                "{k:?} n={n}"
+            );
+        }
+    }
+}
+
+#[test]
+fn devices_decline_histograms_and_the_engine_runs_them_on_the_cpu() {
+    let e = common::engine();
+    let xs: Vec<u32> = (0..10_000).collect();
+    for k in [BackendKind::Wgpu, BackendKind::Cuda] {
+        if let Some(why) = common::skip_reason(&e, k) {
+            println!("skipped {k:?}: {why}");
+            continue;
+        }
+        let err = e
+            .query(&xs)
+            .on(k)
+            .no_fallback()
+            .fallible()
+            .histogram(10, 0.0, 10_000.0)
+            .expect_err("a device ran a histogram");
+        common::assert_declined(k, &err, "key counts");
+    }
+    let h = e.query(&xs).histogram(10, 0.0, 10_000.0);
+    assert_eq!(h.counts, vec![1000; 10]);
+    let plan = e
+        .query(&xs)
+        .explain()
+        .histogram(10, 0.0, 10_000.0)
+        .to_string();
+    assert!(plan.contains("count_by_key"), "{plan}");
+}
+
+#[test]
+#[should_panic(expected = "a histogram needs 1 to")]
+fn a_histogram_without_bins_panics_with_a_message() {
+    let _ = [1.0f32].compute().histogram(0, 0.0, 1.0);
+}
+
+#[test]
+#[should_panic(expected = "finite bounds with lo < hi")]
+fn a_histogram_with_empty_bounds_panics_with_a_message() {
+    let _ = [1.0f32].compute().histogram(4, 1.0, 1.0);
 }

@@ -69,6 +69,11 @@ golden! {
         .argmax();
     scan_then_filter_count: |e, d| e.query(&d.is).scan_sum().filter(|x| x.gt(0)).explain().count();
     stats_is_one_multi_aggregate: |e, d| e.query(&d.xs).map(|x| x.abs()).explain().stats();
+    variance_is_one_m2_and_a_count: |e, d| e.query(&d.xs).map(|x| x * 2.0).explain().variance();
+    aggregate_shares_identical_requests: |e, d| e.query(&d.xs).zip(&d.ys).explain().aggregate(|(x, y), a| (a.sum(x * y), a.max(y), a.count(), a.mean(x), a.count()));
+    find_is_a_predicated_first: |e, d| e.query(&d.is).map(|x| x * 3).explain().find(|x| x.gt(10));
+    position_enumerates_then_firsts: |e, d| e.query(&d.xs).explain().position(|x| x.ge(1.0));
+    histogram_counts_by_a_traced_key: |e, d| e.query(&d.xs).filter(|x| x.ne(0.0)).explain().histogram(8, -4.0, 4.0);
     skip_take_range: |e, d| e.query(&d.xs).skip(3).take(10).explain().sum();
     custom_reduce: |e, d| e.query(&d.is).explain().reduce(1, |a, b| a * b);
     custom_exclusive_scan: |e, d| e.query(&d.is).scan_exclusive(i32::MIN, |a, b| a.max(b)).explain().collect::<Vec<i32>>();

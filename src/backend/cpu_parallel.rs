@@ -35,7 +35,7 @@
 //! borrowed data.
 
 use super::cpu_simd::{
-    execute_with, tree_mid, Acct, CollectOut, CollectRun, Driver, Exec, OutSlice, Partials,
+    execute_with, tree_mid, Acct, CollectOut, CollectRun, Driver, Exec, KeyRun, OutSlice, Partials,
     ReduceRun, ScanOut, ScanRun, StageRun,
 };
 use super::{Availability, Backend, BackendError, BackendKind, Decline, Job, RunStats};
@@ -279,6 +279,26 @@ impl Parallel {
 }
 
 impl Driver for Parallel {
+    /// Each task counts its leaves into its own array; the arrays are
+    /// summed in task order (integer sums: any order gives the same).
+    fn count_by_key(&self, run: &KeyRun<'_, '_>, acct: &Acct) -> Vec<u64> {
+        let (_, tasks) = self.tasks(run.leaves());
+        let slots: Vec<OnceLock<Vec<u64>>> = tasks.iter().map(|_| OnceLock::new()).collect();
+        acct.alloc((tasks.len() * run.keys * 8) as u64);
+        self.run(run, &tasks, acct, &|st, i, lo, hi| {
+            let mut counts = vec![0u64; run.keys];
+            run.count_leaves(st, &mut counts, lo, hi);
+            let _ = slots[i].set(counts);
+        });
+        let mut total = vec![0u64; run.keys];
+        for s in slots {
+            for (t, c) in total.iter_mut().zip(s.into_inner().unwrap_or_default()) {
+                *t += c;
+            }
+        }
+        total
+    }
+
     fn reduce(&self, run: &ReduceRun<'_, '_>, acct: &Acct) -> Partials {
         let leaves = run.leaves();
         let (grain, tasks) = self.tasks(leaves);

@@ -107,6 +107,8 @@ pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> 
         ),
         Collect(Vec<Column>),
         Scan(Column, Scalar),
+        /// Counts per key.
+        Count(Vec<u64>),
     }
     let mut state = match &stage.terminal {
         Terminal::Reduce(aggs) => State::Reduce(
@@ -144,6 +146,7 @@ pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> 
             };
             State::Scan(Column::with_capacity(ty, range.len), id)
         }
+        Terminal::CountByKey { keys, .. } => State::Count(vec![0; (*keys).max(1) as usize]),
     };
 
     // `first`, `any`, `all` alone: stop at the element that settles them.
@@ -212,6 +215,10 @@ pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> 
                     break 'elements;
                 }
             }
+            (State::Count(counts), Terminal::CountByKey { key, .. }) => {
+                let k = (regs[key.index()].to_bits() as usize).min(counts.len() - 1);
+                counts[k] += 1;
+            }
             (State::Collect(out), Terminal::Collect(cols)) => {
                 for (o, &c) in out.iter_mut().zip(cols) {
                     o.push(regs[c.index()]);
@@ -240,5 +247,6 @@ pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> 
         State::Reduce(accs, ..) => PlanOutput::Aggregates(accs),
         State::Collect(cols) => PlanOutput::Columns(cols),
         State::Scan(col, _) => PlanOutput::Columns(vec![col]),
+        State::Count(counts) => PlanOutput::Columns(vec![Column::U64(counts)]),
     }
 }

@@ -104,10 +104,14 @@ impl PlanShape {
                     let m2 = aggs.iter().filter(|a| a.kind == AggKind::M2).count();
                     aggs.len().saturating_sub(1) as f64 + 4.0 * m2 as f64
                 }
+                Terminal::CountByKey { .. } => 1.0,
                 _ => 0.0,
             };
             let (end, out_bytes) = match &s.terminal {
                 Terminal::Reduce(_) => (StageEnd::Reduce, 0.0),
+                // A count per key: the key's computation is in the
+                // program; the increment is one more operation.
+                Terminal::CountByKey { .. } => (StageEnd::Reduce, 0.0),
                 Terminal::Collect(_) => {
                     let w = s.output_dtypes().iter().map(|d| d.size() as f64).sum();
                     let end = if s.predicate.is_some() {

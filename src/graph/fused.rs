@@ -32,6 +32,13 @@ pub enum FusedTerminal {
         /// Exclusive scan.
         exclusive: bool,
     },
+    /// Counts per key (with the predicate: of the survivors).
+    CountByKey {
+        /// The key column (`u32`).
+        key: Value,
+        /// Number of keys.
+        keys: u32,
+    },
 }
 
 /// A run of fused element-wise adaptors.
@@ -60,6 +67,7 @@ impl FusedStage {
             FusedTerminal::Reduce(aggs) => r.extend(aggs.iter().filter_map(|a| a.column)),
             FusedTerminal::Collect(cols) => r.extend(cols.iter().copied()),
             FusedTerminal::Scan { column, .. } => r.push(*column),
+            FusedTerminal::CountByKey { key, .. } => r.push(*key),
         }
         r
     }

@@ -119,6 +119,14 @@ pub enum LogicalTerminal {
     Reduce(SmallVec<[LogicalAgg; 4]>),
     /// Materialize the columns.
     Collect(SmallVec<[Value; 4]>),
+    /// How many elements have each key `0..keys` (a `u32` column; a key
+    /// past the end counts in the last slot): a histogram's bins.
+    CountByKey {
+        /// The key column (`u32`).
+        key: Value,
+        /// Number of keys.
+        keys: u32,
+    },
 }
 
 /// The traced query.

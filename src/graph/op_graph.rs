@@ -157,6 +157,7 @@ fn visit_node(n: &mut OpNode, f: &mut impl FnMut(&mut Value)) {
                 .filter_map(|a| a.column.as_mut())
                 .for_each(f),
             LogicalTerminal::Collect(cols) => cols.iter_mut().for_each(f),
+            LogicalTerminal::CountByKey { key, .. } => f(key),
         },
         OpNode::Fused(s) => {
             s.slots.iter_mut().for_each(|(_, v)| f(v));
@@ -172,6 +173,7 @@ fn visit_node(n: &mut OpNode, f: &mut impl FnMut(&mut Value)) {
                     .for_each(f),
                 FusedTerminal::Collect(cols) => cols.iter_mut().for_each(f),
                 FusedTerminal::Scan { column, .. } => f(column),
+                FusedTerminal::CountByKey { key, .. } => f(key),
             }
         }
     }
@@ -223,6 +225,9 @@ impl fmt::Display for OpNode {
                     Ok(())
                 }
                 LogicalTerminal::Collect(cols) => write!(f, "collect [{}]", list(cols)),
+                LogicalTerminal::CountByKey { key, keys } => {
+                    write!(f, "count_by_key {key} keys={keys}")
+                }
             },
             OpNode::Fused(s) => {
                 write!(f, "fused slots=[")?;
@@ -268,6 +273,9 @@ impl fmt::Display for OpNode {
                         if *exclusive { "exclusive" } else { "inclusive" },
                         if combine.is_some() { "custom" } else { "sum" }
                     ),
+                    FusedTerminal::CountByKey { key, keys } => {
+                        write!(f, " -> count_by_key {key} keys={keys}")
+                    }
                 }
             }
         }

@@ -99,7 +99,10 @@ impl Pass for DeadCode {
         // A last node that only stores the previous node's output unchanged
         // (`scan_sum().collect()`) is a copy: the previous output is the result.
         if let [.., OpNode::Fused(prev), OpNode::Fused(last)] = nodes.as_slice() {
-            let produces_columns = !matches!(prev.terminal, FusedTerminal::Reduce(_));
+            let produces_columns = !matches!(
+                prev.terminal,
+                FusedTerminal::Reduce(_) | FusedTerminal::CountByKey { .. }
+            );
             let identity = matches!(&last.terminal, FusedTerminal::Collect(cols)
             if cols.len() == last.slots.len()
                 && last.slots.iter().enumerate().all(|(j, (src, v))| {
@@ -111,7 +114,7 @@ impl Pass for DeadCode {
             let width = match &prev.terminal {
                 FusedTerminal::Collect(c) => c.len(),
                 FusedTerminal::Scan { .. } => 1,
-                FusedTerminal::Reduce(_) => 0,
+                FusedTerminal::Reduce(_) | FusedTerminal::CountByKey { .. } => 0,
             };
             if produces_columns && identity && width == last.slots.len() {
                 nodes.pop();

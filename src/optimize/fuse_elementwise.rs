@@ -156,6 +156,10 @@ impl Pass for FuseElementwise {
                         b.finish(FusedTerminal::Reduce(aggs));
                     }
                     LogicalTerminal::Collect(cols) => b.finish(FusedTerminal::Collect(cols)),
+                    // Counted under the predicate: positions do not matter.
+                    LogicalTerminal::CountByKey { key, keys } => {
+                        b.finish(FusedTerminal::CountByKey { key, keys })
+                    }
                 },
             }
         }

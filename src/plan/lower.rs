@@ -107,6 +107,10 @@ fn lower_stage(graph: &OpGraph, f: &FusedStage, index: usize) -> Result<Stage, F
                 .collect(),
         ),
         FusedTerminal::Collect(cols) => Terminal::Collect(cols.iter().map(|&c| local(c)).collect()),
+        FusedTerminal::CountByKey { key, keys } => Terminal::CountByKey {
+            key: local(*key),
+            keys: *keys,
+        },
         FusedTerminal::Scan {
             column,
             combine,
@@ -187,6 +191,18 @@ fn verify_stage(plan: &PhysicalPlan, i: usize, s: &Stage) -> Result<(), Fault> {
                         }
                     }
                 }
+            }
+        }
+        Terminal::CountByKey { key, keys } => {
+            if i + 1 != plan.stages.len() {
+                return Err(Fault::ReduceNotLast);
+            }
+            let ty = s.program.ty(*key);
+            if ty != DType::U32 || *keys == 0 {
+                return Err(Fault::AggregateType {
+                    agg: "count_by_key",
+                    ty,
+                });
             }
         }
         Terminal::Scan { .. } if s.predicate.is_some() => return Err(Fault::PredicatedScan),

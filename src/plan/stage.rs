@@ -54,6 +54,16 @@ pub enum Terminal {
         /// Exclusive: output `i` combines elements `0..i`.
         exclusive: bool,
     },
+    /// One `u64` column of `keys` counts: how many (surviving) elements
+    /// have each value of the `u32` column `key`; a key `>= keys` counts
+    /// in the last slot. A histogram's bins, a dense group's sizes. Ends
+    /// the plan, like a reduce.
+    CountByKey {
+        /// The key column (`u32`).
+        key: Value,
+        /// Number of keys (at least 1).
+        keys: u32,
+    },
 }
 
 impl Terminal {
@@ -63,6 +73,7 @@ impl Terminal {
             Terminal::Reduce(_) => "reduce",
             Terminal::Collect(_) => "collect",
             Terminal::Scan { .. } => "scan",
+            Terminal::CountByKey { .. } => "count_by_key",
         }
     }
 }
@@ -143,6 +154,7 @@ impl Stage {
         match &self.terminal {
             Terminal::Collect(cols) => cols.iter().map(|&c| self.program.ty(c)).collect(),
             Terminal::Scan { column, .. } => smallvec::smallvec![self.program.ty(*column)],
+            Terminal::CountByKey { .. } => smallvec::smallvec![DType::U64],
             Terminal::Reduce(aggs) => aggs
                 .iter()
                 .map(|a| a.kind.result_type(a.column.map(|c| self.program.ty(c))))
@@ -246,6 +258,9 @@ impl fmt::Display for Stage {
                     }
                 }
                 writeln!(f)
+            }
+            Terminal::CountByKey { key, keys } => {
+                writeln!(f, "  terminal: count_by_key {key} keys={keys}")
             }
             Terminal::Collect(cols) => {
                 let what = if self.predicate.is_some() {

@@ -352,3 +352,89 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
         )
     }
 }
+
+/// Counts of values in equal-width bins ([`Query::histogram`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Histogram {
+    /// Per bin: bin `i` holds `lo + i·w <= x < lo + (i + 1)·w`, `w = (hi - lo) / bins`.
+    pub counts: Vec<u64>,
+    /// Values below `lo` (`-inf` included).
+    pub below: u64,
+    /// Values at or above `hi` (`+inf` included).
+    pub above: u64,
+    /// NaN values.
+    pub nan: u64,
+}
+
+impl Histogram {
+    /// Every value counted: the bins, below, above and NaN.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum::<u64>() + self.below + self.above + self.nan
+    }
+}
+
+/// Most bins a histogram may have.
+pub const MAX_BINS: usize = 1 << 24;
+
+impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
+    /// Counts the elements in `bins` equal-width bins over `[lo, hi)`, in
+    /// one pass, with the values outside the range counted apart (below,
+    /// above, NaN), as CUB's `HistogramEven` bins them: an element's bin
+    /// is `floor((x - lo) · bins / (hi - lo))` computed in `f64` (so
+    /// 64-bit integers past 2^53 are rounded first), never past the last
+    /// bin. Runs on the CPU backends.
+    ///
+    /// # Panics
+    ///
+    /// If `bins` is 0 or more than [`MAX_BINS`], or `lo` and `hi` are not
+    /// finite with `lo < hi`.
+    ///
+    /// ```
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
+    /// use computeq::prelude::*;
+    /// let xs = [0.5f32, 1.5, 1.7, 3.9, -1.0, 4.0, f32::NAN];
+    /// let h = xs.compute().histogram(4, 0.0, 4.0);
+    /// assert_eq!(h.counts, vec![1, 2, 0, 1]);
+    /// assert_eq!((h.below, h.above, h.nan), (1, 1, 1));
+    /// ```
+    pub fn histogram(mut self, bins: usize, lo: f64, hi: f64) -> M::Out<Histogram> {
+        assert!(
+            (1..=MAX_BINS).contains(&bins),
+            "computeq: a histogram needs 1 to {MAX_BINS} bins, not {bins}"
+        );
+        assert!(
+            lo.is_finite() && hi.is_finite() && lo < hi,
+            "computeq: a histogram needs finite bounds with lo < hi, not [{lo}, {hi})"
+        );
+        let b = bins as u32;
+        let scale = bins as f64 / (hi - lo);
+        let key = self.trace_closure(|x: Expr<T>| {
+            let v = x.cast::<f64>();
+            let inside = ((v - lo) * scale).floor().cast::<u32>().min(b - 1);
+            let k = v.ge(hi).select(b + 1, inside);
+            let k = v.lt(lo).select(b, k);
+            v.ne(v).select(b + 2, k)
+        })[0];
+        self.finish(
+            LogicalTerminal::CountByKey { key, keys: b + 3 },
+            move |o| match o {
+                PlanOutput::Columns(mut c) => match c.pop() {
+                    Some(crate::types::Column::U64(mut counts)) => {
+                        counts.resize(bins + 3, 0);
+                        let nan = counts.pop().unwrap_or(0);
+                        let above = counts.pop().unwrap_or(0);
+                        let below = counts.pop().unwrap_or(0);
+                        Histogram {
+                            counts,
+                            below,
+                            above,
+                            nan,
+                        }
+                    }
+                    _ => unreachable!("a count plan returned another column"),
+                },
+                PlanOutput::Aggregates(_) => unreachable!("a count plan returned aggregates"),
+            },
+        )
+    }
+}

@@ -20,7 +20,7 @@ mod terminal;
 mod zip;
 
 pub(crate) use crate::runtime::TracedBox;
-pub use aggregate::{Agg, AggShape, Aggregates};
+pub use aggregate::{Agg, AggShape, Aggregates, Histogram, MAX_BINS};
 pub use device::{DeviceArray, ToDevice};
 pub use mode::{Analyze, ExplainOnly, Measured, Mode, Run, Try};
 pub use source::{Compute, IntoSource};

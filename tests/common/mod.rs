@@ -89,3 +89,15 @@ pub fn available(engine: &Engine) -> Vec<BackendKind> {
         .map(|(k, _)| k)
         .collect()
 }
+
+/// Asserts that `err` records a device declining the plan (phase
+/// `support`) with a reason containing `why`.
+#[allow(dead_code)]
+pub fn assert_declined(kind: BackendKind, err: &computeq::Error, why: &str) {
+    assert!(
+        err.attempts()
+            .iter()
+            .any(|a| a.phase == computeq::plumbing::Phase::Support && a.message.contains(why)),
+        "{kind:?} did not decline with `{why}`: {err}"
+    );
+}

@@ -319,6 +319,8 @@ pub(crate) trait Driver: Sync {
     fn compact(&self, run: &CollectRun<'_, '_>, acct: &Acct) -> Vec<Column>;
     /// The scan's column (of length `len`, holding `ty`).
     fn scan(&self, run: &ScanRun<'_, '_>, ty: DType, acct: &Acct) -> Column;
+    /// The counts per key of all leaves (`run.keys` of them).
+    fn count_by_key(&self, run: &KeyRun<'_, '_>, acct: &Acct) -> Vec<u64>;
 }
 
 /// Midpoint of a leaf range: the one split rule of the reduction tree.
@@ -1032,6 +1034,15 @@ pub(crate) enum RunKind<'r, 'a> {
     Reduce(ReduceRun<'r, 'a>),
     Collect(CollectRun<'r, 'a>),
     Scan(ScanRun<'r, 'a>),
+    CountByKey(KeyRun<'r, 'a>),
+}
+
+/// A run counting its positions per key.
+pub(crate) struct KeyRun<'r, 'a> {
+    run: &'r StageRun<'a>,
+    key: &'r Col,
+    /// Number of keys (at least 1); a larger key counts in the last.
+    pub(crate) keys: usize,
 }
 
 macro_rules! run_view {
@@ -1044,7 +1055,7 @@ macro_rules! run_view {
         }
     )*};
 }
-run_view!(ReduceRun, CollectRun, ScanRun);
+run_view!(ReduceRun, CollectRun, ScanRun, KeyRun);
 
 impl<'a> StageRun<'a> {
     /// The run as a reduction, if it is one (the count pass of a
@@ -1067,6 +1078,33 @@ impl<'a> StageRun<'a> {
                 op,
                 exclusive: *exclusive,
             }),
+            TermProgram::CountByKey { key, keys } => RunKind::CountByKey(KeyRun {
+                run: self,
+                key,
+                keys: *keys as usize,
+            }),
+        }
+    }
+}
+
+impl KeyRun<'_, '_> {
+    // ---- counts per key ------------------------------------------------
+
+    /// Adds the counts of leaves `lo..hi` to `counts` (`keys` long).
+    pub(crate) fn count_leaves(&self, st: &mut Exec, counts: &mut [u64], lo: usize, hi: usize) {
+        if lo >= hi {
+            return;
+        }
+        let start = self.leaf_range(lo).0;
+        let end = self.leaf_range(hi - 1).1;
+        let mut pos = start;
+        while pos < end {
+            let n = (end - pos).min(BLOCK);
+            self.run_instrs(&mut st.regs, pos, n);
+            let keys = self.col::<u32>(Some(self.key), &st.regs, pos, n);
+            let mask = self.mask(&st.regs, pos, n);
+            isa::count_keys(self.isa, counts, keys, mask);
+            pos += n;
         }
     }
 }
@@ -1939,6 +1977,9 @@ pub(crate) fn run_plan(
                 let col = driver.scan(&s, ty, acct);
                 PlanOutput::Columns(full(&run, vec![col]).map_err(|f| f.at(i))?)
             }
+            RunKind::CountByKey(k) => {
+                PlanOutput::Columns(vec![Column::U64(driver.count_by_key(&k, acct))])
+            }
         };
         drop(run);
         if i + 1 == plan.stages.len() {
@@ -1972,6 +2013,14 @@ pub(crate) struct Sequential;
 impl Driver for Sequential {
     fn shared(&self) -> bool {
         false
+    }
+
+    fn count_by_key(&self, run: &KeyRun<'_, '_>, acct: &Acct) -> Vec<u64> {
+        acct.task();
+        acct.alloc(run.state_bytes() + (run.keys * 8) as u64);
+        let mut counts = vec![0u64; run.keys];
+        run.with_state(|st| run.count_leaves(st, &mut counts, 0, run.leaves()));
+        counts
     }
 
     fn reduce(&self, run: &ReduceRun<'_, '_>, acct: &Acct) -> Partials {

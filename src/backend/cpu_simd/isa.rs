@@ -158,6 +158,9 @@ entry! {
     fn any[](x: &[bool], mask: Option<&[bool]>) -> bool = kernels::any;
     /// [`kernels::all`].
     fn all[](x: &[bool], mask: Option<&[bool]>) -> bool = kernels::all;
+    /// [`kernels::count_keys`].
+    fn count_keys[](counts: &mut [u64], keys: &[u32], mask: Option<&[bool]>) -> ()
+        = kernels::count_keys;
     /// [`kernels::moments`].
     fn moments[T: kernels::ToF64](x: &[T], mask: Option<&[bool]>) -> crate::semantics::Moments
         = kernels::moments;

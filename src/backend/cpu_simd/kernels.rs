@@ -686,6 +686,29 @@ pub(crate) fn moments<T: ToF64>(x: &[T], mask: Option<&[bool]>) -> crate::semant
     })
 }
 
+/// Adds one to `counts[key]` for every surviving position (a key past the
+/// end counts in the last slot).
+#[inline(always)]
+pub(crate) fn count_keys(counts: &mut [u64], keys: &[u32], mask: Option<&[bool]>) {
+    let last = counts.len().saturating_sub(1);
+    if counts.is_empty() {
+        return;
+    }
+    let at = |k: u32| (k as usize).min(last);
+    match mask {
+        None => {
+            for &k in keys {
+                counts[at(k)] += 1;
+            }
+        }
+        Some(m) => {
+            for (&k, &keep) in keys.iter().zip(m) {
+                counts[at(k)] += keep as u64;
+            }
+        }
+    }
+}
+
 /// Whether a surviving lane is true.
 #[inline(always)]
 pub(crate) fn any(x: &[bool], mask: Option<&[bool]>) -> bool {

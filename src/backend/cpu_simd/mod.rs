@@ -58,8 +58,8 @@ mod program;
 mod scan;
 
 pub(crate) use exec::{
-    tree_mid, Acct, CollectOut, CollectRun, Driver, Exec, Isa, Partials, ReduceRun, ScanOut,
-    ScanRun, StageRun,
+    tree_mid, Acct, CollectOut, CollectRun, Driver, Exec, Isa, KeyRun, Partials, ReduceRun,
+    ScanOut, ScanRun, StageRun,
 };
 pub(crate) use lanes::OutSlice;
 pub use program::BlockProgram;

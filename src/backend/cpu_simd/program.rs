@@ -332,6 +332,11 @@ pub(crate) enum TermProgram {
         op: Box<ScanOp>,
         exclusive: bool,
     },
+    /// Counts per value of a `u32` key column, `keys` of them.
+    CountByKey {
+        key: Col,
+        keys: u32,
+    },
 }
 
 /// A register filled once per run with a uniform value.
@@ -620,6 +625,16 @@ fn roots(stage: &Stage, params_needed: &mut usize) -> Result<SmallVec<[Value; 8]
                 ScanOp::Custom(c) => check_combine(c, ty, params_needed)?,
             }
             roots.push(*column);
+        }
+        Terminal::CountByKey { key, .. } => {
+            let ty = in_range(*key)?;
+            if ty != DType::U32 {
+                return Err(Fault::AggregateType {
+                    agg: "count_by_key",
+                    ty,
+                });
+            }
+            roots.push(*key);
         }
     }
     Ok(roots)
@@ -1029,6 +1044,10 @@ fn terminal_program(stage: &Stage, fusion: &Fusion, code: &Code) -> Result<TermP
             op: Box::new(op.clone()),
             exclusive: *exclusive,
         },
+        Terminal::CountByKey { key, keys } => TermProgram::CountByKey {
+            key: code.col(prog, *key)?,
+            keys: (*keys).max(1),
+        },
     })
 }
 
@@ -1223,6 +1242,9 @@ impl fmt::Display for StageProgram {
                     }
                 }
                 writeln!(f)
+            }
+            TermProgram::CountByKey { key, keys } => {
+                writeln!(f, "  count_by_key: {}:{} keys={keys}", key.src, key.ty)
             }
             TermProgram::Collect(cols) => {
                 write!(

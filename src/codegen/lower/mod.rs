@@ -174,6 +174,12 @@ fn collect_params(arena: &ExprArena, out: &mut BTreeMap<u16, DType>) {
 
 impl<'a> Lower<'a> {
     fn new(stage: &'a Stage, caps: &'a Caps) -> R<Lower<'a>> {
+        if let Terminal::CountByKey { .. } = stage.terminal {
+            return Err(LowerError(Decline::Other(
+                "the device kernels have no key counts (histogram): it runs on the CPU backends"
+                    .into(),
+            )));
+        }
         if let Terminal::Reduce(aggs) = &stage.terminal {
             if aggs.iter().any(|a| a.kind == AggKind::M2) {
                 return Err(LowerError(Decline::Other(

@@ -335,6 +335,8 @@ impl Lower<'_> {
                 add(self.final_kernel(&aggs, &parts)?, Groups::One);
                 Readback::Aggregates(readback)
             }
+            // Declined by `Lower::new`.
+            Terminal::CountByKey { .. } => return err("the device kernels have no key counts"),
             Terminal::Collect(cols) if stage.predicate.is_none() => {
                 add(self.store_kernel(cols)?, Groups::Spans);
                 Readback::Columns { count: None }
