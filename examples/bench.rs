@@ -1,4 +1,4 @@
-//! Pipelines P1–P6 (P6: the one-pass variance) on f32 at N = 10^3, 10^5, 10^7, 10^8: computeq (auto
+//! Pipelines P1–P7 (P6: the one-pass variance, P7: a 256-bin histogram) on f32 at N = 10^3, 10^5, 10^7, 10^8: computeq (auto
 //! selected) against std iterators, rayon and a hand-written `wide` loop,
 //! in one run. The four are sampled in interleaved rounds (each round one
 //! sample of each, in a fresh order) and a ratio is the median of the
@@ -483,6 +483,24 @@ fn main() {
             }),
         );
         run(
+            "P7 histogram(256)",
+            &mut || {
+                black_box(xs.compute().histogram(256, 0.0, 1.0));
+                0
+            },
+            &mut || {
+                black_box(p7_std(&xs));
+            },
+            &mut || {
+                black_box(p7_rayon(&xs));
+            },
+            &mut || {
+                black_box(p7_wide(&xs));
+            },
+            None,
+            None,
+        );
+        run(
             "P6 variance",
             &mut || {
                 black_box(xs.compute().variance());
@@ -533,11 +551,9 @@ fn main() {
         );
     }
 
+    let one_pass = |r: &Row| r.name.starts_with("P6") || r.name.starts_with("P7");
     println!("\nTargets (N >= 10^7): P1/P2/P5 >= 0.9x wide, >= 5x std, >= 3x rayon; P3/P4 >= 0.8x wide. N = 10^3, the whole query: P1/P2/P5 <= 0.5µs and >= 1.0x std, P4 >= 0.8x std (at most 1.25x its time), the others < 1µs.");
-    for r in rows
-        .iter()
-        .filter(|r| r.n >= 10_000_000 && !r.name.starts_with("P6"))
-    {
+    for r in rows.iter().filter(|r| r.n >= 10_000_000 && !one_pass(r)) {
         let (need_wide, other) = if r.name.starts_with("P3") || r.name.starts_with("P4") {
             (0.8, false)
         } else {
@@ -567,16 +583,14 @@ fn main() {
             );
         }
     }
-    // The variance is one pass: its rate against the P1 reduction's, in
-    // the same rounds (target >= 0.8x at 10^7).
-    for v in rows
-        .iter()
-        .filter(|r| r.name.starts_with("P6") && r.n >= 10_000_000)
-    {
+    // The variance and the histogram are one pass: their rate against the
+    // P1 reduction's, in the same rounds (target >= 0.8x at 10^7).
+    for v in rows.iter().filter(|r| one_pass(r) && r.n >= 10_000_000) {
         if let Some(p1) = rows.iter().find(|r| r.name.starts_with("P1") && r.n == v.n) {
             let rate = p1.cq / v.cq;
             println!(
-                "  P6 variance at {}: {:.2}x the P1 reduction's rate ({} against {}), {:.2}x wide: {}",
+                "  {} at {}: {:.2}x the P1 reduction's rate ({} against {}), {:.2}x wide: {}",
+                v.name,
                 fmt_n(v.n),
                 rate,
                 fmt_secs(v.cq),
@@ -586,10 +600,7 @@ fn main() {
             );
         }
     }
-    for r in rows
-        .iter()
-        .filter(|r| r.n == 1_000 && !r.name.starts_with("P6"))
-    {
+    for r in rows.iter().filter(|r| r.n == 1_000 && !one_pass(r)) {
         let p = &r.name[..2];
         let ok = match p {
             "P1" | "P2" | "P5" => r.cq <= 0.5e-6 && r.std_ratio >= 1.0,

@@ -247,3 +247,53 @@ pub fn p6_wide(xs: &[f32]) -> f64 {
     }
     m2 / (n - 1.0)
 }
+
+/// P7 `histogram(256, 0, 1)`: the bin formula of computeq's (in `f64`),
+/// out-of-range values counted apart (below, above, NaN at the end).
+pub fn p7_std(xs: &[f32]) -> Vec<u64> {
+    let mut counts = vec![0u64; 259];
+    for &x in xs {
+        let v = x as f64;
+        let k = if v.is_nan() {
+            258
+        } else if v < 0.0 {
+            256
+        } else if v >= 1.0 {
+            257
+        } else {
+            ((v * 256.0) as usize).min(255)
+        };
+        counts[k] += 1;
+    }
+    counts
+}
+pub fn p7_rayon(xs: &[f32]) -> Vec<u64> {
+    xs.par_chunks(1 << 16).map(p7_std).reduce(
+        || vec![0u64; 259],
+        |mut a, b| {
+            a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+            a
+        },
+    )
+}
+/// Keys of 8 lanes at a time in `f32x8` (`floor(x * 256)`, clamped, out
+/// of range and NaN mapped to their slots), then one increment each.
+pub fn p7_wide(xs: &[f32]) -> Vec<u64> {
+    let mut counts = vec![0u64; 259];
+    let (zero, one, scale) = (f32x8::ZERO, f32x8::splat(1.0), f32x8::splat(256.0));
+    let chunks = xs.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        let v = f32x8::from(<[f32; 8]>::try_from(c).unwrap());
+        let k = (v * scale).floor().min(f32x8::splat(255.0));
+        let k = v.simd_lt(zero).bitselect(f32x8::splat(256.0), k);
+        let k = v.simd_ge(one).bitselect(f32x8::splat(257.0), k);
+        let k = v.simd_eq(v).bitselect(k, f32x8::splat(258.0));
+        for &b in k.as_array() {
+            counts[b as usize] += 1;
+        }
+    }
+    let t = p7_std(tail);
+    counts.iter_mut().zip(t).for_each(|(x, y)| *x += y);
+    counts
+}
