@@ -83,6 +83,7 @@ macro_rules! float_workload {
     (@shape aggregate, $q:ident, $t:ty, $n:ident) => { $q.with_metrics().aggregate(|x, a| (a.sum(x), a.max(x * x), a.mean(x))).1 };
     // The first of ~1 in 10^4: reading stops within the first leaves.
     (@shape find, $q:ident, $t:ty, $n:ident) => { $q.with_metrics().find(|x| x.gt(0.9999)).1 };
+    (@shape histogram, $q:ident, $t:ty, $n:ident) => { $q.with_metrics().histogram(256, 0.0, 1.0).1 };
 }
 
 macro_rules! int_workload {
@@ -157,6 +158,7 @@ fn suite(engines: &[Engine; 2], quick: bool, device: bool) -> Vec<Workload> {
         variance @ 1_000, variance @ 10_000_000,
         aggregate @ 100_000,
         find @ 10_000_000,
+        histogram @ 1_000_000,
     );
     float_workloads!(f64, "f64", w,
         filter_reduce @ 10_000_000, stats @ 100_000, collect @ 10_000_000,

@@ -121,6 +121,11 @@
 //!   how many positions were never read. `position` counts in the stream
 //!   that reaches it (after earlier filters), as `Iterator::position`.
 //!   The GPU backends decline `first`/`last` (they run `any`/`all`).
+//! - `histogram(bins, lo, hi)` bins as CUB's `HistogramEven`: bin
+//!   `floor((x - lo) · bins / (hi - lo))` in `f64`, never past the last;
+//!   values below `lo`, at or above `hi`, and NaNs are counted apart. It
+//!   is one pass on the CPU backends (the GPU backends decline it); counts
+//!   are `u64` and identical on every backend.
 //! - `round` rounds half away from zero; `powi` multiplies by binary
 //!   exponentiation; `mul_add` is fused for floats.
 //! - `zip` stops at the shorter input; empty inputs are valid everywhere;

@@ -244,20 +244,33 @@ fn devices_decline_variance_and_a_query_with_one_runs_on_the_cpu() {
     assert_eq!(m, Some(49.5));
 }
 
-/// The histogram as a plain loop: the same formula, in `f64`.
-fn histogram_ref(xs: &[f64], bins: usize, lo: f64, hi: f64) -> (Vec<u64>, u64, u64, u64) {
+/// The histogram as a plain loop: the same formula, in `f64`, or in `f32`
+/// for an `f32` column (`narrow`).
+fn histogram_ref(
+    xs: &[f64],
+    bins: usize,
+    lo: f64,
+    hi: f64,
+    narrow: bool,
+) -> (Vec<u64>, u64, u64, u64) {
     let mut counts = vec![0u64; bins];
     let (mut below, mut above, mut nan) = (0, 0, 0);
     let scale = bins as f64 / (hi - lo);
     for &x in xs {
+        let (b, over) = if narrow {
+            let (x, lo, hi, scale) = (x as f32, lo as f32, hi as f32, scale as f32);
+            (((x - lo) * scale).floor() as usize, (x < lo, x >= hi))
+        } else {
+            (((x - lo) * scale).floor() as usize, (x < lo, x >= hi))
+        };
         if x.is_nan() {
             nan += 1;
-        } else if x < lo {
+        } else if over.0 {
             below += 1;
-        } else if x >= hi {
+        } else if over.1 {
             above += 1;
         } else {
-            counts[(((x - lo) * scale).floor() as usize).min(bins - 1)] += 1;
+            counts[b.min(bins - 1)] += 1;
         }
     }
     (counts, below, above, nan)
@@ -285,7 +298,7 @@ fn histograms_match_a_plain_loop_on_every_cpu_backend() {
         }
         let wide: Vec<f64> = xs.iter().map(|&x| x as f64).collect();
         for &(bins, lo, hi) in &[(1usize, -10.0, 10.0), (256, -10.0, 10.0), (7, -3.3, 2.9)] {
-            let (counts, below, above, nan) = histogram_ref(&wide, bins, lo, hi);
+            let (counts, below, above, nan) = histogram_ref(&wide, bins, lo, hi, true);
             for k in kinds {
                 let h = e.query(&xs).on(k).no_fallback().histogram(bins, lo, hi);
                 assert_eq!(h.counts, counts, "{k:?} n={n} bins={bins}");
@@ -304,7 +317,7 @@ fn histograms_match_a_plain_loop_on_every_cpu_backend() {
             .filter(|&&x| x % 3 != 0)
             .map(|&x| x as f64)
             .collect();
-        let want = histogram_ref(&kept, 100, -500_000.0, 500_000.0);
+        let want = histogram_ref(&kept, 100, -500_000.0, 500_000.0, false);
         for k in kinds {
             let h = e
                 .query(&ints)

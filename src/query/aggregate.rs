@@ -375,19 +375,21 @@ impl Histogram {
 
 /// Most bins a histogram may have.
 pub const MAX_BINS: usize = 1 << 24;
+// (Keys are computed in `i32`: `MAX_BINS + 2` must fit.)
 
 impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// Counts the elements in `bins` equal-width bins over `[lo, hi)`, in
     /// one pass, with the values outside the range counted apart (below,
     /// above, NaN), as CUB's `HistogramEven` bins them: an element's bin
-    /// is `floor((x - lo) · bins / (hi - lo))` computed in `f64` (so
-    /// 64-bit integers past 2^53 are rounded first), never past the last
-    /// bin. Runs on the CPU backends.
+    /// is `floor((x - lo) · bins / (hi - lo))`, never past the last bin,
+    /// computed in `f32` for an `f32` column (the bounds and the scale
+    /// rounded to `f32`) and in `f64` otherwise (so 64-bit integers past
+    /// 2^53 are rounded first). Runs on the CPU backends.
     ///
     /// # Panics
     ///
     /// If `bins` is 0 or more than [`MAX_BINS`], or `lo` and `hi` are not
-    /// finite with `lo < hi`.
+    /// finite with `lo < hi` (for an `f32` column, once rounded to `f32`).
     ///
     /// ```
     /// # let _ = computeq::set_engine(computeq::Engine::default());
@@ -402,18 +404,33 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
             (1..=MAX_BINS).contains(&bins),
             "computeq: a histogram needs 1 to {MAX_BINS} bins, not {bins}"
         );
+        let narrow = T::DTYPE == crate::expr::DType::F32;
+        let ok = |lo: f64, hi: f64| lo.is_finite() && hi.is_finite() && lo < hi;
         assert!(
-            lo.is_finite() && hi.is_finite() && lo < hi,
+            ok(lo, hi) && (!narrow || ok(lo as f32 as f64, hi as f32 as f64)),
             "computeq: a histogram needs finite bounds with lo < hi, not [{lo}, {hi})"
         );
         let b = bins as u32;
-        let scale = bins as f64 / (hi - lo);
+        // The bin in `i32` (casts from floats to `i32` have vector
+        // instructions; to `u32` they have not), reinterpreted as `u32`.
+        let (bi, scale) = (b as i32, bins as f64 / (hi - lo));
         let key = self.trace_closure(|x: Expr<T>| {
-            let v = x.cast::<f64>();
-            let inside = ((v - lo) * scale).floor().cast::<u32>().min(b - 1);
-            let k = v.ge(hi).select(b + 1, inside);
-            let k = v.lt(lo).select(b, k);
-            v.ne(v).select(b + 2, k)
+            let k = if T::DTYPE == crate::expr::DType::F32 {
+                // An `f32` column bins in `f32`, as CUB bins float samples.
+                let v = Expr::<f32>::from_parts(x.value(), x.arena_id());
+                let (lo, hi, scale) = (lo as f32, hi as f32, scale as f32);
+                let inside = ((v - lo) * scale).floor().cast::<i32>().min(bi - 1);
+                let k = v.ge(hi).select(bi + 1, inside);
+                let k = v.lt(lo).select(bi, k);
+                v.ne(v).select(bi + 2, k)
+            } else {
+                let v = x.cast::<f64>();
+                let inside = ((v - lo) * scale).floor().cast::<i32>().min(bi - 1);
+                let k = v.ge(hi).select(bi + 1, inside);
+                let k = v.lt(lo).select(bi, k);
+                v.ne(v).select(bi + 2, k)
+            };
+            k.cast::<u32>()
         })[0];
         self.finish(
             LogicalTerminal::CountByKey { key, keys: b + 3 },

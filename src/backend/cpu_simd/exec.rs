@@ -1097,14 +1097,20 @@ impl KeyRun<'_, '_> {
         }
         let start = self.leaf_range(lo).0;
         let end = self.leaf_range(hi - 1).1;
+        let mut sub = vec![0u64; kernels::SUB_COUNTS * self.keys];
         let mut pos = start;
         while pos < end {
             let n = (end - pos).min(BLOCK);
             self.run_instrs(&mut st.regs, pos, n);
             let keys = self.col::<u32>(Some(self.key), &st.regs, pos, n);
             let mask = self.mask(&st.regs, pos, n);
-            isa::count_keys(self.isa, counts, keys, mask);
+            isa::count_keys(self.isa, &mut sub, keys, mask);
             pos += n;
+        }
+        for part in sub.chunks_exact(self.keys) {
+            for (c, s) in counts.iter_mut().zip(part) {
+                *c += s;
+            }
         }
     }
 }
@@ -2017,7 +2023,8 @@ impl Driver for Sequential {
 
     fn count_by_key(&self, run: &KeyRun<'_, '_>, acct: &Acct) -> Vec<u64> {
         acct.task();
-        acct.alloc(run.state_bytes() + (run.keys * 8) as u64);
+        // The result and the sub-counts of `count_leaves`.
+        acct.alloc(run.state_bytes() + ((kernels::SUB_COUNTS + 1) * run.keys * 8) as u64);
         let mut counts = vec![0u64; run.keys];
         run.with_state(|st| run.count_leaves(st, &mut counts, 0, run.leaves()));
         counts

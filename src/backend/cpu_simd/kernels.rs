@@ -686,24 +686,49 @@ pub(crate) fn moments<T: ToF64>(x: &[T], mask: Option<&[bool]>) -> crate::semant
     })
 }
 
-/// Adds one to `counts[key]` for every surviving position (a key past the
-/// end counts in the last slot).
+/// Sub-counts per key that [`count_keys`] spreads increments over.
+pub(crate) const SUB_COUNTS: usize = 4;
+
+/// Adds one to the count of `key` for every surviving position (a key past
+/// the end counts in the last slot). `counts` holds [`SUB_COUNTS`] arrays
+/// of `counts.len() / SUB_COUNTS` keys, and position `j` counts in array
+/// `j % SUB_COUNTS`: runs of equal keys then increment different memory,
+/// not one counter through store-to-load forwarding. The caller sums the
+/// arrays.
 #[inline(always)]
 pub(crate) fn count_keys(counts: &mut [u64], keys: &[u32], mask: Option<&[bool]>) {
-    let last = counts.len().saturating_sub(1);
-    if counts.is_empty() {
+    let n = counts.len() / SUB_COUNTS;
+    if n == 0 {
         return;
     }
-    let at = |k: u32| (k as usize).min(last);
+    let at = |k: u32| (k as usize).min(n - 1);
+    let (c0, rest) = counts.split_at_mut(n);
+    let (c1, rest) = rest.split_at_mut(n);
+    let (c2, c3) = rest.split_at_mut(n);
     match mask {
         None => {
-            for &k in keys {
-                counts[at(k)] += 1;
+            let mut ch = keys.chunks_exact(SUB_COUNTS);
+            for k in &mut ch {
+                c0[at(k[0])] += 1;
+                c1[at(k[1])] += 1;
+                c2[at(k[2])] += 1;
+                c3[at(k[3])] += 1;
+            }
+            for &k in ch.remainder() {
+                c0[at(k)] += 1;
             }
         }
         Some(m) => {
-            for (&k, &keep) in keys.iter().zip(m) {
-                counts[at(k)] += keep as u64;
+            let mut ch = keys.chunks_exact(SUB_COUNTS);
+            let mut mk = m.chunks_exact(SUB_COUNTS);
+            for (k, m) in (&mut ch).zip(&mut mk) {
+                c0[at(k[0])] += m[0] as u64;
+                c1[at(k[1])] += m[1] as u64;
+                c2[at(k[2])] += m[2] as u64;
+                c3[at(k[3])] += m[3] as u64;
+            }
+            for (&k, &keep) in ch.remainder().iter().zip(mk.remainder()) {
+                c0[at(k)] += keep as u64;
             }
         }
     }

@@ -586,8 +586,34 @@ cast_from_num!(i32, 0; i32, u32, i64, u64, f32, f64);
 cast_from_num!(u32, 0; i32, u32, i64, u64, f32, f64);
 cast_from_num!(i64, 0; i32, u32, i64, u64, f32, f64);
 cast_from_num!(u64, 0; i32, u32, i64, u64, f32, f64);
-cast_from_num!(f32, 0.0; i32, u32, i64, u64, f32, f64);
-cast_from_num!(f64, 0.0; i32, u32, i64, u64, f32, f64);
+cast_from_num!(f32, 0.0; u32, i64, u64, f32, f64);
+cast_from_num!(f64, 0.0; u32, i64, u64, f32, f64);
+
+/// Float → `i32` as Rust `as` (NaN → 0, saturating), in a form LLVM
+/// vectorizes (`vcvttps2dq` / `vcvttpd2dq` between a clamp and two
+/// selects): plain `as` compiles to a scalar loop of compares per lane.
+macro_rules! float_to_i32 {
+    ($($from:ty: $below:expr),*) => {$(
+        impl CastTo<i32> for $from {
+            #[inline(always)]
+            fn cast_to(self) -> i32 {
+                // `max`/`min` return the non-NaN operand: `c` is in range.
+                let c = self.max(i32::MIN as $from).min($below);
+                // SAFETY: `c` is finite and within `i32`'s range.
+                let i = unsafe { c.to_int_unchecked::<i32>() };
+                if self.is_nan() {
+                    0
+                } else if self >= 2147483648.0 {
+                    i32::MAX
+                } else {
+                    i
+                }
+            }
+        }
+    )*};
+}
+// The largest values below 2^31 of each type.
+float_to_i32!(f32: 2147483520.0, f64: 2147483647.0);
 
 macro_rules! cast_from_bool {
     ($($to:ty),*) => {
