@@ -310,6 +310,12 @@ fn histograms_match_a_plain_loop_on_every_cpu_backend() {
                 assert_eq!(h.total(), n as u64);
             }
         }
+        // An f64 column bins in f64.
+        let (counts, below, above, nan) = histogram_ref(&wide, 13, -2.5, 7.25, false);
+        for k in kinds {
+            let h = e.query(&wide).on(k).no_fallback().histogram(13, -2.5, 7.25);
+            assert_eq!((h.counts, h.below, h.above, h.nan), (counts.clone(), below, above, nan));
+        }
         // After a filter, and on integers.
         let ints: Vec<i64> = noise(n, 1_000_000, n as u64);
         let kept: Vec<f64> = ints
