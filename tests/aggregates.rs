@@ -314,7 +314,10 @@ fn histograms_match_a_plain_loop_on_every_cpu_backend() {
         let (counts, below, above, nan) = histogram_ref(&wide, 13, -2.5, 7.25, false);
         for k in kinds {
             let h = e.query(&wide).on(k).no_fallback().histogram(13, -2.5, 7.25);
-            assert_eq!((h.counts, h.below, h.above, h.nan), (counts.clone(), below, above, nan));
+            assert_eq!(
+                (h.counts, h.below, h.above, h.nan),
+                (counts.clone(), below, above, nan)
+            );
         }
         // After a filter, and on integers.
         let ints: Vec<i64> = noise(n, 1_000_000, n as u64);

@@ -422,6 +422,13 @@ pub fn fixed_pipelines(t: DType, len: usize, seed: u64) -> Vec<Case> {
             Term::First,
         ),
         c(Dist::Uniform, vec![Step::Map(x2p1.clone())], Term::Last),
+        // Bins, out-of-range values and NaNs counted apart.
+        c(
+            Dist::Specials,
+            vec![Step::Map(x2p1.clone())],
+            Term::Histogram,
+        ),
+        c(Dist::Wide, vec![], Term::Histogram),
     ];
     if t.is_int() {
         // Bit operations: a key's mix of shifts, masks and `!`, the shift

@@ -22,6 +22,8 @@ pub enum Out {
     Bool(bool),
     /// One column per element of the collected tuple.
     Cols(Vec<Col>),
+    /// A histogram's bins, then below, above and NaN.
+    Counts(Vec<u64>),
     Stats {
         count: u64,
         sum: Val,
@@ -315,6 +317,12 @@ fn terminal<'a, T: Num>(
         Term::Variance => Out::Mean(q.variance()?),
         Term::First => Out::Opt(q.first()?.map(El::val)),
         Term::Last => Out::Opt(q.last()?.map(El::val)),
+        Term::Histogram => {
+            let h = q.histogram(16, -4.0, 4.0)?;
+            let mut v = h.counts;
+            v.extend([h.below, h.above, h.nan]);
+            Out::Counts(v)
+        }
         Term::Reduce(c) => Out::Val(q.reduce(identity::<T>(*c), |a, b| combine(*c, a, b))?.val()),
         Term::Any(e) => Out::Bool(q.any(|x| pred(e, x))?),
         Term::All(e) => Out::Bool(q.all(|x| pred(e, x))?),

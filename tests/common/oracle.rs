@@ -111,6 +111,9 @@ pub enum Expect {
     Mean(Option<Sh>),
     Bool(Sh),
     Cols(Vec<Vec<Sh>>),
+    /// A histogram's counts, and whether they are determined (every
+    /// element exact: otherwise one near an edge may fall either side).
+    Counts(Vec<u64>, bool),
     Stats {
         count: u64,
         sum: Sh,
@@ -1180,6 +1183,41 @@ fn arg(max: bool, s: &[Sh]) -> (Option<usize>, bool) {
 }
 
 /// `mean()`: the elements as `f64`, summed left to right, divided by n.
+/// `histogram(16, -4.0, 4.0)` of the nominal values: the bin formula in
+/// `f32` for `f32` elements, `f64` otherwise; then below, above, NaN.
+fn histogram(s: &[Sh]) -> Vec<u64> {
+    let mut c = vec![0u64; 19];
+    for x in s {
+        let k = match x.v {
+            Val::F32(v) => {
+                if v.is_nan() {
+                    18
+                } else if v < -4.0 {
+                    16
+                } else if v >= 4.0 {
+                    17
+                } else {
+                    (((v - -4.0) * 2.0f32).floor() as usize).min(15)
+                }
+            }
+            v => {
+                let v = cast(v, DType::F64).f64();
+                if v.is_nan() {
+                    18
+                } else if v < -4.0 {
+                    16
+                } else if v >= 4.0 {
+                    17
+                } else {
+                    (((v - -4.0) * 2.0f64).floor() as usize).min(15)
+                }
+            }
+        };
+        c[k] += 1;
+    }
+    c
+}
+
 /// The sample variance as `cpu-scalar` computes it (Welford's update of
 /// `x - first` in `f64`, in order), bounded by the inputs' errors carried
 /// through `∂var/∂xᵢ = 2 (xᵢ - mean) / (n - 1)` plus the rounding of a
@@ -1280,6 +1318,7 @@ fn terminal(ev: &Eval<'_>, case: &Case, t: DType, s: &[Sh], inputs: &Inputs) -> 
         Term::Variance => Expect::Mean(variance(s)),
         Term::First => Expect::Opt(s.first().copied()),
         Term::Last => Expect::Opt(s.last().copied()),
+        Term::Histogram => Expect::Counts(histogram(s), s.iter().all(|x| x.e == 0.0)),
         Term::Any(e) | Term::All(e) => {
             let any = matches!(case.term, Term::Any(_));
             let ps: Vec<Sh> = s.iter().map(|&x| pred(e, x)).collect();
