@@ -34,7 +34,7 @@ impl fmt::Debug for Aggregates {
 /// [`Query::aggregate`].
 #[must_use = "return the handle from the closure to get its value"]
 pub struct Agg<R> {
-    at: [u16; 2],
+    at: [u32; 2],
     read: fn(Scalar, Scalar) -> R,
 }
 
@@ -110,13 +110,13 @@ impl Aggregates {
     }
 
     /// The slot of `(kind, column)`, added unless already there.
-    fn slot(&mut self, kind: AggKind, column: Option<Value>) -> u16 {
+    fn slot(&mut self, kind: AggKind, column: Option<Value>) -> u32 {
         let a = LogicalAgg { kind, column };
         match self.aggs.iter().position(|b| *b == a) {
-            Some(i) => i as u16,
+            Some(i) => i as u32,
             None => {
                 self.aggs.push(a);
-                (self.aggs.len() - 1) as u16
+                (self.aggs.len() - 1) as u32
             }
         }
     }
@@ -131,7 +131,7 @@ impl Aggregates {
         x.value()
     }
 
-    fn handle<R>(&mut self, a: u16, b: u16, read: fn(Scalar, Scalar) -> R) -> Agg<R> {
+    fn handle<R>(&mut self, a: u32, b: u32, read: fn(Scalar, Scalar) -> R) -> Agg<R> {
         Agg { at: [a, b], read }
     }
 
