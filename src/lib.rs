@@ -115,10 +115,12 @@
 //!   A NaN or infinite element gives NaN. The GPU backends decline them
 //!   (a query with one runs on the CPU).
 //! - `first`, `find`, `position`, `nth`, `any` and `all` stop reading at
-//!   the element that settles them, `last` reads leaves from the end: the
-//!   sequential CPU backends stop at that block, `cpu-parallel` starts no
-//!   leaf past a settled one; `ExecutionMetrics::elements_skipped` says
-//!   how many positions were never read. `position` counts in the stream
+//!   the element that settles them: `cpu-scalar` at that element,
+//!   `cpu-simd` at its block, `cpu-parallel` starts no leaf past a settled
+//!   one. `last` reads leaves from the end on `cpu-simd` and
+//!   `cpu-parallel` (`cpu-scalar`, the reference, reads forward).
+//!   `ExecutionMetrics::elements_skipped` says how many positions were
+//!   never read. `position` counts in the stream
 //!   that reaches it (after earlier filters), as `Iterator::position`.
 //!   The GPU backends decline `first`/`last` (they run `any`/`all`).
 //! - `histogram(bins, lo, hi)` bins as CUB's `HistogramEven`: bin

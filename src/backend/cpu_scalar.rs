@@ -40,9 +40,12 @@ impl Backend for CpuScalar {
             .collect::<Result<Vec<HostColumn<'_>>, _>>()?;
         let sources: Vec<ColumnRef<'_>> = hosts.iter().map(|h| h.as_ref()).collect();
         let start = Instant::now();
-        let out = run_plan(&job.plan.plan, &sources, job.params).map_err(|e| {
-            BackendError::new(BackendKind::CpuScalar, Phase::Execute, e.to_string())
-        })?;
+        let mut skipped = 0;
+        let out =
+            run_plan_counted(&job.plan.plan, &sources, job.params, &mut skipped).map_err(|e| {
+                BackendError::new(BackendKind::CpuScalar, Phase::Execute, e.to_string())
+            })?;
+        stats.elements_skipped = skipped;
         stats.execute = start.elapsed();
         stats.parallelism = 1;
         stats.bytes_allocated += output_bytes(&out);
@@ -64,6 +67,17 @@ pub fn run_plan(
     sources: &[ColumnRef<'_>],
     params: &[Scalar],
 ) -> Result<PlanOutput, PlanError> {
+    run_plan_counted(plan, sources, params, &mut 0)
+}
+
+/// [`run_plan`], adding to `skipped` the positions an early exit left
+/// unread.
+fn run_plan_counted(
+    plan: &PhysicalPlan,
+    sources: &[ColumnRef<'_>],
+    params: &[Scalar],
+    skipped: &mut u64,
+) -> Result<PlanOutput, PlanError> {
     let mut produced: Vec<Vec<Column>> = Vec::with_capacity(plan.stages.len());
     for (i, stage) in plan.stages.iter().enumerate() {
         let inputs: Vec<ColumnRef<'_>> = stage
@@ -76,7 +90,7 @@ pub fn run_plan(
                 }
             })
             .collect();
-        let out = run_stage(stage, &inputs, params);
+        let out = run_stage_counted(stage, &inputs, params, skipped);
         if i + 1 == plan.stages.len() {
             return Ok(out);
         }
@@ -90,6 +104,15 @@ pub fn run_plan(
 
 /// Runs one stage with the reference semantics.
 pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> PlanOutput {
+    run_stage_counted(stage, inputs, params, &mut 0)
+}
+
+fn run_stage_counted(
+    stage: &Stage,
+    inputs: &[ColumnRef<'_>],
+    params: &[Scalar],
+    skipped: &mut u64,
+) -> PlanOutput {
     let lens: SmallVec<[usize; 4]> = inputs.iter().map(|c| c.len()).collect();
     let range = stage.resolve_range(&lens, params);
     let mut regs = SmallVec::new();
@@ -212,6 +235,7 @@ pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> 
                         .zip(accs.iter().zip(best.iter()))
                         .all(|(a, (v, b))| is_settled(&a.kind, *v, b.is_some()))
                 {
+                    *skipped += (range.len - k - 1) as u64;
                     break 'elements;
                 }
             }

@@ -190,8 +190,7 @@ pub struct ExecutionMetrics {
     pub oom_retries: u32,
     /// Positions of the last stage left unread because an early-exit
     /// terminal (`first`, `find`, `position`, `nth`, `any`, `all`,
-    /// `last`) was settled before them. Reported by `cpu-simd` and
-    /// `cpu-parallel` (`cpu-scalar` stops too, without counting).
+    /// `last`) was settled before them, on the CPU backends.
     pub elements_skipped: u64,
 }
 

@@ -53,8 +53,9 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         self.pick(AggKind::First, S::host_from_scalars)
     }
 
-    /// The last element (`None` when empty). The CPU backends read the
-    /// stream's leaves from the end and stop at the one that holds it.
+    /// The last element (`None` when empty). `cpu-simd` and `cpu-parallel`
+    /// read the stream's leaves from the end and stop at the one that
+    /// holds it.
     ///
     /// ```
     /// # let _ = computeq::set_engine(computeq::Engine::default());
