@@ -354,7 +354,7 @@ impl Driver for Parallel {
         acct.alloc(cols.iter().map(|c| (c.dtype().size() * len) as u64).sum());
         let outs: Vec<OutSlice<'_>> = cols.iter_mut().map(|c| OutSlice::spare(c, len)).collect();
         let (_, tasks) = self.tasks(run.leaves());
-        let span = |&(lo, hi): &(usize, usize)| (run.leaf_range(lo).0, run.leaf_range(hi - 1).1);
+        let span = |&(lo, hi): &(usize, usize)| run.leaves_span(lo, hi);
         let wins = windows(outs, tasks.iter().map(|t| span(t).1 - span(t).0));
         self.run(run, &tasks, acct, &|st, i, lo, hi| {
             if let Some(mut w) = take(&wins[i]) {
@@ -449,7 +449,7 @@ impl Driver for Parallel {
         }
         // Pass 2: every leaf rescanned with its offset.
         let (_, tasks) = self.tasks(leaves);
-        let span = |&(lo, hi): &(usize, usize)| (run.leaf_range(lo).0, run.leaf_range(hi - 1).1);
+        let span = |&(lo, hi): &(usize, usize)| run.leaves_span(lo, hi);
         let wins = windows(vec![out], tasks.iter().map(|t| span(t).1 - span(t).0));
         self.run(run, &tasks, acct, &|st, i, lo, hi| {
             let Some(w) = take(&wins[i]) else {

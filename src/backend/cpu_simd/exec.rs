@@ -483,6 +483,21 @@ impl<'a> StageRun<'a> {
         (start, start.saturating_add(LEAF).min(self.len))
     }
 
+    /// Positions of leaves `lo..hi` (empty when `hi <= lo`).
+    pub(crate) fn leaves_span(&self, lo: usize, hi: usize) -> (usize, usize) {
+        let start = self.leaf_range(lo).0;
+        if hi <= lo {
+            return (start, start);
+        }
+        (start, self.leaf_range(hi - 1).1)
+    }
+
+    /// Number of positions in leaves `lo..hi`.
+    pub(crate) fn leaves_len(&self, lo: usize, hi: usize) -> u64 {
+        let (start, end) = self.leaves_span(lo, hi);
+        (end - start) as u64
+    }
+
     /// Whether the stage has a predicate.
     pub(crate) fn has_predicate(&self) -> bool {
         self.prog.predicate.is_some()
@@ -1011,6 +1026,8 @@ impl<'a> StageRun<'a> {
 pub(crate) struct ReduceRun<'r, 'a> {
     run: &'r StageRun<'a>,
     aggs: &'a [AggProgram],
+    /// Which end of the stream settles every aggregate, if one does.
+    settles: Option<Settles>,
 }
 
 /// A run whose terminal collects columns (all positions, or the survivors
@@ -1070,7 +1087,11 @@ impl<'a> StageRun<'a> {
     /// The run seen through its terminal.
     pub(crate) fn kind(&self) -> RunKind<'_, 'a> {
         match &self.prog.terminal {
-            TermProgram::Reduce(aggs) => RunKind::Reduce(ReduceRun { run: self, aggs }),
+            TermProgram::Reduce(aggs) => RunKind::Reduce(ReduceRun {
+                run: self,
+                aggs,
+                settles: Settles::of(aggs.iter().map(|a| &a.kind)),
+            }),
             TermProgram::Collect(cols) => RunKind::Collect(CollectRun { run: self, cols }),
             TermProgram::Scan { col, op, exclusive } => RunKind::Scan(ScanRun {
                 run: self,
@@ -1092,11 +1113,10 @@ impl KeyRun<'_, '_> {
 
     /// Adds the counts of leaves `lo..hi` to `counts` (`keys` long).
     pub(crate) fn count_leaves(&self, st: &mut Exec, counts: &mut [u64], lo: usize, hi: usize) {
-        if lo >= hi {
+        let (start, end) = self.leaves_span(lo, hi);
+        if start == end {
             return;
         }
-        let start = self.leaf_range(lo).0;
-        let end = self.leaf_range(hi - 1).1;
         let mut sub = vec![0u64; kernels::SUB_COUNTS * self.keys];
         let mut pos = start;
         while pos < end {
@@ -1463,7 +1483,7 @@ impl ReduceRun<'_, '_> {
     /// Which end of the stream settles every aggregate, if one does
     /// (`first`, `any`, `all`: a prefix; `last`: a suffix).
     pub(crate) fn settles(&self) -> Option<Settles> {
-        Settles::of(self.aggs.iter().map(|a| &a.kind))
+        self.settles
     }
 
     /// Whether partials are final whatever is merged in from the settling
@@ -1475,11 +1495,11 @@ impl ReduceRun<'_, '_> {
             .all(|(a, p)| is_settled(&a.kind, p.v, p.have))
     }
 
+    /// [`ReduceRun::settled`] of a leaf's accumulators so far.
     fn accs_settled(&self, accs: &[Acc]) -> bool {
-        accs.iter().all(|a| match *a {
-            Acc::Pick { have, .. } => have,
-            Acc::Any(b) => b,
-            Acc::All(b) => !b,
+        self.aggs.iter().zip(accs).all(|(a, acc)| match *acc {
+            Acc::Pick { have, v, .. } => is_settled(&a.kind, v, have),
+            Acc::Any(b) | Acc::All(b) => is_settled(&a.kind, Scalar::Bool(b), false),
             _ => false,
         })
     }
@@ -1564,41 +1584,27 @@ impl ReduceRun<'_, '_> {
             1 => self.reduce_leaf(st, acct, lo),
             _ => {
                 let mid = tree_mid(lo, hi);
-                match self.settles() {
-                    Some(Settles::Prefix) => {
-                        let a = self.reduce_tree(st, acct, lo, mid);
-                        if self.settled(&a) {
-                            acct.skip(self.leaves_len(mid, hi));
-                            return a;
-                        }
-                        let b = self.reduce_tree(st, acct, mid, hi);
-                        self.combine(a, b)
-                    }
-                    Some(Settles::Suffix) => {
-                        let b = self.reduce_tree(st, acct, mid, hi);
-                        if self.settled(&b) {
-                            acct.skip(self.leaves_len(lo, mid));
-                            return b;
-                        }
-                        let a = self.reduce_tree(st, acct, lo, mid);
-                        self.combine(a, b)
-                    }
-                    None => {
-                        let a = self.reduce_tree(st, acct, lo, mid);
-                        let b = self.reduce_tree(st, acct, mid, hi);
-                        self.combine(a, b)
-                    }
+                // The half that may settle the result runs first: the left
+                // one, or the right one when a suffix settles (`last`).
+                let suffix = self.settles == Some(Settles::Suffix);
+                let (near, far) = if suffix {
+                    ((mid, hi), (lo, mid))
+                } else {
+                    ((lo, mid), (mid, hi))
+                };
+                let p = self.reduce_tree(st, acct, near.0, near.1);
+                if self.settles.is_some() && self.settled(&p) {
+                    acct.skip(self.leaves_len(far.0, far.1));
+                    return p;
+                }
+                let q = self.reduce_tree(st, acct, far.0, far.1);
+                if suffix {
+                    self.combine(q, p)
+                } else {
+                    self.combine(p, q)
                 }
             }
         }
-    }
-
-    /// Positions in leaves `lo..hi`.
-    pub(crate) fn leaves_len(&self, lo: usize, hi: usize) -> u64 {
-        if hi <= lo {
-            return 0;
-        }
-        (self.leaf_range(hi - 1).1 - self.leaf_range(lo).0) as u64
     }
 
     /// The aggregate values.

@@ -172,32 +172,27 @@ fn collect_params(arena: &ExprArena, out: &mut BTreeMap<u16, DType>) {
     }
 }
 
+/// What the device kernels cannot compute yet in `terminal`, in words.
+fn device_lacks(terminal: &Terminal) -> Option<&'static str> {
+    match terminal {
+        Terminal::CountByKey { .. } => Some("key counts (histogram)"),
+        Terminal::Reduce(aggs) => aggs.iter().find_map(|a| match a.kind {
+            AggKind::M2 => Some("`m2` aggregate (variance, std_dev)"),
+            AggKind::First | AggKind::Last => {
+                Some("`first`/`last` aggregate (first, last, nth, find, position)")
+            }
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
 impl<'a> Lower<'a> {
     fn new(stage: &'a Stage, caps: &'a Caps) -> R<Lower<'a>> {
-        if let Terminal::CountByKey { .. } = stage.terminal {
+        if let Some(missing) = device_lacks(&stage.terminal) {
             return Err(LowerError(Decline::Other(
-                "the device kernels have no key counts (histogram): it runs on the CPU backends"
-                    .into(),
+                format!("the device kernels have no {missing}: it runs on the CPU backends").into(),
             )));
-        }
-        if let Terminal::Reduce(aggs) = &stage.terminal {
-            if aggs.iter().any(|a| a.kind == AggKind::M2) {
-                return Err(LowerError(Decline::Other(
-                    "the device kernels have no `m2` aggregate (variance, std_dev): \
-                     it runs on the CPU backends"
-                        .into(),
-                )));
-            }
-            if aggs
-                .iter()
-                .any(|a| matches!(a.kind, AggKind::First | AggKind::Last))
-            {
-                return Err(LowerError(Decline::Other(
-                    "the device kernels have no `first`/`last` aggregate (first, last, nth, \
-                     find, position): it runs on the CPU backends"
-                        .into(),
-                )));
-            }
         }
         let mut params = BTreeMap::new();
         collect_params(&stage.program, &mut params);
