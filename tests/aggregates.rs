@@ -8,14 +8,6 @@ mod common;
 use computeq::plumbing::Phase;
 use computeq::prelude::*;
 
-fn cpu_kinds() -> [BackendKind; 3] {
-    [
-        BackendKind::CpuScalar,
-        BackendKind::CpuSimd,
-        BackendKind::CpuParallel,
-    ]
-}
-
 /// A deterministic stream of small integers in `-range..=range`.
 fn noise(n: usize, range: i64, seed: u64) -> Vec<i64> {
     let mut s = seed;
@@ -58,7 +50,7 @@ fn variance_keeps_its_digits_on_ill_conditioned_data_on_every_cpu_backend() {
                 "n = {n}: the naive formula was accurate ({naive} vs {exact})"
             );
         }
-        for k in cpu_kinds() {
+        for k in common::CPU {
             let v = e.query(&xs).on(k).no_fallback().variance().unwrap();
             assert!(
                 (v - exact).abs() <= 1e-10 * exact,
@@ -76,7 +68,7 @@ fn variance_keeps_its_digits_on_ill_conditioned_data_on_every_cpu_backend() {
     let xs: Vec<f32> = ks.iter().map(|&k| 1e6 + k as f32 / 16.0).collect();
     let kept: Vec<i64> = ks.iter().copied().filter(|k| k.abs() < 64).collect();
     let exact = exact_variance(&kept, 16.0);
-    for k in cpu_kinds() {
+    for k in common::CPU {
         let v = e
             .query(&xs)
             .on(k)
@@ -95,7 +87,7 @@ fn variance_keeps_its_digits_on_ill_conditioned_data_on_every_cpu_backend() {
 #[test]
 fn variance_edge_cases_agree_on_every_cpu_backend() {
     let e = common::engine();
-    for k in cpu_kinds() {
+    for k in common::CPU {
         let q = |xs: &[f32]| e.query(xs).on(k).no_fallback().variance();
         assert_eq!(q(&[]), None, "{k:?}");
         assert_eq!(q(&[3.0]), None, "{k:?}");
@@ -138,11 +130,7 @@ fn aggregate_matches_the_separate_terminals_on_every_backend() {
         .map(|i| ((i * 37) % 1001) as f32 * 0.5 - 200.0)
         .collect();
     let ys: Vec<i32> = (0..100_003).map(|i| (i * 7919) % 10_007 - 5000).collect();
-    for k in common::available(&e) {
-        if let Some(why) = common::skip_reason(&e, k) {
-            println!("skipped {k:?}: {why}");
-            continue;
-        }
+    for k in common::CPU.into_iter().chain(common::devices(&e)) {
         let got = match e
             .query(&xs)
             .on(k)
@@ -221,11 +209,7 @@ fn devices_decline_variance_and_a_query_with_one_runs_on_the_cpu() {
     let e = common::engine();
     let xs: Vec<f32> = (0..50_000).map(|i| (i % 100) as f32).collect();
     let exact = exact_variance(&(0..50_000).map(|i| i % 100).collect::<Vec<i64>>(), 1.0);
-    for k in [BackendKind::Wgpu, BackendKind::Cuda] {
-        if let Some(why) = common::skip_reason(&e, k) {
-            println!("skipped {k:?}: {why}");
-            continue;
-        }
+    for k in common::devices(&e) {
         let forced = e.query(&xs).on(k).no_fallback().fallible().variance();
         let err = forced.expect_err("a device ran m2");
         common::assert_declined(k, &err, "no `m2` aggregate");
@@ -279,11 +263,7 @@ fn histogram_ref(
 #[test]
 fn histograms_match_a_plain_loop_on_every_cpu_backend() {
     let e = common::engine();
-    let kinds = [
-        BackendKind::CpuScalar,
-        BackendKind::CpuSimd,
-        BackendKind::CpuParallel,
-    ];
+    let kinds = common::CPU;
     for &n in &[0usize, 1, 1023, 1025, 16_385, 300_001] {
         let mut xs: Vec<f32> = noise(n, 1000, 3 + n as u64)
             .iter()
@@ -347,11 +327,7 @@ fn histograms_match_a_plain_loop_on_every_cpu_backend() {
 fn devices_decline_histograms_and_the_engine_runs_them_on_the_cpu() {
     let e = common::engine();
     let xs: Vec<u32> = (0..10_000).collect();
-    for k in [BackendKind::Wgpu, BackendKind::Cuda] {
-        if let Some(why) = common::skip_reason(&e, k) {
-            println!("skipped {k:?}: {why}");
-            continue;
-        }
+    for k in common::devices(&e) {
         let err = e
             .query(&xs)
             .on(k)

@@ -35,11 +35,7 @@ fn early_exit_terminals_match_std_on_the_cpu_backends() {
         if n > 0 {
             targets.extend([xs[0], xs[n / 2], xs[n - 1]]);
         }
-        for k in [
-            BackendKind::CpuScalar,
-            BackendKind::CpuSimd,
-            BackendKind::CpuParallel,
-        ] {
+        for k in common::CPU {
             let q = || e.query(&xs).on(k).no_fallback();
             assert_eq!(q().first(), xs.first().copied(), "{k:?} n={n}");
             assert_eq!(q().last(), xs.last().copied(), "{k:?} n={n}");
@@ -84,11 +80,7 @@ fn the_cpu_backends_stop_reading_at_the_answer() {
     let e = common::engine();
     let n = 40 * LEAF;
     let xs: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    for k in [
-        BackendKind::CpuScalar,
-        BackendKind::CpuSimd,
-        BackendKind::CpuParallel,
-    ] {
+    for k in common::CPU {
         // The answer in the first leaf: (nearly) everything after it is
         // skipped, whatever the parallel tasks claimed meanwhile.
         let (p, m) = e
@@ -129,14 +121,7 @@ fn the_cpu_backends_stop_reading_at_the_answer() {
 fn devices_decline_first_and_last_and_the_engine_runs_them_on_the_cpu() {
     let e = common::engine();
     let xs: Vec<f32> = (0..10_000).map(|i| i as f32).collect();
-    for k in common::available(&e)
-        .into_iter()
-        .filter(|k| matches!(k, BackendKind::Wgpu | BackendKind::Cuda))
-    {
-        if let Some(why) = common::skip_reason(&e, k) {
-            println!("skipped {k:?}: {why}");
-            continue;
-        }
+    for k in common::devices(&e) {
         let err = e
             .query(&xs)
             .on(k)

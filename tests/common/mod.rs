@@ -79,17 +79,6 @@ pub fn engine() -> Engine {
     Engine::with_config(computeq::Config::default())
 }
 
-/// The backends of `engine` that report themselves available.
-#[allow(dead_code)]
-pub fn available(engine: &Engine) -> Vec<BackendKind> {
-    engine
-        .backends()
-        .into_iter()
-        .filter(|(_, a)| *a == computeq::plumbing::Availability::Available)
-        .map(|(k, _)| k)
-        .collect()
-}
-
 /// Asserts that `err` records a device declining the plan (phase
 /// `support`) with a reason containing `why`.
 #[allow(dead_code)]
@@ -101,3 +90,21 @@ pub fn assert_declined(kind: BackendKind, err: &computeq::Error, why: &str) {
         "{kind:?} did not decline with `{why}`: {err}"
     );
 }
+
+/// The device backends (wgpu, cuda) that can run here; the others are
+/// skipped with their reason (a failure when `COMPUTEQ_REQUIRE` names them).
+#[allow(dead_code)]
+pub fn devices(engine: &Engine) -> Vec<BackendKind> {
+    [BackendKind::Wgpu, BackendKind::Cuda]
+        .into_iter()
+        .filter(|&k| skip_reason(engine, k).is_none())
+        .collect()
+}
+
+/// The three CPU backends, which run everywhere.
+#[allow(dead_code)]
+pub const CPU: [BackendKind; 3] = [
+    BackendKind::CpuScalar,
+    BackendKind::CpuSimd,
+    BackendKind::CpuParallel,
+];
