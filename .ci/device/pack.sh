@@ -13,7 +13,7 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         name = m["target"]["name"]
-        if name in ("computeq", "cuda_device", "differential", "selector", "wgpu_backend", "ptx", "semantics", "stress", "aggregates"):
+        if name in ("computeq", "cuda_device", "differential", "selector", "wgpu_backend", "ptx", "semantics", "stress", "aggregates", "early_exit"):
             shutil.copy(m["executable"], "/tmp/computeq-bins/" + name)
 '
 cargo build --release --features cuda --example bench

@@ -15,7 +15,7 @@ S=$SECONDS
 echo "== bench (--devices)"; timeout "${BENCH_S:-170}" $B/bench --devices --sizes "${SIZES:-1000,100000,10000000,100000000}" 2>&1 | tee "$OUT/bench.txt"
 echo "== bench took $((SECONDS-S)) s"
 export COMPUTEQ_REQUIRE=${REQ:-cuda,ptxas,wgpu}
-for t in ${TESTS:-cuda_device computeq selector ptx wgpu_backend semantics stress aggregates differential}; do
+for t in ${TESTS:-cuda_device computeq selector ptx wgpu_backend semantics stress aggregates early_exit differential}; do
   S=$SECONDS
   f=""; [ "$t" = differential ] && f="${DIFF_FILTER:-cuda}"
   echo "== $t $f" | tee -a "$OUT/tests.txt"

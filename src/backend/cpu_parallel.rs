@@ -249,7 +249,22 @@ impl Parallel {
         acct: &Acct,
         f: &(dyn Fn(&mut Exec, usize, usize, usize) + Sync),
     ) {
-        run_claimed(tasks.len(), self.helpers, &|i| {
+        self.run_from(run, tasks, false, acct, f)
+    }
+
+    /// [`Parallel::run`], claiming the tasks from the last one down when
+    /// `from_end` (a reduction that its last elements settle).
+    fn run_from(
+        &self,
+        run: &StageRun<'_>,
+        tasks: &[(usize, usize)],
+        from_end: bool,
+        acct: &Acct,
+        f: &(dyn Fn(&mut Exec, usize, usize, usize) + Sync),
+    ) {
+        let n = tasks.len();
+        run_claimed(n, self.helpers, &|c| {
+            let i = if from_end { n - 1 - c } else { c };
             acct.task();
             acct.alloc(run.state_bytes());
             let mut st = run.new_state();
@@ -309,12 +324,15 @@ impl Driver for Parallel {
         // on the far side of a settled one is not run: its partials could
         // not change the result. `settled` holds that task's index + 1
         // (0: none yet); tasks claimed before it was set run anyway.
+        // Tasks are claimed from the settling end, so on any number of
+        // threads the far side is claimed last.
         let settles = run.settles();
         let settled = AtomicUsize::new(match settles {
             Some(Settles::Prefix) => usize::MAX,
             _ => 0,
         });
-        self.run(run, &tasks, acct, &|st, i, lo, hi| {
+        let from_end = settles == Some(Settles::Suffix);
+        self.run_from(run, &tasks, from_end, acct, &|st, i, lo, hi| {
             let skip = match settles {
                 Some(Settles::Prefix) => settled.load(Ordering::Relaxed) <= i,
                 Some(Settles::Suffix) => settled.load(Ordering::Relaxed) > i + 1,
