@@ -236,6 +236,7 @@ pub mod plumbing;
 pub mod prelude;
 pub mod query;
 pub mod recommend;
+mod relational;
 mod runtime;
 mod select;
 mod semantics;

@@ -74,6 +74,9 @@ golden! {
     find_is_a_predicated_first: |e, d| e.query(&d.is).map(|x| x * 3).explain().find(|x| x.gt(10));
     position_enumerates_then_firsts: |e, d| e.query(&d.xs).explain().position(|x| x.ge(1.0));
     histogram_counts_by_a_traced_key: |e, d| e.query(&d.xs).filter(|x| x.ne(0.0)).explain().histogram(8, -4.0, 4.0);
+    sort_after_filter_then_skip_take: |e, d| e.query(&d.xs).filter(|x| x.gt(0.0)).sort().skip(2).take(3).explain().collect::<Vec<f32>>();
+    top_k_by_key_is_a_sort_with_fetch: |e, d| e.query(&d.xs).zip(&d.ys).top_k_by_key(3, |(x, y)| (x, y.desc())).map(|(x, y)| x + y).explain().sum();
+    argsort_enumerates_then_sorts: |e, d| e.query(&d.is).argsort().explain().collect::<Vec<u64>>();
     skip_take_range: |e, d| e.query(&d.xs).skip(3).take(10).explain().sum();
     custom_reduce: |e, d| e.query(&d.is).explain().reduce(1, |a, b| a * b);
     custom_exclusive_scan: |e, d| e.query(&d.is).scan_exclusive(i32::MIN, |a, b| a.max(b)).explain().collect::<Vec<i32>>();

@@ -15,22 +15,23 @@ use std::path::{Path, PathBuf};
 /// The top-level modules, bottom first: a module may name only modules
 /// that come before it.
 const LAYERS: &[&str] = &[
-    "types",     // dtypes, scalars, columns, inputs, backend kinds, run stats
-    "expr",      // element expressions and their reference semantics
-    "semantics", // aggregates, scans and ranges: identities and merges
-    "graph",     // the traced operation graph
-    "optimize",  // rewrite passes over the graph
-    "plan",      // fused stages, workload, the compiled-plan cache entry
-    "cost",      // device profiles, calibration store, the cost model
-    "metrics",   // what one run measured
-    "select",    // choosing a backend: model × history
-    "codegen",   // kernel IR, WGSL and PTX writers
-    "backend",   // the backends, behind one trait
-    "error",     // the public error
-    "recommend", // advice read off a plan and its run
-    "explain",   // the printable plan and run
-    "runtime",   // engine, executor, devices, settings
-    "query",     // the user's lazy builder
+    "types",      // dtypes, scalars, columns, inputs, backend kinds, run stats
+    "expr",       // element expressions and their reference semantics
+    "semantics",  // aggregates, scans and ranges: identities and merges
+    "graph",      // the traced operation graph
+    "optimize",   // rewrite passes over the graph
+    "plan",       // fused stages, workload, the compiled-plan cache entry
+    "cost",       // device profiles, calibration store, the cost model
+    "metrics",    // what one run measured
+    "select",     // choosing a backend: model × history
+    "codegen",    // kernel IR, WGSL and PTX writers
+    "relational", // host sorts (radix, top-k) the CPU backends share
+    "backend",    // the backends, behind one trait
+    "error",      // the public error
+    "recommend",  // advice read off a plan and its run
+    "explain",    // the printable plan and run
+    "runtime",    // engine, executor, devices, settings
+    "query",      // the user's lazy builder
     "prelude",
     "plumbing", // the machinery, re-exported for custom backends and selectors
     "telemetry",

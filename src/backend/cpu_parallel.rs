@@ -41,6 +41,7 @@ use super::cpu_simd::{
 use super::{Availability, Backend, BackendError, BackendKind, Decline, Job, RunStats};
 use crate::expr::{DType, Scalar};
 use crate::plan::{PhysicalPlan, PlanOutput};
+use crate::relational::Strategy;
 use crate::semantics::Settles;
 use crate::types::Column;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -294,6 +295,10 @@ impl Parallel {
 }
 
 impl Driver for Parallel {
+    fn strategy(&self) -> Strategy {
+        Strategy::Parallel
+    }
+
     /// Each task counts its leaves into its own array; the arrays are
     /// summed in task order (integer sums: any order gives the same).
     fn count_by_key(&self, run: &KeyRun<'_, '_>, acct: &Acct) -> Vec<u64> {

@@ -10,6 +10,7 @@ use super::{
 use crate::expr::eval::{self, eval_into};
 use crate::expr::{BinaryOp, DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput, Terminal};
+use crate::relational::{self, Strategy};
 use crate::semantics::{agg_identity, arg_better, is_settled, Moments, Settles};
 use crate::types::{Column, ColumnRef, Fault, PlanError};
 use smallvec::SmallVec;
@@ -46,6 +47,15 @@ impl Backend for CpuScalar {
                 BackendError::new(BackendKind::CpuScalar, Phase::Execute, e.to_string())
             })?;
         stats.elements_skipped = skipped;
+        if job
+            .plan
+            .plan
+            .stages
+            .iter()
+            .any(|s| matches!(s.terminal, Terminal::Sort { .. }))
+        {
+            stats.algorithm = Some(crate::metrics::Algorithm::StableSort);
+        }
         stats.execute = start.elapsed();
         stats.parallelism = 1;
         stats.bytes_allocated += output_bytes(&out);
@@ -133,6 +143,7 @@ fn run_stage_counted(
         /// Counts per key.
         Count(Vec<u64>),
     }
+    let materialized = stage.terminal.materialized();
     let mut state = match &stage.terminal {
         Terminal::Reduce(aggs) => State::Reduce(
             aggs.iter()
@@ -147,8 +158,9 @@ fn run_stage_counted(
             aggs.iter().map(|_| None).collect(),
             aggs.iter().map(|_| (None, Moments::EMPTY)).collect(),
         ),
-        Terminal::Collect(cols) => State::Collect(
-            cols.iter()
+        Terminal::Collect(_) | Terminal::Sort { .. } => State::Collect(
+            materialized
+                .iter()
                 .map(|&c| {
                     Column::with_capacity(
                         prog.ty(c),
@@ -243,8 +255,8 @@ fn run_stage_counted(
                 let k = (regs[key.index()].to_bits() as usize).min(counts.len() - 1);
                 counts[k] += 1;
             }
-            (State::Collect(out), Terminal::Collect(cols)) => {
-                for (o, &c) in out.iter_mut().zip(cols) {
+            (State::Collect(out), Terminal::Collect(_) | Terminal::Sort { .. }) => {
+                for (o, c) in out.iter_mut().zip(&materialized) {
                     o.push(regs[c.index()]);
                 }
             }
@@ -269,7 +281,13 @@ fn run_stage_counted(
     }
     match state {
         State::Reduce(accs, ..) => PlanOutput::Aggregates(accs),
-        State::Collect(cols) => PlanOutput::Columns(cols),
+        State::Collect(cols) => {
+            let refs: Vec<ColumnRef<'_>> = cols.iter().map(|c| c.as_ref()).collect();
+            match relational::finish_stage(stage, &refs, params, Strategy::Reference) {
+                Some((sorted, _)) => PlanOutput::Columns(sorted),
+                None => PlanOutput::Columns(cols),
+            }
+        }
         State::Scan(col, _) => PlanOutput::Columns(vec![col]),
         State::Count(counts) => PlanOutput::Columns(vec![Column::U64(counts)]),
     }

@@ -105,6 +105,10 @@ impl PlanShape {
                     aggs.len().saturating_sub(1) as f64 + 4.0 * m2 as f64
                 }
                 Terminal::CountByKey { .. } => 1.0,
+                // A radix sort reads and scatters its `(key, position)`
+                // words once per digit (four for 32-bit keys) and gathers
+                // the columns: about as much again per pass as the store.
+                Terminal::Sort { keys, .. } => 16.0 * keys.len() as f64,
                 _ => 0.0,
             };
             let (end, out_bytes) = match &s.terminal {
@@ -121,6 +125,16 @@ impl PlanShape {
                     };
                     (end, w)
                 }
+                // Priced as a store of the materialized columns; the
+                // sort's passes are in `extra_aggs`.
+                Terminal::Sort { .. } => (
+                    StageEnd::Store,
+                    s.terminal
+                        .materialized()
+                        .iter()
+                        .map(|&c| s.program.ty(c).size() as f64)
+                        .sum(),
+                ),
                 Terminal::Scan { .. } => (
                     StageEnd::Scan,
                     s.output_dtypes().iter().map(|d| d.size() as f64).sum(),

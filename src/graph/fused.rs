@@ -4,6 +4,7 @@
 use super::logical::{LogicalAgg, TracedCombine};
 use super::Stream;
 use crate::expr::Value;
+use crate::semantics::order::SortKey;
 use crate::semantics::RangeOp;
 use smallvec::SmallVec;
 
@@ -31,6 +32,16 @@ pub enum FusedTerminal {
         combine: Option<TracedCombine>,
         /// Exclusive scan.
         exclusive: bool,
+    },
+    /// A stable sort of `columns` by `keys` (with the predicate: of the
+    /// survivors); `fetch`: a parameter slot limiting the rows (top-k).
+    Sort {
+        /// The keys, most significant first.
+        keys: SmallVec<[SortKey; 2]>,
+        /// The columns written in key order.
+        columns: SmallVec<[Value; 4]>,
+        /// Row limit's parameter slot.
+        fetch: Option<u16>,
     },
     /// Counts per key (with the predicate: of the survivors).
     CountByKey {
@@ -68,6 +79,13 @@ impl FusedStage {
             FusedTerminal::Collect(cols) => r.extend(cols.iter().copied()),
             FusedTerminal::Scan { column, .. } => r.push(*column),
             FusedTerminal::CountByKey { key, .. } => r.push(*key),
+            FusedTerminal::Sort { keys, columns, .. } => {
+                for v in keys.iter().map(|k| k.value).chain(columns.iter().copied()) {
+                    if !r.contains(&v) {
+                        r.push(v);
+                    }
+                }
+            }
         }
         r
     }

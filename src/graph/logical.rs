@@ -6,6 +6,7 @@
 //! two queries with equal records share one optimized plan.
 
 use crate::expr::{DType, ExprArena, Value};
+use crate::semantics::order::SortKey;
 use crate::semantics::AggKind;
 use smallvec::SmallVec;
 
@@ -16,6 +17,13 @@ pub enum Stream {
     Input(u16),
     /// The output of the scan at op index `n` of [`QueryTrace::ops`].
     Scan(u16),
+    /// Column `column` of the sort at op index `op`.
+    Sort {
+        /// Op index of the sort.
+        op: u16,
+        /// Which of its columns.
+        column: u16,
+    },
 }
 
 /// A traced combine closure `|acc, x| ..` for `reduce` and `scan`.
@@ -85,6 +93,17 @@ pub enum LogicalOp {
         /// The `Input` node standing for the scan's output downstream.
         result: Value,
     },
+    /// `sort()`, `sort_by_key(..)`, ...: every column reordered by `keys`
+    /// (a stable sort). The stream after it is `Stream::Sort` of this op,
+    /// column `j` read through node `results[j]`.
+    Sort {
+        /// The keys, most significant first.
+        keys: SmallVec<[SortKey; 2]>,
+        /// The columns reordered.
+        columns: SmallVec<[Value; 4]>,
+        /// The `Input` nodes standing for them downstream.
+        results: SmallVec<[Value; 4]>,
+    },
 }
 
 impl LogicalOp {
@@ -99,6 +118,7 @@ impl LogicalOp {
             LogicalOp::Skip { .. } => "skip",
             LogicalOp::Take { .. } => "take",
             LogicalOp::Scan { .. } => "scan",
+            LogicalOp::Sort { .. } => "sort",
         }
     }
 }

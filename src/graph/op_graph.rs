@@ -150,6 +150,15 @@ fn visit_node(n: &mut OpNode, f: &mut impl FnMut(&mut Value)) {
                 f(column);
                 f(result);
             }
+            LogicalOp::Sort {
+                keys,
+                columns,
+                results,
+            } => {
+                keys.iter_mut().for_each(|k| f(&mut k.value));
+                columns.iter_mut().for_each(&mut *f);
+                results.iter_mut().for_each(f);
+            }
         },
         OpNode::Terminal(t) => match t {
             LogicalTerminal::Reduce(aggs) => aggs
@@ -174,9 +183,24 @@ fn visit_node(n: &mut OpNode, f: &mut impl FnMut(&mut Value)) {
                 FusedTerminal::Collect(cols) => cols.iter_mut().for_each(f),
                 FusedTerminal::Scan { column, .. } => f(column),
                 FusedTerminal::CountByKey { key, .. } => f(key),
+                FusedTerminal::Sort { keys, columns, .. } => {
+                    keys.iter_mut().for_each(|k| f(&mut k.value));
+                    columns.iter_mut().for_each(f);
+                }
             }
         }
     }
+}
+
+fn key_list(keys: &[crate::semantics::order::SortKey]) -> String {
+    let mut s = String::new();
+    for (i, k) in keys.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        let _ = write!(s, "{}{}", k.value, if k.descending { " desc" } else { "" });
+    }
+    s
 }
 
 fn list(vals: &[Value]) -> String {
@@ -211,6 +235,17 @@ impl fmt::Display for OpNode {
                     "scan {} {} {column} -> {result}",
                     if *exclusive { "exclusive" } else { "inclusive" },
                     if combine.is_some() { "custom" } else { "sum" }
+                ),
+                LogicalOp::Sort {
+                    keys,
+                    columns,
+                    results,
+                } => write!(
+                    f,
+                    "sort by [{}] [{}] -> [{}]",
+                    key_list(keys),
+                    list(columns),
+                    list(results)
                 ),
             },
             OpNode::Terminal(t) => match t {
@@ -275,6 +310,17 @@ impl fmt::Display for OpNode {
                     ),
                     FusedTerminal::CountByKey { key, keys } => {
                         write!(f, " -> count_by_key {key} keys={keys}")
+                    }
+                    FusedTerminal::Sort {
+                        keys,
+                        columns,
+                        fetch,
+                    } => {
+                        write!(f, " -> sort by [{}] [{}]", key_list(keys), list(columns))?;
+                        match fetch {
+                            Some(p) => write!(f, " fetch param.{p}"),
+                            None => Ok(()),
+                        }
                     }
                 }
             }

@@ -192,6 +192,9 @@ pub struct ExecutionMetrics {
     /// terminal (`first`, `find`, `position`, `nth`, `any`, `all`,
     /// `last`) was settled before them, on the CPU backends.
     pub elements_skipped: u64,
+    /// The algorithm of the plan's last sort, when it has one (e.g.
+    /// `lsd-radix 4 of 4 digit passes`).
+    pub algorithm: Option<super::Algorithm>,
 }
 
 impl ExecutionMetrics {
@@ -264,6 +267,7 @@ impl ExecutionMetrics {
             terminal: "reduce",
             oom_retries: 0,
             elements_skipped: 0,
+            algorithm: None,
         }
     }
 }
@@ -303,6 +307,9 @@ impl fmt::Display for ExecutionMetrics {
         }
         if self.elements_skipped > 0 {
             write!(f, " skipped={} (early exit)", self.elements_skipped)?;
+        }
+        if let Some(a) = self.algorithm {
+            write!(f, " algorithm=\"{a}\"")?;
         }
         if self.bytes_uploaded + self.bytes_downloaded + self.bytes_resident > 0 {
             write!(

@@ -4,6 +4,8 @@
 
 mod execution;
 
+pub use crate::types::{Algorithm, Passes};
+
 pub(crate) use execution::secs;
 pub use execution::{Attempt, CandidateEstimate, ExecutionMetrics, PhaseTimes, SelectionReason};
 

@@ -25,7 +25,11 @@ impl Pass for DeadCode {
             let (OpNode::Fused(a), OpNode::Fused(b)) = (&mut head[i - 1], &mut tail[0]) else {
                 continue;
             };
-            let FusedTerminal::Collect(cols) = &mut a.terminal else {
+            // A sort's keys stay; the columns it writes are dropped alike.
+            let is_collect = matches!(a.terminal, FusedTerminal::Collect(_));
+            let (FusedTerminal::Collect(cols) | FusedTerminal::Sort { columns: cols, .. }) =
+                &mut a.terminal
+            else {
                 continue;
             };
             // Values `b` reads, walking operands but stopping at its slots.
@@ -83,7 +87,9 @@ impl Pass for DeadCode {
                 new_slots.push((src, *v));
             }
             *cols = new_cols;
-            a.columns = cols.clone();
+            if is_collect {
+                a.columns = cols.clone();
+            }
             b.slots = new_slots;
             b.range = b
                 .range
@@ -112,7 +118,7 @@ impl Pass for DeadCode {
                 && last.enumerates.is_empty()
                 && !last.has_range_steps();
             let width = match &prev.terminal {
-                FusedTerminal::Collect(c) => c.len(),
+                FusedTerminal::Collect(c) | FusedTerminal::Sort { columns: c, .. } => c.len(),
                 FusedTerminal::Scan { .. } => 1,
                 FusedTerminal::Reduce(_) | FusedTerminal::CountByKey { .. } => 0,
             };

@@ -149,6 +149,27 @@ impl Pass for FuseElementwise {
                             smallvec::smallvec![result],
                         );
                     }
+                    // The sort's new order makes positions before it
+                    // irrelevant: a predicate compacts inside the stage.
+                    LogicalOp::Sort {
+                        keys,
+                        columns,
+                        results,
+                    } => {
+                        b.finish(FusedTerminal::Sort {
+                            keys,
+                            columns,
+                            fetch: None,
+                        });
+                        b.start(
+                            results
+                                .iter()
+                                .enumerate()
+                                .map(|(j, &v)| (SlotSource::Previous(j as u16), v))
+                                .collect(),
+                            results,
+                        );
+                    }
                 },
                 OpNode::Terminal(t) => match t {
                     LogicalTerminal::Reduce(aggs) => {
@@ -190,7 +211,11 @@ fn carry_free_values(stages: &mut [OpNode], arena: &crate::expr::ExprArena) {
         let (OpNode::Fused(prev), OpNode::Fused(cur)) = (&mut head[k - 1], &mut tail[0]) else {
             continue;
         };
-        let FusedTerminal::Collect(cols) = &mut prev.terminal else {
+        // Through a sort, a carried value is reordered with the others.
+        let is_collect = matches!(prev.terminal, FusedTerminal::Collect(_));
+        let (FusedTerminal::Collect(cols) | FusedTerminal::Sort { columns: cols, .. }) =
+            &mut prev.terminal
+        else {
             continue;
         };
         let own: Vec<Value> = cur
@@ -218,7 +243,9 @@ fn carry_free_values(stages: &mut [OpNode], arena: &crate::expr::ExprArena) {
                 Some(j) => j,
                 None => {
                     cols.push(v);
-                    prev.columns.push(v);
+                    if is_collect {
+                        prev.columns.push(v);
+                    }
                     cols.len() - 1
                 }
             };

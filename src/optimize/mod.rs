@@ -7,12 +7,14 @@ mod constant_fold;
 mod dead_code;
 mod filter_into_reduce;
 mod fuse_elementwise;
+mod sort_limit;
 
 pub use common_subexpr::CommonSubexpr;
 pub use constant_fold::ConstantFold;
 pub use dead_code::DeadCode;
 pub use filter_into_reduce::FilterIntoReduce;
 pub use fuse_elementwise::FuseElementwise;
+pub use sort_limit::SortLimit;
 
 use crate::expr::Value;
 use crate::graph::OpGraph;
@@ -75,6 +77,7 @@ pub fn optimize(graph: &mut OpGraph, verify: bool) -> Result<Vec<&'static str>, 
     }
     run(&FuseElementwise, graph)?;
     run(&FilterIntoReduce, graph)?;
+    run(&SortLimit, graph)?;
     run(&DeadCode, graph)?;
     Ok(applied)
 }

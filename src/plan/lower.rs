@@ -107,6 +107,21 @@ fn lower_stage(graph: &OpGraph, f: &FusedStage, index: usize) -> Result<Stage, F
                 .collect(),
         ),
         FusedTerminal::Collect(cols) => Terminal::Collect(cols.iter().map(|&c| local(c)).collect()),
+        FusedTerminal::Sort {
+            keys,
+            columns,
+            fetch,
+        } => Terminal::Sort {
+            keys: keys
+                .iter()
+                .map(|k| super::SortKey {
+                    value: local(k.value),
+                    descending: k.descending,
+                })
+                .collect(),
+            columns: columns.iter().map(|&c| local(c)).collect(),
+            fetch: *fetch,
+        },
         FusedTerminal::CountByKey { key, keys } => Terminal::CountByKey {
             key: local(*key),
             keys: *keys,
@@ -204,6 +219,9 @@ fn verify_stage(plan: &PhysicalPlan, i: usize, s: &Stage) -> Result<(), Fault> {
                     ty,
                 });
             }
+        }
+        Terminal::Sort { keys, columns, .. } if keys.is_empty() || columns.is_empty() => {
+            return Err(Fault::AggregateColumn("sort"));
         }
         Terminal::Scan { .. } if s.predicate.is_some() => return Err(Fault::PredicatedScan),
         _ => {}

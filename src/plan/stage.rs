@@ -5,6 +5,7 @@
 //! Stages are produced by the optimizer and never changed afterwards; the
 //! backends may only read them.
 
+pub use crate::semantics::order::SortKey;
 pub use crate::semantics::{AggKind, Aggregate, Combine, RangeOp, ScanOp};
 
 use crate::expr::{DType, ExprArena, Scalar, Value};
@@ -64,9 +65,41 @@ pub enum Terminal {
         /// Number of keys (at least 1).
         keys: u32,
     },
+    /// Writes `columns` of the (surviving) positions in the order of
+    /// `keys`: a stable sort (ties keep their order) by the canonical
+    /// total order of [`crate::semantics::order`]. With `fetch`, only
+    /// the first `fetch` rows of that order (top-k). What follows reads
+    /// the sorted columns.
+    Sort {
+        /// The sort keys, most significant first.
+        keys: SmallVec<[SortKey; 2]>,
+        /// The columns written, in key order.
+        columns: SmallVec<[Value; 4]>,
+        /// Parameter slot of a row limit (`u64`).
+        fetch: Option<u16>,
+    },
 }
 
 impl Terminal {
+    /// The columns a stage ending in a sort materializes before it sorts:
+    /// its keys, then the columns it writes (each value once). For the
+    /// other terminals, the collected columns (empty when not a collect).
+    pub fn materialized(&self) -> SmallVec<[Value; 4]> {
+        match self {
+            Terminal::Collect(cols) => cols.clone(),
+            Terminal::Sort { keys, columns, .. } => {
+                let mut m: SmallVec<[Value; 4]> = SmallVec::new();
+                for v in keys.iter().map(|k| k.value).chain(columns.iter().copied()) {
+                    if !m.contains(&v) {
+                        m.push(v);
+                    }
+                }
+                m
+            }
+            _ => SmallVec::new(),
+        }
+    }
+
     /// The name used in plans and metrics.
     pub fn kind_name(&self) -> &'static str {
         match self {
@@ -74,6 +107,8 @@ impl Terminal {
             Terminal::Collect(_) => "collect",
             Terminal::Scan { .. } => "scan",
             Terminal::CountByKey { .. } => "count_by_key",
+            Terminal::Sort { fetch: None, .. } => "sort",
+            Terminal::Sort { fetch: Some(_), .. } => "top_k",
         }
     }
 }
@@ -152,7 +187,9 @@ impl Stage {
     /// Output dtypes of a collect terminal, or the scanned column's type.
     pub fn output_dtypes(&self) -> SmallVec<[DType; 4]> {
         match &self.terminal {
-            Terminal::Collect(cols) => cols.iter().map(|&c| self.program.ty(c)).collect(),
+            Terminal::Collect(cols) | Terminal::Sort { columns: cols, .. } => {
+                cols.iter().map(|&c| self.program.ty(c)).collect()
+            }
             Terminal::Scan { column, .. } => smallvec::smallvec![self.program.ty(*column)],
             Terminal::CountByKey { .. } => smallvec::smallvec![DType::U64],
             Terminal::Reduce(aggs) => aggs
@@ -273,6 +310,30 @@ impl fmt::Display for Stage {
                     write!(f, " {c}")?;
                 }
                 writeln!(f)
+            }
+            Terminal::Sort {
+                keys,
+                columns,
+                fetch,
+            } => {
+                let what = if self.predicate.is_some() {
+                    "compact, sort"
+                } else {
+                    "sort"
+                };
+                write!(f, "  terminal: {what} by")?;
+                for k in keys {
+                    let dir = if k.descending { " desc" } else { "" };
+                    write!(f, " {}{dir}", k.value)?;
+                }
+                write!(f, " ->")?;
+                for c in columns {
+                    write!(f, " {c}")?;
+                }
+                match fetch {
+                    Some(p) => writeln!(f, " fetch param.{p} (top-k)"),
+                    None => writeln!(f, " (radix sort, 8-bit digits)"),
+                }
             }
             Terminal::Scan {
                 column,

@@ -14,6 +14,7 @@ mod filter;
 mod map;
 mod mode;
 mod scan;
+mod sort;
 mod source;
 mod take_skip;
 mod terminal;
@@ -23,6 +24,7 @@ pub(crate) use crate::runtime::TracedBox;
 pub use aggregate::{Agg, AggShape, Aggregates, Histogram, MAX_BINS};
 pub use device::{DeviceArray, ToDevice};
 pub use mode::{Analyze, ExplainOnly, Measured, Mode, Run, Try};
+pub use sort::{Desc, SortKeys};
 pub use source::{Compute, IntoSource};
 pub use terminal::Stats;
 
@@ -131,19 +133,24 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         })
     }
 
+    /// Runs `f` over the current columns, tracing into this query.
+    pub(crate) fn trace_with<R>(&mut self, f: impl FnOnce(S) -> R) -> R {
+        let arg = S::from_values(&self.columns, self.arena_id);
+        let traced = &mut *self.traced;
+        trace::with_target(
+            &mut traced.trace.arena,
+            &mut traced.params,
+            self.arena_id,
+            || f(arg),
+        )
+    }
+
     /// Runs `f` over the current columns and returns its result's columns.
     pub(crate) fn trace_closure<R: Shape>(
         &mut self,
         f: impl FnOnce(S) -> R,
     ) -> SmallVec<[Value; 4]> {
-        let arg = S::from_values(&self.columns, self.arena_id);
-        let traced = &mut *self.traced;
-        let out = trace::with_target(
-            &mut traced.trace.arena,
-            &mut traced.params,
-            self.arena_id,
-            || f(arg),
-        );
+        let out = self.trace_with(f);
         let mut vals = SmallVec::new();
         out.values(&mut vals);
         vals

@@ -679,6 +679,7 @@ fn metrics(
         terminal: planned.workload.terminal,
         oom_retries: stats.oom_retries,
         elements_skipped: stats.elements_skipped,
+        algorithm: stats.algorithm,
     }
 }
 

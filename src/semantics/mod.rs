@@ -4,6 +4,7 @@
 //! the kernel lowering and every backend (`docs/architecture.md`).
 
 mod agg;
+pub mod order;
 mod range;
 
 pub use agg::{

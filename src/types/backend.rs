@@ -102,6 +102,9 @@ pub struct RunStats {
     /// Positions of the last stage left unread because an early-exit
     /// terminal (`first`, `find`, `any`, ...) was settled before them.
     pub elements_skipped: u64,
+    /// The algorithm of the plan's last sort (or other relational
+    /// operator), when it has one.
+    pub algorithm: Option<super::Algorithm>,
 }
 
 /// The clock behind a run's `execute` time.

@@ -197,6 +197,11 @@ impl Column {
         self.as_ref().dtype()
     }
 
+    /// Keeps the first `len` elements.
+    pub fn truncate(&mut self, len: usize) {
+        each_column!(self, v => v.truncate(len))
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         each_column!(self, v => v.len())

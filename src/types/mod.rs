@@ -3,6 +3,7 @@
 //! phases, and what a run cost or how it failed. Nothing here knows about
 //! expressions, plans, backends or the engine (`docs/architecture.md`).
 
+mod algorithm;
 mod backend;
 mod column;
 mod decline;
@@ -10,6 +11,7 @@ mod dtype;
 mod input;
 mod plan_error;
 
+pub use algorithm::{Algorithm, Passes};
 pub use backend::{BackendError, BackendKind, Phase, RunStats, TimingSource};
 pub(crate) use column::{advise_huge_pages, HUGE_PAGE_MIN_BYTES};
 pub use column::{Column, ColumnRef};

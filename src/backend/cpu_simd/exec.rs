@@ -26,7 +26,10 @@ use super::program::{
 use super::scan;
 use super::{BLOCK, LEAF};
 use crate::expr::{eval, BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
-use crate::plan::{AggKind, Combine, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput};
+use crate::plan::{
+    AggKind, Combine, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput, Terminal,
+};
+use crate::relational::{self, Algorithm, Strategy};
 use crate::semantics::{
     agg_identity, is_settled, merge, Moments, Partial as SharedPartial, Settles,
 };
@@ -238,6 +241,8 @@ pub(crate) struct Acct {
     tasks: AtomicU32,
     /// Positions of the last stage an early exit left unread.
     skipped: AtomicU64,
+    /// The algorithm of the last sort (recorded by the calling thread).
+    algorithm: std::sync::Mutex<Option<Algorithm>>,
     /// Whether only the calling thread counts here (the default is shared
     /// by the tasks of a parallel run). Local counting is a plain load and
     /// store: a locked add is a full barrier on x86, and a tiny query would
@@ -299,6 +304,16 @@ impl Acct {
     pub(crate) fn skipped(&self) -> u64 {
         self.skipped.load(Ordering::Relaxed)
     }
+
+    /// Records the algorithm of a sort.
+    pub(crate) fn algorithm(&self, a: Algorithm) {
+        *self.algorithm.lock().unwrap_or_else(|e| e.into_inner()) = Some(a);
+    }
+
+    /// The algorithm of the last sort, if any ran.
+    pub(crate) fn last_algorithm(&self) -> Option<Algorithm> {
+        *self.algorithm.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// How the leaves of one stage are scheduled: sequentially (`cpu-simd`) or
@@ -321,6 +336,8 @@ pub(crate) trait Driver: Sync {
     fn scan(&self, run: &ScanRun<'_, '_>, ty: DType, acct: &Acct) -> Column;
     /// The counts per key of all leaves (`run.keys` of them).
     fn count_by_key(&self, run: &KeyRun<'_, '_>, acct: &Acct) -> Vec<u64>;
+    /// How this driver runs the relational operators (sorts).
+    fn strategy(&self) -> Strategy;
 }
 
 /// Midpoint of a leaf range: the one split rule of the reduction tree.
@@ -1975,6 +1992,21 @@ pub(crate) fn run_plan(
                     .ok_or_else(|| Fault::Dangling(format!("stage output {s}.{column}")).at(i))?,
             });
         }
+        let direct = relational::direct_columns(stage, &inputs, params).map(|cols| {
+            // A sort of input columns as they are: sorted from the inputs.
+            let (sorted, alg) = relational::finish_stage(stage, &cols, params, driver.strategy())
+                .expect("a sort stage");
+            acct.algorithm(alg);
+            sorted
+        });
+        if let Some(sorted) = direct {
+            drop(inputs);
+            if i + 1 == plan.stages.len() {
+                return Ok(PlanOutput::Columns(sorted));
+            }
+            produced.push(sorted);
+            continue;
+        }
         let run = StageRun::new(prog, stage, inputs, params, isa).map_err(|f| f.at(i))?;
         let out = match run.kind() {
             RunKind::Reduce(r) => PlanOutput::Aggregates(r.finish(driver.reduce(&r, acct))),
@@ -1994,6 +2026,17 @@ pub(crate) fn run_plan(
             }
         };
         drop(run);
+        let out = match out {
+            PlanOutput::Columns(cols) if matches!(stage.terminal, Terminal::Sort { .. }) => {
+                let refs: SmallVec<[ColumnRef<'_>; 4]> = cols.iter().map(|c| c.as_ref()).collect();
+                let (sorted, alg) =
+                    relational::finish_stage(stage, &refs, params, driver.strategy())
+                        .expect("a sort stage");
+                acct.algorithm(alg);
+                PlanOutput::Columns(sorted)
+            }
+            other => other,
+        };
         if i + 1 == plan.stages.len() {
             return Ok(out);
         }
@@ -2025,6 +2068,10 @@ pub(crate) struct Sequential;
 impl Driver for Sequential {
     fn shared(&self) -> bool {
         false
+    }
+
+    fn strategy(&self) -> Strategy {
+        Strategy::Sequential
     }
 
     fn count_by_key(&self, run: &KeyRun<'_, '_>, acct: &Acct) -> Vec<u64> {

@@ -156,6 +156,7 @@ pub(crate) fn execute_with(
     stats.bytes_allocated += acct.bytes().max(output_bytes(&out));
     stats.launches = acct.tasks();
     stats.elements_skipped = acct.skipped();
+    stats.algorithm = acct.last_algorithm();
     Ok(out)
 }
 

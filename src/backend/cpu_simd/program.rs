@@ -504,7 +504,7 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, Fault> {
         chain_binaries(&mut code.instrs, &keep);
     }
     let count_pass = match (&stage.terminal, stage.predicate) {
-        (Terminal::Collect(_), Some(_)) => {
+        (Terminal::Collect(_) | Terminal::Sort { .. }, Some(_)) => {
             let counting = Stage {
                 terminal: Terminal::Reduce(smallvec::smallvec![Aggregate {
                     kind: AggKind::Count,
@@ -613,6 +613,13 @@ fn roots(stage: &Stage, params_needed: &mut usize) -> Result<SmallVec<[Value; 8]
         }
         Terminal::Collect(cols) => {
             for &c in cols {
+                in_range(c)?;
+                roots.push(c);
+            }
+        }
+        // A sort materializes its keys and columns, then sorts them.
+        Terminal::Sort { .. } => {
+            for c in stage.terminal.materialized() {
                 in_range(c)?;
                 roots.push(c);
             }
@@ -1030,8 +1037,11 @@ fn terminal_program(stage: &Stage, fusion: &Fusion, code: &Code) -> Result<TermP
                 })
                 .collect::<Result<_, Fault>>()?,
         ),
-        Terminal::Collect(cols) => TermProgram::Collect(
-            cols.iter()
+        Terminal::Collect(_) | Terminal::Sort { .. } => TermProgram::Collect(
+            stage
+                .terminal
+                .materialized()
+                .iter()
                 .map(|&c| code.col(prog, c))
                 .collect::<Result<_, _>>()?,
         ),

@@ -176,6 +176,7 @@ fn collect_params(arena: &ExprArena, out: &mut BTreeMap<u16, DType>) {
 fn device_lacks(terminal: &Terminal) -> Option<&'static str> {
     match terminal {
         Terminal::CountByKey { .. } => Some("key counts (histogram)"),
+        Terminal::Sort { .. } => Some("sorts (sort, sort_by_key, argsort, top_k)"),
         Terminal::Reduce(aggs) => aggs.iter().find_map(|a| match a.kind {
             AggKind::M2 => Some("`m2` aggregate (variance, std_dev)"),
             AggKind::First | AggKind::Last => {

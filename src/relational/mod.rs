@@ -1,0 +1,101 @@
+//! Relational operators on the host: the sorts (and top-k) that end a
+//! sort stage. Every CPU backend materializes the stage's key and output
+//! columns with its own element program, then hands them here with its
+//! [`Strategy`]; `cpu-scalar`'s is the obviously right reference the
+//! others are tested against.
+
+mod radix;
+mod sort;
+
+use crate::expr::{Node, Value};
+pub(crate) use crate::metrics::Algorithm;
+use crate::plan::{Stage, Terminal};
+use crate::types::{Column, ColumnRef, Scalar};
+use smallvec::SmallVec;
+
+/// How a backend runs the relational operators.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// `cpu-scalar`: the standard library's stable sort with the canonical
+    /// comparison, the reference.
+    Reference,
+    /// `cpu-simd`: radix sorts on the calling thread.
+    Sequential,
+    /// `cpu-parallel`: radix sorts across the thread pool.
+    Parallel,
+}
+
+/// The row limit of a sort stage, if any.
+fn limit(fetch: Option<u16>, params: &[Scalar]) -> Option<usize> {
+    fetch.map(|p| match params[p as usize] {
+        Scalar::U64(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        other => other.cast(crate::types::DType::U64).to_bits() as usize,
+    })
+}
+
+/// Sorts the columns a sort stage materialized (`materialized`, in the
+/// order of [`Terminal::materialized`]) and returns the columns it writes.
+/// `None` when the stage does not end in a sort.
+pub(crate) fn finish_stage(
+    stage: &Stage,
+    materialized: &[ColumnRef<'_>],
+    params: &[Scalar],
+    strategy: Strategy,
+) -> Option<(Vec<Column>, Algorithm)> {
+    let Terminal::Sort {
+        keys,
+        columns,
+        fetch,
+    } = &stage.terminal
+    else {
+        return None;
+    };
+    let order = stage.terminal.materialized();
+    let at = |v: Value| materialized[order.iter().position(|&m| m == v).expect("materialized")];
+    let ks: SmallVec<[sort::Key<'_>; 2]> = keys
+        .iter()
+        .map(|k| sort::Key {
+            col: at(k.value),
+            descending: k.descending,
+        })
+        .collect();
+    let cols: SmallVec<[ColumnRef<'_>; 4]> = columns.iter().map(|&c| at(c)).collect();
+    let key_is_column = keys.len() == 1 && columns.len() == 1 && keys[0].value == columns[0];
+    Some(sort::sort(
+        &ks,
+        &cols,
+        limit(*fetch, params),
+        key_is_column,
+        strategy,
+    ))
+}
+
+/// The columns a sort stage would materialize, read straight from its
+/// inputs when each is an input slot (no predicate, no computed key): the
+/// copy a collect would make is skipped.
+pub(crate) fn direct_columns<'a>(
+    stage: &Stage,
+    inputs: &[ColumnRef<'a>],
+    params: &[Scalar],
+) -> Option<SmallVec<[ColumnRef<'a>; 4]>> {
+    if !matches!(stage.terminal, Terminal::Sort { .. })
+        || stage.predicate.is_some()
+        || stage.enumerates > 0
+    {
+        return None;
+    }
+    let lens: SmallVec<[usize; 4]> = inputs.iter().map(|c| c.len()).collect();
+    let range = stage.resolve_range(&lens, params);
+    stage
+        .terminal
+        .materialized()
+        .iter()
+        .map(|&v| match stage.program.get(v).node {
+            Node::Input(s) => {
+                let off = range.offsets[s as usize];
+                Some(inputs[s as usize].slice(off..off + range.len))
+            }
+            _ => None,
+        })
+        .collect()
+}

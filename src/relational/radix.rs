@@ -1,0 +1,251 @@
+//! LSD radix sort with 8-bit digits over unsigned words, and its parallel
+//! form: an MSD partition on the top digit across threads, then LSD
+//! inside every bucket.
+//!
+//! One counting pass finds the histograms of every digit; a digit that is
+//! the same in every word is skipped (keys of a small range, the position
+//! half of a `(key, position)` word). Each remaining digit is one stable
+//! scatter, so the sort is stable and ties keep their order.
+
+use rayon::prelude::*;
+
+/// An unsigned word sorted by its bytes.
+pub(crate) trait Word: Copy + Ord + Send + Sync + Default + 'static {
+    /// Byte `d` (0: least significant).
+    fn byte(self, d: usize) -> usize;
+}
+
+macro_rules! word {
+    ($($t:ty),*) => {$(
+        impl Word for $t {
+            #[inline(always)]
+            fn byte(self, d: usize) -> usize {
+                ((self >> (8 * d)) & 0xff) as usize
+            }
+        }
+    )*};
+}
+word!(u32, u64, u128);
+
+pub(crate) use crate::metrics::Passes;
+
+/// A buffer of `n` words for the scatters (huge pages when large).
+pub(crate) fn scratch<W: Word>(n: usize) -> Vec<W> {
+    let v = vec![W::default(); n];
+    let bytes = n * std::mem::size_of::<W>();
+    if bytes >= crate::types::HUGE_PAGE_MIN_BYTES {
+        // SAFETY: the range is this vector's own allocation.
+        unsafe { crate::types::advise_huge_pages(v.as_ptr().cast(), bytes) };
+    }
+    v
+}
+
+/// Histograms of digits `digits` of `v`, one per digit.
+fn histograms<W: Word>(v: &[W], digits: std::ops::Range<usize>) -> Vec<[usize; 256]> {
+    let mut h = vec![[0usize; 256]; digits.len()];
+    for &w in v {
+        for (k, d) in digits.clone().enumerate() {
+            h[k][w.byte(d)] += 1;
+        }
+    }
+    h
+}
+
+/// Stably scatters `src` into `dst` by digit `d`, bucket `b` starting at
+/// `offsets[b]`.
+///
+/// `offsets` must come from the counts of digit `d` over `src` itself
+/// (exclusive prefix sums, starting anywhere in `dst` that leaves room):
+/// then every write lands inside `dst`, each position once.
+#[inline]
+fn scatter<W: Word>(src: &[W], dst: &mut [W], d: usize, offsets: &mut [usize; 256]) {
+    for &w in src {
+        let b = w.byte(d);
+        let at = offsets[b];
+        dst[at] = w;
+        offsets[b] = at + 1;
+    }
+}
+
+fn exclusive(counts: &[usize; 256]) -> [usize; 256] {
+    let mut o = [0usize; 256];
+    let mut sum = 0;
+    for b in 0..256 {
+        o[b] = sum;
+        sum += counts[b];
+    }
+    o
+}
+
+/// Sorts `v` stably by digits `digits` (bytes, least significant first),
+/// using `tmp` (same length) as scratch; the result is in `v`.
+pub(crate) fn lsd<W: Word>(v: &mut [W], tmp: &mut [W], digits: std::ops::Range<usize>) -> Passes {
+    let n = v.len();
+    let mut done = Passes {
+        passes: 0,
+        digits: digits.len() as u8,
+    };
+    if n < 2 {
+        return done;
+    }
+    let hist = histograms(v, digits.clone());
+    let (mut src, mut dst) = (&mut *v, &mut *tmp);
+    for (k, d) in digits.enumerate() {
+        if hist[k].contains(&n) {
+            continue;
+        }
+        let mut o = exclusive(&hist[k]);
+        scatter(src, dst, d, &mut o);
+        std::mem::swap(&mut src, &mut dst);
+        done.passes += 1;
+    }
+    if done.passes % 2 == 1 {
+        // The last scatter wrote `tmp`.
+        v.copy_from_slice(tmp);
+    }
+    done
+}
+
+/// [`lsd`] across threads: chunks count their top-digit buckets and
+/// scatter into them in chunk order (stable), then each bucket is sorted
+/// by the lower digits on its own. Returns the sorted words.
+pub(crate) fn msd_lsd<W: Word>(mut v: Vec<W>, digits: std::ops::Range<usize>) -> (Vec<W>, Passes) {
+    let n = v.len();
+    let threads = rayon::current_num_threads().max(1);
+    let chunk = n.div_ceil(threads * 4).max(1 << 14);
+    // The histograms of every digit, per chunk, in parallel.
+    let per_chunk: Vec<Vec<[usize; 256]>> = v
+        .par_chunks(chunk)
+        .map(|c| histograms(c, digits.clone()))
+        .collect();
+    let mut total = vec![[0usize; 256]; digits.len()];
+    for h in &per_chunk {
+        for (t, c) in total.iter_mut().zip(h) {
+            for b in 0..256 {
+                t[b] += c[b];
+            }
+        }
+    }
+    let constant = |k: usize| total[k].contains(&n);
+    let Some(top) = (0..digits.len()).rev().find(|&k| !constant(k)) else {
+        return (
+            v,
+            Passes {
+                passes: 0,
+                digits: digits.len() as u8,
+            },
+        );
+    };
+    let d = digits.start + top;
+    // Each chunk's start in every bucket: the bucket's start plus the
+    // earlier chunks' counts in it.
+    let mut starts: Vec<[usize; 256]> = Vec::with_capacity(per_chunk.len());
+    let mut run = exclusive(&total[top]);
+    for h in &per_chunk {
+        starts.push(run);
+        for b in 0..256 {
+            run[b] += h[top][b];
+        }
+    }
+    let mut dst: Vec<W> = scratch(n);
+    {
+        let out = SharedOut(dst.as_mut_ptr(), n);
+        v.par_chunks(chunk)
+            .zip(starts.par_iter())
+            .for_each(|(c, s)| {
+                let mut o = *s;
+                for &w in c {
+                    let b = w.byte(d);
+                    // SAFETY: chunk `c` owns positions `s[b]..s[b] + its
+                    // count of bucket b` of every bucket, disjoint from
+                    // every other chunk's, all below `n`.
+                    unsafe { out.write(o[b], w) };
+                    o[b] += 1;
+                }
+            });
+    }
+    // Every bucket on its own, by the digits below the top one.
+    let lower = digits.start..d;
+    let mut buckets: Vec<(&mut [W], &mut [W])> = Vec::with_capacity(256);
+    let (mut rest, mut spare) = (&mut dst[..], &mut v[..]);
+    for &count in &total[top] {
+        let (a, r) = rest.split_at_mut(count);
+        let (t, s) = spare.split_at_mut(count);
+        rest = r;
+        spare = s;
+        if a.len() > 1 {
+            buckets.push((a, t));
+        }
+    }
+    let inner = buckets
+        .into_par_iter()
+        .map(|(a, t)| lsd(a, t, lower.clone()).passes)
+        .max()
+        .unwrap_or(0);
+    (
+        dst,
+        Passes {
+            passes: 1 + inner,
+            digits: digits.len() as u8,
+        },
+    )
+}
+
+/// An output buffer written by several threads at disjoint positions.
+struct SharedOut<W>(*mut W, usize);
+// SAFETY: writers touch disjoint positions (see `msd_lsd`).
+unsafe impl<W: Send> Sync for SharedOut<W> {}
+unsafe impl<W: Send> Send for SharedOut<W> {}
+
+impl<W> SharedOut<W> {
+    /// # Safety
+    /// `i < len`, and no other thread writes position `i`.
+    unsafe fn write(&self, i: usize, w: W) {
+        assert!(i < self.1, "scatter out of bounds");
+        // SAFETY: in bounds (checked) and exclusive (the caller's promise).
+        unsafe { self.0.add(i).write(w) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(n: usize, seed: u64, mask: u64) -> Vec<u64> {
+        let mut s = seed;
+        (0..n)
+            .map(|i| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (((s >> 33) & mask) << 32) | i as u64
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lsd_and_msd_lsd_sort_like_the_standard_sort() {
+        for (n, mask) in [
+            (0, 0xff),
+            (1, 0xff),
+            (1000, 0xffff_ffff),
+            (70_000, 0xff),
+            (70_000, 0xf0f0),
+        ] {
+            let v = words(n, n as u64 + 7, mask);
+            let mut want = v.clone();
+            want.sort_unstable();
+            let mut a = v.clone();
+            let mut t = vec![0; n];
+            let p = lsd(&mut a, &mut t, 4..8);
+            assert_eq!(a, want, "lsd n={n}");
+            assert!(p.passes <= 4);
+            let (b, _) = msd_lsd(v, 4..8);
+            assert_eq!(b, want, "msd_lsd n={n}");
+        }
+        // A key range of one byte needs one pass.
+        let mut a = words(5000, 3, 0xff);
+        let mut t = vec![0; 5000];
+        assert_eq!(lsd(&mut a, &mut t, 4..8).passes, 1);
+    }
+}

@@ -1,0 +1,321 @@
+//! Sorts and top-k of a sort stage's materialized columns.
+//!
+//! The keys become order-preserving words (`semantics::order`). One key
+//! that is also the only column written is sorted as bare words and
+//! decoded back; otherwise each key, least significant first, is sorted as
+//! `(word, position)` words, which carries the permutation and keeps ties
+//! in order; the columns are then gathered through it. A row limit much
+//! smaller than the input selects instead of sorting: the first `k`
+//! `(word, position)` words are the first `k` rows of the stable sort.
+
+use super::radix::{self, Passes, Word};
+use super::{Algorithm, Strategy};
+use crate::semantics::order;
+use crate::types::{Column, ColumnRef, DType};
+use rayon::prelude::*;
+
+/// Below this many rows the standard library's sort of the words is
+/// faster than the radix passes' fixed cost (256-bucket histograms).
+pub(crate) const RADIX_MIN: usize = 2048;
+
+/// A limit below `rows / SELECT_RATIO` selects instead of sorting.
+const SELECT_RATIO: usize = 16;
+
+/// One sort key: its column and direction.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Key<'a> {
+    pub col: ColumnRef<'a>,
+    pub descending: bool,
+}
+
+/// Sorts `columns` by `keys` (all of one length), keeping the first
+/// `limit` rows; `key_is_column`: the only column is the only key.
+pub(crate) fn sort(
+    keys: &[Key<'_>],
+    columns: &[ColumnRef<'_>],
+    limit: Option<usize>,
+    key_is_column: bool,
+    strategy: Strategy,
+) -> (Vec<Column>, Algorithm) {
+    let n = keys.first().map_or(0, |k| k.col.len());
+    let limit = limit.unwrap_or(n).min(n);
+    if strategy == Strategy::Reference || n > u32::MAX as usize {
+        let perm = reference_order(keys, n, limit);
+        let cols = columns.iter().map(|c| gather_usize(*c, &perm)).collect();
+        return (cols, Algorithm::StableSort);
+    }
+    let parallel = strategy == Strategy::Parallel;
+    if limit.saturating_mul(SELECT_RATIO) < n && key_bits(keys) <= 96 {
+        let (perm, alg) = select(keys, n, limit, parallel);
+        return (gather_all(columns, &perm, parallel), alg);
+    }
+    if key_is_column && keys.len() == 1 && columns.len() == 1 {
+        let (mut col, alg) = sort_values(keys[0], parallel);
+        col.truncate(limit);
+        return (vec![col], alg);
+    }
+    let (mut perm, alg) = permutation(keys, n, parallel);
+    perm.truncate(limit);
+    (gather_all(columns, &perm, parallel), alg)
+}
+
+/// The reference: the standard library's stable sort of row numbers by
+/// the keys' canonical order.
+fn reference_order(keys: &[Key<'_>], n: usize, limit: usize) -> Vec<usize> {
+    let mut rows: Vec<usize> = (0..n).collect();
+    rows.sort_by(|&a, &b| {
+        keys.iter()
+            .map(|k| {
+                let o = order::cmp(k.col.get(a), k.col.get(b));
+                if k.descending {
+                    o.reverse()
+                } else {
+                    o
+                }
+            })
+            .find(|o| o.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    rows.truncate(limit);
+    rows
+}
+
+/// The word of row `i` of a narrow key (complemented when descending).
+fn words32(k: Key<'_>) -> Vec<u32> {
+    let flip = if k.descending { u32::MAX } else { 0 };
+    match k.col {
+        ColumnRef::F32(v) => v.iter().map(|&x| order::f32_word(x) ^ flip).collect(),
+        ColumnRef::U32(v) => v.iter().map(|&x| x ^ flip).collect(),
+        ColumnRef::I32(v) => v.iter().map(|&x| (x as u32 ^ 0x8000_0000) ^ flip).collect(),
+        ColumnRef::Bool(v) => v.iter().map(|&x| x as u32 ^ flip).collect(),
+        other => (0..other.len())
+            .map(|i| order::ordered_bits(other.get(i)) as u32 ^ flip)
+            .collect(),
+    }
+}
+
+fn words64(k: Key<'_>) -> Vec<u64> {
+    let flip = if k.descending { u64::MAX } else { 0 };
+    match k.col {
+        ColumnRef::F64(v) => v.iter().map(|&x| order::f64_word(x) ^ flip).collect(),
+        ColumnRef::U64(v) => v.iter().map(|&x| x ^ flip).collect(),
+        ColumnRef::I64(v) => v.iter().map(|&x| (x as u64 ^ (1 << 63)) ^ flip).collect(),
+        other => (0..other.len())
+            .map(|i| order::ordered_bits(other.get(i)) ^ flip)
+            .collect(),
+    }
+}
+
+/// Sorts words by digits `digits`: the standard library's sort when
+/// small (the words are distinct or ties are equal values), radix passes
+/// otherwise.
+fn sort_words<W: Word>(
+    mut v: Vec<W>,
+    digits: std::ops::Range<usize>,
+    parallel: bool,
+) -> (Vec<W>, Algorithm) {
+    let n = v.len();
+    if n < RADIX_MIN {
+        v.sort_unstable();
+        return (v, Algorithm::SmallSort);
+    }
+    if parallel && rayon::current_num_threads() > 1 {
+        let (v, p) = radix::msd_lsd(v, digits);
+        return (v, Algorithm::MsdLsdRadix(p));
+    }
+    let mut tmp = radix::scratch(n);
+    let p = radix::lsd(&mut v, &mut tmp, digits);
+    (v, Algorithm::LsdRadix(p))
+}
+
+/// One key that is also the column: its words sorted and decoded.
+fn sort_values(k: Key<'_>, parallel: bool) -> (Column, Algorithm) {
+    let ty = k.col.dtype();
+    if order::is_narrow(ty) {
+        let (w, alg) = sort_words(words32(k), 0..4, parallel);
+        let flip = if k.descending { u32::MAX } else { 0 };
+        let col = match ty {
+            DType::F32 => Column::F32(w.iter().map(|&x| order::f32_of_word(x ^ flip)).collect()),
+            DType::U32 => Column::U32(w.iter().map(|&x| x ^ flip).collect()),
+            DType::I32 => Column::I32(
+                w.iter()
+                    .map(|&x| ((x ^ flip) ^ 0x8000_0000) as i32)
+                    .collect(),
+            ),
+            _ => Column::Bool(w.iter().map(|&x| (x ^ flip) != 0).collect()),
+        };
+        (col, alg)
+    } else {
+        let (w, alg) = sort_words(words64(k), 0..8, parallel);
+        let flip = if k.descending { u64::MAX } else { 0 };
+        let col = match ty {
+            DType::F64 => Column::F64(w.iter().map(|&x| order::f64_of_word(x ^ flip)).collect()),
+            DType::U64 => Column::U64(w.iter().map(|&x| x ^ flip).collect()),
+            _ => Column::I64(w.iter().map(|&x| ((x ^ flip) ^ (1 << 63)) as i64).collect()),
+        };
+        (col, alg)
+    }
+}
+
+/// The stable order of the rows by `keys`: each key, least significant
+/// first, sorts `(word, current position)` words.
+fn permutation(keys: &[Key<'_>], n: usize, parallel: bool) -> (Vec<u32>, Algorithm) {
+    let mut perm: Option<Vec<u32>> = None;
+    let mut alg = Algorithm::SmallSort;
+    let mut passes = Passes::default();
+    for &k in keys.iter().rev() {
+        let at = |i: usize| perm.as_ref().map_or(i, |p| p[i] as usize);
+        let next: Vec<u32> = if order::is_narrow(k.col.dtype()) {
+            let w = words32(k);
+            let v: Vec<u64> = (0..n).map(|i| (w[at(i)] as u64) << 32 | i as u64).collect();
+            let (v, a) = sort_words(v, 4..8, parallel);
+            alg = a;
+            v.iter().map(|&x| at(x as u32 as usize) as u32).collect()
+        } else {
+            let w = words64(k);
+            let v: Vec<u128> = (0..n)
+                .map(|i| (w[at(i)] as u128) << 32 | i as u128)
+                .collect();
+            let (v, a) = sort_words(v, 4..12, parallel);
+            alg = a;
+            v.iter().map(|&x| at(x as u32 as usize) as u32).collect()
+        };
+        if let Algorithm::LsdRadix(p) | Algorithm::MsdLsdRadix(p) = alg {
+            passes.passes += p.passes;
+            passes.digits += p.digits;
+        }
+        perm = Some(next);
+    }
+    let alg = match alg {
+        Algorithm::LsdRadix(_) => Algorithm::LsdRadix(passes),
+        Algorithm::MsdLsdRadix(_) => Algorithm::MsdLsdRadix(passes),
+        other => other,
+    };
+    (perm.unwrap_or_default(), alg)
+}
+
+/// Bits of the keys' words together.
+fn key_bits(keys: &[Key<'_>]) -> u32 {
+    keys.iter()
+        .map(|k| {
+            if order::is_narrow(k.col.dtype()) {
+                32
+            } else {
+                64
+            }
+        })
+        .sum()
+}
+
+/// The first `limit` rows by the keys (at most 96 bits of words), without
+/// sorting the rest: the `limit` smallest `(words, position)` words, kept
+/// in a buffer that is cut back to them whenever it fills, behind a
+/// threshold most rows fail.
+fn select(keys: &[Key<'_>], n: usize, limit: usize, parallel: bool) -> (Vec<u32>, Algorithm) {
+    let alg = Algorithm::Select { rows: limit as u64 };
+    if limit == 0 {
+        return (Vec::new(), alg);
+    }
+    if let [k] = keys {
+        if order::is_narrow(k.col.dtype()) {
+            let w = words32(*k);
+            let pick =
+                |lo: usize, hi: usize| smallest(lo, hi, limit, |i| (w[i] as u64) << 32 | i as u64);
+            return (merge_smallest(n, limit, parallel, &pick), alg);
+        }
+    }
+    // The keys' words side by side, most significant first, then the
+    // position.
+    let mut words: Vec<(Vec<u64>, u32)> = Vec::with_capacity(keys.len());
+    for &k in keys {
+        if order::is_narrow(k.col.dtype()) {
+            words.push((words32(k).into_iter().map(u64::from).collect(), 32));
+        } else {
+            words.push((words64(k), 64));
+        }
+    }
+    let word = |i: usize| {
+        let mut c = 0u128;
+        for (w, bits) in &words {
+            c = c << bits | w[i] as u128;
+        }
+        c << 32 | i as u128
+    };
+    let pick = |lo: usize, hi: usize| smallest(lo, hi, limit, word);
+    (merge_smallest(n, limit, parallel, &pick), alg)
+}
+
+/// The `limit` smallest words of rows `lo..hi`, sorted.
+fn smallest<W: Word>(lo: usize, hi: usize, limit: usize, word: impl Fn(usize) -> W) -> Vec<W> {
+    let cap = (limit * 2).max(64);
+    let mut buf: Vec<W> = Vec::with_capacity(cap);
+    let mut threshold: Option<W> = None;
+    for i in lo..hi {
+        let w = word(i);
+        if threshold.is_none_or(|t| w < t) {
+            buf.push(w);
+            if buf.len() == cap {
+                buf.select_nth_unstable(limit - 1);
+                buf.truncate(limit);
+                threshold = buf.iter().copied().max();
+            }
+        }
+    }
+    buf.sort_unstable();
+    buf.truncate(limit);
+    buf
+}
+
+/// Runs `pick` over the rows (in chunks across threads when `parallel`)
+/// and keeps the `limit` smallest words overall, as positions.
+fn merge_smallest<W: Word + Into<u128>>(
+    n: usize,
+    limit: usize,
+    parallel: bool,
+    pick: &(dyn Fn(usize, usize) -> Vec<W> + Sync),
+) -> Vec<u32> {
+    let threads = rayon::current_num_threads();
+    let mut all: Vec<W> = if parallel && threads > 1 && n >= RADIX_MIN * threads {
+        let chunk = n.div_ceil(threads);
+        (0..threads)
+            .into_par_iter()
+            .flat_map_iter(|t| pick(t * chunk, ((t + 1) * chunk).min(n)))
+            .collect()
+    } else {
+        pick(0, n)
+    };
+    all.sort_unstable();
+    all.truncate(limit);
+    all.into_iter().map(|w| w.into() as u32).collect()
+}
+
+macro_rules! gather_col {
+    ($col:expr, $idx:expr, $perm:expr) => {
+        match $col {
+            ColumnRef::Bool(v) => Column::Bool($perm.iter().map(|&i| v[$idx(i)]).collect()),
+            ColumnRef::I32(v) => Column::I32($perm.iter().map(|&i| v[$idx(i)]).collect()),
+            ColumnRef::U32(v) => Column::U32($perm.iter().map(|&i| v[$idx(i)]).collect()),
+            ColumnRef::I64(v) => Column::I64($perm.iter().map(|&i| v[$idx(i)]).collect()),
+            ColumnRef::U64(v) => Column::U64($perm.iter().map(|&i| v[$idx(i)]).collect()),
+            ColumnRef::F32(v) => Column::F32($perm.iter().map(|&i| v[$idx(i)]).collect()),
+            ColumnRef::F64(v) => Column::F64($perm.iter().map(|&i| v[$idx(i)]).collect()),
+        }
+    };
+}
+
+fn gather_usize(col: ColumnRef<'_>, perm: &[usize]) -> Column {
+    gather_col!(col, |i: usize| i, perm)
+}
+
+/// Row `perm[j]` of `col` at `j`.
+pub(crate) fn gather(col: ColumnRef<'_>, perm: &[u32]) -> Column {
+    gather_col!(col, |i: u32| i as usize, perm)
+}
+
+fn gather_all(columns: &[ColumnRef<'_>], perm: &[u32], parallel: bool) -> Vec<Column> {
+    if parallel && columns.len() > 1 {
+        columns.par_iter().map(|c| gather(*c, perm)).collect()
+    } else {
+        columns.iter().map(|c| gather(*c, perm)).collect()
+    }
+}

@@ -1,0 +1,52 @@
+//! Which algorithm a run's relational stage used (shown in its metrics and
+//! in `explain_analyze`).
+
+use std::fmt;
+
+/// What a radix sort did: the digit passes it ran and the digits its keys
+/// have (a digit equal in every key is skipped).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Passes {
+    /// Scatter passes run.
+    pub passes: u8,
+    /// Digits (bytes) of the keys.
+    pub digits: u8,
+}
+
+/// The algorithm a run used, shown in its metrics.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// A stable comparison sort of the rows (the reference).
+    StableSort,
+    /// The standard library's sort of `(key, position)` words (small
+    /// inputs).
+    SmallSort,
+    /// LSD radix sort, 8-bit digits.
+    LsdRadix(Passes),
+    /// MSD partition on the top digit across threads, then LSD radix in
+    /// every bucket.
+    MsdLsdRadix(Passes),
+    /// Selection of the first `rows` rows (top-k) without a full sort.
+    Select {
+        /// The row limit.
+        rows: u64,
+    },
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Algorithm::StableSort => write!(f, "stable comparison sort"),
+            Algorithm::SmallSort => write!(f, "std sort (small input)"),
+            Algorithm::LsdRadix(p) => {
+                write!(f, "lsd-radix {} of {} digit passes", p.passes, p.digits)
+            }
+            Algorithm::MsdLsdRadix(p) => write!(
+                f,
+                "msd+lsd-radix over threads {} of {} digit passes",
+                p.passes, p.digits
+            ),
+            Algorithm::Select { rows } => write!(f, "top-k selection of {rows} rows"),
+        }
+    }
+}

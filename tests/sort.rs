@@ -1,0 +1,430 @@
+//! Sorts, argsort and top-k on every CPU backend against std's stable sort
+//! under the documented total order (NaN one value above +inf, -0.0
+//! before +0.0, descending = the complement, ties in input order), at
+//! lengths around the radix threshold and the block sizes, with many
+//! duplicates, NaN/±0/±inf and extreme integers; the query going on after
+//! a sort; sort + take planned as top-k; the devices declining.
+
+mod common;
+
+use computeq::prelude::*;
+use std::cmp::Ordering;
+
+/// The documented order on `f64` (every float key converts exactly).
+fn total(a: f64, b: f64) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        _ => a.total_cmp(&b),
+    }
+}
+
+/// Bits of a float result, every NaN one value (a sort may return any
+/// NaN for a NaN).
+fn canon(x: f64) -> u64 {
+    if x.is_nan() {
+        u64::MAX
+    } else {
+        x.to_bits()
+    }
+}
+
+fn lengths() -> Vec<usize> {
+    vec![0, 1, 2, 3, 100, 2047, 2048, 2049, 16 * 1024 + 3, 70_001]
+}
+
+fn lcg(n: usize, seed: u64) -> Vec<u64> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            s >> 11
+        })
+        .collect::<Vec<_>>()
+}
+
+fn floats(n: usize, seed: u64) -> Vec<f32> {
+    let special = [
+        f32::NAN,
+        -0.0,
+        0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        -f32::NAN,
+    ];
+    lcg(n, seed)
+        .iter()
+        .map(|&r| match r % 13 {
+            0 => special[(r / 13 % 6) as usize],
+            // Many duplicates.
+            1..=6 => ((r >> 8) % 17) as f32 - 8.0,
+            _ => ((r >> 8) as f32 / 1e6).sin() * 1e3,
+        })
+        .collect::<Vec<_>>()
+}
+
+fn ints(n: usize, seed: u64) -> Vec<i64> {
+    lcg(n, seed)
+        .iter()
+        .map(|&r| match r % 11 {
+            0 => i64::MIN,
+            1 => i64::MAX,
+            2..=5 => (r % 7) as i64 - 3,
+            _ => (r as i64).wrapping_mul(2654435761),
+        })
+        .collect::<Vec<_>>()
+}
+
+/// std's stable sort by the documented order, descending by complement.
+fn std_sorted<T: Copy>(xs: &[T], key: impl Fn(T) -> f64 + Copy, desc: bool) -> Vec<T> {
+    let mut v = xs.to_vec();
+    v.sort_by(|&a, &b| {
+        let o = total(key(a), key(b));
+        if desc {
+            o.reverse()
+        } else {
+            o
+        }
+    });
+    v
+}
+
+fn same_f32(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| canon(*x as f64) == canon(*y as f64))
+}
+
+#[test]
+fn float_sorts_and_top_k_match_std_on_every_cpu_backend() {
+    let e = common::engine();
+    for n in lengths() {
+        let xs = floats(n, n as u64 + 1);
+        let up = std_sorted(&xs, |x| x as f64, false);
+        let down = std_sorted(&xs, |x| x as f64, true);
+        for k in common::CPU {
+            let q = || e.query(&xs).on(k).no_fallback();
+            assert!(
+                same_f32(&q().sort().collect::<Vec<_>>(), &up),
+                "{k:?} n={n} sort"
+            );
+            assert!(
+                same_f32(&q().sort_desc().collect::<Vec<_>>(), &down),
+                "{k:?} n={n} desc"
+            );
+            for lim in [0, 1, 10, n / 2, n + 3] {
+                let top = q().top_k(lim).collect::<Vec<_>>();
+                assert!(
+                    same_f32(&top, &down[..lim.min(n)]),
+                    "{k:?} n={n} top_k({lim})"
+                );
+                let bottom = q().bottom_k(lim).collect::<Vec<_>>();
+                assert!(
+                    same_f32(&bottom, &up[..lim.min(n)]),
+                    "{k:?} n={n} bottom_k({lim})"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn integer_sorts_match_std_for_every_width() {
+    let e = common::engine();
+    for n in lengths() {
+        let xs = ints(n, 7 * n as u64 + 3);
+        let mut want = xs.clone();
+        want.sort();
+        let x32: Vec<i32> = xs.iter().map(|&x| x as i32).collect::<Vec<_>>();
+        let u32s: Vec<u32> = xs.iter().map(|&x| x as u32).collect::<Vec<_>>();
+        let u64s: Vec<u64> = xs.iter().map(|&x| x as u64).collect::<Vec<_>>();
+        let f64s: Vec<f64> = xs.iter().map(|&x| x as f64 / 3.0).collect::<Vec<_>>();
+        for k in common::CPU {
+            let q64 = e.query(&xs).on(k).no_fallback();
+            assert_eq!(q64.sort().collect::<Vec<_>>(), want, "{k:?} n={n} i64");
+            let mut w = x32.clone();
+            w.sort();
+            assert_eq!(
+                e.query(&x32).on(k).sort().collect::<Vec<_>>(),
+                w,
+                "{k:?} n={n} i32"
+            );
+            let mut w = u32s.clone();
+            w.sort_by(|a, b| b.cmp(a));
+            assert_eq!(
+                e.query(&u32s).on(k).sort_desc().collect::<Vec<_>>(),
+                w,
+                "{k:?} u32"
+            );
+            let mut w = u64s.clone();
+            w.sort();
+            assert_eq!(
+                e.query(&u64s).on(k).sort().collect::<Vec<_>>(),
+                w,
+                "{k:?} u64"
+            );
+            w.reverse();
+            assert_eq!(
+                e.query(&u64s).on(k).top_k(5).collect::<Vec<_>>(),
+                w[..5.min(n)],
+                "{k:?}"
+            );
+            let got = e.query(&f64s).on(k).sort_desc().collect::<Vec<_>>();
+            let w: Vec<u64> = std_sorted(&f64s, |x| x, true)
+                .into_iter()
+                .map(canon)
+                .collect::<Vec<_>>();
+            assert_eq!(
+                got.into_iter().map(canon).collect::<Vec<_>>(),
+                w,
+                "{k:?} f64"
+            );
+        }
+    }
+}
+
+#[test]
+fn sort_by_key_is_stable_carries_every_column_and_orders_then_by() {
+    let e = common::engine();
+    for n in lengths() {
+        let keys: Vec<i32> = lcg(n, 11)
+            .iter()
+            .map(|&r| (r % 5) as i32 - 2)
+            .collect::<Vec<_>>();
+        let second = floats(n, 5);
+        let ids: Vec<u32> = (0..n as u32).collect::<Vec<_>>();
+        let rows: Vec<(i32, u32)> = keys
+            .iter()
+            .copied()
+            .zip(ids.iter().copied())
+            .collect::<Vec<_>>();
+        // Ties keep the input order: the ids of equal keys ascend.
+        let mut want = rows.clone();
+        want.sort_by_key(|r| r.0);
+        let mut want_desc = rows.clone();
+        want_desc.sort_by_key(|r| std::cmp::Reverse(r.0));
+        // Then by: key ascending, then the float descending.
+        let mut idx: Vec<usize> = (0..n).collect::<Vec<_>>();
+        idx.sort_by(|&a, &b| {
+            keys[a]
+                .cmp(&keys[b])
+                .then(total(second[b] as f64, second[a] as f64))
+        });
+        let then_by: Vec<u32> = idx.iter().map(|&i| i as u32).collect::<Vec<_>>();
+        let mut arg: Vec<u64> = (0..n as u64).collect::<Vec<_>>();
+        arg.sort_by(|&a, &b| total(second[a as usize] as f64, second[b as usize] as f64));
+        for k in common::CPU {
+            let q = || e.query(&keys).on(k).no_fallback().zip(&ids);
+            assert_eq!(
+                q().sort_by_key(|(x, _)| x).collect::<Vec<_>>(),
+                want,
+                "{k:?} n={n}"
+            );
+            assert_eq!(
+                q().sort_by_key(|(x, _)| x.desc()).collect::<Vec<_>>(),
+                want_desc,
+                "{k:?} n={n} desc"
+            );
+            let got: Vec<u32> = e
+                .query(&keys)
+                .on(k)
+                .zip(&second)
+                .zip(&ids)
+                .sort_by_key(|((x, y), _)| (x, y.desc()))
+                .map(|(_, i)| i)
+                .collect::<Vec<_>>();
+            assert_eq!(got, then_by, "{k:?} n={n} then by");
+            // The same order's first rows, by selection on two keys.
+            let got: Vec<u32> = e
+                .query(&keys)
+                .on(k)
+                .zip(&second)
+                .zip(&ids)
+                .bottom_k_by_key(5, |((x, y), _)| (x, y.desc()))
+                .map(|(_, i)| i)
+                .collect::<Vec<_>>();
+            assert_eq!(
+                got,
+                then_by[..5.min(n)],
+                "{k:?} n={n} bottom_k_by_key then by"
+            );
+            assert_eq!(
+                e.query(&second).on(k).argsort().collect::<Vec<_>>(),
+                arg,
+                "{k:?} argsort"
+            );
+            // top_k_by_key: the largest keys, ties in input order.
+            let top = q().top_k_by_key(3, |(x, _)| x).collect::<Vec<_>>();
+            assert_eq!(top, want_desc[..3.min(n)], "{k:?} n={n} top_k_by_key");
+            let bottom = q().bottom_k_by_key(4, |(x, _)| x).collect::<Vec<_>>();
+            assert_eq!(bottom, want[..4.min(n)], "{k:?} n={n} bottom_k_by_key");
+        }
+    }
+}
+
+#[test]
+fn the_query_goes_on_after_a_sort() {
+    let e = common::engine();
+    let xs: Vec<i64> = ints(50_000, 9).iter().map(|x| x % 1000).collect::<Vec<_>>();
+    let mut sorted: Vec<i64> = xs
+        .iter()
+        .copied()
+        .filter(|x| x & 3 != 0)
+        .collect::<Vec<_>>();
+    sorted.sort();
+    for k in common::CPU {
+        let q = || e.query(&xs).on(k).no_fallback();
+        let got = q()
+            .filter(|x| (x & 3).ne(0))
+            .sort()
+            .skip(10)
+            .take(5)
+            .collect::<Vec<_>>();
+        assert_eq!(got, sorted[10..15], "{k:?}");
+        // Sort, then element-wise work and a scan over the sorted order.
+        let got = q()
+            .filter(|x| (x & 3).ne(0))
+            .sort_by_key(|x| x.desc())
+            .map(|x| x * 2)
+            .scan_sum()
+            .collect::<Vec<_>>();
+        let mut acc = 0i64;
+        let want: Vec<i64> = sorted
+            .iter()
+            .rev()
+            .map(|x| {
+                acc += x * 2;
+                acc
+            })
+            .collect::<Vec<_>>();
+        assert_eq!(got, want, "{k:?}");
+        // A sort before a reduction and a position-dependent adaptor.
+        let s: i64 = q()
+            .map(|x| x + 1)
+            .sort()
+            .enumerate()
+            .map(|(i, x)| x * i.cast::<i64>())
+            .sum();
+        let mut w: Vec<i64> = xs.iter().map(|x| x + 1).collect::<Vec<_>>();
+        w.sort();
+        let want: i64 = w.iter().enumerate().map(|(i, x)| x * i as i64).sum();
+        assert_eq!(s, want, "{k:?}");
+        // Two sorts in a row: the second decides.
+        let twice = q().sort_desc().sort().take(3).collect::<Vec<_>>();
+        assert_eq!(twice, {
+            let mut v = xs.clone();
+            v.sort();
+            v[..3].to_vec()
+        });
+    }
+    let empty: Vec<f32> = Vec::new();
+    assert!(e.query(&empty).sort().collect::<Vec<_>>().is_empty());
+    assert!(e.query(&empty).top_k(3).collect::<Vec<_>>().is_empty());
+}
+
+#[test]
+fn sort_then_take_is_planned_as_top_k_and_the_metrics_name_the_algorithm() {
+    let e = common::engine();
+    let xs: Vec<f32> = floats(200_000, 3);
+    let plan = e
+        .query(&xs)
+        .top_k(10)
+        .explain()
+        .collect::<Vec<_>>()
+        .to_string();
+    assert!(plan.contains("sort_limit"), "{plan}");
+    assert!(plan.contains("fetch param.0"), "{plan}");
+    let (_, m) = e
+        .query(&xs)
+        .on(BackendKind::CpuSimd)
+        .with_metrics()
+        .top_k(10)
+        .collect::<Vec<_>>();
+    let a = m
+        .algorithm
+        .expect("a sort records its algorithm")
+        .to_string();
+    assert!(a.contains("top-k selection of 10 rows"), "{m}");
+    let (_, m) = e
+        .query(&xs)
+        .on(BackendKind::CpuSimd)
+        .with_metrics()
+        .sort()
+        .collect::<Vec<_>>();
+    let a = m.algorithm.expect("algorithm").to_string();
+    assert!(a.starts_with("lsd-radix"), "{a}");
+    assert!(m.to_string().contains("algorithm=\"lsd-radix"), "{m}");
+    let (_, m) = e
+        .query(&xs)
+        .on(BackendKind::CpuScalar)
+        .with_metrics()
+        .sort()
+        .collect::<Vec<_>>();
+    assert_eq!(
+        m.algorithm.map(|a| a.to_string()).as_deref(),
+        Some("stable comparison sort")
+    );
+}
+
+#[test]
+fn devices_decline_sorts_and_the_engine_runs_them_on_the_cpu() {
+    let e = common::engine();
+    let xs: Vec<f32> = floats(10_000, 1);
+    for k in common::devices(&e) {
+        let err = e
+            .query(&xs)
+            .on(k)
+            .no_fallback()
+            .fallible()
+            .sort()
+            .collect::<Vec<_>>()
+            .expect_err("a device ran a sort");
+        common::assert_declined(k, &err, "sorts");
+    }
+    let want = std_sorted(&xs, |x| x as f64, false);
+    assert!(same_f32(&e.query(&xs).sort().collect::<Vec<_>>(), &want));
+}
+
+#[test]
+fn the_checks_catch_an_unstable_sort_and_a_wrong_nan_rule() {
+    // The reference these tests compare with, fed a deliberately wrong
+    // sort: an unstable sort of (key, id) rows on few distinct keys
+    // reorders ties, and ordering NaN first is not the documented order.
+    let n = 10_000;
+    let rows: Vec<(i32, u32)> = (0..n as u32)
+        .map(|i| ((i * 7919 % 5) as i32, i))
+        .collect::<Vec<_>>();
+    let mut stable = rows.clone();
+    stable.sort_by_key(|r| r.0);
+    let mut unstable = rows.clone();
+    unstable.sort_unstable_by_key(|r| r.0);
+    assert_ne!(
+        stable, unstable,
+        "the unstable sort should reorder ties here"
+    );
+    let xs = floats(1000, 2);
+    let mut nan_first = xs.clone();
+    nan_first.sort_by(|a, b| match (a.is_nan(), b.is_nan()) {
+        (true, false) => Ordering::Less,
+        (false, true) => Ordering::Greater,
+        _ => a.total_cmp(b),
+    });
+    assert!(!same_f32(&nan_first, &std_sorted(&xs, |x| x as f64, false)));
+    // And the engine's answer is the stable, NaN-last one.
+    let e = common::engine();
+    let ids: Vec<u32> = rows.iter().map(|r| r.1).collect::<Vec<_>>();
+    let keys: Vec<i32> = rows.iter().map(|r| r.0).collect::<Vec<_>>();
+    for k in common::CPU {
+        let got = e
+            .query(&keys)
+            .on(k)
+            .zip(&ids)
+            .sort_by_key(|(x, _)| x)
+            .collect::<Vec<_>>();
+        assert_eq!(got, stable, "{k:?}");
+    }
+}
