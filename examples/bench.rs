@@ -23,13 +23,13 @@ mod order;
 use arrow_baselines::*;
 use baselines::*;
 use computeq::prelude::*;
+use order::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{
     AtomicBool, AtomicIsize, AtomicU8,
     Ordering::{Relaxed, SeqCst},
 };
-use std::time::{Duration, Instant};
 
 /// Counts live and peak heap bytes, to report what a query allocates;
 /// only inside [`peak_extra`], so that the timed calls (computeq's and the
@@ -210,58 +210,6 @@ fn peak_extra<R>(f: impl FnOnce() -> R) -> (R, usize) {
 
 /// Runs of each computeq query before it is measured.
 const WARM_UP_RUNS: usize = 16;
-
-/// Calls per sample of `f`: enough to last at least ~2 ms.
-fn batch_of(f: &mut dyn FnMut()) -> usize {
-    let t = Instant::now();
-    f();
-    let one = t.elapsed().max(Duration::from_nanos(20));
-    ((2e-3 / one.as_secs_f64()) as usize).clamp(1, 100_000)
-}
-
-/// Seconds per call of one sample of `batch` calls.
-fn sample(f: &mut dyn FnMut(), batch: usize) -> f64 {
-    let t = Instant::now();
-    for _ in 0..batch {
-        f();
-    }
-    t.elapsed().as_secs_f64() / batch as f64
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// The contenders of one row measured in `reps` rounds, each round one
-/// sample of every contender in a fresh order (see `order.rs`), so that a
-/// burst of load from other tenants of the machine, or the threads of the
-/// contender just before, fall on all of them alike. Returns
-/// per contender its samples, by round.
-fn interleaved(fs: &mut [&mut dyn FnMut()], reps: usize) -> Vec<Vec<f64>> {
-    let batches: Vec<usize> = fs.iter_mut().map(|f| batch_of(*f)).collect();
-    let mut out: Vec<Vec<f64>> = vec![Vec::new(); fs.len()];
-    for round in 0..reps {
-        for i in order::round_order(round, fs.len()) {
-            let t = sample(fs[i], batches[i]);
-            out[i].push(t);
-        }
-    }
-    out
-}
-
-/// The median of the rounds' ratios `num / den`.
-fn ratio(num: &[f64], den: &[f64]) -> f64 {
-    median(num.iter().zip(den).map(|(n, d)| n / d).collect())
-}
-
-fn fmt_secs(s: f64) -> String {
-    computeq::metrics::fmt_duration(Duration::from_secs_f64(s))
-}
-
-fn fmt_n(n: usize) -> String {
-    format!("10^{}", (n as f64).log10().round() as u32)
-}
 
 struct Ceiling {
     vs_cq: f64,
@@ -855,7 +803,7 @@ fn dispatch_overhead() {
             fmt_secs(o.overhead.as_secs_f64()),
             fmt_secs(o.executor.as_secs_f64()),
             fmt_secs(o.raw.as_secs_f64()),
-            verdict(o.overhead < Duration::from_micros(20))
+            verdict(o.overhead < std::time::Duration::from_micros(20))
         ),
         Err(e) => println!("\nwgpu executor overhead: not measured ({e})"),
     }

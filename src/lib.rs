@@ -128,6 +128,23 @@
 //!   values below `lo`, at or above `hi`, and NaNs are counted apart. It
 //!   is one pass on the CPU backends (the GPU backends decline it); counts
 //!   are `u64` and identical on every backend.
+//! - Sorts (`sort`, `sort_desc`, `sort_by_key`, `argsort`, `top_k`,
+//!   `bottom_k`, `top_k_by_key`) order keys by one canonical total order:
+//!   integers numerically, floats by IEEE total order with every NaN one
+//!   value above `+inf` (`-0.0` before `+0.0`). Every sort is stable; a
+//!   descending key is the complement of the ascending one, so ties keep
+//!   their input order and NaN comes first. A sorted float key comes back
+//!   as the canonical NaN. `top_k(k)` is `sort_desc().take(k)` exactly.
+//!   The query goes on over the sorted stream; `sort` + `take` runs as a
+//!   selection. Groups (`group_by`, `distinct`, `count_distinct`,
+//!   `value_counts`) compare keys as group keys: `-0.0` is `+0.0` (and
+//!   comes out as `+0.0`), every NaN one key; groups come sorted by key
+//!   unless `first_seen()` asks for first-row order; keys hold at most
+//!   128 bits together; group sums wrap like `sum`, counts are `u64`, an
+//!   argmin/argmax per group is a position in the stream reaching the
+//!   grouping. The CPU backends run them (`cpu-scalar` by the standard
+//!   library's stable sort and a `BTreeMap`, the others by radix sorts and
+//!   direct-index or hash groups); the GPU backends decline them.
 //! - `round` rounds half away from zero; `powi` multiplies by binary
 //!   exponentiation; `mul_add` is fused for floats.
 //! - `zip` stops at the shorter input; empty inputs are valid everywhere;

@@ -429,6 +429,23 @@ pub fn fixed_pipelines(t: DType, len: usize, seed: u64) -> Vec<Case> {
             Term::Histogram,
         ),
         c(Dist::Wide, vec![], Term::Histogram),
+        // Sorts at the block and radix boundaries: ties, NaN and ±0 keys,
+        // then position-dependent work and a scan over the sorted order.
+        c(
+            Dist::Specials,
+            vec![Step::Sort { desc: false }, Step::Take(LEAF + 3)],
+            Term::Collect,
+        ),
+        c(
+            Dist::Ties,
+            vec![
+                Step::Filter(positive.clone()),
+                Step::Sort { desc: true },
+                Step::ScanSum { exclusive: false },
+            ],
+            Term::Collect,
+        ),
+        c(Dist::Wide, vec![Step::Sort { desc: true }], Term::ArgMax),
     ];
     if t.is_int() {
         // Bit operations: a key's mix of shifts, masks and `!`, the shift

@@ -77,6 +77,9 @@ golden! {
     sort_after_filter_then_skip_take: |e, d| e.query(&d.xs).filter(|x| x.gt(0.0)).sort().skip(2).take(3).explain().collect::<Vec<f32>>();
     top_k_by_key_is_a_sort_with_fetch: |e, d| e.query(&d.xs).zip(&d.ys).top_k_by_key(3, |(x, y)| (x, y.desc())).map(|(x, y)| x + y).explain().sum();
     argsort_enumerates_then_sorts: |e, d| e.query(&d.is).argsort().explain().collect::<Vec<u64>>();
+    group_by_agg_is_one_group_stage: |e, d| e.query(&d.is).zip(&d.is).explain().group_by(|(k, _)| k & 3).agg(|(_, x), a| (a.sum(x), a.variance(x), a.argmax(x)));
+    value_counts_after_filter: |e, d| e.query(&d.is).filter(|x| x.gt(0)).explain().value_counts();
+    distinct_of_an_expression: |e, d| e.query(&d.xs).map(|x| x * 2.0).explain().distinct();
     skip_take_range: |e, d| e.query(&d.xs).skip(3).take(10).explain().sum();
     custom_reduce: |e, d| e.query(&d.is).explain().reduce(1, |a, b| a * b);
     custom_exclusive_scan: |e, d| e.query(&d.is).scan_exclusive(i32::MIN, |a, b| a.max(b)).explain().collect::<Vec<i32>>();

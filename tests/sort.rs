@@ -34,18 +34,6 @@ fn lengths() -> Vec<usize> {
     vec![0, 1, 2, 3, 100, 2047, 2048, 2049, 16 * 1024 + 3, 70_001]
 }
 
-fn lcg(n: usize, seed: u64) -> Vec<u64> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            s >> 11
-        })
-        .collect::<Vec<_>>()
-}
-
 fn floats(n: usize, seed: u64) -> Vec<f32> {
     let special = [
         f32::NAN,
@@ -55,7 +43,7 @@ fn floats(n: usize, seed: u64) -> Vec<f32> {
         f32::NEG_INFINITY,
         -f32::NAN,
     ];
-    lcg(n, seed)
+    common::lcg(n, seed)
         .iter()
         .map(|&r| match r % 13 {
             0 => special[(r / 13 % 6) as usize],
@@ -67,7 +55,7 @@ fn floats(n: usize, seed: u64) -> Vec<f32> {
 }
 
 fn ints(n: usize, seed: u64) -> Vec<i64> {
-    lcg(n, seed)
+    common::lcg(n, seed)
         .iter()
         .map(|&r| match r % 11 {
             0 => i64::MIN,
@@ -191,7 +179,7 @@ fn integer_sorts_match_std_for_every_width() {
 fn sort_by_key_is_stable_carries_every_column_and_orders_then_by() {
     let e = common::engine();
     for n in lengths() {
-        let keys: Vec<i32> = lcg(n, 11)
+        let keys: Vec<i32> = common::lcg(n, 11)
             .iter()
             .map(|&r| (r % 5) as i32 - 2)
             .collect::<Vec<_>>();

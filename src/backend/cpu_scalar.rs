@@ -47,14 +47,12 @@ impl Backend for CpuScalar {
                 BackendError::new(BackendKind::CpuScalar, Phase::Execute, e.to_string())
             })?;
         stats.elements_skipped = skipped;
-        if job
-            .plan
-            .plan
-            .stages
-            .iter()
-            .any(|s| matches!(s.terminal, Terminal::Sort { .. }))
-        {
-            stats.algorithm = Some(crate::metrics::Algorithm::StableSort);
+        for s in &job.plan.plan.stages {
+            stats.algorithm = match s.terminal {
+                Terminal::Sort { .. } => Some(crate::metrics::Algorithm::StableSort),
+                Terminal::Group { .. } => Some(crate::metrics::Algorithm::OrderedMap),
+                _ => stats.algorithm,
+            };
         }
         stats.execute = start.elapsed();
         stats.parallelism = 1;
@@ -100,7 +98,7 @@ fn run_plan_counted(
                 }
             })
             .collect();
-        let out = run_stage_counted(stage, &inputs, params, skipped);
+        let out = run_stage_counted(stage, &inputs, params, skipped).map_err(|f| f.at(i))?;
         if i + 1 == plan.stages.len() {
             return Ok(out);
         }
@@ -113,7 +111,11 @@ fn run_plan_counted(
 }
 
 /// Runs one stage with the reference semantics.
-pub fn run_stage(stage: &Stage, inputs: &[ColumnRef<'_>], params: &[Scalar]) -> PlanOutput {
+pub fn run_stage(
+    stage: &Stage,
+    inputs: &[ColumnRef<'_>],
+    params: &[Scalar],
+) -> Result<PlanOutput, Fault> {
     run_stage_counted(stage, inputs, params, &mut 0)
 }
 
@@ -122,7 +124,7 @@ fn run_stage_counted(
     inputs: &[ColumnRef<'_>],
     params: &[Scalar],
     skipped: &mut u64,
-) -> PlanOutput {
+) -> Result<PlanOutput, Fault> {
     let lens: SmallVec<[usize; 4]> = inputs.iter().map(|c| c.len()).collect();
     let range = stage.resolve_range(&lens, params);
     let mut regs = SmallVec::new();
@@ -158,7 +160,7 @@ fn run_stage_counted(
             aggs.iter().map(|_| None).collect(),
             aggs.iter().map(|_| (None, Moments::EMPTY)).collect(),
         ),
-        Terminal::Collect(_) | Terminal::Sort { .. } => State::Collect(
+        Terminal::Collect(_) | Terminal::Sort { .. } | Terminal::Group { .. } => State::Collect(
             materialized
                 .iter()
                 .map(|&c| {
@@ -255,7 +257,10 @@ fn run_stage_counted(
                 let k = (regs[key.index()].to_bits() as usize).min(counts.len() - 1);
                 counts[k] += 1;
             }
-            (State::Collect(out), Terminal::Collect(_) | Terminal::Sort { .. }) => {
+            (
+                State::Collect(out),
+                Terminal::Collect(_) | Terminal::Sort { .. } | Terminal::Group { .. },
+            ) => {
                 for (o, c) in out.iter_mut().zip(&materialized) {
                     o.push(regs[c.index()]);
                 }
@@ -279,16 +284,16 @@ fn run_stage_counted(
             _ => unreachable!(),
         }
     }
-    match state {
+    Ok(match state {
         State::Reduce(accs, ..) => PlanOutput::Aggregates(accs),
         State::Collect(cols) => {
             let refs: Vec<ColumnRef<'_>> = cols.iter().map(|c| c.as_ref()).collect();
             match relational::finish_stage(stage, &refs, params, Strategy::Reference) {
-                Some((sorted, _)) => PlanOutput::Columns(sorted),
+                Some(done) => PlanOutput::Columns(done?.0),
                 None => PlanOutput::Columns(cols),
             }
         }
         State::Scan(col, _) => PlanOutput::Columns(vec![col]),
         State::Count(counts) => PlanOutput::Columns(vec![Column::U64(counts)]),
-    }
+    })
 }

@@ -109,6 +109,11 @@ impl PlanShape {
                 // words once per digit (four for 32-bit keys) and gathers
                 // the columns: about as much again per pass as the store.
                 Terminal::Sort { keys, .. } => 16.0 * keys.len() as f64,
+                // A group: the key's word, a hash probe or index, and one
+                // scattered update per aggregate.
+                Terminal::Group { keys, aggs, .. } => {
+                    8.0 * keys.len() as f64 + 2.0 * aggs.len() as f64
+                }
                 _ => 0.0,
             };
             let (end, out_bytes) = match &s.terminal {
@@ -116,6 +121,7 @@ impl PlanShape {
                 // A count per key: the key's computation is in the
                 // program; the increment is one more operation.
                 Terminal::CountByKey { .. } => (StageEnd::Reduce, 0.0),
+                Terminal::Group { .. } => (StageEnd::Reduce, 0.0),
                 Terminal::Collect(_) => {
                     let w = s.output_dtypes().iter().map(|d| d.size() as f64).sum();
                     let end = if s.predicate.is_some() {

@@ -43,6 +43,15 @@ pub enum FusedTerminal {
         /// Row limit's parameter slot.
         fetch: Option<u16>,
     },
+    /// Aggregates per distinct key (with the predicate: of the survivors).
+    Group {
+        /// The key columns.
+        keys: SmallVec<[Value; 2]>,
+        /// The aggregates per group.
+        aggs: SmallVec<[LogicalAgg; 4]>,
+        /// Groups in first-row order instead of by key.
+        first_seen: bool,
+    },
     /// Counts per key (with the predicate: of the survivors).
     CountByKey {
         /// The key column (`u32`).
@@ -79,6 +88,17 @@ impl FusedStage {
             FusedTerminal::Collect(cols) => r.extend(cols.iter().copied()),
             FusedTerminal::Scan { column, .. } => r.push(*column),
             FusedTerminal::CountByKey { key, .. } => r.push(*key),
+            FusedTerminal::Group { keys, aggs, .. } => {
+                for v in keys
+                    .iter()
+                    .copied()
+                    .chain(aggs.iter().filter_map(|a| a.column))
+                {
+                    if !r.contains(&v) {
+                        r.push(v);
+                    }
+                }
+            }
             FusedTerminal::Sort { keys, columns, .. } => {
                 for v in keys.iter().map(|k| k.value).chain(columns.iter().copied()) {
                     if !r.contains(&v) {
@@ -93,7 +113,7 @@ impl FusedStage {
     /// Whether positions matter to what follows (so a predicate here
     /// forces a compaction before it).
     pub fn has_arg_aggregate(&self) -> bool {
-        matches!(&self.terminal, FusedTerminal::Reduce(aggs)
+        matches!(&self.terminal, FusedTerminal::Reduce(aggs) | FusedTerminal::Group { aggs, .. }
             if aggs.iter().any(|a| matches!(a.kind, crate::semantics::AggKind::ArgMin | crate::semantics::AggKind::ArgMax)))
     }
 

@@ -147,6 +147,15 @@ pub enum LogicalTerminal {
         /// Number of keys.
         keys: u32,
     },
+    /// Aggregates per distinct key (`group_by`, `distinct`, ...).
+    Group {
+        /// The key columns.
+        keys: SmallVec<[Value; 2]>,
+        /// The aggregates per group.
+        aggs: SmallVec<[LogicalAgg; 4]>,
+        /// Groups in first-row order instead of by key.
+        first_seen: bool,
+    },
 }
 
 /// The traced query.

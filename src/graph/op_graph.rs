@@ -167,6 +167,12 @@ fn visit_node(n: &mut OpNode, f: &mut impl FnMut(&mut Value)) {
                 .for_each(f),
             LogicalTerminal::Collect(cols) => cols.iter_mut().for_each(f),
             LogicalTerminal::CountByKey { key, .. } => f(key),
+            LogicalTerminal::Group { keys, aggs, .. } => {
+                keys.iter_mut().for_each(&mut *f);
+                aggs.iter_mut()
+                    .filter_map(|a| a.column.as_mut())
+                    .for_each(f);
+            }
         },
         OpNode::Fused(s) => {
             s.slots.iter_mut().for_each(|(_, v)| f(v));
@@ -183,6 +189,12 @@ fn visit_node(n: &mut OpNode, f: &mut impl FnMut(&mut Value)) {
                 FusedTerminal::Collect(cols) => cols.iter_mut().for_each(f),
                 FusedTerminal::Scan { column, .. } => f(column),
                 FusedTerminal::CountByKey { key, .. } => f(key),
+                FusedTerminal::Group { keys, aggs, .. } => {
+                    keys.iter_mut().for_each(&mut *f);
+                    aggs.iter_mut()
+                        .filter_map(|a| a.column.as_mut())
+                        .for_each(f);
+                }
                 FusedTerminal::Sort { keys, columns, .. } => {
                     keys.iter_mut().for_each(|k| f(&mut k.value));
                     columns.iter_mut().for_each(f);
@@ -190,6 +202,26 @@ fn visit_node(n: &mut OpNode, f: &mut impl FnMut(&mut Value)) {
             }
         }
     }
+}
+
+fn write_group(
+    f: &mut fmt::Formatter<'_>,
+    what: &str,
+    keys: &[Value],
+    aggs: &[super::logical::LogicalAgg],
+    first_seen: bool,
+) -> fmt::Result {
+    write!(f, "{what} by [{}]", list(keys))?;
+    for a in aggs {
+        match a.column {
+            Some(c) => write!(f, " {}({c})", a.kind.name())?,
+            None => write!(f, " {}", a.kind.name())?,
+        }
+    }
+    if first_seen {
+        write!(f, " first-seen")?;
+    }
+    Ok(())
 }
 
 fn key_list(keys: &[crate::semantics::order::SortKey]) -> String {
@@ -263,6 +295,11 @@ impl fmt::Display for OpNode {
                 LogicalTerminal::CountByKey { key, keys } => {
                     write!(f, "count_by_key {key} keys={keys}")
                 }
+                LogicalTerminal::Group {
+                    keys,
+                    aggs,
+                    first_seen,
+                } => write_group(f, "group", keys, aggs, *first_seen),
             },
             OpNode::Fused(s) => {
                 write!(f, "fused slots=[")?;
@@ -311,6 +348,11 @@ impl fmt::Display for OpNode {
                     FusedTerminal::CountByKey { key, keys } => {
                         write!(f, " -> count_by_key {key} keys={keys}")
                     }
+                    FusedTerminal::Group {
+                        keys,
+                        aggs,
+                        first_seen,
+                    } => write_group(f, " -> group", keys, aggs, *first_seen),
                     FusedTerminal::Sort {
                         keys,
                         columns,

@@ -107,7 +107,9 @@ impl Pass for DeadCode {
         if let [.., OpNode::Fused(prev), OpNode::Fused(last)] = nodes.as_slice() {
             let produces_columns = !matches!(
                 prev.terminal,
-                FusedTerminal::Reduce(_) | FusedTerminal::CountByKey { .. }
+                FusedTerminal::Reduce(_)
+                    | FusedTerminal::CountByKey { .. }
+                    | FusedTerminal::Group { .. }
             );
             let identity = matches!(&last.terminal, FusedTerminal::Collect(cols)
             if cols.len() == last.slots.len()
@@ -120,7 +122,9 @@ impl Pass for DeadCode {
             let width = match &prev.terminal {
                 FusedTerminal::Collect(c) | FusedTerminal::Sort { columns: c, .. } => c.len(),
                 FusedTerminal::Scan { .. } => 1,
-                FusedTerminal::Reduce(_) | FusedTerminal::CountByKey { .. } => 0,
+                FusedTerminal::Reduce(_)
+                | FusedTerminal::CountByKey { .. }
+                | FusedTerminal::Group { .. } => 0,
             };
             if produces_columns && identity && width == last.slots.len() {
                 nodes.pop();

@@ -12,7 +12,7 @@ use crate::expr::{BinaryOp, Node, Value};
 use crate::graph::{
     FusedStage, FusedTerminal, LogicalOp, LogicalTerminal, OpGraph, OpNode, SlotSource,
 };
-use crate::semantics::RangeOp;
+use crate::semantics::{AggKind, RangeOp};
 use smallvec::SmallVec;
 
 /// The fusion rule.
@@ -180,6 +180,24 @@ impl Pass for FuseElementwise {
                     // Counted under the predicate: positions do not matter.
                     LogicalTerminal::CountByKey { key, keys } => {
                         b.finish(FusedTerminal::CountByKey { key, keys })
+                    }
+                    // Positions matter only to the arg aggregates.
+                    LogicalTerminal::Group {
+                        keys,
+                        aggs,
+                        first_seen,
+                    } => {
+                        let arg = aggs
+                            .iter()
+                            .any(|a| matches!(a.kind, AggKind::ArgMin | AggKind::ArgMax));
+                        if arg {
+                            b.split_if_filtered();
+                        }
+                        b.finish(FusedTerminal::Group {
+                            keys,
+                            aggs,
+                            first_seen,
+                        })
                     }
                 },
             }

@@ -107,6 +107,21 @@ fn lower_stage(graph: &OpGraph, f: &FusedStage, index: usize) -> Result<Stage, F
                 .collect(),
         ),
         FusedTerminal::Collect(cols) => Terminal::Collect(cols.iter().map(|&c| local(c)).collect()),
+        FusedTerminal::Group {
+            keys,
+            aggs,
+            first_seen,
+        } => Terminal::Group {
+            keys: keys.iter().map(|&k| local(k)).collect(),
+            aggs: aggs
+                .iter()
+                .map(|a| Aggregate {
+                    kind: a.kind.clone(),
+                    column: a.column.map(local),
+                })
+                .collect(),
+            first_seen: *first_seen,
+        },
         FusedTerminal::Sort {
             keys,
             columns,
@@ -218,6 +233,28 @@ fn verify_stage(plan: &PhysicalPlan, i: usize, s: &Stage) -> Result<(), Fault> {
                     agg: "count_by_key",
                     ty,
                 });
+            }
+        }
+        Terminal::Group { keys, aggs, .. } => {
+            if i + 1 != plan.stages.len() {
+                return Err(Fault::ReduceNotLast);
+            }
+            let bits: usize = keys
+                .iter()
+                .map(|&k| 8 * s.program.ty(k).size().max(4))
+                .sum();
+            if bits > 128 {
+                return Err(Fault::AggregateColumn(
+                    "group (at most 128 bits of keys together)",
+                ));
+            }
+            for a in aggs {
+                if a.column.is_none() != matches!(a.kind, AggKind::Count)
+                    || matches!(a.kind, AggKind::Custom(_))
+                    || keys.is_empty()
+                {
+                    return Err(Fault::AggregateColumn(a.kind.name()));
+                }
             }
         }
         Terminal::Sort { keys, columns, .. } if keys.is_empty() || columns.is_empty() => {

@@ -78,6 +78,19 @@ pub enum Terminal {
         /// Parameter slot of a row limit (`u64`).
         fetch: Option<u16>,
     },
+    /// Keyed aggregation of the (surviving) positions: one row per
+    /// distinct key (group keys: `-0.0` is `+0.0`, every NaN one key),
+    /// columns the keys then one per aggregate, sorted by key or in the
+    /// order of each group's first row. Ends the plan.
+    Group {
+        /// The key columns.
+        keys: SmallVec<[Value; 2]>,
+        /// The aggregates per group (`ArgMin`/`ArgMax` give the row of
+        /// the stage's stream, `M2` an `f64`).
+        aggs: SmallVec<[Aggregate; 4]>,
+        /// Groups in the order of their first row instead of by key.
+        first_seen: bool,
+    },
 }
 
 impl Terminal {
@@ -90,6 +103,19 @@ impl Terminal {
             Terminal::Sort { keys, columns, .. } => {
                 let mut m: SmallVec<[Value; 4]> = SmallVec::new();
                 for v in keys.iter().map(|k| k.value).chain(columns.iter().copied()) {
+                    if !m.contains(&v) {
+                        m.push(v);
+                    }
+                }
+                m
+            }
+            Terminal::Group { keys, aggs, .. } => {
+                let mut m: SmallVec<[Value; 4]> = SmallVec::new();
+                for v in keys
+                    .iter()
+                    .copied()
+                    .chain(aggs.iter().filter_map(|a| a.column))
+                {
                     if !m.contains(&v) {
                         m.push(v);
                     }
@@ -109,6 +135,7 @@ impl Terminal {
             Terminal::CountByKey { .. } => "count_by_key",
             Terminal::Sort { fetch: None, .. } => "sort",
             Terminal::Sort { fetch: Some(_), .. } => "top_k",
+            Terminal::Group { .. } => "group",
         }
     }
 }
@@ -192,6 +219,14 @@ impl Stage {
             }
             Terminal::Scan { column, .. } => smallvec::smallvec![self.program.ty(*column)],
             Terminal::CountByKey { .. } => smallvec::smallvec![DType::U64],
+            Terminal::Group { keys, aggs, .. } => keys
+                .iter()
+                .map(|&k| self.program.ty(k))
+                .chain(
+                    aggs.iter()
+                        .map(|a| a.kind.result_type(a.column.map(|c| self.program.ty(c)))),
+                )
+                .collect(),
             Terminal::Reduce(aggs) => aggs
                 .iter()
                 .map(|a| a.kind.result_type(a.column.map(|c| self.program.ty(c))))
@@ -310,6 +345,32 @@ impl fmt::Display for Stage {
                     write!(f, " {c}")?;
                 }
                 writeln!(f)
+            }
+            Terminal::Group {
+                keys,
+                aggs,
+                first_seen,
+            } => {
+                write!(f, "  terminal: group by")?;
+                for k in keys {
+                    write!(f, " {k}")?;
+                }
+                write!(f, " ->")?;
+                for a in aggs {
+                    match a.column {
+                        Some(c) => write!(f, " {}({c})", a.kind.name())?,
+                        None => write!(f, " {}", a.kind.name())?,
+                    }
+                }
+                writeln!(
+                    f,
+                    " ({})",
+                    if *first_seen {
+                        "first-seen order"
+                    } else {
+                        "by key"
+                    }
+                )
             }
             Terminal::Sort {
                 keys,

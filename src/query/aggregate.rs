@@ -17,7 +17,7 @@ use std::fmt;
 /// closure returns its handles, as one or as a tuple, and the query
 /// returns their values in the same shape.
 pub struct Aggregates {
-    aggs: SmallVec<[LogicalAgg; 8]>,
+    pub(super) aggs: SmallVec<[LogicalAgg; 8]>,
     arena_id: u32,
 }
 
@@ -102,7 +102,7 @@ fn sample_variance(m2: Scalar, n: Scalar) -> Option<f64> {
 }
 
 impl Aggregates {
-    fn new(arena_id: u32) -> Aggregates {
+    pub(super) fn new(arena_id: u32) -> Aggregates {
         Aggregates {
             aggs: SmallVec::new(),
             arena_id,
@@ -110,7 +110,7 @@ impl Aggregates {
     }
 
     /// The slot of `(kind, column)`, added unless already there.
-    fn slot(&mut self, kind: AggKind, column: Option<Value>) -> u32 {
+    pub(super) fn slot(&mut self, kind: AggKind, column: Option<Value>) -> u32 {
         let a = LogicalAgg { kind, column };
         match self.aggs.iter().position(|b| *b == a) {
             Some(i) => i as u32,
@@ -216,6 +216,21 @@ impl Aggregates {
     pub fn std_dev<T: Numeric>(&mut self, x: Expr<T>) -> Agg<Option<f64>> {
         self.with_count(AggKind::M2, x, |m2, n| {
             sample_variance(m2, n).map(f64::sqrt)
+        })
+    }
+
+    /// The first element's `x` (`None` when empty): per group of
+    /// [`Query::group_by`], the value in the group's first row.
+    pub fn first<T: Element>(&mut self, x: Expr<T>) -> Agg<Option<T>> {
+        self.with_count(AggKind::First, x, |v, n| {
+            (n.to_bits() > 0).then(|| T::from_scalar(v))
+        })
+    }
+
+    /// The last element's `x` (`None` when empty).
+    pub fn last<T: Element>(&mut self, x: Expr<T>) -> Agg<Option<T>> {
+        self.with_count(AggKind::Last, x, |v, n| {
+            (n.to_bits() > 0).then(|| T::from_scalar(v))
         })
     }
 

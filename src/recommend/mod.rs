@@ -5,11 +5,13 @@
 
 mod baked_constant;
 mod collect_then_aggregate;
+mod float_group_key;
 pub(crate) mod flow;
 mod fusion_break;
 mod intermediate_collect;
 mod parallel_lost;
 mod small_device_input;
+mod top_k;
 mod transfers_dominate;
 mod unsupported_type;
 
@@ -43,6 +45,11 @@ pub enum RecommendationKind {
     CollectThenAggregate,
     /// A device declined the plan for a type it lacks (64-bit on many GPUs).
     UnsupportedType,
+    /// A float group key: every distinct value is a group; bucket it.
+    FloatGroupKey,
+    /// A sort followed by `take` ran as top-k, or a `skip` before the
+    /// `take` kept the full sort.
+    TopK,
 }
 
 /// How much it matters.
@@ -120,7 +127,7 @@ pub fn recommend(cx: &Context<'_>) -> Vec<Recommendation> {
 
 /// Runs every rule.
 pub fn recommend_with(cx: &Context<'_>, ev: &Evidence<'_>) -> Vec<Recommendation> {
-    let rules: [&dyn Rule; 8] = [
+    let rules: [&dyn Rule; 10] = [
         &baked_constant::BakedConstantRule,
         &collect_then_aggregate::CollectThenAggregateRule,
         &fusion_break::FusionBreakRule,
@@ -129,6 +136,8 @@ pub fn recommend_with(cx: &Context<'_>, ev: &Evidence<'_>) -> Vec<Recommendation
         &small_device_input::SmallDeviceInputRule,
         &transfers_dominate::TransfersDominateRule,
         &unsupported_type::UnsupportedTypeRule,
+        &float_group_key::FloatGroupKeyRule,
+        &top_k::TopKRule,
     ];
     let mut out: Vec<Recommendation> = rules.iter().filter_map(|r| r.check(cx, ev)).collect();
     out.sort_by_key(|r| std::cmp::Reverse(r.severity));

@@ -1,16 +1,17 @@
 //! Relational operators on the host: the sorts (and top-k) that end a
-//! sort stage. Every CPU backend materializes the stage's key and output
+//! sort stage, and the keyed aggregation that ends a group stage. Every CPU backend materializes the stage's key and output
 //! columns with its own element program, then hands them here with its
 //! [`Strategy`]; `cpu-scalar`'s is the obviously right reference the
 //! others are tested against.
 
+mod group;
 mod radix;
 mod sort;
 
 use crate::expr::{Node, Value};
 pub(crate) use crate::metrics::Algorithm;
 use crate::plan::{Stage, Terminal};
-use crate::types::{Column, ColumnRef, Scalar};
+use crate::types::{Column, ColumnRef, Fault, Scalar};
 use smallvec::SmallVec;
 
 /// How a backend runs the relational operators.
@@ -33,15 +34,33 @@ fn limit(fetch: Option<u16>, params: &[Scalar]) -> Option<usize> {
     })
 }
 
-/// Sorts the columns a sort stage materialized (`materialized`, in the
-/// order of [`Terminal::materialized`]) and returns the columns it writes.
-/// `None` when the stage does not end in a sort.
+/// Sorts or groups the columns a sort or group stage materialized
+/// (`materialized`, in the order of [`Terminal::materialized`]) and
+/// returns the columns it writes. `None` for the other stages.
 pub(crate) fn finish_stage(
     stage: &Stage,
     materialized: &[ColumnRef<'_>],
     params: &[Scalar],
     strategy: Strategy,
-) -> Option<(Vec<Column>, Algorithm)> {
+) -> Option<Result<(Vec<Column>, Algorithm), Fault>> {
+    let order = stage.terminal.materialized();
+    let at = |v: Value| materialized[order.iter().position(|&m| m == v).expect("materialized")];
+    if let Terminal::Group {
+        keys,
+        aggs,
+        first_seen,
+    } = &stage.terminal
+    {
+        let ks: SmallVec<[ColumnRef<'_>; 2]> = keys.iter().map(|&k| at(k)).collect();
+        let gs: SmallVec<[group::GroupAgg<'_>; 4]> = aggs
+            .iter()
+            .map(|a| group::GroupAgg {
+                kind: a.kind.clone(),
+                col: a.column.map(at),
+            })
+            .collect();
+        return Some(group::group(&ks, &gs, *first_seen, strategy));
+    }
     let Terminal::Sort {
         keys,
         columns,
@@ -50,8 +69,6 @@ pub(crate) fn finish_stage(
     else {
         return None;
     };
-    let order = stage.terminal.materialized();
-    let at = |v: Value| materialized[order.iter().position(|&m| m == v).expect("materialized")];
     let ks: SmallVec<[sort::Key<'_>; 2]> = keys
         .iter()
         .map(|k| sort::Key {
@@ -60,14 +77,17 @@ pub(crate) fn finish_stage(
         })
         .collect();
     let cols: SmallVec<[ColumnRef<'_>; 4]> = columns.iter().map(|&c| at(c)).collect();
-    let key_is_column = keys.len() == 1 && columns.len() == 1 && keys[0].value == columns[0];
-    Some(sort::sort(
+    let column_key: SmallVec<[Option<usize>; 4]> = columns
+        .iter()
+        .map(|c| keys.iter().position(|k| k.value == *c))
+        .collect();
+    Some(Ok(sort::sort(
         &ks,
         &cols,
+        &column_key,
         limit(*fetch, params),
-        key_is_column,
         strategy,
-    ))
+    )))
 }
 
 /// The columns a sort stage would materialize, read straight from its
@@ -78,8 +98,10 @@ pub(crate) fn direct_columns<'a>(
     inputs: &[ColumnRef<'a>],
     params: &[Scalar],
 ) -> Option<SmallVec<[ColumnRef<'a>; 4]>> {
-    if !matches!(stage.terminal, Terminal::Sort { .. })
-        || stage.predicate.is_some()
+    if !matches!(
+        stage.terminal,
+        Terminal::Sort { .. } | Terminal::Group { .. }
+    ) || stage.predicate.is_some()
         || stage.enumerates > 0
     {
         return None;

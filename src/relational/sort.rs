@@ -29,14 +29,15 @@ pub(crate) struct Key<'a> {
 }
 
 /// Sorts `columns` by `keys` (all of one length), keeping the first
-/// `limit` rows; `key_is_column`: the only column is the only key.
+/// `limit` rows; `column_key[j]`: the key that column `j` is, if any.
 pub(crate) fn sort(
     keys: &[Key<'_>],
     columns: &[ColumnRef<'_>],
+    column_key: &[Option<usize>],
     limit: Option<usize>,
-    key_is_column: bool,
     strategy: Strategy,
 ) -> (Vec<Column>, Algorithm) {
+    let key_is_column = keys.len() == 1 && columns.len() == 1 && column_key[0] == Some(0);
     let n = keys.first().map_or(0, |k| k.col.len());
     let limit = limit.unwrap_or(n).min(n);
     if strategy == Strategy::Reference || n > u32::MAX as usize {
@@ -54,9 +55,86 @@ pub(crate) fn sort(
         col.truncate(limit);
         return (vec![col], alg);
     }
+    if let Some(done) = sort_packed(keys, columns, column_key, limit, parallel) {
+        return done;
+    }
     let (mut perm, alg) = permutation(keys, n, parallel);
     perm.truncate(limit);
     (gather_all(columns, &perm, parallel), alg)
+}
+
+/// The raw bits of a 4-byte (or `bool`) value.
+fn bits32(c: ColumnRef<'_>) -> Option<Vec<u32>> {
+    Some(match c {
+        ColumnRef::F32(v) => v.iter().map(|x| x.to_bits()).collect(),
+        ColumnRef::U32(v) => v.to_vec(),
+        ColumnRef::I32(v) => v.iter().map(|&x| x as u32).collect(),
+        ColumnRef::Bool(v) => v.iter().map(|&x| x as u32).collect(),
+        _ => return None,
+    })
+}
+
+/// The column of `ty` whose raw bits are `b`.
+fn of_bits32(ty: DType, b: impl Iterator<Item = u32>) -> Column {
+    match ty {
+        DType::F32 => Column::F32(b.map(f32::from_bits).collect()),
+        DType::U32 => Column::U32(b.collect()),
+        DType::I32 => Column::I32(b.map(|x| x as i32).collect()),
+        _ => Column::Bool(b.map(|x| x != 0).collect()),
+    }
+}
+
+/// One 32-bit key and one other 4-byte column: the key's word and the
+/// column's bits travel together in one `u64` sorted by its high half (a
+/// stable sort needs no position), then both come back out of the words:
+/// no permutation, no gather.
+fn sort_packed(
+    keys: &[Key<'_>],
+    columns: &[ColumnRef<'_>],
+    column_key: &[Option<usize>],
+    limit: usize,
+    parallel: bool,
+) -> Option<(Vec<Column>, Algorithm)> {
+    let [k] = keys else { return None };
+    if !order::is_narrow(k.col.dtype()) || k.col.len() < RADIX_MIN {
+        return None;
+    }
+    let mut others = column_key.iter().enumerate().filter(|(_, c)| c.is_none());
+    let (p, _) = others.next()?;
+    if others.next().is_some() {
+        return None;
+    }
+    let payload = bits32(columns[p])?;
+    let w = words32(*k);
+    let v: Vec<u64> = w
+        .iter()
+        .zip(&payload)
+        .map(|(&k, &p)| (k as u64) << 32 | p as u64)
+        .collect();
+    drop((w, payload));
+    let (v, alg) = sort_words(v, 4..8, parallel);
+    let v = &v[..limit];
+    let flip = if k.descending { u32::MAX } else { 0 };
+    let key_ty = k.col.dtype();
+    let cols = column_key
+        .iter()
+        .enumerate()
+        .map(|(j, c)| match c {
+            Some(_) => decode32(key_ty, v.iter().map(|&x| (x >> 32) as u32 ^ flip)),
+            None => of_bits32(columns[j].dtype(), v.iter().map(|&x| x as u32)),
+        })
+        .collect();
+    Some((cols, alg))
+}
+
+/// The column of `ty` whose (ascending) words are `w`.
+fn decode32(ty: DType, w: impl Iterator<Item = u32>) -> Column {
+    match ty {
+        DType::F32 => Column::F32(w.map(order::f32_of_word).collect()),
+        DType::U32 => Column::U32(w.collect()),
+        DType::I32 => Column::I32(w.map(|x| (x ^ 0x8000_0000) as i32).collect()),
+        _ => Column::Bool(w.map(|x| x != 0).collect()),
+    }
 }
 
 /// The reference: the standard library's stable sort of row numbers by
@@ -134,17 +212,7 @@ fn sort_values(k: Key<'_>, parallel: bool) -> (Column, Algorithm) {
     if order::is_narrow(ty) {
         let (w, alg) = sort_words(words32(k), 0..4, parallel);
         let flip = if k.descending { u32::MAX } else { 0 };
-        let col = match ty {
-            DType::F32 => Column::F32(w.iter().map(|&x| order::f32_of_word(x ^ flip)).collect()),
-            DType::U32 => Column::U32(w.iter().map(|&x| x ^ flip).collect()),
-            DType::I32 => Column::I32(
-                w.iter()
-                    .map(|&x| ((x ^ flip) ^ 0x8000_0000) as i32)
-                    .collect(),
-            ),
-            _ => Column::Bool(w.iter().map(|&x| (x ^ flip) != 0).collect()),
-        };
-        (col, alg)
+        (decode32(ty, w.iter().map(|&x| x ^ flip)), alg)
     } else {
         let (w, alg) = sort_words(words64(k), 0..8, parallel);
         let flip = if k.descending { u64::MAX } else { 0 };

@@ -26,6 +26,18 @@ pub enum Algorithm {
     /// MSD partition on the top digit across threads, then LSD radix in
     /// every bucket.
     MsdLsdRadix(Passes),
+    /// Groups by a direct index over a dense key range of `span` values.
+    DirectIndex {
+        /// Values the keys span.
+        span: u64,
+    },
+    /// Groups by hashing the keys, in `tables` tables merged in order.
+    HashGroups {
+        /// Hash tables built (one per chunk of rows across threads).
+        tables: u32,
+    },
+    /// Groups in an ordered map, row by row (the reference).
+    OrderedMap,
     /// Selection of the first `rows` rows (top-k) without a full sort.
     Select {
         /// The row limit.
@@ -47,6 +59,9 @@ impl fmt::Display for Algorithm {
                 p.passes, p.digits
             ),
             Algorithm::Select { rows } => write!(f, "top-k selection of {rows} rows"),
+            Algorithm::DirectIndex { span } => write!(f, "direct index over {span} key values"),
+            Algorithm::HashGroups { tables } => write!(f, "hash groups ({tables} tables)"),
+            Algorithm::OrderedMap => write!(f, "ordered map (reference)"),
         }
     }
 }

@@ -204,6 +204,10 @@ pub enum Step {
         comb: Comb,
         exclusive: bool,
     },
+    /// `.sort()` / `.sort_desc()`: the canonical total order, stable.
+    Sort {
+        desc: bool,
+    },
 }
 
 /// The terminal.
@@ -399,6 +403,8 @@ impl fmt::Display for Case {
                 }
                 Step::Take(n) => write!(f, ".take({})", count_name(*n))?,
                 Step::Skip(n) => write!(f, ".skip({})", count_name(*n))?,
+                Step::Sort { desc: false } => write!(f, ".sort()")?,
+                Step::Sort { desc: true } => write!(f, ".sort_desc()")?,
                 Step::ScanSum { exclusive: false } => write!(f, ".scan_sum()")?,
                 Step::ScanSum { exclusive: true } => write!(f, ".scan_sum_exclusive()")?,
                 Step::Scan { comb, exclusive } => write!(
@@ -484,6 +490,7 @@ pub enum RawStep {
     Skip(u8, u16),
     ScanSum(bool),
     Scan(u8, bool),
+    Sort(bool),
 }
 
 #[derive(Clone, Debug)]
@@ -572,6 +579,7 @@ fn raw_step() -> impl Strategy<Value = RawStep> {
         1 => (any::<u8>(), any::<u16>()).prop_map(|(a, b)| RawStep::Skip(a, b)),
         2 => any::<bool>().prop_map(RawStep::ScanSum),
         2 => (any::<u8>(), any::<bool>()).prop_map(|(c, x)| RawStep::Scan(c, x)),
+        1 => any::<bool>().prop_map(RawStep::Sort),
     ]
 }
 
@@ -931,6 +939,7 @@ pub fn elaborate(r: &RawCase) -> Case {
             RawStep::Take(a, b) => Step::Take(count(*a, *b, len)),
             RawStep::Skip(a, b) => Step::Skip(count(*a, *b, len)),
             RawStep::ScanSum(x) => Step::ScanSum { exclusive: *x },
+            RawStep::Sort(d) => Step::Sort { desc: *d },
             RawStep::Scan(c, x) => Step::Scan {
                 comb: COMBS[*c as usize % 6],
                 exclusive: *x,

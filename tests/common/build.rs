@@ -227,6 +227,8 @@ fn apply<'a, T: Stream>(q: Query<'a, Expr<T>>, step: &Step, inputs: &'a Inputs) 
         ),
         Step::Take(n) => wrap(q.take(*n)),
         Step::Skip(n) => wrap(q.skip(*n)),
+        Step::Sort { desc: false } => wrap(q.sort()),
+        Step::Sort { desc: true } => wrap(q.sort_desc()),
         Step::ScanSum { exclusive: false } => wrap(q.scan_sum()),
         Step::ScanSum { exclusive: true } => wrap(q.scan_sum_exclusive()),
         Step::Scan {

@@ -108,3 +108,16 @@ pub const CPU: [BackendKind; 3] = [
     BackendKind::CpuSimd,
     BackendKind::CpuParallel,
 ];
+
+/// `n` pseudo-random words (a 64-bit LCG's high bits) from `seed`.
+pub fn lcg(n: usize, seed: u64) -> Vec<u64> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            s >> 11
+        })
+        .collect()
+}

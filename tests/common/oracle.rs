@@ -1088,6 +1088,22 @@ pub fn run(case: &Case, inputs: &Inputs, p: &Profile) -> Oracle {
                 .collect(),
             Step::Take(n) => s.into_iter().take(*n).collect(),
             Step::Skip(n) => s.into_iter().skip(*n).collect(),
+            Step::Sort { desc } => {
+                // Only exact values have a determined order.
+                if let Some(at) = s.iter().position(|x| x.e != 0.0 || x.z) {
+                    undetermined("a sort key", at);
+                }
+                let mut s = s;
+                s.sort_by(|a, b| {
+                    let o = total_order(a.v).cmp(&total_order(b.v));
+                    if *desc {
+                        o.reverse()
+                    } else {
+                        o
+                    }
+                });
+                s
+            }
             Step::ScanSum { exclusive } => scan(p, Comb::Add, *exclusive, t, &s),
             Step::Scan { comb, exclusive } => scan(p, *comb, *exclusive, t, &s),
         };
@@ -1096,6 +1112,30 @@ pub fn run(case: &Case, inputs: &Inputs, p: &Profile) -> Oracle {
     Oracle {
         expect,
         inconclusive,
+    }
+}
+
+/// The documented order of sort keys as an integer: numeric for integers
+/// and `bool`; floats by IEEE total order with every NaN one value above
+/// `+inf` (so `-0.0` before `+0.0`).
+fn total_order(v: Val) -> i128 {
+    let float = |bits: i128, sign: bool, nan: bool, width: u32| {
+        if nan {
+            i128::MAX
+        } else if sign {
+            -(bits & ((1i128 << (width - 1)) - 1)) - 1
+        } else {
+            bits
+        }
+    };
+    match v {
+        Val::Bool(b) => b as i128,
+        Val::I32(x) => x as i128,
+        Val::U32(x) => x as i128,
+        Val::I64(x) => x as i128,
+        Val::U64(x) => x as i128,
+        Val::F32(x) => float(x.to_bits() as i128, x.is_sign_negative(), x.is_nan(), 32),
+        Val::F64(x) => float(x.to_bits() as i128, x.is_sign_negative(), x.is_nan(), 64),
     }
 }
 

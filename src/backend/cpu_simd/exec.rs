@@ -1993,13 +1993,15 @@ pub(crate) fn run_plan(
             });
         }
         let direct = relational::direct_columns(stage, &inputs, params).map(|cols| {
-            // A sort of input columns as they are: sorted from the inputs.
+            // A sort or group of input columns as they are: from the inputs.
             let (sorted, alg) = relational::finish_stage(stage, &cols, params, driver.strategy())
-                .expect("a sort stage");
+                .expect("a sort or group stage")
+                .map_err(|f| f.at(i))?;
             acct.algorithm(alg);
-            sorted
+            Ok::<_, PlanError>(sorted)
         });
         if let Some(sorted) = direct {
+            let sorted = sorted?;
             drop(inputs);
             if i + 1 == plan.stages.len() {
                 return Ok(PlanOutput::Columns(sorted));
@@ -2027,11 +2029,17 @@ pub(crate) fn run_plan(
         };
         drop(run);
         let out = match out {
-            PlanOutput::Columns(cols) if matches!(stage.terminal, Terminal::Sort { .. }) => {
+            PlanOutput::Columns(cols)
+                if matches!(
+                    stage.terminal,
+                    Terminal::Sort { .. } | Terminal::Group { .. }
+                ) =>
+            {
                 let refs: SmallVec<[ColumnRef<'_>; 4]> = cols.iter().map(|c| c.as_ref()).collect();
                 let (sorted, alg) =
                     relational::finish_stage(stage, &refs, params, driver.strategy())
-                        .expect("a sort stage");
+                        .expect("a sort or group stage")
+                        .map_err(|f| f.at(i))?;
                 acct.algorithm(alg);
                 PlanOutput::Columns(sorted)
             }

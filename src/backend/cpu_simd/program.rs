@@ -504,7 +504,7 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, Fault> {
         chain_binaries(&mut code.instrs, &keep);
     }
     let count_pass = match (&stage.terminal, stage.predicate) {
-        (Terminal::Collect(_) | Terminal::Sort { .. }, Some(_)) => {
+        (Terminal::Collect(_) | Terminal::Sort { .. } | Terminal::Group { .. }, Some(_)) => {
             let counting = Stage {
                 terminal: Terminal::Reduce(smallvec::smallvec![Aggregate {
                     kind: AggKind::Count,
@@ -617,8 +617,8 @@ fn roots(stage: &Stage, params_needed: &mut usize) -> Result<SmallVec<[Value; 8]
                 roots.push(c);
             }
         }
-        // A sort materializes its keys and columns, then sorts them.
-        Terminal::Sort { .. } => {
+        // A sort or a group materializes its keys and columns first.
+        Terminal::Sort { .. } | Terminal::Group { .. } => {
             for c in stage.terminal.materialized() {
                 in_range(c)?;
                 roots.push(c);
@@ -1037,14 +1037,16 @@ fn terminal_program(stage: &Stage, fusion: &Fusion, code: &Code) -> Result<TermP
                 })
                 .collect::<Result<_, Fault>>()?,
         ),
-        Terminal::Collect(_) | Terminal::Sort { .. } => TermProgram::Collect(
-            stage
-                .terminal
-                .materialized()
-                .iter()
-                .map(|&c| code.col(prog, c))
-                .collect::<Result<_, _>>()?,
-        ),
+        Terminal::Collect(_) | Terminal::Sort { .. } | Terminal::Group { .. } => {
+            TermProgram::Collect(
+                stage
+                    .terminal
+                    .materialized()
+                    .iter()
+                    .map(|&c| code.col(prog, c))
+                    .collect::<Result<_, _>>()?,
+            )
+        }
         Terminal::Scan {
             column,
             op,

@@ -177,6 +177,9 @@ fn device_lacks(terminal: &Terminal) -> Option<&'static str> {
     match terminal {
         Terminal::CountByKey { .. } => Some("key counts (histogram)"),
         Terminal::Sort { .. } => Some("sorts (sort, sort_by_key, argsort, top_k)"),
+        Terminal::Group { .. } => {
+            Some("keyed aggregation (group_by, distinct, count_distinct, value_counts)")
+        }
         Terminal::Reduce(aggs) => aggs.iter().find_map(|a| match a.kind {
             AggKind::M2 => Some("`m2` aggregate (variance, std_dev)"),
             AggKind::First | AggKind::Last => {

@@ -1,0 +1,132 @@
+//! What a Rust programmer writes without computeq for the relational
+//! rows of `examples/bench_relational.rs`: std's sorts, rayon's parallel
+//! sorts, a full sort then take for top-k.
+#![allow(dead_code)]
+
+use rayon::prelude::*;
+
+/// `sort_unstable_by(total_cmp)` on a copy.
+pub fn sort_std_f32(xs: &[f32]) -> Vec<f32> {
+    let mut v = xs.to_vec();
+    v.sort_unstable_by(f32::total_cmp);
+    v
+}
+
+/// rayon's `par_sort_unstable_by(total_cmp)` on a copy.
+pub fn sort_rayon_f32(xs: &[f32]) -> Vec<f32> {
+    let mut v = xs.to_vec();
+    v.par_sort_unstable_by(f32::total_cmp);
+    v
+}
+
+pub fn sort_std_u32(xs: &[u32]) -> Vec<u32> {
+    let mut v = xs.to_vec();
+    v.sort_unstable();
+    v
+}
+
+pub fn sort_rayon_u32(xs: &[u32]) -> Vec<u32> {
+    let mut v = xs.to_vec();
+    v.par_sort_unstable();
+    v
+}
+
+/// Rows `(key, payload)` built from two columns, then std's stable
+/// `sort_by_key`.
+pub fn sort_by_key_std(keys: &[u32], payload: &[u32]) -> Vec<(u32, u32)> {
+    let mut v: Vec<(u32, u32)> = keys.iter().copied().zip(payload.iter().copied()).collect();
+    v.sort_by_key(|r| r.0);
+    v
+}
+
+/// The same with rayon's stable `par_sort_by_key`.
+pub fn sort_by_key_rayon(keys: &[u32], payload: &[u32]) -> Vec<(u32, u32)> {
+    let mut v: Vec<(u32, u32)> = keys.iter().copied().zip(payload.iter().copied()).collect();
+    v.par_sort_by_key(|r| r.0);
+    v
+}
+
+/// Top-k as a full sort (descending) then take.
+pub fn top_k_by_sort(xs: &[f32], k: usize) -> Vec<f32> {
+    let mut v = xs.to_vec();
+    v.sort_unstable_by(|a, b| b.total_cmp(a));
+    v.truncate(k);
+    v
+}
+
+/// Top-k by std's `select_nth_unstable_by` then a sort of the k.
+pub fn top_k_by_select(xs: &[f32], k: usize) -> Vec<f32> {
+    let mut v = xs.to_vec();
+    if k < v.len() {
+        v.select_nth_unstable_by(k, |a, b| b.total_cmp(a));
+        v.truncate(k);
+    }
+    v.sort_unstable_by(|a, b| b.total_cmp(a));
+    v
+}
+
+/// One pass over the input (a max), the bandwidth floor of any top-k.
+pub fn one_pass_max(xs: &[f32]) -> f32 {
+    xs.par_chunks(1 << 16)
+        .map(|c| c.iter().copied().fold(f32::NEG_INFINITY, f32::max))
+        .reduce(|| f32::NEG_INFINITY, f32::max)
+}
+
+/// A copy of `xs` (read + write of every byte): the memory rate the
+/// radix passes are measured against.
+pub fn copy_f32(xs: &[f32], out: &mut [f32]) {
+    out.par_chunks_mut(1 << 16)
+        .zip(xs.par_chunks(1 << 16))
+        .for_each(|(o, i)| o.copy_from_slice(i));
+}
+
+/// Groups sorted by key: a single-threaded FxHash (hashbrown) map of
+/// sums, its entries then sorted, as a hand-written program would.
+pub fn group_sum_fx(keys: &[u32], vals: &[f32]) -> Vec<(u32, f32)> {
+    let mut m: rustc_hash::FxHashMap<u32, f32> = rustc_hash::FxHashMap::default();
+    for (&k, &v) in keys.iter().zip(vals) {
+        *m.entry(k).or_insert(0.0) += v;
+    }
+    let mut out: Vec<(u32, f32)> = m.into_iter().collect();
+    out.sort_unstable_by_key(|e| e.0);
+    out
+}
+
+/// The same with std's `HashMap` (SipHash).
+pub fn group_sum_std(keys: &[u32], vals: &[f32]) -> Vec<(u32, f32)> {
+    let mut m: std::collections::HashMap<u32, f32> = std::collections::HashMap::new();
+    for (&k, &v) in keys.iter().zip(vals) {
+        *m.entry(k).or_insert(0.0) += v;
+    }
+    let mut out: Vec<(u32, f32)> = m.into_iter().collect();
+    out.sort_unstable_by_key(|e| e.0);
+    out
+}
+
+/// Distinct values by `sort_unstable` then `dedup`.
+pub fn distinct_sort_dedup(xs: &[u32]) -> Vec<u32> {
+    let mut v = xs.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// `n` keys drawn from `distinct` random `u32` values (a sparse range:
+/// no direct index), and `n` values.
+pub fn keyed(n: usize, distinct: usize, seed: u64) -> (Vec<u32>, Vec<f32>) {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let pool: Vec<u32> = (0..distinct).map(|_| (next() >> 32) as u32).collect();
+    let keys = (0..n)
+        .map(|_| pool[(next() % distinct as u64) as usize])
+        .collect();
+    let vals = (0..n)
+        .map(|_| (next() >> 40) as f32 / (1u64 << 24) as f32)
+        .collect();
+    (keys, vals)
+}

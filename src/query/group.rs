@@ -1,0 +1,299 @@
+//! Keyed aggregation: [`Query::group_by`] and its terminals, and the set
+//! terminals `distinct`, `count_distinct` and `value_counts`.
+//!
+//! Keys compare as group keys: `-0.0` is `+0.0` and every NaN is one key.
+//! Groups come sorted by key in the canonical total order (NaN last), or
+//! in the order of each group's first element with
+//! [`GroupBy::first_seen`].
+
+use super::aggregate::{AggShape, Aggregates};
+use super::{Mode, Query};
+use crate::expr::{Element, Expr, Numeric, Scalar, Shape, Value};
+use crate::graph::{LogicalAgg, LogicalTerminal};
+use crate::plan::PlanOutput;
+use crate::types::Column;
+use smallvec::SmallVec;
+use std::marker::PhantomData;
+
+/// Groups: one key and one value per distinct key, as two columns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Groups<K, V> {
+    /// The distinct keys, sorted (or in first-seen order).
+    pub keys: Vec<K>,
+    /// The value of each key's group.
+    pub values: Vec<V>,
+}
+
+impl<K, V> Groups<K, V> {
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether there are none (an empty input).
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// `(key, value)` pairs in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.keys.iter().zip(&self.values)
+    }
+
+    /// The pairs as a vector.
+    pub fn into_pairs(self) -> Vec<(K, V)> {
+        self.keys.into_iter().zip(self.values).collect()
+    }
+}
+
+impl<K, V> IntoIterator for Groups<K, V> {
+    type Item = (K, V);
+    type IntoIter = std::iter::Zip<std::vec::IntoIter<K>, std::vec::IntoIter<V>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.keys.into_iter().zip(self.values)
+    }
+}
+
+/// A query grouped by a traced key, waiting for its aggregates
+/// ([`Query::group_by`]).
+#[must_use = "a grouping does nothing until a terminal such as `count` or `agg` runs"]
+pub struct GroupBy<'a, S, K, M> {
+    query: Query<'a, S, M>,
+    keys: SmallVec<[Value; 2]>,
+    first_seen: bool,
+    _key: PhantomData<K>,
+}
+
+impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
+    /// Groups the elements by the key `f` computes (one expression or a
+    /// tuple of them, up to 128 bits of key together), for
+    /// [`GroupBy::count`], [`GroupBy::sum`], ..., or any aggregates of
+    /// traced expressions per group with [`GroupBy::agg`].
+    ///
+    /// ```
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
+    /// use computeq::prelude::*;
+    /// let xs = [3u32, 1, 3, 2, 1, 3];
+    /// let g = xs.compute().group_by(|x| x).count();
+    /// assert_eq!(g.keys, [1, 2, 3]);
+    /// assert_eq!(g.values, [2, 1, 3]);
+    /// // Several aggregates of expressions per group, in one pass.
+    /// let ys = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+    /// let g = xs
+    ///     .compute()
+    ///     .zip(&ys)
+    ///     .group_by(|(x, _)| x & 1)
+    ///     .agg(|(_, y), a| (a.count(), a.sum(y), a.max(y * 10.0)));
+    /// assert_eq!(g.keys, [0, 1]);
+    /// assert_eq!(g.values, [(1, 4.0, Some(40.0)), (5, 17.0, Some(60.0))]);
+    /// ```
+    pub fn group_by<K: Shape>(mut self, f: impl FnOnce(S) -> K) -> GroupBy<'a, S, K, M> {
+        let keys = self.trace_closure(f).into_iter().collect();
+        GroupBy {
+            query: self,
+            keys,
+            first_seen: false,
+            _key: PhantomData,
+        }
+    }
+}
+
+/// Splits a group plan's output into the key columns and the rest.
+fn split_columns(out: PlanOutput, width: usize) -> (Vec<Column>, Vec<Column>) {
+    match out {
+        PlanOutput::Columns(mut cols) => {
+            let rest = cols.split_off(width.min(cols.len()));
+            (cols, rest)
+        }
+        PlanOutput::Aggregates(_) => unreachable!("a group plan returned aggregates"),
+    }
+}
+
+impl<'a, S: Shape, K: Shape, M: Mode> GroupBy<'a, S, K, M> {
+    fn with_mode<M2: Mode>(self) -> GroupBy<'a, S, K, M2> {
+        GroupBy {
+            query: self.query.reshape(),
+            keys: self.keys,
+            first_seen: self.first_seen,
+            _key: PhantomData,
+        }
+    }
+
+    /// The terminal returns `(groups, ExecutionMetrics)`, as
+    /// [`Query::with_metrics`].
+    pub fn with_metrics(self) -> GroupBy<'a, S, K, super::Measured> {
+        self.with_mode()
+    }
+
+    /// The terminal returns the plan without running, as
+    /// [`Query::explain`].
+    pub fn explain(self) -> GroupBy<'a, S, K, super::ExplainOnly> {
+        self.with_mode()
+    }
+
+    /// The terminal runs and returns the plan with its metrics.
+    pub fn explain_analyze(self) -> GroupBy<'a, S, K, super::Analyze> {
+        self.with_mode()
+    }
+
+    /// The terminal returns `Result`, as [`Query::fallible`].
+    pub fn fallible(self) -> GroupBy<'a, S, K, super::Try> {
+        self.with_mode()
+    }
+
+    /// Groups in the order of their first element instead of by key.
+    ///
+    /// ```
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
+    /// use computeq::prelude::*;
+    /// let g = [3i32, 1, 3, 2].compute().group_by(|x| x).first_seen().count();
+    /// assert_eq!(g.keys, [3, 1, 2]);
+    /// ```
+    pub fn first_seen(mut self) -> Self {
+        self.first_seen = true;
+        self
+    }
+
+    /// Any aggregates of traced expressions of the element per group, in
+    /// one pass: the closure asks an [`Aggregates`] for them as in
+    /// [`Query::aggregate`] (count, sum, min, max, mean, variance,
+    /// std_dev, argmin/argmax, first/last, any/all). A group is never
+    /// empty, so the `Option`s are `Some` (an argmin/argmax is a position
+    /// in the stream reaching the grouping).
+    pub fn agg<R: AggShape>(
+        mut self,
+        f: impl FnOnce(S, &mut Aggregates) -> R,
+    ) -> M::Out<Groups<K::Host, R::Out>> {
+        let q = &mut self.query;
+        let mut aggs = Aggregates::new(q.arena_id);
+        let shape = q.trace_with(|x| f(x, &mut aggs));
+        let list: SmallVec<[LogicalAgg; 4]> = aggs.aggs.into_iter().collect();
+        let width = K::WIDTH;
+        let terminal = LogicalTerminal::Group {
+            keys: self.keys,
+            aggs: list,
+            first_seen: self.first_seen,
+        };
+        self.query.finish(terminal, move |out| {
+            let (mut keys, values) = split_columns(out, width);
+            let groups = keys.first().map_or(0, |c| c.len());
+            let mut row: Vec<Scalar> = Vec::with_capacity(values.len());
+            let values = (0..groups)
+                .map(|j| {
+                    row.clear();
+                    row.extend(values.iter().map(|c| c.as_ref().get(j)));
+                    shape.read(&row)
+                })
+                .collect();
+            Groups {
+                keys: K::host_from_columns(&mut keys),
+                values,
+            }
+        })
+    }
+
+    /// Number of elements per group.
+    pub fn count(self) -> M::Out<Groups<K::Host, u64>> {
+        self.agg(|_, a| a.count())
+    }
+
+    /// The distinct keys alone.
+    fn keys_only(self) -> M::Out<Vec<K::Host>> {
+        let width = K::WIDTH;
+        let terminal = LogicalTerminal::Group {
+            keys: self.keys,
+            aggs: SmallVec::new(),
+            first_seen: self.first_seen,
+        };
+        self.query.finish(terminal, move |out| {
+            let (mut keys, _) = split_columns(out, width);
+            K::host_from_columns(&mut keys)
+        })
+    }
+}
+
+impl<'a, T: Numeric, K: Shape, M: Mode> GroupBy<'a, Expr<T>, K, M> {
+    /// Sum of the elements per group (wrapping for integers).
+    pub fn sum(self) -> M::Out<Groups<K::Host, T>> {
+        self.agg(|x, a| a.sum(x))
+    }
+
+    /// Smallest element per group (NaN rules as [`Query::min`]).
+    pub fn min(self) -> M::Out<Groups<K::Host, T>> {
+        self.agg(|x, a| Unwrapped(a.min(x)))
+    }
+
+    /// Largest element per group.
+    pub fn max(self) -> M::Out<Groups<K::Host, T>> {
+        self.agg(|x, a| Unwrapped(a.max(x)))
+    }
+
+    /// Mean of the elements per group, summed in `f64`.
+    pub fn mean(self) -> M::Out<Groups<K::Host, f64>> {
+        self.agg(|x, a| Unwrapped(a.mean(x)))
+    }
+}
+
+/// An aggregate that is always defined per group (a group is never
+/// empty).
+struct Unwrapped<A>(A);
+
+impl<T, A: AggShape<Out = Option<T>>> AggShape for Unwrapped<A> {
+    type Out = T;
+    fn read(&self, values: &[Scalar]) -> T {
+        self.0
+            .read(values)
+            .expect("a group has at least one element")
+    }
+}
+
+impl<'a, T: Element, M: Mode> Query<'a, Expr<T>, M> {
+    /// The distinct values, sorted (`-0.0` and `+0.0` are one value,
+    /// `+0.0`; every NaN one, last).
+    ///
+    /// ```
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
+    /// use computeq::prelude::*;
+    /// let d: Vec<i64> = [5i64, -1, 5, 3, -1].compute().distinct();
+    /// assert_eq!(d, [-1, 3, 5]);
+    /// ```
+    pub fn distinct(self) -> M::Out<Vec<T>> {
+        self.group_by(|x| x).keys_only()
+    }
+
+    /// Number of distinct values (as [`Query::distinct`] counts them).
+    ///
+    /// ```
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
+    /// use computeq::prelude::*;
+    /// assert_eq!([0.0f32, -0.0, f32::NAN, -f32::NAN, 1.0].compute().count_distinct(), 3);
+    /// ```
+    pub fn count_distinct(self) -> M::Out<u64> {
+        let keys = self.trace_keys_of_self();
+        let terminal = LogicalTerminal::Group {
+            keys,
+            aggs: SmallVec::new(),
+            first_seen: false,
+        };
+        self.finish(terminal, |out| {
+            let (keys, _) = split_columns(out, 1);
+            keys.first().map_or(0, |c| c.len() as u64)
+        })
+    }
+
+    /// How many times each distinct value occurs, sorted by value.
+    ///
+    /// ```
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
+    /// use computeq::prelude::*;
+    /// let v = [2u32, 7, 2, 2].compute().value_counts();
+    /// assert_eq!(v.into_pairs(), [(2, 3), (7, 1)]);
+    /// ```
+    pub fn value_counts(self) -> M::Out<Groups<T, u64>> {
+        self.group_by(|x| x).count()
+    }
+
+    fn trace_keys_of_self(&self) -> SmallVec<[Value; 2]> {
+        self.columns.iter().copied().collect()
+    }
+}

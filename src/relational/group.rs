@@ -1,0 +1,545 @@
+//! Keyed aggregation: `group_by(..)` with its aggregates, `distinct`,
+//! `count_distinct` and `value_counts`.
+//!
+//! Every row gets a group index, by one of two algorithms: a direct index
+//! (the key's word minus the smallest, when the keys span a small dense
+//! range: no hashing at all) or a hash table from key words to groups in
+//! first-appearance order (`cpu-parallel`: one table per chunk of rows,
+//! merged in chunk order). The aggregates then accumulate per group in
+//! typed arrays (`cpu-parallel`: per chunk, merged in chunk order). Keys
+//! compare as group keys (`-0.0` is `+0.0`, every NaN one key); the groups
+//! come out sorted by key in the canonical order, or in the order of
+//! their first row.
+
+use super::sort::gather;
+use super::{Algorithm, Strategy};
+use crate::expr::eval;
+use crate::expr::BinaryOp;
+use crate::semantics::order;
+use crate::semantics::{agg_identity, arg_better, AggKind, Moments};
+use crate::types::{Column, ColumnRef, DType, Fault, Scalar};
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+use std::hash::Hash;
+
+/// Keys spanning at most this many values (and at most a few per row)
+/// are indexed directly.
+const DENSE_SPAN: u64 = 1 << 22;
+
+/// One aggregate of a group: its kind and its input column.
+#[derive(Clone, Debug)]
+pub(crate) struct GroupAgg<'a> {
+    pub kind: AggKind,
+    pub col: Option<ColumnRef<'a>>,
+}
+
+/// The group word of row `i` of a key: order-preserving, `-0.0` as
+/// `+0.0` (NaN is already one word).
+fn group_word(col: ColumnRef<'_>, i: usize) -> u64 {
+    match col {
+        ColumnRef::F32(v) => f32_group_word(v[i]),
+        ColumnRef::F64(v) => f64_group_word(v[i]),
+        ColumnRef::U32(v) => v[i] as u64,
+        ColumnRef::I32(v) => (v[i] as u32 ^ 0x8000_0000) as u64,
+        ColumnRef::U64(v) => v[i],
+        ColumnRef::I64(v) => v[i] as u64 ^ (1 << 63),
+        ColumnRef::Bool(v) => v[i] as u64,
+    }
+}
+
+#[inline(always)]
+fn f32_group_word(x: f32) -> u64 {
+    order::f32_word(if x == 0.0 { 0.0 } else { x }) as u64
+}
+
+#[inline(always)]
+fn f64_group_word(x: f64) -> u64 {
+    order::f64_word(if x == 0.0 { 0.0 } else { x })
+}
+
+fn bits(ty: DType) -> u32 {
+    if order::is_narrow(ty) {
+        32
+    } else {
+        64
+    }
+}
+
+/// Rows grouped: each row's group, and per group its first row.
+struct Grouping {
+    /// Group of every row.
+    ids: Vec<u32>,
+    /// First row of every group, by group.
+    first: Vec<usize>,
+    /// The group's key words (for the sorted order), by group.
+    words: Vec<u128>,
+    algorithm: Algorithm,
+}
+
+/// Groups the rows of `keys` (at most 128 bits of words together).
+fn grouping(keys: &[ColumnRef<'_>], n: usize, parallel: bool) -> Grouping {
+    if let [k] = keys {
+        // One match per column, not per row: each arm is its own loop.
+        return match *k {
+            ColumnRef::F32(v) => one_key(n, parallel, |i| f32_group_word(v[i])),
+            ColumnRef::F64(v) => one_key(n, parallel, |i| f64_group_word(v[i])),
+            ColumnRef::U32(v) => one_key(n, parallel, |i| v[i] as u64),
+            ColumnRef::I32(v) => one_key(n, parallel, |i| (v[i] as u32 ^ 0x8000_0000) as u64),
+            ColumnRef::U64(v) => one_key(n, parallel, |i| v[i]),
+            ColumnRef::I64(v) => one_key(n, parallel, |i| v[i] as u64 ^ (1 << 63)),
+            ColumnRef::Bool(v) => one_key(n, parallel, |i| v[i] as u64),
+        };
+    }
+    let word = |i: usize| {
+        keys.iter().fold(0u128, |c, k| {
+            c << bits(k.dtype()) | group_word(*k, i) as u128
+        })
+    };
+    hashed(n, parallel, word)
+}
+
+/// One key: a direct index when its words span a small range, else
+/// hashing.
+fn one_key(n: usize, parallel: bool, word: impl Fn(usize) -> u64 + Sync) -> Grouping {
+    let (lo, hi) = (0..n).fold((u64::MAX, 0), |(lo, hi), i| {
+        let x = word(i);
+        (lo.min(x), hi.max(x))
+    });
+    if n > 0 && hi - lo < DENSE_SPAN && hi - lo <= 4 * n as u64 + 1024 {
+        return dense(n, lo, (hi - lo + 1) as usize, word);
+    }
+    hashed(n, parallel, word)
+}
+
+/// A direct index: group = rank of the word among the present ones (so
+/// groups are already in key order).
+fn dense(n: usize, lo: u64, span: usize, word: impl Fn(usize) -> u64) -> Grouping {
+    let mut first = vec![usize::MAX; span];
+    for i in 0..n {
+        let s = (word(i) - lo) as usize;
+        if first[s] == usize::MAX {
+            first[s] = i;
+        }
+    }
+    let mut rank = vec![0u32; span];
+    let mut firsts = Vec::new();
+    let mut words = Vec::new();
+    for (s, &f) in first.iter().enumerate() {
+        if f != usize::MAX {
+            rank[s] = firsts.len() as u32;
+            firsts.push(f);
+            words.push((lo + s as u64) as u128);
+        }
+    }
+    let ids = (0..n).map(|i| rank[(word(i) - lo) as usize]).collect();
+    Grouping {
+        ids,
+        first: firsts,
+        words,
+        algorithm: Algorithm::DirectIndex { span: span as u64 },
+    }
+}
+
+/// One chunk's grouping: its rows' local groups, and per local group its
+/// word and first row.
+type LocalGroups<W> = (Vec<u32>, Vec<(W, usize)>);
+
+/// Groups rows `lo..hi` in a table of their own.
+fn hash_rows<W: Copy + Eq + Hash>(
+    lo: usize,
+    hi: usize,
+    word: &impl Fn(usize) -> W,
+) -> LocalGroups<W> {
+    let mut map: FxHashMap<W, u32> = FxHashMap::default();
+    let mut groups = Vec::new();
+    let ids = (lo..hi)
+        .map(|i| {
+            let x = word(i);
+            *map.entry(x).or_insert_with(|| {
+                groups.push((x, i));
+                (groups.len() - 1) as u32
+            })
+        })
+        .collect();
+    (ids, groups)
+}
+
+/// A hash table from words to groups in first-appearance order; over
+/// threads, one per chunk, merged in chunk order.
+fn hashed<W: Copy + Eq + Hash + Into<u128> + Send + Sync>(
+    n: usize,
+    parallel: bool,
+    word: impl Fn(usize) -> W + Sync,
+) -> Grouping {
+    let threads = rayon::current_num_threads();
+    if !parallel || threads < 2 || n < (1 << 16) {
+        let (ids, groups) = hash_rows(0, n, &word);
+        return Grouping {
+            ids,
+            first: groups.iter().map(|g| g.1).collect(),
+            words: groups.iter().map(|g| g.0.into()).collect(),
+            algorithm: Algorithm::HashGroups { tables: 1 },
+        };
+    }
+    let chunk = n.div_ceil(threads);
+    let locals: Vec<LocalGroups<W>> = (0..n.div_ceil(chunk))
+        .into_par_iter()
+        .map(|c| hash_rows(c * chunk, ((c + 1) * chunk).min(n), &word))
+        .collect();
+    let mut global: FxHashMap<W, u32> = FxHashMap::default();
+    let mut first = Vec::new();
+    let mut words = Vec::new();
+    let remaps: Vec<Vec<u32>> = locals
+        .iter()
+        .map(|(_, groups)| {
+            groups
+                .iter()
+                .map(|&(x, row)| {
+                    *global.entry(x).or_insert_with(|| {
+                        first.push(row);
+                        words.push(x.into());
+                        (first.len() - 1) as u32
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    let mut ids = vec![0u32; n];
+    ids.par_chunks_mut(chunk)
+        .zip(locals.par_iter().zip(remaps.par_iter()))
+        .for_each(|(out, ((local, _), remap))| {
+            for (o, &l) in out.iter_mut().zip(local) {
+                *o = remap[l as usize];
+            }
+        });
+    Grouping {
+        ids,
+        first,
+        words,
+        algorithm: Algorithm::HashGroups {
+            tables: locals.len() as u32,
+        },
+    }
+}
+
+/// Per-group accumulators of one aggregate.
+enum Acc {
+    /// Count, Sum, Min, Max, Any, All: one value per group.
+    Values(Vec<Scalar>),
+    /// M2.
+    Moments(Vec<Moments>),
+    /// First / Last: the row (`usize::MAX`: none yet).
+    Rows(Vec<usize>),
+    /// ArgMin / ArgMax: the best value and its row.
+    Best(Vec<Option<(Scalar, usize)>>),
+}
+
+/// Typed folds of Sum/Min/Max over rows `lo..hi`, the hot path.
+macro_rules! fold_typed {
+    ($acc:expr, $ids:expr, $col:expr, $lo:expr, $hi:expr, $kind:expr, $( $variant:ident $t:ty ),*) => {
+        match $col {
+            $(ColumnRef::$variant(xs) => {
+                let mut vals: Vec<$t> = $acc.iter().map(|s| match s { Scalar::$variant(v) => *v, _ => unreachable!() }).collect();
+                let ids = &$ids[$lo..$hi];
+                let xs = &xs[$lo..$hi];
+                match $kind {
+                    AggKind::Sum => for (&g, &x) in ids.iter().zip(xs) { let a = &mut vals[g as usize]; *a = fold_add(*a, x); },
+                    AggKind::Min => for (&g, &x) in ids.iter().zip(xs) { let a = &mut vals[g as usize]; *a = (*a).min(x); },
+                    _ => for (&g, &x) in ids.iter().zip(xs) { let a = &mut vals[g as usize]; *a = (*a).max(x); },
+                }
+                for (s, v) in $acc.iter_mut().zip(vals) { *s = Scalar::$variant(v); }
+                true
+            })*
+            _ => false,
+        }
+    };
+}
+
+trait FoldAdd {
+    fn fold_add(self, x: Self) -> Self;
+}
+macro_rules! wrapping_add {
+    ($($t:ty),*) => {$(impl FoldAdd for $t { #[inline(always)] fn fold_add(self, x: Self) -> Self { self.wrapping_add(x) } })*};
+}
+wrapping_add!(i32, u32, i64, u64);
+impl FoldAdd for f32 {
+    #[inline(always)]
+    fn fold_add(self, x: Self) -> Self {
+        self + x
+    }
+}
+impl FoldAdd for f64 {
+    #[inline(always)]
+    fn fold_add(self, x: Self) -> Self {
+        self + x
+    }
+}
+#[inline(always)]
+fn fold_add<T: FoldAdd>(a: T, x: T) -> T {
+    a.fold_add(x)
+}
+
+impl Acc {
+    fn new(a: &GroupAgg<'_>, groups: usize) -> Acc {
+        let ty = a.col.map_or(DType::U64, |c| c.dtype());
+        match a.kind {
+            AggKind::M2 => Acc::Moments(vec![Moments::EMPTY; groups]),
+            AggKind::First | AggKind::Last => Acc::Rows(vec![usize::MAX; groups]),
+            AggKind::ArgMin | AggKind::ArgMax => Acc::Best(vec![None; groups]),
+            ref k => Acc::Values(vec![agg_identity(k, ty, &[]); groups]),
+        }
+    }
+
+    /// Folds rows `lo..hi` in order.
+    fn fold(&mut self, a: &GroupAgg<'_>, ids: &[u32], lo: usize, hi: usize) {
+        match self {
+            Acc::Values(v) => {
+                if a.kind == AggKind::Count {
+                    let mut counts: Vec<u64> = v.iter().map(|c| c.to_bits()).collect();
+                    for &g in &ids[lo..hi] {
+                        counts[g as usize] += 1;
+                    }
+                    for (s, c) in v.iter_mut().zip(counts) {
+                        *s = Scalar::U64(c);
+                    }
+                    return;
+                }
+                if let (AggKind::Sum | AggKind::Min | AggKind::Max, Some(col)) = (&a.kind, a.col) {
+                    let done = fold_typed!(v, ids, col, lo, hi, a.kind, I32 i32, U32 u32, I64 i64, U64 u64, F32 f32, F64 f64);
+                    if done {
+                        return;
+                    }
+                }
+                for (i, &g) in ids.iter().enumerate().take(hi).skip(lo) {
+                    let g = g as usize;
+                    v[g] = match (&a.kind, a.col) {
+                        (AggKind::Count, _) => Scalar::U64(v[g].to_bits().wrapping_add(1)),
+                        (AggKind::Sum, Some(c)) => eval::binary(BinaryOp::Add, v[g], c.get(i)),
+                        (AggKind::Min, Some(c)) => eval::binary(BinaryOp::Min, v[g], c.get(i)),
+                        (AggKind::Max, Some(c)) => eval::binary(BinaryOp::Max, v[g], c.get(i)),
+                        (AggKind::Any, Some(c)) => {
+                            Scalar::Bool(v[g].as_bool() | c.get(i).as_bool())
+                        }
+                        (AggKind::All, Some(c)) => {
+                            Scalar::Bool(v[g].as_bool() & c.get(i).as_bool())
+                        }
+                        _ => v[g],
+                    };
+                }
+            }
+            Acc::Moments(m) => {
+                let c = a.col.expect("m2 has a column");
+                for (i, &g) in ids.iter().enumerate().take(hi).skip(lo) {
+                    m[g as usize].push(c.get(i).as_f64());
+                }
+            }
+            Acc::Rows(r) => {
+                for (i, &g) in ids.iter().enumerate().take(hi).skip(lo) {
+                    let g = g as usize;
+                    if a.kind == AggKind::Last || r[g] == usize::MAX {
+                        r[g] = i;
+                    }
+                }
+            }
+            Acc::Best(b) => {
+                // NaNs never win (`arg_better`); ties keep the earlier row.
+                let c = a.col.expect("arg aggregates have a column");
+                for (i, &g) in ids.iter().enumerate().take(hi).skip(lo) {
+                    let g = g as usize;
+                    let x = c.get(i);
+                    if arg_better(&a.kind, x, b[g].map(|p| p.0)) {
+                        b[g] = Some((x, i));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Merges `later` (the accumulators of later rows) into `self`.
+    fn merge(&mut self, a: &GroupAgg<'_>, later: Acc) {
+        match (self, later) {
+            (Acc::Values(v), Acc::Values(w)) => {
+                for (x, y) in v.iter_mut().zip(w) {
+                    *x = match a.kind {
+                        AggKind::Count => Scalar::U64(x.to_bits().wrapping_add(y.to_bits())),
+                        AggKind::Sum => eval::binary(BinaryOp::Add, *x, y),
+                        AggKind::Min => eval::binary(BinaryOp::Min, *x, y),
+                        AggKind::Max => eval::binary(BinaryOp::Max, *x, y),
+                        AggKind::Any => Scalar::Bool(x.as_bool() | y.as_bool()),
+                        AggKind::All => Scalar::Bool(x.as_bool() & y.as_bool()),
+                        _ => *x,
+                    };
+                }
+            }
+            (Acc::Moments(m), Acc::Moments(n)) => {
+                for (x, y) in m.iter_mut().zip(n) {
+                    *x = Moments::merge(*x, y);
+                }
+            }
+            (Acc::Rows(r), Acc::Rows(s)) => {
+                for (x, y) in r.iter_mut().zip(s) {
+                    if y != usize::MAX && (a.kind == AggKind::Last || *x == usize::MAX) {
+                        *x = y;
+                    }
+                }
+            }
+            (Acc::Best(b), Acc::Best(c)) => {
+                for (x, y) in b.iter_mut().zip(c) {
+                    let Some((v, row)) = y else { continue };
+                    if arg_better(&a.kind, v, x.map(|p| p.0)) {
+                        *x = Some((v, row));
+                    }
+                }
+            }
+            _ => unreachable!("accumulators of one aggregate"),
+        }
+    }
+
+    /// The output column (`M2` as `f64`, `First`/`Last` gathered,
+    /// `ArgMin`/`ArgMax` as `u64` rows: a group of NaNs only answers its
+    /// first row, `first` by group).
+    fn finish(self, a: &GroupAgg<'_>, order: &[u32], first: &[usize]) -> Column {
+        match self {
+            Acc::Values(v) => {
+                let ty = match a.kind {
+                    AggKind::Count => DType::U64,
+                    AggKind::Any | AggKind::All => DType::Bool,
+                    _ => a.col.map_or(DType::U64, |c| c.dtype()),
+                };
+                let mut c = Column::with_capacity(ty, order.len());
+                for &g in order {
+                    c.push(v[g as usize]);
+                }
+                c
+            }
+            Acc::Moments(m) => Column::F64(order.iter().map(|&g| m[g as usize].m2).collect()),
+            Acc::Rows(r) => {
+                let rows: Vec<u32> = order.iter().map(|&g| r[g as usize] as u32).collect();
+                gather(a.col.expect("first/last have a column"), &rows)
+            }
+            Acc::Best(b) => Column::U64(
+                order
+                    .iter()
+                    .map(|&g| b[g as usize].map_or(first[g as usize], |p| p.1) as u64)
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// Groups the rows by `keys` and computes `aggs` per group. Returns the
+/// key columns (each group's key as a group key: `+0.0` for `-0.0`), then
+/// one column per aggregate, sorted by key or in first-row order.
+pub(crate) fn group(
+    keys: &[ColumnRef<'_>],
+    aggs: &[GroupAgg<'_>],
+    first_seen: bool,
+    strategy: Strategy,
+) -> Result<(Vec<Column>, Algorithm), Fault> {
+    let key_bits: u32 = keys.iter().map(|k| bits(k.dtype())).sum();
+    if key_bits > 128 {
+        return Err(Fault::AggregateColumn(
+            "group keys of more than 128 bits together",
+        ));
+    }
+    let n = keys.first().map_or(0, |k| k.len());
+    if n > u32::MAX as usize {
+        return Err(Fault::AggregateColumn("groups of more than 2^32 rows"));
+    }
+    if strategy == Strategy::Reference {
+        return Ok(reference(keys, aggs, first_seen, n));
+    }
+    let parallel = strategy == Strategy::Parallel;
+    let g = grouping(keys, n, parallel);
+    let groups = g.first.len();
+    let threads = rayon::current_num_threads();
+    let accs: Vec<Acc> = if parallel && threads > 1 && n >= 1 << 16 {
+        let chunk = n.div_ceil(threads);
+        let parts: Vec<Vec<Acc>> = (0..threads)
+            .into_par_iter()
+            .map(|t| {
+                let (lo, hi) = (t * chunk, ((t + 1) * chunk).min(n));
+                aggs.iter()
+                    .map(|a| {
+                        let mut acc = Acc::new(a, groups);
+                        acc.fold(a, &g.ids, lo, hi);
+                        acc
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut parts = parts.into_iter();
+        let mut total = parts.next().unwrap_or_default();
+        for p in parts {
+            for ((t, a), acc) in total.iter_mut().zip(aggs).zip(p) {
+                t.merge(a, acc);
+            }
+        }
+        total
+    } else {
+        aggs.iter()
+            .map(|a| {
+                let mut acc = Acc::new(a, groups);
+                acc.fold(a, &g.ids, 0, n);
+                acc
+            })
+            .collect()
+    };
+    let mut order: Vec<u32> = (0..groups as u32).collect();
+    if !first_seen && !matches!(g.algorithm, Algorithm::DirectIndex { .. }) {
+        order.sort_unstable_by_key(|&i| g.words[i as usize]);
+    }
+    if first_seen && matches!(g.algorithm, Algorithm::DirectIndex { .. }) {
+        order.sort_unstable_by_key(|&i| g.first[i as usize]);
+    }
+    let rows: Vec<u32> = order.iter().map(|&i| g.first[i as usize] as u32).collect();
+    let mut out: Vec<Column> = keys.iter().map(|k| normalized(gather(*k, &rows))).collect();
+    for (acc, a) in accs.into_iter().zip(aggs) {
+        out.push(acc.finish(a, &order, &g.first));
+    }
+    Ok((out, g.algorithm))
+}
+
+/// Group keys as they come out: `-0.0` as `+0.0`.
+fn normalized(mut c: Column) -> Column {
+    match &mut c {
+        Column::F32(v) => v.iter_mut().filter(|x| **x == 0.0).for_each(|x| *x = 0.0),
+        Column::F64(v) => v.iter_mut().filter(|x| **x == 0.0).for_each(|x| *x = 0.0),
+        _ => {}
+    }
+    c
+}
+
+/// The reference: a `BTreeMap` from key words to groups, every aggregate
+/// folded row by row in order.
+fn reference(
+    keys: &[ColumnRef<'_>],
+    aggs: &[GroupAgg<'_>],
+    first_seen: bool,
+    n: usize,
+) -> (Vec<Column>, Algorithm) {
+    let mut map: std::collections::BTreeMap<Vec<u64>, u32> = Default::default();
+    let mut first: Vec<usize> = Vec::new();
+    let mut ids: Vec<u32> = Vec::with_capacity(n);
+    for i in 0..n {
+        let w: Vec<u64> = keys.iter().map(|k| group_word(*k, i)).collect();
+        let g = *map.entry(w).or_insert_with(|| {
+            first.push(i);
+            (first.len() - 1) as u32
+        });
+        ids.push(g);
+    }
+    let order: Vec<u32> = if first_seen {
+        (0..first.len() as u32).collect()
+    } else {
+        map.values().copied().collect()
+    };
+    let rows: Vec<u32> = order.iter().map(|&g| first[g as usize] as u32).collect();
+    let mut out: Vec<Column> = keys.iter().map(|k| normalized(gather(*k, &rows))).collect();
+    for a in aggs {
+        let mut acc = Acc::new(a, first.len());
+        acc.fold(a, &ids, 0, n);
+        out.push(acc.finish(a, &order, &first));
+    }
+    (out, Algorithm::OrderedMap)
+}

@@ -1,0 +1,264 @@
+//! Keyed aggregation (`group_by` with `count`, `sum`, `min`, `max`,
+//! `mean`, `agg`), `distinct`, `count_distinct` and `value_counts` on
+//! every CPU backend against BTreeMap-based std code: integer keys of small
+//! and large ranges (the direct index and the hash path), float keys with
+//! NaN and ±0, tuple keys, first-seen order, filters before, empty input.
+
+mod common;
+
+use computeq::prelude::*;
+use std::collections::BTreeMap;
+
+fn lengths() -> Vec<usize> {
+    vec![0, 1, 2, 1000, 70_001]
+}
+
+/// The documented group key of a float: -0.0 is +0.0, NaN one key (last).
+fn fkey(x: f32) -> (bool, i64) {
+    if x.is_nan() {
+        (true, 0)
+    } else {
+        let x = if x == 0.0 { 0.0 } else { x };
+        (false, ordered(x))
+    }
+}
+
+fn ordered(x: f32) -> i64 {
+    let b = x.to_bits() as i32;
+    (if b < 0 { b ^ 0x7fff_ffff } else { b }) as i64
+}
+
+#[test]
+fn integer_groups_match_a_btreemap_on_every_cpu_backend() {
+    let e = common::engine();
+    for n in lengths() {
+        for range in [7u64, 1000, 1 << 40] {
+            let keys: Vec<i64> = common::lcg(n, n as u64 + range)
+                .iter()
+                .map(|&r| (r % range) as i64 - (range / 2) as i64)
+                .collect();
+            let vals: Vec<i32> = common::lcg(n, 3)
+                .iter()
+                .map(|&r| (r % 2001) as i32 - 1000)
+                .collect();
+            let mut want: BTreeMap<i64, (u64, i32, i32, i32, f64, usize)> = BTreeMap::new();
+            for (i, (&k, &v)) in keys.iter().zip(&vals).enumerate() {
+                let e = want.entry(k).or_insert((0, 0, i32::MAX, i32::MIN, 0.0, i));
+                e.0 += 1;
+                e.1 = e.1.wrapping_add(v);
+                e.2 = e.2.min(v);
+                e.3 = e.3.max(v);
+                e.4 += v as f64;
+            }
+            let want_keys: Vec<i64> = want.keys().copied().collect();
+            let mut seen: Vec<(usize, i64)> = want.iter().map(|(k, e)| (e.5, *k)).collect();
+            seen.sort();
+            for k in common::CPU {
+                let q = || e.query(&keys).on(k).no_fallback().zip(&vals);
+                let g = q().group_by(|(k, _)| k).count();
+                assert_eq!(g.keys, want_keys, "{k:?} n={n} range={range}");
+                assert_eq!(
+                    g.values,
+                    want.values().map(|e| e.0).collect::<Vec<_>>(),
+                    "{k:?} n={n} count"
+                );
+                let g = q().group_by(|(k, _)| k).agg(|(_, v), a| {
+                    (
+                        a.sum(v),
+                        a.min(v),
+                        a.max(v),
+                        a.mean(v),
+                        a.first(v),
+                        a.argmax(v),
+                    )
+                });
+                for (j, (key, e)) in want.iter().enumerate() {
+                    let (s, mn, mx, mean, first, argmax) = g.values[j];
+                    assert_eq!(
+                        (s, mn, mx),
+                        (e.1, Some(e.2), Some(e.3)),
+                        "{k:?} n={n} key {key}"
+                    );
+                    assert!((mean.unwrap() - e.4 / e.0 as f64).abs() < 1e-9, "{k:?}");
+                    assert_eq!(first, Some(vals[e.5]), "{k:?} first");
+                    let am = argmax.unwrap();
+                    assert_eq!((keys[am], vals[am]), (*key, e.3), "{k:?} argmax");
+                    // The first row of the largest value.
+                    assert!(
+                        (0..am).all(|i| keys[i] != *key || vals[i] < e.3),
+                        "{k:?} argmax is not the first"
+                    );
+                }
+                let fs = q().group_by(|(k, _)| k).first_seen().count();
+                assert_eq!(
+                    fs.keys,
+                    seen.iter().map(|s| s.1).collect::<Vec<_>>(),
+                    "{k:?} first_seen"
+                );
+                assert_eq!(e.query(&keys).on(k).distinct(), want_keys, "{k:?} distinct");
+                assert_eq!(e.query(&keys).on(k).count_distinct(), want.len() as u64);
+                let sums = e
+                    .query(&vals)
+                    .on(k)
+                    .zip(&keys)
+                    .map(|(v, _)| v)
+                    .group_by(|v| v & 3)
+                    .sum();
+                let mut w: BTreeMap<i32, i32> = BTreeMap::new();
+                for &v in &vals {
+                    let s = w.entry(v & 3).or_insert(0);
+                    *s = s.wrapping_add(v);
+                }
+                assert_eq!(
+                    sums.into_pairs(),
+                    w.into_iter().collect::<Vec<_>>(),
+                    "{k:?} sum"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn float_keys_group_nan_and_signed_zeros_as_documented() {
+    let e = common::engine();
+    let special = [
+        f32::NAN,
+        -f32::NAN,
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1.5,
+    ];
+    for n in [0usize, 7, 1000, 100_001] {
+        let xs: Vec<f32> = common::lcg(n, 5)
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| {
+                if i < 7 {
+                    special[i]
+                } else if r % 3 == 0 {
+                    special[(r % 7) as usize]
+                } else {
+                    ((r >> 20) % 50) as f32 * 0.5 - 10.0
+                }
+            })
+            .collect();
+        let mut want: BTreeMap<(bool, i64), (f32, u64)> = BTreeMap::new();
+        for &x in &xs {
+            let e = want
+                .entry(fkey(x))
+                .or_insert((if x == 0.0 { 0.0 } else { x }, 0));
+            e.1 += 1;
+        }
+        for k in common::CPU {
+            let v = e.query(&xs).on(k).value_counts();
+            assert_eq!(v.len(), want.len(), "{k:?} n={n}");
+            for ((key, count), (want_key, want_count)) in v.iter().zip(want.values()) {
+                assert_eq!(*count, *want_count, "{k:?} n={n}");
+                assert!(
+                    key.to_bits() == want_key.to_bits() || (key.is_nan() && want_key.is_nan()),
+                    "{k:?} {key} {want_key}"
+                );
+            }
+            // +0.0 comes out for the zeros.
+            if n > 0 {
+                let d = e.query(&xs).on(k).distinct();
+                assert!(d.iter().all(|x| *x != 0.0 || x.is_sign_positive()), "{k:?}");
+                assert!(d.last().unwrap().is_nan(), "{k:?} NaN sorts last");
+            }
+        }
+    }
+}
+
+#[test]
+fn tuple_keys_filters_and_variance_per_group() {
+    let e = common::engine();
+    let n = 150_000;
+    let a: Vec<u32> = common::lcg(n, 1).iter().map(|&r| (r % 13) as u32).collect();
+    let b: Vec<i64> = common::lcg(n, 2)
+        .iter()
+        .map(|&r| (r % 5) as i64 - 2)
+        .collect();
+    let x: Vec<f64> = common::lcg(n, 3)
+        .iter()
+        .map(|&r| 1e8 + (r % 1000) as f64 * 0.01)
+        .collect();
+    let mut want: BTreeMap<(u32, i64), Vec<f64>> = BTreeMap::new();
+    for i in 0..n {
+        if x[i] > 1e8 + 1.0 {
+            want.entry((a[i], b[i])).or_default().push(x[i]);
+        }
+    }
+    for k in common::CPU {
+        let g = e
+            .query(&a)
+            .on(k)
+            .no_fallback()
+            .zip(&b)
+            .zip(&x)
+            .filter(|(_, x)| x.gt(1e8 + 1.0))
+            .group_by(|((a, b), _)| (a, b))
+            .agg(|(_, x), agg| (agg.count(), agg.variance(x)));
+        assert_eq!(g.keys, want.keys().copied().collect::<Vec<_>>(), "{k:?}");
+        for ((c, var), xs) in g.values.iter().zip(want.values()) {
+            assert_eq!(*c as usize, xs.len());
+            let m = xs.iter().sum::<f64>() / xs.len() as f64;
+            let exact = xs.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (xs.len() - 1) as f64;
+            assert!(
+                (var.unwrap() - exact).abs() <= 1e-6 * exact,
+                "{k:?} {var:?} {exact}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_metrics_name_the_grouping_algorithm_and_devices_decline() {
+    let e = common::engine();
+    let small: Vec<u32> = common::lcg(300_000, 1)
+        .iter()
+        .map(|&r| (r % 1000) as u32)
+        .collect();
+    let wide: Vec<u64> = common::lcg(300_000, 2)
+        .iter()
+        .map(|&r| r.wrapping_mul(7919))
+        .collect();
+    let (_, m) = e
+        .query(&small)
+        .on(BackendKind::CpuSimd)
+        .with_metrics()
+        .value_counts();
+    assert!(
+        m.algorithm.unwrap().to_string().starts_with("direct index"),
+        "{m}"
+    );
+    let (_, m) = e
+        .query(&wide)
+        .on(BackendKind::CpuParallel)
+        .with_metrics()
+        .count_distinct();
+    assert!(
+        m.algorithm.unwrap().to_string().starts_with("hash groups"),
+        "{m}"
+    );
+    let plan = e.query(&small).explain().value_counts().to_string();
+    assert!(
+        plan.contains("terminal: group by v0 -> count (by key)"),
+        "{plan}"
+    );
+    for k in common::devices(&e) {
+        let err = e
+            .query(&small)
+            .on(k)
+            .no_fallback()
+            .fallible()
+            .distinct()
+            .expect_err("a device grouped");
+        common::assert_declined(k, &err, "keyed aggregation");
+    }
+    let empty: Vec<f32> = Vec::new();
+    assert!(e.query(&empty).value_counts().is_empty());
+    assert_eq!(e.query(&empty).count_distinct(), 0);
+}
