@@ -212,14 +212,24 @@ fn sort_values(k: Key<'_>, parallel: bool) -> (Column, Algorithm) {
     if order::is_narrow(ty) {
         let (w, alg) = sort_words(words32(k), 0..4, parallel);
         let flip = if k.descending { u32::MAX } else { 0 };
-        (decode32(ty, w.iter().map(|&x| x ^ flip)), alg)
+        // Decoded in place: `into_iter().map().collect()` of same-sized
+        // elements reuses the words' allocation (no new pages to fault).
+        (decode32(ty, w.into_iter().map(move |x| x ^ flip)), alg)
     } else {
         let (w, alg) = sort_words(words64(k), 0..8, parallel);
         let flip = if k.descending { u64::MAX } else { 0 };
         let col = match ty {
-            DType::F64 => Column::F64(w.iter().map(|&x| order::f64_of_word(x ^ flip)).collect()),
-            DType::U64 => Column::U64(w.iter().map(|&x| x ^ flip).collect()),
-            _ => Column::I64(w.iter().map(|&x| ((x ^ flip) ^ (1 << 63)) as i64).collect()),
+            DType::F64 => Column::F64(
+                w.into_iter()
+                    .map(|x| order::f64_of_word(x ^ flip))
+                    .collect(),
+            ),
+            DType::U64 => Column::U64(w.into_iter().map(|x| x ^ flip).collect()),
+            _ => Column::I64(
+                w.into_iter()
+                    .map(|x| ((x ^ flip) ^ (1 << 63)) as i64)
+                    .collect(),
+            ),
         };
         (col, alg)
     }
