@@ -84,6 +84,8 @@ macro_rules! float_workload {
     // The first of ~1 in 10^4: reading stops within the first leaves.
     (@shape find, $q:ident, $t:ty, $n:ident) => { $q.with_metrics().find(|x| x.gt(0.9999)).1 };
     (@shape histogram, $q:ident, $t:ty, $n:ident) => { $q.with_metrics().histogram(256, 0.0, 1.0).1 };
+    (@shape sort, $q:ident, $t:ty, $n:ident) => { $q.sort().with_metrics().collect::<Vec<$t>>().1 };
+    (@shape top_k, $q:ident, $t:ty, $n:ident) => { $q.top_k(100).with_metrics().collect::<Vec<$t>>().1 };
 }
 
 macro_rules! int_workload {
@@ -105,6 +107,8 @@ macro_rules! int_workload {
     (@shape filter_collect, $q:ident, $t:ty, $n:ident) => { $q.filter(|x| x.gt(700)).with_metrics().collect::<Vec<$t>>().1 };
     (@shape scan, $q:ident, $t:ty, $n:ident) => { $q.scan_sum().with_metrics().collect::<Vec<$t>>().1 };
     (@shape multi_stage, $q:ident, $t:ty, $n:ident) => { $q.filter(|x| x.gt(500)).take($n / 4).with_metrics().sum().1 };
+    (@shape group_sum, $q:ident, $t:ty, $n:ident) => { $q.with_metrics().group_by(|x| x & 1023).sum().1 };
+    (@shape distinct, $q:ident, $t:ty, $n:ident) => { $q.with_metrics().distinct().1 };
 }
 
 /// Device-resident input: one `DeviceArray` per engine (each engine has
@@ -159,6 +163,8 @@ fn suite(engines: &[Engine; 2], quick: bool, device: bool) -> Vec<Workload> {
         aggregate @ 100_000,
         find @ 10_000_000,
         histogram @ 1_000_000,
+        sort @ 10_000, sort @ 1_000_000,
+        top_k @ 10_000_000,
     );
     float_workloads!(f64, "f64", w,
         filter_reduce @ 10_000_000, stats @ 100_000, collect @ 10_000_000,
@@ -171,6 +177,8 @@ fn suite(engines: &[Engine; 2], quick: bool, device: bool) -> Vec<Workload> {
     w.push(int_workload!(i64, "i64", scan, 1_000_000));
     w.push(int_workload!(u64, "u64", filter_reduce, 100_000));
     w.push(int_workload!(u64, "u64", filter_collect, 10_000_000));
+    w.push(int_workload!(u32, "u32", group_sum, 1_000_000));
+    w.push(int_workload!(i64, "i64", distinct, 100_000));
     if device {
         for (shape, n) in [
             ("reduce", 10_000_000),
