@@ -5,6 +5,7 @@
 # device tool, `bash .ci/device/run.sh` carrying [".dev", ".gl"] (.gl: the
 # Vulkan/GL loader packages, `apt-get download libvulkan1 libegl1 ...`).
 set -euo pipefail
+rm -rf /tmp/computeq-bins
 cargo test --all-features --no-run --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys, shutil, os
@@ -13,11 +14,14 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         name = m["target"]["name"]
-        if name in ("computeq", "cuda_device", "differential", "selector", "wgpu_backend", "ptx", "semantics", "stress", "aggregates", "early_exit"):
+        if name in ("computeq", "cuda_device", "differential", "selector", "wgpu_backend", "ptx", "semantics", "stress", "aggregates", "early_exit", "sort", "groups"):
             shutil.copy(m["executable"], "/tmp/computeq-bins/" + name)
 '
-cargo build --release --features cuda --example bench
-cp target/release/examples/bench /tmp/computeq-bins/bench
+# NO_BENCH=1: the test binaries only (a lease that runs no bench).
+if [ -z "${NO_BENCH:-}" ]; then
+  cargo build --release --features cuda --example bench
+  cp target/release/examples/bench /tmp/computeq-bins/bench
+fi
 strip /tmp/computeq-bins/*
 gcc -shared -fPIC -O1 -o /tmp/computeq-bins/segv.so .ci/device/segv.c -ldl
 mkdir -p .dev

@@ -12,10 +12,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 export PATH=$PATH:/usr/local/cuda/bin
 B=.dev/bin
 S=$SECONDS
-echo "== bench (--devices)"; timeout "${BENCH_S:-170}" $B/bench --devices --sizes "${SIZES:-1000,100000,10000000,100000000}" 2>&1 | tee "$OUT/bench.txt"
+echo "== bench (--devices)"; [ -x $B/bench ] && timeout "${BENCH_S:-170}" $B/bench --devices --sizes "${SIZES:-1000,100000,10000000,100000000}" 2>&1 | tee "$OUT/bench.txt"
 echo "== bench took $((SECONDS-S)) s"
 export COMPUTEQ_REQUIRE=${REQ:-cuda,ptxas,wgpu}
-for t in ${TESTS:-cuda_device computeq selector ptx wgpu_backend semantics stress aggregates early_exit differential}; do
+for t in ${TESTS:-cuda_device computeq selector ptx wgpu_backend semantics stress aggregates early_exit sort groups differential}; do
   S=$SECONDS
   f=""; [ "$t" = differential ] && f="${DIFF_FILTER:-cuda}"
   echo "== $t $f" | tee -a "$OUT/tests.txt"
