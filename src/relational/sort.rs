@@ -295,11 +295,24 @@ fn select(keys: &[Key<'_>], n: usize, limit: usize, parallel: bool) -> (Vec<u32>
         return (Vec::new(), alg);
     }
     if let [k] = keys {
-        if order::is_narrow(k.col.dtype()) {
-            let w = words32(*k);
-            let pick =
-                |lo: usize, hi: usize| smallest(lo, hi, limit, |i| (w[i] as u64) << 32 | i as u64);
-            return (merge_smallest(n, limit, parallel, &pick), alg);
+        // One 32-bit key: its words computed as the rows are read (no
+        // array of words: one pass over the key column).
+        let flip = if k.descending { u32::MAX } else { 0 };
+        let word = |w: u32, i: usize| ((w ^ flip) as u64) << 32 | i as u64;
+        let perm = match k.col {
+            ColumnRef::F32(v) => Some(merge_smallest(n, limit, parallel, &|lo, hi| {
+                smallest(lo, hi, limit, |i| word(order::f32_word(v[i]), i))
+            })),
+            ColumnRef::U32(v) => Some(merge_smallest(n, limit, parallel, &|lo, hi| {
+                smallest(lo, hi, limit, |i| word(v[i], i))
+            })),
+            ColumnRef::I32(v) => Some(merge_smallest(n, limit, parallel, &|lo, hi| {
+                smallest(lo, hi, limit, |i| word(v[i] as u32 ^ 0x8000_0000, i))
+            })),
+            _ => None,
+        };
+        if let Some(perm) = perm {
+            return (perm, alg);
         }
     }
     // The keys' words side by side, most significant first, then the
