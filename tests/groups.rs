@@ -262,3 +262,18 @@ fn the_metrics_name_the_grouping_algorithm_and_devices_decline() {
     assert!(e.query(&empty).value_counts().is_empty());
     assert_eq!(e.query(&empty).count_distinct(), 0);
 }
+
+#[test]
+fn keys_past_128_bits_are_a_clear_error() {
+    let e = common::engine();
+    let a: Vec<u64> = vec![1, 2, 3];
+    let err = e
+        .query(&a)
+        .zip(&a)
+        .zip(&a)
+        .fallible()
+        .group_by(|((x, y), z)| ((x, y), z))
+        .count()
+        .expect_err("192 bits of keys");
+    assert!(err.to_string().contains("128 bits"), "{err}");
+}
