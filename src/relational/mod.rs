@@ -1,8 +1,9 @@
 //! Relational operators on the host: the sorts (and top-k) that end a
-//! sort stage, and the keyed aggregation that ends a group stage. Every CPU backend materializes the stage's key and output
-//! columns with its own element program, then hands them here with its
-//! [`Strategy`]; `cpu-scalar`'s is the obviously right reference the
-//! others are tested against.
+//! sort stage, and the keyed aggregation that ends a group stage. Every
+//! CPU backend materializes the stage's key and output columns with its
+//! own element program (or reads plain input columns as they are), then
+//! hands them here with its [`Strategy`]; `cpu-scalar`'s is the obviously
+//! right reference the others are tested against.
 
 mod group;
 mod radix;
@@ -20,9 +21,10 @@ pub enum Strategy {
     /// `cpu-scalar`: the standard library's stable sort with the canonical
     /// comparison, the reference.
     Reference,
-    /// `cpu-simd`: radix sorts on the calling thread.
+    /// `cpu-simd`: radix sorts and hash or direct-index groups on the
+    /// calling thread.
     Sequential,
-    /// `cpu-parallel`: radix sorts across the thread pool.
+    /// `cpu-parallel`: the same across the thread pool.
     Parallel,
 }
 
