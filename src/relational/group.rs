@@ -77,17 +77,18 @@ struct Grouping {
 }
 
 /// Groups the rows of `keys` (at most 128 bits of words together).
-fn grouping(keys: &[ColumnRef<'_>], n: usize, parallel: bool) -> Grouping {
+/// `ids`: whether the rows' groups are wanted (not for `distinct`).
+fn grouping(keys: &[ColumnRef<'_>], n: usize, parallel: bool, ids: bool) -> Grouping {
     if let [k] = keys {
         // One match per column, not per row: each arm is its own loop.
         return match *k {
-            ColumnRef::F32(v) => one_key(n, parallel, |i| f32_group_word(v[i])),
-            ColumnRef::F64(v) => one_key(n, parallel, |i| f64_group_word(v[i])),
-            ColumnRef::U32(v) => one_key(n, parallel, |i| v[i] as u64),
-            ColumnRef::I32(v) => one_key(n, parallel, |i| (v[i] as u32 ^ 0x8000_0000) as u64),
-            ColumnRef::U64(v) => one_key(n, parallel, |i| v[i]),
-            ColumnRef::I64(v) => one_key(n, parallel, |i| v[i] as u64 ^ (1 << 63)),
-            ColumnRef::Bool(v) => one_key(n, parallel, |i| v[i] as u64),
+            ColumnRef::F32(v) => one_key(n, parallel, ids, |i| f32_group_word(v[i])),
+            ColumnRef::F64(v) => one_key(n, parallel, ids, |i| f64_group_word(v[i])),
+            ColumnRef::U32(v) => one_key(n, parallel, ids, |i| v[i] as u64),
+            ColumnRef::I32(v) => one_key(n, parallel, ids, |i| (v[i] as u32 ^ 0x8000_0000) as u64),
+            ColumnRef::U64(v) => one_key(n, parallel, ids, |i| v[i]),
+            ColumnRef::I64(v) => one_key(n, parallel, ids, |i| v[i] as u64 ^ (1 << 63)),
+            ColumnRef::Bool(v) => one_key(n, parallel, ids, |i| v[i] as u64),
         };
     }
     let word = |i: usize| {
@@ -95,25 +96,25 @@ fn grouping(keys: &[ColumnRef<'_>], n: usize, parallel: bool) -> Grouping {
             c << bits(k.dtype()) | group_word(*k, i) as u128
         })
     };
-    hashed(n, parallel, word)
+    hashed(n, parallel, ids, word)
 }
 
 /// One key: a direct index when its words span a small range, else
 /// hashing.
-fn one_key(n: usize, parallel: bool, word: impl Fn(usize) -> u64 + Sync) -> Grouping {
+fn one_key(n: usize, parallel: bool, ids: bool, word: impl Fn(usize) -> u64 + Sync) -> Grouping {
     let (lo, hi) = (0..n).fold((u64::MAX, 0), |(lo, hi), i| {
         let x = word(i);
         (lo.min(x), hi.max(x))
     });
     if n > 0 && hi - lo < DENSE_SPAN && hi - lo <= 4 * n as u64 + 1024 {
-        return dense(n, lo, (hi - lo + 1) as usize, word);
+        return dense(n, lo, (hi - lo + 1) as usize, ids, word);
     }
-    hashed(n, parallel, word)
+    hashed(n, parallel, ids, word)
 }
 
 /// A direct index: group = rank of the word among the present ones (so
 /// groups are already in key order).
-fn dense(n: usize, lo: u64, span: usize, word: impl Fn(usize) -> u64) -> Grouping {
+fn dense(n: usize, lo: u64, span: usize, want_ids: bool, word: impl Fn(usize) -> u64) -> Grouping {
     let mut first = vec![usize::MAX; span];
     for i in 0..n {
         let s = (word(i) - lo) as usize;
@@ -131,7 +132,11 @@ fn dense(n: usize, lo: u64, span: usize, word: impl Fn(usize) -> u64) -> Groupin
             words.push((lo + s as u64) as u128);
         }
     }
-    let ids = (0..n).map(|i| rank[(word(i) - lo) as usize]).collect();
+    let ids = if want_ids {
+        (0..n).map(|i| rank[(word(i) - lo) as usize]).collect()
+    } else {
+        Vec::new()
+    };
     Grouping {
         ids,
         first: firsts,
@@ -144,23 +149,31 @@ fn dense(n: usize, lo: u64, span: usize, word: impl Fn(usize) -> u64) -> Groupin
 /// word and first row.
 type LocalGroups<W> = (Vec<u32>, Vec<(W, usize)>);
 
-/// Groups rows `lo..hi` in a table of their own.
+/// Groups rows `lo..hi` in a table of their own (their local groups
+/// only when `want_ids`).
 fn hash_rows<W: Copy + Eq + Hash>(
     lo: usize,
     hi: usize,
+    want_ids: bool,
     word: &impl Fn(usize) -> W,
 ) -> LocalGroups<W> {
     let mut map: FxHashMap<W, u32> = FxHashMap::default();
     let mut groups = Vec::new();
-    let ids = (lo..hi)
-        .map(|i| {
-            let x = word(i);
-            *map.entry(x).or_insert_with(|| {
-                groups.push((x, i));
-                (groups.len() - 1) as u32
-            })
+    let mut group_of = |i: usize| {
+        let x = word(i);
+        *map.entry(x).or_insert_with(|| {
+            groups.push((x, i));
+            (groups.len() - 1) as u32
         })
-        .collect();
+    };
+    let ids = if want_ids {
+        (lo..hi).map(&mut group_of).collect()
+    } else {
+        (lo..hi).for_each(|i| {
+            group_of(i);
+        });
+        Vec::new()
+    };
     (ids, groups)
 }
 
@@ -169,11 +182,12 @@ fn hash_rows<W: Copy + Eq + Hash>(
 fn hashed<W: Copy + Eq + Hash + Into<u128> + Send + Sync>(
     n: usize,
     parallel: bool,
+    want_ids: bool,
     word: impl Fn(usize) -> W + Sync,
 ) -> Grouping {
     let threads = rayon::current_num_threads();
     if !parallel || threads < 2 || n < (1 << 16) {
-        let (ids, groups) = hash_rows(0, n, &word);
+        let (ids, groups) = hash_rows(0, n, want_ids, &word);
         return Grouping {
             ids,
             first: groups.iter().map(|g| g.1).collect(),
@@ -184,7 +198,7 @@ fn hashed<W: Copy + Eq + Hash + Into<u128> + Send + Sync>(
     let chunk = n.div_ceil(threads);
     let locals: Vec<LocalGroups<W>> = (0..n.div_ceil(chunk))
         .into_par_iter()
-        .map(|c| hash_rows(c * chunk, ((c + 1) * chunk).min(n), &word))
+        .map(|c| hash_rows(c * chunk, ((c + 1) * chunk).min(n), want_ids, &word))
         .collect();
     let mut global: FxHashMap<W, u32> = FxHashMap::default();
     let mut first = Vec::new();
@@ -204,7 +218,7 @@ fn hashed<W: Copy + Eq + Hash + Into<u128> + Send + Sync>(
                 .collect()
         })
         .collect();
-    let mut ids = vec![0u32; n];
+    let mut ids = vec![0u32; if want_ids { n } else { 0 }];
     ids.par_chunks_mut(chunk)
         .zip(locals.par_iter().zip(remaps.par_iter()))
         .for_each(|(out, ((local, _), remap))| {
@@ -450,7 +464,7 @@ pub(crate) fn group(
         return Ok(reference(keys, aggs, first_seen, n));
     }
     let parallel = strategy == Strategy::Parallel;
-    let g = grouping(keys, n, parallel);
+    let g = grouping(keys, n, parallel, !aggs.is_empty());
     let groups = g.first.len();
     let threads = rayon::current_num_threads();
     let accs: Vec<Acc> = if parallel && threads > 1 && n >= 1 << 16 {
