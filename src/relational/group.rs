@@ -469,7 +469,9 @@ pub(crate) fn group(
     let threads = rayon::current_num_threads();
     let accs: Vec<Acc> = if parallel && threads > 1 && n >= 1 << 16 {
         let chunk = n.div_ceil(threads);
-        let parts: Vec<Vec<Acc>> = (0..threads)
+        // `n.div_ceil(chunk)` chunks, each non-empty (not `threads`: the
+        // last ones could start past the end).
+        let parts: Vec<Vec<Acc>> = (0..n.div_ceil(chunk))
             .into_par_iter()
             .map(|t| {
                 let (lo, hi) = (t * chunk, ((t + 1) * chunk).min(n));

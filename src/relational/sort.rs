@@ -368,7 +368,7 @@ fn merge_smallest<W: Word + Into<u128>>(
     let threads = rayon::current_num_threads();
     let mut all: Vec<W> = if parallel && threads > 1 && n >= RADIX_MIN * threads {
         let chunk = n.div_ceil(threads);
-        (0..threads)
+        (0..n.div_ceil(chunk))
             .into_par_iter()
             .flat_map_iter(|t| pick(t * chunk, ((t + 1) * chunk).min(n)))
             .collect()
