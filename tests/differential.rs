@@ -196,9 +196,13 @@ mod cuda_interp {
         if let Err(e) = result {
             panic!("cuda (interpreter): {e}");
         }
+        // Most of what the device ran agreed (not undetermined), and a
+        // quarter of every case drawn at least: plans the device kernels
+        // decline (sorts, groups, `m2`, histograms, `first`/`last`) are a
+        // growing share of the draw.
         let s = summary.borrow();
         assert!(
-            s.agreed > INTERP_CASES as usize / 2,
+            s.agreed * 2 > s.agreed + s.inconclusive && s.agreed >= INTERP_CASES as usize / 4,
             "too few cases compared: {s}"
         );
     }
