@@ -61,6 +61,20 @@ pub enum FusedTerminal {
     },
 }
 
+/// Appends each of `values` that `out` does not hold yet (the columns a
+/// sort or group stage materializes: its keys, then what it writes or
+/// aggregates, each once).
+pub(crate) fn push_unique<A: smallvec::Array<Item = Value>>(
+    out: &mut SmallVec<A>,
+    values: impl IntoIterator<Item = Value>,
+) {
+    for v in values {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+}
+
 /// A run of fused element-wise adaptors.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct FusedStage {
@@ -88,24 +102,16 @@ impl FusedStage {
             FusedTerminal::Collect(cols) => r.extend(cols.iter().copied()),
             FusedTerminal::Scan { column, .. } => r.push(*column),
             FusedTerminal::CountByKey { key, .. } => r.push(*key),
-            FusedTerminal::Group { keys, aggs, .. } => {
-                for v in keys
-                    .iter()
+            FusedTerminal::Group { keys, aggs, .. } => push_unique(
+                &mut r,
+                keys.iter()
                     .copied()
-                    .chain(aggs.iter().filter_map(|a| a.column))
-                {
-                    if !r.contains(&v) {
-                        r.push(v);
-                    }
-                }
-            }
-            FusedTerminal::Sort { keys, columns, .. } => {
-                for v in keys.iter().map(|k| k.value).chain(columns.iter().copied()) {
-                    if !r.contains(&v) {
-                        r.push(v);
-                    }
-                }
-            }
+                    .chain(aggs.iter().filter_map(|a| a.column)),
+            ),
+            FusedTerminal::Sort { keys, columns, .. } => push_unique(
+                &mut r,
+                keys.iter().map(|k| k.value).chain(columns.iter().copied()),
+            ),
         }
         r
     }

@@ -6,6 +6,7 @@ mod fused;
 mod logical;
 mod op_graph;
 
+pub(crate) use fused::push_unique;
 pub use fused::{FusedStage, FusedTerminal, SlotSource};
 pub use logical::{LogicalAgg, LogicalOp, LogicalTerminal, QueryTrace, Stream, TracedCombine};
 pub use op_graph::{OpGraph, OpNode};

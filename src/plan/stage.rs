@@ -9,6 +9,7 @@ pub use crate::semantics::order::SortKey;
 pub use crate::semantics::{AggKind, Aggregate, Combine, RangeOp, ScanOp};
 
 use crate::expr::{DType, ExprArena, Scalar, Value};
+use crate::graph::push_unique;
 use smallvec::SmallVec;
 use std::fmt;
 
@@ -101,25 +102,21 @@ impl Terminal {
         match self {
             Terminal::Collect(cols) => cols.clone(),
             Terminal::Sort { keys, columns, .. } => {
-                let mut m: SmallVec<[Value; 4]> = SmallVec::new();
-                for v in keys.iter().map(|k| k.value).chain(columns.iter().copied()) {
-                    if !m.contains(&v) {
-                        m.push(v);
-                    }
-                }
+                let mut m = SmallVec::new();
+                push_unique(
+                    &mut m,
+                    keys.iter().map(|k| k.value).chain(columns.iter().copied()),
+                );
                 m
             }
             Terminal::Group { keys, aggs, .. } => {
-                let mut m: SmallVec<[Value; 4]> = SmallVec::new();
-                for v in keys
-                    .iter()
-                    .copied()
-                    .chain(aggs.iter().filter_map(|a| a.column))
-                {
-                    if !m.contains(&v) {
-                        m.push(v);
-                    }
-                }
+                let mut m = SmallVec::new();
+                push_unique(
+                    &mut m,
+                    keys.iter()
+                        .copied()
+                        .chain(aggs.iter().filter_map(|a| a.column)),
+                );
                 m
             }
             _ => SmallVec::new(),

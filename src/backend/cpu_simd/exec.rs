@@ -36,7 +36,7 @@ use crate::semantics::{
 use crate::types::{Column, ColumnRef, Fault, PlanError};
 use smallvec::SmallVec;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// A leaf's (or a subtree's) result for one aggregate.
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -241,8 +241,11 @@ pub(crate) struct Acct {
     tasks: AtomicU32,
     /// Positions of the last stage an early exit left unread.
     skipped: AtomicU64,
-    /// The algorithm of the last sort (recorded by the calling thread).
+    /// The algorithm of the last sort or group (recorded by the calling
+    /// thread), and whether there is one: a run without one (every
+    /// reduction) reads the flag, not the lock.
     algorithm: std::sync::Mutex<Option<Algorithm>>,
+    has_algorithm: AtomicBool,
     /// Whether only the calling thread counts here (the default is shared
     /// by the tasks of a parallel run). Local counting is a plain load and
     /// store: a locked add is a full barrier on x86, and a tiny query would
@@ -305,13 +308,17 @@ impl Acct {
         self.skipped.load(Ordering::Relaxed)
     }
 
-    /// Records the algorithm of a sort.
+    /// Records the algorithm of a sort or group.
     pub(crate) fn algorithm(&self, a: Algorithm) {
         *self.algorithm.lock().unwrap_or_else(|e| e.into_inner()) = Some(a);
+        self.has_algorithm.store(true, Ordering::Relaxed);
     }
 
-    /// The algorithm of the last sort, if any ran.
+    /// The algorithm of the last sort or group, if any ran.
     pub(crate) fn last_algorithm(&self) -> Option<Algorithm> {
+        if !self.has_algorithm.load(Ordering::Relaxed) {
+            return None;
+        }
         *self.algorithm.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -1977,6 +1984,15 @@ pub(crate) fn run_plan(
     }
     // Empty (no allocation) for the common single-stage plan.
     let mut produced: Vec<Vec<Column>> = Vec::new();
+    // A sort or group stage's materialized columns, sorted or grouped on
+    // the host.
+    let finish = |i: usize, stage: &Stage, cols: &[ColumnRef<'_>]| {
+        let (out, alg) = relational::finish_stage(stage, cols, params, driver.strategy())
+            .expect("a sort or group stage")
+            .map_err(|f| f.at(i))?;
+        acct.algorithm(alg);
+        Ok::<_, PlanError>(out)
+    };
     for (i, (stage, prog)) in plan.stages.iter().zip(&program.stages).enumerate() {
         let mut inputs: SmallVec<[ColumnRef<'_>; 4]> = SmallVec::new();
         for inp in &stage.inputs {
@@ -1992,14 +2008,9 @@ pub(crate) fn run_plan(
                     .ok_or_else(|| Fault::Dangling(format!("stage output {s}.{column}")).at(i))?,
             });
         }
-        let direct = relational::direct_columns(stage, &inputs, params).map(|cols| {
-            // A sort or group of input columns as they are: from the inputs.
-            let (sorted, alg) = relational::finish_stage(stage, &cols, params, driver.strategy())
-                .expect("a sort or group stage")
-                .map_err(|f| f.at(i))?;
-            acct.algorithm(alg);
-            Ok::<_, PlanError>(sorted)
-        });
+        // A sort or group of input columns as they are: from the inputs.
+        let direct =
+            relational::direct_columns(stage, &inputs, params).map(|cols| finish(i, stage, &cols));
         if let Some(sorted) = direct {
             let sorted = sorted?;
             drop(inputs);
@@ -2036,12 +2047,7 @@ pub(crate) fn run_plan(
                 ) =>
             {
                 let refs: SmallVec<[ColumnRef<'_>; 4]> = cols.iter().map(|c| c.as_ref()).collect();
-                let (sorted, alg) =
-                    relational::finish_stage(stage, &refs, params, driver.strategy())
-                        .expect("a sort or group stage")
-                        .map_err(|f| f.at(i))?;
-                acct.algorithm(alg);
-                PlanOutput::Columns(sorted)
+                PlanOutput::Columns(finish(i, stage, &refs)?)
             }
             other => other,
         };
