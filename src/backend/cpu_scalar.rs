@@ -51,6 +51,7 @@ impl Backend for CpuScalar {
             stats.algorithm = match s.terminal {
                 Terminal::Sort { .. } => Some(crate::metrics::Algorithm::StableSort),
                 Terminal::Group { .. } => Some(crate::metrics::Algorithm::OrderedMap),
+                Terminal::Join { .. } => Some(crate::metrics::Algorithm::OrderedMapJoin),
                 _ => stats.algorithm,
             };
         }
@@ -98,7 +99,8 @@ fn run_plan_counted(
                 }
             })
             .collect();
-        let out = run_stage_counted(stage, &inputs, params, skipped).map_err(|f| f.at(i))?;
+        let out =
+            run_stage_counted(stage, &inputs, sources, params, skipped).map_err(|f| f.at(i))?;
         if i + 1 == plan.stages.len() {
             return Ok(out);
         }
@@ -110,18 +112,20 @@ fn run_plan_counted(
     Err(PlanError::NoStage)
 }
 
-/// Runs one stage with the reference semantics.
+/// Runs one stage with the reference semantics. A join stage reads its
+/// build side from the query's inputs: run it through [`run_plan`].
 pub fn run_stage(
     stage: &Stage,
     inputs: &[ColumnRef<'_>],
     params: &[Scalar],
 ) -> Result<PlanOutput, Fault> {
-    run_stage_counted(stage, inputs, params, &mut 0)
+    run_stage_counted(stage, inputs, &[], params, &mut 0)
 }
 
 fn run_stage_counted(
     stage: &Stage,
     inputs: &[ColumnRef<'_>],
+    sources: &[ColumnRef<'_>],
     params: &[Scalar],
     skipped: &mut u64,
 ) -> Result<PlanOutput, Fault> {
@@ -160,7 +164,10 @@ fn run_stage_counted(
             aggs.iter().map(|_| None).collect(),
             aggs.iter().map(|_| (None, Moments::EMPTY)).collect(),
         ),
-        Terminal::Collect(_) | Terminal::Sort { .. } | Terminal::Group { .. } => State::Collect(
+        Terminal::Collect(_)
+        | Terminal::Sort { .. }
+        | Terminal::Group { .. }
+        | Terminal::Join { .. } => State::Collect(
             materialized
                 .iter()
                 .map(|&c| {
@@ -259,7 +266,10 @@ fn run_stage_counted(
             }
             (
                 State::Collect(out),
-                Terminal::Collect(_) | Terminal::Sort { .. } | Terminal::Group { .. },
+                Terminal::Collect(_)
+                | Terminal::Sort { .. }
+                | Terminal::Group { .. }
+                | Terminal::Join { .. },
             ) => {
                 for (o, c) in out.iter_mut().zip(&materialized) {
                     o.push(regs[c.index()]);
@@ -288,7 +298,7 @@ fn run_stage_counted(
         State::Reduce(accs, ..) => PlanOutput::Aggregates(accs),
         State::Collect(cols) => {
             let refs: Vec<ColumnRef<'_>> = cols.iter().map(|c| c.as_ref()).collect();
-            match relational::finish_stage(stage, &refs, params, Strategy::Reference) {
+            match relational::finish_stage(stage, &refs, sources, params, Strategy::Reference) {
                 Some(done) => PlanOutput::Columns(done?.0),
                 None => PlanOutput::Columns(cols),
             }

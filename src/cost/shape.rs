@@ -114,6 +114,11 @@ impl PlanShape {
                 Terminal::Group { keys, aggs, .. } => {
                     8.0 * keys.len() as f64 + 2.0 * aggs.len() as f64
                 }
+                // A join: the key's word, a hash probe, and a gather of
+                // every column written (the build table is not priced).
+                Terminal::Join { keys, columns, .. } => {
+                    8.0 * keys.len() as f64 + 2.0 * columns.len() as f64
+                }
                 _ => 0.0,
             };
             let (end, out_bytes) = match &s.terminal {
@@ -132,8 +137,8 @@ impl PlanShape {
                     (end, w)
                 }
                 // Priced as a store of the materialized columns; the
-                // sort's passes are in `extra_aggs`.
-                Terminal::Sort { .. } => (
+                // sort's passes and the join's probes are in `extra_aggs`.
+                Terminal::Sort { .. } | Terminal::Join { .. } => (
                     StageEnd::Store,
                     s.terminal
                         .materialized()

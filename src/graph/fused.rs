@@ -4,7 +4,7 @@
 use super::logical::{LogicalAgg, TracedCombine};
 use super::Stream;
 use crate::expr::Value;
-use crate::semantics::order::SortKey;
+use crate::semantics::order::{JoinKind, SortKey};
 use crate::semantics::RangeOp;
 use smallvec::SmallVec;
 
@@ -51,6 +51,20 @@ pub enum FusedTerminal {
         aggs: SmallVec<[LogicalAgg; 4]>,
         /// Groups in first-row order instead of by key.
         first_seen: bool,
+    },
+    /// An equi-join of the (surviving) rows with build columns read from
+    /// query inputs; writes `columns` (and, for an inner join, the build
+    /// side's columns after them) in probe order.
+    Join {
+        /// Which rows come out.
+        kind: JoinKind,
+        /// The probe side's keys.
+        keys: SmallVec<[Value; 2]>,
+        /// The probe side's columns written.
+        columns: SmallVec<[Value; 4]>,
+        /// Query inputs of the build side: `keys.len()` keys, then the
+        /// columns an inner join adds.
+        build: SmallVec<[u16; 4]>,
     },
     /// Counts per key (with the predicate: of the survivors).
     CountByKey {
@@ -112,6 +126,9 @@ impl FusedStage {
                 &mut r,
                 keys.iter().map(|k| k.value).chain(columns.iter().copied()),
             ),
+            FusedTerminal::Join { keys, columns, .. } => {
+                push_unique(&mut r, keys.iter().chain(columns.iter()).copied())
+            }
         }
         r
     }

@@ -6,7 +6,7 @@
 //! two queries with equal records share one optimized plan.
 
 use crate::expr::{DType, ExprArena, Value};
-use crate::semantics::order::SortKey;
+use crate::semantics::order::{JoinKind, SortKey};
 use crate::semantics::AggKind;
 use smallvec::SmallVec;
 
@@ -20,6 +20,13 @@ pub enum Stream {
     /// Column `column` of the sort at op index `op`.
     Sort {
         /// Op index of the sort.
+        op: u16,
+        /// Which of its columns.
+        column: u16,
+    },
+    /// Column `column` of the join at op index `op`.
+    Join {
+        /// Op index of the join.
         op: u16,
         /// Which of its columns.
         column: u16,
@@ -104,6 +111,23 @@ pub enum LogicalOp {
         /// The `Input` nodes standing for them downstream.
         results: SmallVec<[Value; 4]>,
     },
+    /// `join(..)`, `semi_join(..)`, `is_in(..)`, ...: an equi-join of the
+    /// stream with build columns read whole from query inputs (not joined
+    /// by position). The stream after it is `Stream::Join` of this op.
+    Join {
+        /// Which rows come out.
+        kind: JoinKind,
+        /// The probe side's keys.
+        keys: SmallVec<[Value; 2]>,
+        /// The probe side's columns carried through.
+        columns: SmallVec<[Value; 4]>,
+        /// Query inputs of the build side: its keys, then the columns an
+        /// inner join adds.
+        build: SmallVec<[u16; 4]>,
+        /// The `Input` nodes standing for the result columns downstream
+        /// (the probe's columns, then the build side's).
+        results: SmallVec<[Value; 4]>,
+    },
 }
 
 impl LogicalOp {
@@ -119,6 +143,7 @@ impl LogicalOp {
             LogicalOp::Take { .. } => "take",
             LogicalOp::Scan { .. } => "scan",
             LogicalOp::Sort { .. } => "sort",
+            LogicalOp::Join { kind, .. } => kind.name(),
         }
     }
 }

@@ -159,6 +159,16 @@ fn visit_node(n: &mut OpNode, f: &mut impl FnMut(&mut Value)) {
                 columns.iter_mut().for_each(&mut *f);
                 results.iter_mut().for_each(f);
             }
+            LogicalOp::Join {
+                keys,
+                columns,
+                results,
+                ..
+            } => {
+                keys.iter_mut().for_each(&mut *f);
+                columns.iter_mut().for_each(&mut *f);
+                results.iter_mut().for_each(f);
+            }
         },
         OpNode::Terminal(t) => match t {
             LogicalTerminal::Reduce(aggs) => aggs
@@ -197,6 +207,10 @@ fn visit_node(n: &mut OpNode, f: &mut impl FnMut(&mut Value)) {
                 }
                 FusedTerminal::Sort { keys, columns, .. } => {
                     keys.iter_mut().for_each(|k| f(&mut k.value));
+                    columns.iter_mut().for_each(f);
+                }
+                FusedTerminal::Join { keys, columns, .. } => {
+                    keys.iter_mut().for_each(&mut *f);
                     columns.iter_mut().for_each(f);
                 }
             }
@@ -276,6 +290,20 @@ impl fmt::Display for OpNode {
                     f,
                     "sort by [{}] [{}] -> [{}]",
                     key_list(keys),
+                    list(columns),
+                    list(results)
+                ),
+                LogicalOp::Join {
+                    kind,
+                    keys,
+                    columns,
+                    build,
+                    results,
+                } => write!(
+                    f,
+                    "{} on [{}] = inputs {build:?} [{}] -> [{}]",
+                    kind.name(),
+                    list(keys),
                     list(columns),
                     list(results)
                 ),
@@ -364,6 +392,18 @@ impl fmt::Display for OpNode {
                             None => Ok(()),
                         }
                     }
+                    FusedTerminal::Join {
+                        kind,
+                        keys,
+                        columns,
+                        build,
+                    } => write!(
+                        f,
+                        " -> {} on [{}] = inputs {build:?} [{}]",
+                        kind.name(),
+                        list(keys),
+                        list(columns)
+                    ),
                 }
             }
         }

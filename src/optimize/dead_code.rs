@@ -5,6 +5,7 @@
 use super::{Pass, Transformed};
 use crate::expr::Value;
 use crate::graph::{FusedTerminal, OpGraph, OpNode, SlotSource};
+use crate::semantics::order::JoinKind;
 use std::collections::HashSet;
 
 /// The dead-code rule.
@@ -121,6 +122,13 @@ impl Pass for DeadCode {
                 && !last.has_range_steps();
             let width = match &prev.terminal {
                 FusedTerminal::Collect(c) | FusedTerminal::Sort { columns: c, .. } => c.len(),
+                FusedTerminal::Join {
+                    kind: JoinKind::Inner,
+                    keys,
+                    columns,
+                    build,
+                } => columns.len() + build.len() - keys.len(),
+                FusedTerminal::Join { columns, .. } => columns.len(),
                 FusedTerminal::Scan { .. } => 1,
                 FusedTerminal::Reduce(_)
                 | FusedTerminal::CountByKey { .. }

@@ -170,6 +170,30 @@ impl Pass for FuseElementwise {
                             results,
                         );
                     }
+                    // Like a sort, a join reads its rows whole: a
+                    // predicate compacts inside the stage.
+                    LogicalOp::Join {
+                        kind,
+                        keys,
+                        columns,
+                        build,
+                        results,
+                    } => {
+                        b.finish(FusedTerminal::Join {
+                            kind,
+                            keys,
+                            columns,
+                            build,
+                        });
+                        b.start(
+                            results
+                                .iter()
+                                .enumerate()
+                                .map(|(j, &v)| (SlotSource::Previous(j as u16), v))
+                                .collect(),
+                            results,
+                        );
+                    }
                 },
                 OpNode::Terminal(t) => match t {
                     LogicalTerminal::Reduce(aggs) => {
@@ -229,10 +253,12 @@ fn carry_free_values(stages: &mut [OpNode], arena: &crate::expr::ExprArena) {
         let (OpNode::Fused(prev), OpNode::Fused(cur)) = (&mut head[k - 1], &mut tail[0]) else {
             continue;
         };
-        // Through a sort, a carried value is reordered with the others.
+        // Through a sort or a join, a carried value is reordered (and
+        // repeated) with the others.
         let is_collect = matches!(prev.terminal, FusedTerminal::Collect(_));
-        let (FusedTerminal::Collect(cols) | FusedTerminal::Sort { columns: cols, .. }) =
-            &mut prev.terminal
+        let (FusedTerminal::Collect(cols)
+        | FusedTerminal::Sort { columns: cols, .. }
+        | FusedTerminal::Join { columns: cols, .. }) = &mut prev.terminal
         else {
             continue;
         };
@@ -260,6 +286,15 @@ fn carry_free_values(stages: &mut [OpNode], arena: &crate::expr::ExprArena) {
             let j = match cols.iter().position(|&c| c == v) {
                 Some(j) => j,
                 None => {
+                    // A join writes the build side's columns after the
+                    // probe's: the next stage's reads of them move up one.
+                    let at = cols.len() as u16;
+                    for (src, _) in &mut cur.slots {
+                        match src {
+                            SlotSource::Previous(k) if *k >= at => *k += 1,
+                            _ => {}
+                        }
+                    }
                     cols.push(v);
                     if is_collect {
                         prev.columns.push(v);

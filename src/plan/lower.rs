@@ -5,7 +5,7 @@
 //! expressions vanish here), in arena order (so operands precede users).
 
 use super::stage::{
-    AggKind, Aggregate, Combine, PhysicalPlan, ScanOp, Stage, StageInput, Terminal,
+    AggKind, Aggregate, Combine, JoinKind, PhysicalPlan, ScanOp, Stage, StageInput, Terminal,
 };
 use crate::expr::{ExprArena, Node, NodeData, Value};
 use crate::graph::{FusedStage, FusedTerminal, OpGraph, OpNode, SlotSource, Stream};
@@ -137,6 +137,26 @@ fn lower_stage(graph: &OpGraph, f: &FusedStage, index: usize) -> Result<Stage, F
             columns: columns.iter().map(|&c| local(c)).collect(),
             fetch: *fetch,
         },
+        FusedTerminal::Join {
+            kind,
+            keys,
+            columns,
+            build,
+        } => Terminal::Join {
+            kind: *kind,
+            keys: keys.iter().map(|&k| local(k)).collect(),
+            columns: columns.iter().map(|&c| local(c)).collect(),
+            build: build
+                .iter()
+                .map(|&k| {
+                    graph
+                        .input_dtypes
+                        .get(k as usize)
+                        .map(|&ty| (k, ty))
+                        .ok_or_else(|| Fault::Dangling(format!("build input {k}")))
+                })
+                .collect::<Result<_, Fault>>()?,
+        },
         FusedTerminal::CountByKey { key, keys } => Terminal::CountByKey {
             key: local(*key),
             keys: *keys,
@@ -255,6 +275,30 @@ fn verify_stage(plan: &PhysicalPlan, i: usize, s: &Stage) -> Result<(), Fault> {
                 {
                     return Err(Fault::AggregateColumn(a.kind.name()));
                 }
+            }
+        }
+        Terminal::Join {
+            keys, build, kind, ..
+        } => {
+            let bits: usize = keys
+                .iter()
+                .map(|&k| 8 * s.program.ty(k).size().max(4))
+                .sum();
+            let typed = keys.len() <= build.len()
+                && keys.iter().zip(build.iter()).all(|(&k, &(input, ty))| {
+                    s.program.ty(k) == ty && plan.input_dtypes.get(input as usize) == Some(&ty)
+                })
+                && build
+                    .iter()
+                    .all(|&(input, ty)| plan.input_dtypes.get(input as usize) == Some(&ty));
+            if keys.is_empty()
+                || bits > 128
+                || !typed
+                || (*kind != JoinKind::Inner && build.len() != keys.len())
+            {
+                return Err(Fault::AggregateColumn(
+                    "join (keys of one type on both sides, at most 128 bits together)",
+                ));
             }
         }
         Terminal::Sort { keys, columns, .. } if keys.is_empty() || columns.is_empty() => {

@@ -7,8 +7,8 @@ mod compiled;
 mod stage;
 
 pub use stage::{
-    AggKind, Aggregate, Combine, PhysicalPlan, PlanOutput, RangeOp, ScanOp, SortKey, Stage,
-    StageInput, StageRange, Terminal,
+    AggKind, Aggregate, Combine, JoinKind, PhysicalPlan, PlanOutput, RangeOp, ScanOp, SortKey,
+    Stage, StageInput, StageRange, Terminal,
 };
 
 mod lower;

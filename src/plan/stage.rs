@@ -5,7 +5,7 @@
 //! Stages are produced by the optimizer and never changed afterwards; the
 //! backends may only read them.
 
-pub use crate::semantics::order::SortKey;
+pub use crate::semantics::order::{JoinKind, SortKey};
 pub use crate::semantics::{AggKind, Aggregate, Combine, RangeOp, ScanOp};
 
 use crate::expr::{DType, ExprArena, Scalar, Value};
@@ -92,6 +92,23 @@ pub enum Terminal {
         /// Groups in the order of their first row instead of by key.
         first_seen: bool,
     },
+    /// An equi-join of the (surviving) positions with build columns read
+    /// whole from query inputs (keys compare as group keys: `-0.0` is
+    /// `+0.0`, every NaN one key). Writes `columns` in probe order and,
+    /// for an inner join, the build side's columns after them: one row per
+    /// matching pair, the build rows of one probe row in build order.
+    /// What follows reads the joined columns.
+    Join {
+        /// Which rows come out.
+        kind: JoinKind,
+        /// The probe keys.
+        keys: SmallVec<[Value; 2]>,
+        /// The probe columns written.
+        columns: SmallVec<[Value; 4]>,
+        /// The build side's query inputs and their types: `keys.len()`
+        /// keys, then the columns an inner join writes.
+        build: SmallVec<[(u16, DType); 4]>,
+    },
 }
 
 impl Terminal {
@@ -107,6 +124,11 @@ impl Terminal {
                     &mut m,
                     keys.iter().map(|k| k.value).chain(columns.iter().copied()),
                 );
+                m
+            }
+            Terminal::Join { keys, columns, .. } => {
+                let mut m = SmallVec::new();
+                push_unique(&mut m, keys.iter().chain(columns.iter()).copied());
                 m
             }
             Terminal::Group { keys, aggs, .. } => {
@@ -133,6 +155,7 @@ impl Terminal {
             Terminal::Sort { fetch: None, .. } => "sort",
             Terminal::Sort { fetch: Some(_), .. } => "top_k",
             Terminal::Group { .. } => "group",
+            Terminal::Join { kind, .. } => kind.name(),
         }
     }
 }
@@ -216,6 +239,22 @@ impl Stage {
             }
             Terminal::Scan { column, .. } => smallvec::smallvec![self.program.ty(*column)],
             Terminal::CountByKey { .. } => smallvec::smallvec![DType::U64],
+            Terminal::Join {
+                kind,
+                keys,
+                columns,
+                build,
+            } => {
+                let added = match kind {
+                    JoinKind::Inner => &build[keys.len().min(build.len())..],
+                    JoinKind::Semi | JoinKind::Anti => &[],
+                };
+                columns
+                    .iter()
+                    .map(|&c| self.program.ty(c))
+                    .chain(added.iter().map(|&(_, ty)| ty))
+                    .collect()
+            }
             Terminal::Group { keys, aggs, .. } => keys
                 .iter()
                 .map(|&k| self.program.ty(k))
@@ -368,6 +407,36 @@ impl fmt::Display for Stage {
                         "by key"
                     }
                 )
+            }
+            Terminal::Join {
+                kind,
+                keys,
+                columns,
+                build,
+            } => {
+                let what = if self.predicate.is_some() {
+                    "compact, "
+                } else {
+                    ""
+                };
+                write!(f, "  terminal: {what}{} on", kind.name())?;
+                for k in keys {
+                    write!(f, " {k}")?;
+                }
+                write!(f, " = inputs")?;
+                for (k, _) in &build[..keys.len().min(build.len())] {
+                    write!(f, " {k}")?;
+                }
+                write!(f, " ->")?;
+                for c in columns {
+                    write!(f, " {c}")?;
+                }
+                if *kind == JoinKind::Inner {
+                    for (k, _) in &build[keys.len().min(build.len())..] {
+                        write!(f, " input{k}")?;
+                    }
+                }
+                writeln!(f, " (hash build/probe, probe order)")
             }
             Terminal::Sort {
                 keys,

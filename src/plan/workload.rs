@@ -88,6 +88,9 @@ pub struct PlanStatics {
     wide_types: bool,
     stages: u32,
     terminal: &'static str,
+    /// Query inputs read whole by a join (its build side), not by
+    /// position: they do not bound the element count.
+    build_inputs: smallvec::SmallVec<[u16; 2]>,
 }
 
 impl PlanStatics {
@@ -119,6 +122,14 @@ impl PlanStatics {
             wide_types: wide,
             stages: plan.stages.len() as u32,
             terminal: last.terminal.kind_name(),
+            build_inputs: plan
+                .stages
+                .iter()
+                .flat_map(|s| match &s.terminal {
+                    Terminal::Join { build, .. } => build.iter().map(|&(k, _)| k).collect(),
+                    _ => smallvec::SmallVec::<[u16; 4]>::new(),
+                })
+                .collect(),
         }
     }
 }
@@ -131,10 +142,25 @@ impl WorkloadCharacteristics {
 
     /// Measures a run over `inputs` of the plan whose statics are `st`.
     pub fn with_statics(st: &PlanStatics, inputs: &[Input<'_>]) -> WorkloadCharacteristics {
-        let elements = inputs.iter().map(|i| i.len()).min().unwrap_or(0) as u64;
+        let positional = |k: usize| !st.build_inputs.contains(&(k as u16));
+        let elements = inputs
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| positional(*k))
+            .map(|(_, i)| i.len())
+            .min()
+            .unwrap_or(0) as u64;
         let bytes_in: u64 = inputs
             .iter()
-            .map(|i| (i.len() as u64).min(elements) * i.dtype().size() as u64)
+            .enumerate()
+            .map(|(k, i)| {
+                let rows = if positional(k) {
+                    (i.len() as u64).min(elements)
+                } else {
+                    i.len() as u64
+                };
+                rows * i.dtype().size() as u64
+            })
             .sum();
         let bytes_out = st
             .reduce_bytes

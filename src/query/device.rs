@@ -158,6 +158,7 @@ impl<'a, T: Element, M: Mode> Query<'a, Expr<T>, M> {
             inputs: q.inputs,
             options: q.options,
             started: q.started,
+            sides: q.sides,
         })?;
         Ok((DeviceArray::from_collected(c), m))
     }

@@ -12,6 +12,7 @@ mod early_exit;
 mod enumerate;
 mod filter;
 mod group;
+mod join;
 mod map;
 mod mode;
 mod scan;
@@ -25,6 +26,8 @@ pub(crate) use crate::runtime::TracedBox;
 pub use aggregate::{Agg, AggShape, Aggregates, Histogram, MAX_BINS};
 pub use device::{DeviceArray, ToDevice};
 pub use group::{GroupBy, Groups};
+pub use join::JoinKeys;
+pub(crate) use join::Side;
 pub use mode::{Analyze, ExplainOnly, Measured, Mode, Run, Try};
 pub use sort::{Desc, SortKeys};
 pub use source::{Compute, IntoSource};
@@ -69,6 +72,8 @@ pub struct Query<'a, S, M = Run> {
     pub(crate) columns: SmallVec<[Value; 4]>,
     pub(crate) options: QueryOptions,
     pub(crate) started: Tick,
+    /// Build sides of joins that run before this query.
+    pub(crate) sides: Vec<join::Side<'a>>,
     _shape: PhantomData<(S, M)>,
 }
 
@@ -103,6 +108,7 @@ impl<'a, T: Element> Query<'a, crate::expr::Expr<T>, Run> {
             columns: SmallVec::new(),
             options: QueryOptions::default(),
             started,
+            sides: Vec::new(),
             _shape: PhantomData,
         };
         let value = q.add_input(input, T::DTYPE);
@@ -176,6 +182,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             columns: self.columns,
             options: self.options,
             started: self.started,
+            sides: self.sides,
             _shape: PhantomData,
         }
     }

@@ -49,6 +49,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
                 inputs: self.inputs,
                 options: self.options,
                 started: self.started,
+                sides: self.sides,
             },
             convert,
         )

@@ -35,7 +35,7 @@ pub(crate) struct GroupAgg<'a> {
 
 /// The group word of row `i` of a key: order-preserving, `-0.0` as
 /// `+0.0` (NaN is already one word).
-fn group_word(col: ColumnRef<'_>, i: usize) -> u64 {
+pub(super) fn group_word(col: ColumnRef<'_>, i: usize) -> u64 {
     match col {
         ColumnRef::F32(v) => f32_group_word(v[i]),
         ColumnRef::F64(v) => f64_group_word(v[i]),
@@ -57,7 +57,7 @@ fn f64_group_word(x: f64) -> u64 {
     order::f64_word(if x == 0.0 { 0.0 } else { x })
 }
 
-fn bits(ty: DType) -> u32 {
+pub(super) fn bits(ty: DType) -> u32 {
     if order::is_narrow(ty) {
         32
     } else {

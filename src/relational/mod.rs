@@ -1,11 +1,13 @@
 //! Relational operators on the host: the sorts (and top-k) that end a
-//! sort stage, and the keyed aggregation that ends a group stage. Every
+//! sort stage, the keyed aggregation that ends a group stage and the
+//! equi-joins that end a join stage. Every
 //! CPU backend materializes the stage's key and output columns with its
 //! own element program (or reads plain input columns as they are), then
 //! hands them here with its [`Strategy`]; `cpu-scalar`'s is the obviously
 //! right reference the others are tested against.
 
 mod group;
+mod join;
 mod radix;
 mod sort;
 
@@ -36,17 +38,44 @@ fn limit(fetch: Option<u16>, params: &[Scalar]) -> Option<usize> {
     })
 }
 
-/// Sorts or groups the columns a sort or group stage materialized
-/// (`materialized`, in the order of [`Terminal::materialized`]) and
-/// returns the columns it writes. `None` for the other stages.
+/// Sorts, groups or joins the columns a sort, group or join stage
+/// materialized (`materialized`, in the order of
+/// [`Terminal::materialized`]; a join's build side from the query's
+/// `sources`) and returns the columns it writes. `None` for the other
+/// stages.
 pub(crate) fn finish_stage(
     stage: &Stage,
     materialized: &[ColumnRef<'_>],
+    sources: &[ColumnRef<'_>],
     params: &[Scalar],
     strategy: Strategy,
 ) -> Option<Result<(Vec<Column>, Algorithm), Fault>> {
     let order = stage.terminal.materialized();
     let at = |v: Value| materialized[order.iter().position(|&m| m == v).expect("materialized")];
+    if let Terminal::Join {
+        kind,
+        keys,
+        columns,
+        build,
+    } = &stage.terminal
+    {
+        let side: Option<SmallVec<[ColumnRef<'_>; 4]>> = build
+            .iter()
+            .map(|&(k, _)| sources.get(k as usize).copied())
+            .collect();
+        let Some(side) = side else {
+            return Some(Err(Fault::Dangling("a join's build input".into())));
+        };
+        let (bk, bc) = side.split_at(keys.len().min(side.len()));
+        let pk: SmallVec<[ColumnRef<'_>; 2]> = keys.iter().map(|&k| at(k)).collect();
+        let pc: SmallVec<[ColumnRef<'_>; 4]> = columns.iter().map(|&c| at(c)).collect();
+        let added: &[ColumnRef<'_>] = if *kind == crate::plan::JoinKind::Inner {
+            bc
+        } else {
+            &[]
+        };
+        return Some(join::join(*kind, &pk, &pc, bk, added, strategy));
+    }
     if let Terminal::Group {
         keys,
         aggs,
@@ -92,9 +121,9 @@ pub(crate) fn finish_stage(
     )))
 }
 
-/// The columns a sort stage would materialize, read straight from its
-/// inputs when each is an input slot (no predicate, no computed key): the
-/// copy a collect would make is skipped.
+/// The columns a sort, group or join stage would materialize, read
+/// straight from its inputs when each is an input slot (no predicate, no
+/// computed key): the copy a collect would make is skipped.
 pub(crate) fn direct_columns<'a>(
     stage: &Stage,
     inputs: &[ColumnRef<'a>],
@@ -102,7 +131,7 @@ pub(crate) fn direct_columns<'a>(
 ) -> Option<SmallVec<[ColumnRef<'a>; 4]>> {
     if !matches!(
         stage.terminal,
-        Terminal::Sort { .. } | Terminal::Group { .. }
+        Terminal::Sort { .. } | Terminal::Group { .. } | Terminal::Join { .. }
     ) || stage.predicate.is_some()
         || stage.enumerates > 0
     {

@@ -36,6 +36,8 @@ pub struct Prepared<'a> {
     pub(crate) inputs: SmallVec<[Input<'a>; 2]>,
     pub(crate) options: QueryOptions,
     pub(crate) started: Tick,
+    /// Build sides of joins, run before the query.
+    pub(crate) sides: Vec<crate::query::Side<'a>>,
 }
 
 struct Planned {
@@ -380,7 +382,9 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// Runs the query: plan, select, execute with fallback, record metrics.
-pub fn run(p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
+pub fn run(mut p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
+    let sides = run_sides(&mut p)?;
+    let p = with_side_inputs(p, &sides);
     let mut m = None;
     let out = run_host(p, Some(&mut m))?;
     Ok((out, m.expect("set on success")))
@@ -388,8 +392,51 @@ pub fn run(p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
 
 /// Runs the query for its value only: its metrics go to the run log
 /// without a copy for the caller.
-pub fn run_value(p: Prepared<'_>) -> Result<PlanOutput, Error> {
-    run_host(p, None)
+pub fn run_value(mut p: Prepared<'_>) -> Result<PlanOutput, Error> {
+    let sides = run_sides(&mut p)?;
+    run_host(with_side_inputs(p, &sides), None)
+}
+
+/// A join's build side once it has run: its columns and where they go
+/// among the joining query's inputs.
+type SideColumns = (u16, Vec<crate::types::Column>);
+
+/// Runs the build sides of `p`'s joins, each a query of its own (planned,
+/// selected, recorded in the run log like any other), in order.
+fn run_sides(p: &mut Prepared<'_>) -> Result<Vec<SideColumns>, Error> {
+    std::mem::take(&mut p.sides)
+        .into_iter()
+        .map(|side| match run_value(side.prepared)? {
+            PlanOutput::Columns(cols) => Ok((side.first_input, cols)),
+            PlanOutput::Aggregates(_) => Err(Error::new(
+                ErrorKind::InvalidQuery,
+                "a join's build side returned aggregates, not columns",
+            )),
+        })
+        .collect()
+}
+
+/// `p` reading the build sides' columns in place of their placeholders
+/// (its inputs moved one by one: a `SmallVec` cannot shorten the
+/// lifetime of what it holds).
+fn with_side_inputs<'b, 'p: 'b>(p: Prepared<'p>, sides: &'b [SideColumns]) -> Prepared<'b> {
+    let mut inputs: SmallVec<[Input<'b>; 2]> =
+        p.inputs.into_iter().map(|i| i as Input<'b>).collect();
+    for (first, cols) in sides {
+        for (j, c) in cols.iter().enumerate() {
+            if let Some(input) = inputs.get_mut(*first as usize + j) {
+                *input = Input::Host(c.as_ref());
+            }
+        }
+    }
+    Prepared {
+        engine: p.engine,
+        traced: p.traced,
+        inputs,
+        options: p.options,
+        started: p.started,
+        sides: Vec::new(),
+    }
 }
 
 fn run_host(
@@ -439,6 +486,8 @@ pub enum Collected {
 /// Runs a collect query keeping the result on the device when a device
 /// backend runs it.
 pub fn run_to_device(mut p: Prepared<'_>) -> Result<(Collected, ExecutionMetrics), Error> {
+    let sides = run_sides(&mut p)?;
+    let mut p = with_side_inputs(p, &sides);
     p.options.keep_on_device = true;
     let mut m = None;
     let c = run_with(
@@ -741,7 +790,9 @@ pub fn explain(p: Prepared<'_>) -> Result<Explain, Error> {
 }
 
 /// Runs the query and returns the plan with its measured metrics.
-pub fn analyze(p: Prepared<'_>) -> Result<Explain, Error> {
+pub fn analyze(mut p: Prepared<'_>) -> Result<Explain, Error> {
+    let sides = run_sides(&mut p)?;
+    let p = with_side_inputs(p, &sides);
     let engine = p.engine;
     let planned = plan(&p)?;
     let producer = engine.outputs.producer_of(&p.inputs);

@@ -23,6 +23,29 @@ pub struct SortKey {
     pub descending: bool,
 }
 
+/// What a join keeps of the probe side (the stream reaching the join).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum JoinKind {
+    /// Every (probe row, build row) pair with equal keys: the probe's
+    /// columns, then the build side's.
+    Inner,
+    /// The probe rows whose key some build row has (`semi_join`, `is_in`).
+    Semi,
+    /// The probe rows whose key no build row has (`anti_join`, `not_in`).
+    Anti,
+}
+
+impl JoinKind {
+    /// The name in plans and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            JoinKind::Inner => "join",
+            JoinKind::Semi => "semi_join",
+            JoinKind::Anti => "anti_join",
+        }
+    }
+}
+
 /// The canonical NaN of each float type's keys.
 const NAN32: u32 = 0x7fc0_0000;
 const NAN64: u64 = 0x7ff8_0000_0000_0000;

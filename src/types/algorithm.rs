@@ -38,6 +38,17 @@ pub enum Algorithm {
     },
     /// Groups in an ordered map, row by row (the reference).
     OrderedMap,
+    /// A join through an ordered map of the build rows (the reference).
+    OrderedMapJoin,
+    /// A hash join: the smaller side's keys hashed, the other side
+    /// matched against them.
+    HashJoin {
+        /// Rows of the side hashed.
+        built_rows: u64,
+        /// Whether that side is the probe side (the stream reaching the
+        /// join) rather than the build side.
+        probe_side: bool,
+    },
     /// Selection of the first `rows` rows (top-k) without a full sort.
     Select {
         /// The row limit.
@@ -62,6 +73,15 @@ impl fmt::Display for Algorithm {
             Algorithm::DirectIndex { span } => write!(f, "direct index over {span} key values"),
             Algorithm::HashGroups { tables } => write!(f, "hash groups ({tables} tables)"),
             Algorithm::OrderedMap => write!(f, "ordered map (reference)"),
+            Algorithm::OrderedMapJoin => write!(f, "ordered-map join (reference)"),
+            Algorithm::HashJoin {
+                built_rows,
+                probe_side,
+            } => write!(
+                f,
+                "hash join, {} side hashed ({built_rows} rows)",
+                if *probe_side { "probe" } else { "build" }
+            ),
         }
     }
 }

@@ -1984,11 +1984,11 @@ pub(crate) fn run_plan(
     }
     // Empty (no allocation) for the common single-stage plan.
     let mut produced: Vec<Vec<Column>> = Vec::new();
-    // A sort or group stage's materialized columns, sorted or grouped on
-    // the host.
+    // A sort, group or join stage's materialized columns, sorted, grouped
+    // or joined on the host.
     let finish = |i: usize, stage: &Stage, cols: &[ColumnRef<'_>]| {
-        let (out, alg) = relational::finish_stage(stage, cols, params, driver.strategy())
-            .expect("a sort or group stage")
+        let (out, alg) = relational::finish_stage(stage, cols, sources, params, driver.strategy())
+            .expect("a sort, group or join stage")
             .map_err(|f| f.at(i))?;
         acct.algorithm(alg);
         Ok::<_, PlanError>(out)
@@ -2043,7 +2043,7 @@ pub(crate) fn run_plan(
             PlanOutput::Columns(cols)
                 if matches!(
                     stage.terminal,
-                    Terminal::Sort { .. } | Terminal::Group { .. }
+                    Terminal::Sort { .. } | Terminal::Group { .. } | Terminal::Join { .. }
                 ) =>
             {
                 let refs: SmallVec<[ColumnRef<'_>; 4]> = cols.iter().map(|c| c.as_ref()).collect();

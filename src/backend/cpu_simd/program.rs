@@ -504,7 +504,13 @@ pub(crate) fn compile_stage(stage: &Stage) -> Result<StageProgram, Fault> {
         chain_binaries(&mut code.instrs, &keep);
     }
     let count_pass = match (&stage.terminal, stage.predicate) {
-        (Terminal::Collect(_) | Terminal::Sort { .. } | Terminal::Group { .. }, Some(_)) => {
+        (
+            Terminal::Collect(_)
+            | Terminal::Sort { .. }
+            | Terminal::Group { .. }
+            | Terminal::Join { .. },
+            Some(_),
+        ) => {
             let counting = Stage {
                 terminal: Terminal::Reduce(smallvec::smallvec![Aggregate {
                     kind: AggKind::Count,
@@ -617,8 +623,9 @@ fn roots(stage: &Stage, params_needed: &mut usize) -> Result<SmallVec<[Value; 8]
                 roots.push(c);
             }
         }
-        // A sort or a group materializes its keys and columns first.
-        Terminal::Sort { .. } | Terminal::Group { .. } => {
+        // A sort, a group or a join materializes its keys and columns
+        // first.
+        Terminal::Sort { .. } | Terminal::Group { .. } | Terminal::Join { .. } => {
             for c in stage.terminal.materialized() {
                 in_range(c)?;
                 roots.push(c);
@@ -1037,16 +1044,17 @@ fn terminal_program(stage: &Stage, fusion: &Fusion, code: &Code) -> Result<TermP
                 })
                 .collect::<Result<_, Fault>>()?,
         ),
-        Terminal::Collect(_) | Terminal::Sort { .. } | Terminal::Group { .. } => {
-            TermProgram::Collect(
-                stage
-                    .terminal
-                    .materialized()
-                    .iter()
-                    .map(|&c| code.col(prog, c))
-                    .collect::<Result<_, _>>()?,
-            )
-        }
+        Terminal::Collect(_)
+        | Terminal::Sort { .. }
+        | Terminal::Group { .. }
+        | Terminal::Join { .. } => TermProgram::Collect(
+            stage
+                .terminal
+                .materialized()
+                .iter()
+                .map(|&c| code.col(prog, c))
+                .collect::<Result<_, _>>()?,
+        ),
         Terminal::Scan {
             column,
             op,

@@ -180,6 +180,7 @@ fn device_lacks(terminal: &Terminal) -> Option<&'static str> {
         Terminal::Group { .. } => {
             Some("keyed aggregation (group_by, distinct, count_distinct, value_counts)")
         }
+        Terminal::Join { .. } => Some("joins (join, semi_join, anti_join, is_in, not_in)"),
         Terminal::Reduce(aggs) => aggs.iter().find_map(|a| match a.kind {
             AggKind::M2 => Some("`m2` aggregate (variance, std_dev)"),
             AggKind::First | AggKind::Last => {

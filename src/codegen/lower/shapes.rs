@@ -339,6 +339,7 @@ impl Lower<'_> {
             Terminal::CountByKey { .. } => return err("the device kernels have no key counts"),
             Terminal::Sort { .. } => return err("the device kernels have no sorts"),
             Terminal::Group { .. } => return err("the device kernels have no groups"),
+            Terminal::Join { .. } => return err("the device kernels have no joins"),
             Terminal::Collect(cols) if stage.predicate.is_none() => {
                 add(self.store_kernel(cols)?, Groups::Spans);
                 Readback::Columns { count: None }
