@@ -7,7 +7,9 @@
 //! `group_by(..).agg(sum)` with 10^3 and 10^6 distinct sparse `u32` keys
 //! against a hand-written FxHash (hashbrown) loop and std's `HashMap`,
 //! `distinct` against `sort_unstable` + `dedup` (every contender returns
-//! its groups sorted by key). For the sorts,
+//! its groups sorted by key); `join` of the rows with a 10^5-row build side
+//! (keys from one pool, some repeated) summing a product of the pairs,
+//! against a hand-written FxHash join and std's `HashMap`. For the sorts,
 //! keys per second and the fraction of an LSD radix sort's memory-traffic
 //! bound: its passes times a copy of the data measured in the same rounds.
 //!
@@ -165,6 +167,34 @@ fn main() {
                 vec![("sort_unstable + dedup", &mut || {
                     black_box(distinct_sort_dedup(&keys));
                 })],
+            );
+        }
+        {
+            let d = (n / 10).clamp(10, 100_000);
+            let (pk, pv) = keyed(n, d, 21);
+            let (bk, bv) = keyed(d, d, 21);
+            measure(
+                &mut rows,
+                n,
+                reps,
+                format!("join.sum, {} build rows", fmt_n(d)),
+                &mut || {
+                    black_box(
+                        pk.compute()
+                            .zip(&pv)
+                            .join(bk.compute().zip(&bv), |(k, _)| k, |(k, _)| k)
+                            .map(|((_, a), (_, b))| a * b)
+                            .sum(),
+                    );
+                },
+                vec![
+                    ("FxHash join", &mut || {
+                        black_box(join_sum_fx(&pk, &pv, &bk, &bv));
+                    }),
+                    ("std HashMap join", &mut || {
+                        black_box(join_sum_std(&pk, &pv, &bk, &bv));
+                    }),
+                ],
             );
         }
         if n > 1000 {

@@ -37,6 +37,10 @@ pub struct Explain {
     pub recommendations: Vec<Recommendation>,
     /// Measured metrics (explain-analyze only).
     pub metrics: Option<ExecutionMetrics>,
+    /// The plans of the joins' build sides that run before this query
+    /// (queries of their own; a build side that only reads columns does
+    /// not run and has none), with the first query input each fills.
+    pub build_sides: Vec<(u16, Explain)>,
 }
 
 impl fmt::Display for Explain {
@@ -141,6 +145,12 @@ impl fmt::Display for Explain {
             writeln!(f, "recommendations:")?;
             for r in &self.recommendations {
                 writeln!(f, "  {r}")?;
+            }
+        }
+        for (input, side) in &self.build_sides {
+            writeln!(f, "build side of a join, run first into inputs {input}..:")?;
+            for line in side.to_string().lines() {
+                writeln!(f, "  | {line}")?;
             }
         }
         Ok(())

@@ -145,6 +145,16 @@
 //!   grouping. The CPU backends run them (`cpu-scalar` by the standard
 //!   library's stable sort and a `BTreeMap`, the others by radix sorts and
 //!   direct-index or hash groups); the GPU backends decline them.
+//! - Joins (`join`, `semi_join`, `anti_join`, `is_in`, `not_in`) compare
+//!   keys as group keys, at most 128 bits together. An inner join yields
+//!   `(this, other)` for every pair with equal keys, in this query's
+//!   order, and the matches of one element in the other query's order
+//!   (the order of a nested loop); semi- and anti-joins keep this query's
+//!   elements in order, each once. The other query (the build side) runs
+//!   first as a query of its own, recorded in the run log; one that only
+//!   reads columns is not run, its columns are read in place. CPU
+//!   backends only (`cpu-scalar` through a `BTreeMap`, the others hash the
+//!   smaller side).
 //! - `round` rounds half away from zero; `powi` multiplies by binary
 //!   exponentiation; `mul_add` is fused for floats.
 //! - `zip` stops at the shorter input; empty inputs are valid everywhere;

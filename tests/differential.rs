@@ -450,6 +450,30 @@ pub fn fixed_pipelines(t: DType, len: usize, seed: u64) -> Vec<Case> {
             Term::Collect,
         ),
         c(Dist::Wide, vec![Step::Sort { desc: true }], Term::ArgMax),
+        // Joins with a computed build side (a cast partner) that runs
+        // first: many duplicate keys, NaN and ±0 keys, work after them.
+        c(
+            Dist::Ties,
+            vec![
+                Step::Filter(positive.clone()),
+                Step::SemiJoin {
+                    partner: 0,
+                    anti: false,
+                },
+            ],
+            Term::Collect,
+        ),
+        c(
+            Dist::Specials,
+            vec![
+                Step::SemiJoin {
+                    partner: 1,
+                    anti: true,
+                },
+                Step::ScanSum { exclusive: false },
+            ],
+            Term::Collect,
+        ),
     ];
     if t.is_int() {
         // Bit operations: a key's mix of shifts, masks and `!`, the shift

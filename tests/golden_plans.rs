@@ -19,7 +19,14 @@ fn text(e: &Explain) -> String {
     } else {
         e.passes.join(", ")
     };
-    format!("# optimizer: {passes}\n{}", e.plan)
+    let mut t = format!("# optimizer: {passes}\n{}", e.plan);
+    for (input, side) in &e.build_sides {
+        t.push_str(&format!(
+            "# build side into inputs {input}..\n{}",
+            text(side)
+        ));
+    }
+    t
 }
 
 fn check(name: &str, explain: Explain) {
@@ -78,6 +85,15 @@ golden! {
     top_k_by_key_is_a_sort_with_fetch: |e, d| e.query(&d.xs).zip(&d.ys).top_k_by_key(3, |(x, y)| (x, y.desc())).map(|(x, y)| x + y).explain().sum();
     argsort_enumerates_then_sorts: |e, d| e.query(&d.is).argsort().explain().collect::<Vec<u64>>();
     group_by_agg_is_one_group_stage: |e, d| e.query(&d.is).zip(&d.is).explain().group_by(|(k, _)| k & 3).agg(|(_, x), a| (a.sum(x), a.variance(x), a.argmax(x)));
+    join_ends_a_stage_and_the_query_goes_on: |e, d| e
+        .query(&d.is)
+        .zip(&d.xs)
+        .filter(|(k, _)| k.ne(0))
+        .join(e.query(&d.is).zip(&d.ys).filter(|(_, y)| y.gt(0.0)), |(k, _)| k, |(k, _)| k * 2)
+        .map(|((_, x), (_, y))| x * y)
+        .explain()
+        .sum();
+    is_in_reads_the_set_in_place: |e, d| e.query(&d.is).map(|x| x * 2).is_in(&d.is).explain().count();
     value_counts_after_filter: |e, d| e.query(&d.is).filter(|x| x.gt(0)).explain().value_counts();
     distinct_of_an_expression: |e, d| e.query(&d.xs).map(|x| x * 2.0).explain().distinct();
     skip_take_range: |e, d| e.query(&d.xs).skip(3).take(10).explain().sum();

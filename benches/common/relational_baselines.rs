@@ -130,3 +130,35 @@ pub fn keyed(n: usize, distinct: usize, seed: u64) -> (Vec<u32>, Vec<f32>) {
         .collect();
     (keys, vals)
 }
+
+/// A hand-written hash join (FxHash, hashbrown): the build rows' values
+/// per key, then every probe row's matches, summing `a * b` of each pair.
+pub fn join_sum_fx(pk: &[u32], pv: &[f32], bk: &[u32], bv: &[f32]) -> f32 {
+    join_sum::<rustc_hash::FxBuildHasher>(pk, pv, bk, bv)
+}
+
+/// The same with std's `HashMap` (SipHash).
+pub fn join_sum_std(pk: &[u32], pv: &[f32], bk: &[u32], bv: &[f32]) -> f32 {
+    join_sum::<std::collections::hash_map::RandomState>(pk, pv, bk, bv)
+}
+
+fn join_sum<H: std::hash::BuildHasher + Default>(
+    pk: &[u32],
+    pv: &[f32],
+    bk: &[u32],
+    bv: &[f32],
+) -> f32 {
+    let mut m: std::collections::HashMap<u32, Vec<f32>, H> = Default::default();
+    for (&k, &v) in bk.iter().zip(bv) {
+        m.entry(k).or_default().push(v);
+    }
+    let mut s = 0.0f32;
+    for (k, &a) in pk.iter().zip(pv) {
+        if let Some(bs) = m.get(k) {
+            for &b in bs {
+                s += a * b;
+            }
+        }
+    }
+    s
+}

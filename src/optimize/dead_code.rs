@@ -27,12 +27,15 @@ impl Pass for DeadCode {
                 continue;
             };
             // A sort's keys stay; the columns it writes are dropped alike.
+            // A join's keys stay too; the probe columns and the build
+            // columns it writes after them are dropped alike.
             let is_collect = matches!(a.terminal, FusedTerminal::Collect(_));
-            let (FusedTerminal::Collect(cols) | FusedTerminal::Sort { columns: cols, .. }) =
-                &mut a.terminal
-            else {
+            if !matches!(
+                a.terminal,
+                FusedTerminal::Collect(_) | FusedTerminal::Sort { .. } | FusedTerminal::Join { .. }
+            ) {
                 continue;
-            };
+            }
             // Values `b` reads, walking operands but stopping at its slots.
             let slot_values: HashSet<Value> = b.slots.iter().map(|(_, v)| *v).collect();
             let mut used: HashSet<Value> = HashSet::new();
@@ -70,7 +73,19 @@ impl Pass for DeadCode {
                 continue;
             }
             changed = true;
-            let mut new_cols = smallvec::SmallVec::new();
+            // The outputs still read, in their order (a join's probe
+            // columns stay before its build columns).
+            let mut kept: Vec<u16> = b
+                .slots
+                .iter()
+                .zip(&keep)
+                .filter_map(|((src, _), &k)| match src {
+                    SlotSource::Previous(j) if k => Some(*j),
+                    _ => None,
+                })
+                .collect();
+            kept.sort_unstable();
+            kept.dedup();
             let mut new_slots = smallvec::SmallVec::new();
             let mut renumber = vec![None; b.slots.len()];
             for (s, (src, v)) in b.slots.iter().enumerate() {
@@ -80,16 +95,43 @@ impl Pass for DeadCode {
                 renumber[s] = Some(new_slots.len() as u16);
                 let src = match *src {
                     SlotSource::Previous(j) => {
-                        new_cols.push(cols[j as usize]);
-                        SlotSource::Previous(new_cols.len() as u16 - 1)
+                        SlotSource::Previous(kept.iter().position(|&k| k == j).expect("kept") as u16)
                     }
                     other => other,
                 };
                 new_slots.push((src, *v));
             }
-            *cols = new_cols;
-            if is_collect {
-                a.columns = cols.clone();
+            match &mut a.terminal {
+                FusedTerminal::Collect(cols) | FusedTerminal::Sort { columns: cols, .. } => {
+                    *cols = kept.iter().map(|&j| cols[j as usize]).collect();
+                    if is_collect {
+                        a.columns = cols.clone();
+                    }
+                }
+                FusedTerminal::Join {
+                    keys,
+                    columns,
+                    build,
+                    ..
+                } => {
+                    let p = columns.len();
+                    let nk = keys.len();
+                    let new_columns = kept
+                        .iter()
+                        .filter(|&&j| (j as usize) < p)
+                        .map(|&j| columns[j as usize])
+                        .collect();
+                    let mut new_build: smallvec::SmallVec<[u16; 4]> =
+                        build[..nk].iter().copied().collect();
+                    new_build.extend(
+                        kept.iter()
+                            .filter(|&&j| (j as usize) >= p)
+                            .map(|&j| build[nk + j as usize - p]),
+                    );
+                    *columns = new_columns;
+                    *build = new_build;
+                }
+                _ => unreachable!("matched above"),
             }
             b.slots = new_slots;
             b.range = b

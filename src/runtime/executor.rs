@@ -779,23 +779,45 @@ fn explain_of(
         settings,
         recommendations,
         metrics,
+        build_sides: Vec::new(),
     }
 }
 
-/// The plan and decision, without running.
-pub fn explain(p: Prepared<'_>) -> Result<Explain, Error> {
-    let planned = plan(&p)?;
+/// The plans of `p`'s build sides, without running them.
+fn explain_sides(p: &Prepared<'_>) -> Result<Vec<(u16, Explain)>, Error> {
+    p.sides
+        .iter()
+        .map(|s| explain_ref(&s.prepared).map(|e| (s.first_input, e)))
+        .collect()
+}
+
+fn explain_ref(p: &Prepared<'_>) -> Result<Explain, Error> {
+    let planned = plan(p)?;
     let producer = p.engine.outputs.producer_of(&p.inputs);
-    Ok(explain_of(p.engine, &planned, None, producer))
+    let mut e = explain_of(p.engine, &planned, None, producer);
+    e.build_sides = explain_sides(p)?;
+    Ok(e)
+}
+
+/// The plan and decision, without running.
+/// A join's build side that would run first is planned too (its inputs
+/// here are empty placeholders: the plan is the same, the sizes are not).
+pub fn explain(p: Prepared<'_>) -> Result<Explain, Error> {
+    explain_ref(&p)
 }
 
 /// Runs the query and returns the plan with its measured metrics.
+/// A join's build sides are planned (shown without metrics: each run is
+/// in the run log), then run before the query.
 pub fn analyze(mut p: Prepared<'_>) -> Result<Explain, Error> {
+    let build_sides = explain_sides(&p)?;
     let sides = run_sides(&mut p)?;
     let p = with_side_inputs(p, &sides);
     let engine = p.engine;
     let planned = plan(&p)?;
     let producer = engine.outputs.producer_of(&p.inputs);
     let (_, m) = run(p)?;
-    Ok(explain_of(engine, &planned, Some(m), producer))
+    let mut e = explain_of(engine, &planned, Some(m), producer);
+    e.build_sides = build_sides;
+    Ok(e)
 }

@@ -208,6 +208,12 @@ pub enum Step {
     Sort {
         desc: bool,
     },
+    /// `.semi_join(p.compute(), |x| x, |y| y.cast())` (or `anti_join`):
+    /// the build side a query that runs first.
+    SemiJoin {
+        partner: usize,
+        anti: bool,
+    },
 }
 
 /// The terminal.
@@ -405,6 +411,11 @@ impl fmt::Display for Case {
                 Step::Skip(n) => write!(f, ".skip({})", count_name(*n))?,
                 Step::Sort { desc: false } => write!(f, ".sort()")?,
                 Step::Sort { desc: true } => write!(f, ".sort_desc()")?,
+                Step::SemiJoin { partner, anti } => write!(
+                    f,
+                    ".{}(p{partner}.compute(), |x| x, |y| y.cast())",
+                    if *anti { "anti_join" } else { "semi_join" }
+                )?,
                 Step::ScanSum { exclusive: false } => write!(f, ".scan_sum()")?,
                 Step::ScanSum { exclusive: true } => write!(f, ".scan_sum_exclusive()")?,
                 Step::Scan { comb, exclusive } => write!(
@@ -491,6 +502,7 @@ pub enum RawStep {
     ScanSum(bool),
     Scan(u8, bool),
     Sort(bool),
+    SemiJoin(u8, bool),
 }
 
 #[derive(Clone, Debug)]
@@ -580,6 +592,7 @@ fn raw_step() -> impl Strategy<Value = RawStep> {
         2 => any::<bool>().prop_map(RawStep::ScanSum),
         2 => (any::<u8>(), any::<bool>()).prop_map(|(c, x)| RawStep::Scan(c, x)),
         1 => any::<bool>().prop_map(RawStep::Sort),
+        1 => (any::<u8>(), any::<bool>()).prop_map(|(p, a)| RawStep::SemiJoin(p, a)),
     ]
 }
 
@@ -940,6 +953,10 @@ pub fn elaborate(r: &RawCase) -> Case {
             RawStep::Skip(a, b) => Step::Skip(count(*a, *b, len)),
             RawStep::ScanSum(x) => Step::ScanSum { exclusive: *x },
             RawStep::Sort(d) => Step::Sort { desc: *d },
+            RawStep::SemiJoin(p, a) => Step::SemiJoin {
+                partner: *p as usize % 2,
+                anti: *a,
+            },
             RawStep::Scan(c, x) => Step::Scan {
                 comb: COMBS[*c as usize % 6],
                 exclusive: *x,

@@ -229,6 +229,9 @@ fn apply<'a, T: Stream>(q: Query<'a, Expr<T>>, step: &Step, inputs: &'a Inputs) 
         Step::Skip(n) => wrap(q.skip(*n)),
         Step::Sort { desc: false } => wrap(q.sort()),
         Step::Sort { desc: true } => wrap(q.sort_desc()),
+        Step::SemiJoin { partner, anti } => {
+            with_col!(&inputs.partners[*partner], v => wrap(semi_join(q, v, *anti)))
+        }
         Step::ScanSum { exclusive: false } => wrap(q.scan_sum()),
         Step::ScanSum { exclusive: true } => wrap(q.scan_sum_exclusive()),
         Step::Scan {
@@ -239,6 +242,21 @@ fn apply<'a, T: Stream>(q: Query<'a, Expr<T>>, step: &Step, inputs: &'a Inputs) 
             comb,
             exclusive: true,
         } => wrap(q.scan_exclusive(identity::<T>(*comb), |a, b| combine(*comb, a, b))),
+    }
+}
+
+/// A semi- or anti-join with a partner cast to the stream's type: a build
+/// side that runs first (a cast is computed), on the default engine.
+fn semi_join<'a, T: Num, U: El>(
+    q: Query<'a, Expr<T>>,
+    other: &'a [U],
+    anti: bool,
+) -> Query<'a, Expr<T>> {
+    let side = other.compute();
+    if anti {
+        q.anti_join(side, |x| x, |y| y.cast::<T>())
+    } else {
+        q.semi_join(side, |x| x, |y| y.cast::<T>())
     }
 }
 

@@ -1104,6 +1104,18 @@ pub fn run(case: &Case, inputs: &Inputs, p: &Profile) -> Oracle {
                 });
                 s
             }
+            Step::SemiJoin { partner, anti } => {
+                // Only exact values have a determined membership.
+                if let Some(at) = s.iter().position(|x| x.e != 0.0 || x.z) {
+                    undetermined("a join key", at);
+                }
+                let c = &inputs.partners[*partner];
+                let set: std::collections::HashSet<i128> =
+                    (0..c.len()).map(|i| group_key(cast(c.get(i), t))).collect();
+                s.into_iter()
+                    .filter(|x| set.contains(&group_key(x.v)) != *anti)
+                    .collect()
+            }
             Step::ScanSum { exclusive } => scan(p, Comb::Add, *exclusive, t, &s),
             Step::Scan { comb, exclusive } => scan(p, *comb, *exclusive, t, &s),
         };
@@ -1118,6 +1130,16 @@ pub fn run(case: &Case, inputs: &Inputs, p: &Profile) -> Oracle {
 /// The documented order of sort keys as an integer: numeric for integers
 /// and `bool`; floats by IEEE total order with every NaN one value above
 /// `+inf` (so `-0.0` before `+0.0`).
+/// A group (and join) key: `-0.0` is `+0.0`, every NaN one key.
+fn group_key(v: Val) -> i128 {
+    match v {
+        // A float pattern compares with `==`: it matches -0.0 too.
+        Val::F32(0.0) => total_order(Val::F32(0.0)),
+        Val::F64(0.0) => total_order(Val::F64(0.0)),
+        v => total_order(v),
+    }
+}
+
 fn total_order(v: Val) -> i128 {
     let float = |bits: i128, sign: bool, nan: bool, width: u32| {
         if nan {
