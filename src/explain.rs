@@ -39,8 +39,8 @@ pub struct Explain {
     pub metrics: Option<ExecutionMetrics>,
     /// The plans of the joins' build sides that run before this query
     /// (queries of their own; a build side that only reads columns does
-    /// not run and has none), with the first query input each fills.
-    pub build_sides: Vec<(u16, Explain)>,
+    /// not run and has none), with the query inputs their columns fill.
+    pub build_sides: Vec<(Vec<u16>, Explain)>,
 }
 
 impl fmt::Display for Explain {
@@ -148,7 +148,7 @@ impl fmt::Display for Explain {
             }
         }
         for (input, side) in &self.build_sides {
-            writeln!(f, "build side of a join, run first into inputs {input}..:")?;
+            writeln!(f, "build side of a join, run first into inputs {input:?}:")?;
             for line in side.to_string().lines() {
                 writeln!(f, "  | {line}")?;
             }

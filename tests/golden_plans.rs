@@ -22,7 +22,7 @@ fn text(e: &Explain) -> String {
     let mut t = format!("# optimizer: {passes}\n{}", e.plan);
     for (input, side) in &e.build_sides {
         t.push_str(&format!(
-            "# build side into inputs {input}..\n{}",
+            "# build side into inputs {input:?}\n{}",
             text(side)
         ));
     }

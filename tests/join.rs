@@ -252,3 +252,33 @@ fn explain_and_metrics_show_the_join() {
         Some("ordered-map join (reference)")
     );
 }
+
+#[test]
+fn a_value_folded_across_the_join_is_carried_through_it() {
+    // `-(-x)` after the join folds to the `x` read before it: the join
+    // stage writes it among its probe columns, before the build side's.
+    let e = common::engine();
+    let xs: Vec<i32> = (0..3000).map(|i| (i * 37) % 101 - 50).collect();
+    let ys: Vec<i32> = (0..40).map(|j| j - 20).collect();
+    let w: Vec<i64> = (0..40).map(|j| 1000 * j as i64).collect();
+    let ps = pairs(
+        &xs.iter().map(|x| -x).collect::<Vec<_>>(),
+        &ys.iter().map(|y| -y).collect::<Vec<_>>(),
+    );
+    let want: Vec<(i32, i64)> = ps.iter().map(|&(i, j)| (xs[i] + 1, w[j])).collect();
+    for k in common::CPU {
+        let got: Vec<(i32, i64)> = e
+            .query(&xs)
+            .on(k)
+            .no_fallback()
+            .map(|x| -x)
+            .join(
+                e.query(&ys).zip(&w).map(|(y, w)| (-y, w)),
+                |x| x,
+                |(y, _)| y,
+            )
+            .map(|(a, (_, w))| (-a + 1, w))
+            .collect();
+        assert_eq!(got, want, "{k:?}");
+    }
+}

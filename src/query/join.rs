@@ -50,12 +50,12 @@ tuple_keys!(A, B, C);
 tuple_keys!(A, B, C, D);
 
 /// A join's build side that runs before the query: its result columns
-/// replace the placeholders at `first_input..` of the query's inputs.
+/// replace the placeholders at `at` of the query's inputs.
 pub(crate) struct Side<'a> {
     /// The build query, ending in a collect of its keys and columns.
     pub(crate) prepared: Prepared<'a>,
-    /// Where its columns go among the joining query's inputs.
-    pub(crate) first_input: u16,
+    /// Where each collected column goes among the joining query's inputs.
+    pub(crate) at: SmallVec<[u16; 4]>,
 }
 
 /// An empty host column of `ty`: a build side's input before it has run.
@@ -155,7 +155,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
                 started: other.started,
                 sides: other.sides,
             },
-            first_input,
+            at: (first_input..first_input + unique.len() as u16).collect(),
         });
         wanted
             .iter()

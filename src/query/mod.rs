@@ -91,6 +91,7 @@ impl<S, M> fmt::Debug for Query<'_, S, M> {
                     .collect::<Vec<_>>(),
             )
             .field("inputs", &self.inputs.len())
+            .field("build_sides", &self.sides.len())
             .field("options", &self.options)
             .finish_non_exhaustive()
     }

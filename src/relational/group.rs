@@ -48,12 +48,12 @@ pub(super) fn group_word(col: ColumnRef<'_>, i: usize) -> u64 {
 }
 
 #[inline(always)]
-fn f32_group_word(x: f32) -> u64 {
+pub(super) fn f32_group_word(x: f32) -> u64 {
     order::f32_word(if x == 0.0 { 0.0 } else { x }) as u64
 }
 
 #[inline(always)]
-fn f64_group_word(x: f64) -> u64 {
+pub(super) fn f64_group_word(x: f64) -> u64 {
     order::f64_word(if x == 0.0 { 0.0 } else { x })
 }
 

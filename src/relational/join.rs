@@ -15,7 +15,7 @@
 //! build side scanned once into per-key lists of its rows, then written
 //! out in probe order.
 
-use super::group::{bits, group_word};
+use super::group::{bits, f32_group_word, f64_group_word, group_word};
 use super::sort::gather;
 use super::{Algorithm, Strategy};
 use crate::semantics::order::JoinKind;
@@ -75,18 +75,44 @@ pub(crate) fn join(
     } else {
         let parallel = strategy == Strategy::Parallel;
         match (probe_keys, build_keys.as_slice()) {
-            ([p], [b]) => matched(
-                kind,
-                &words64(*p, n, parallel),
-                &words64(*b, m, parallel),
-                parallel,
-            ),
-            _ => matched(
-                kind,
-                &words128(probe_keys, n),
-                &words128(&build_keys, m),
-                parallel,
-            ),
+            // One key: its words computed where they are used, one loop
+            // per type.
+            ([p], [b]) => match (*p, *b) {
+                (ColumnRef::F32(p), ColumnRef::F32(b)) => matched(
+                    kind,
+                    (n, |i| f32_group_word(p[i])),
+                    (m, |j| f32_group_word(b[j])),
+                    parallel,
+                ),
+                (ColumnRef::F64(p), ColumnRef::F64(b)) => matched(
+                    kind,
+                    (n, |i| f64_group_word(p[i])),
+                    (m, |j| f64_group_word(b[j])),
+                    parallel,
+                ),
+                (ColumnRef::I32(p), ColumnRef::I32(b)) => {
+                    matched(kind, (n, |i| p[i]), (m, |j| b[j]), parallel)
+                }
+                (ColumnRef::U32(p), ColumnRef::U32(b)) => {
+                    matched(kind, (n, |i| p[i]), (m, |j| b[j]), parallel)
+                }
+                (ColumnRef::I64(p), ColumnRef::I64(b)) => {
+                    matched(kind, (n, |i| p[i]), (m, |j| b[j]), parallel)
+                }
+                (ColumnRef::U64(p), ColumnRef::U64(b)) => {
+                    matched(kind, (n, |i| p[i]), (m, |j| b[j]), parallel)
+                }
+                (p, b) => matched(
+                    kind,
+                    (n, |i| group_word(p, i)),
+                    (m, |j| group_word(b, j)),
+                    parallel,
+                ),
+            },
+            _ => {
+                let (pw, bw) = (words128(probe_keys, n), words128(&build_keys, m));
+                matched(kind, (n, |i| pw[i]), (m, |j| bw[j]), parallel)
+            }
         }
     };
     let parallel = strategy == Strategy::Parallel;
@@ -109,15 +135,6 @@ fn gather_each(cols: &[ColumnRef<'_>], rows: &[u32], parallel: bool) -> Vec<Colu
         cols.par_iter().map(|c| gather(*c, rows)).collect()
     } else {
         cols.iter().map(|c| gather(*c, rows)).collect()
-    }
-}
-
-/// The key words of one key column (group words: `-0.0` as `+0.0`).
-fn words64(col: ColumnRef<'_>, n: usize, parallel: bool) -> Vec<u64> {
-    if parallel && n >= 4 * PROBE_CHUNK {
-        (0..n).into_par_iter().map(|i| group_word(col, i)).collect()
-    } else {
-        (0..n).map(|i| group_word(col, i)).collect()
     }
 }
 
@@ -169,22 +186,23 @@ fn reference(
     rows
 }
 
-/// Hashes the smaller side and matches the other against it.
+/// Hashes the smaller side and matches the other against it. Each side
+/// is its row count and the key word of a row.
 fn matched<W: Copy + Eq + Hash + Send + Sync>(
     kind: JoinKind,
-    probe: &[W],
-    build: &[W],
+    probe: (usize, impl Fn(usize) -> W + Sync),
+    build: (usize, impl Fn(usize) -> W + Sync),
     parallel: bool,
 ) -> (Rows, Algorithm) {
-    let probe_built = probe.len() < build.len();
+    let probe_built = probe.0 < build.0;
+    let algorithm = Algorithm::HashJoin {
+        built_rows: probe.0.min(build.0) as u64,
+        probe_side: probe_built,
+    };
     let rows = if probe_built {
         by_probe_table(kind, probe, build)
     } else {
         by_build_table(kind, probe, build, parallel)
-    };
-    let algorithm = Algorithm::HashJoin {
-        built_rows: probe.len().min(build.len()) as u64,
-        probe_side: probe_built,
     };
     (rows, algorithm)
 }
@@ -193,50 +211,45 @@ fn matched<W: Copy + Eq + Hash + Send + Sync>(
 /// row looked up in order.
 fn by_build_table<W: Copy + Eq + Hash + Send + Sync>(
     kind: JoinKind,
-    probe: &[W],
-    build: &[W],
+    (n, probe): (usize, impl Fn(usize) -> W + Sync),
+    (m, build): (usize, impl Fn(usize) -> W + Sync),
     parallel: bool,
 ) -> Rows {
     let mut head: FxHashMap<W, u32> = FxHashMap::default();
-    head.reserve(build.len());
-    let mut next = vec![
-        NONE;
-        if kind == JoinKind::Inner {
-            build.len()
-        } else {
-            0
-        }
-    ];
+    head.reserve(m);
+    let chained = if kind == JoinKind::Inner { m } else { 0 };
+    let mut next = vec![NONE; chained];
     // From the last row back: each key's chain starts at its first row.
-    for (j, w) in build.iter().enumerate().rev() {
-        let old = head.insert(*w, j as u32);
+    for j in (0..m).rev() {
+        let old = head.insert(build(j), j as u32);
         if let (Some(old), false) = (old, next.is_empty()) {
             next[j] = old;
         }
     }
     let probe_range = |lo: usize, hi: usize| {
+        // An inner join on a key the build side has once writes a row
+        // per matched probe row: room for every probe row.
+        let cap = if kind == JoinKind::Inner { hi - lo } else { 0 };
         let mut rows = Rows {
-            probe: Vec::new(),
-            build: Vec::new(),
+            probe: Vec::with_capacity(cap),
+            build: Vec::with_capacity(cap),
         };
-        for (i, w) in probe[lo..hi].iter().enumerate() {
-            let i = (lo + i) as u32;
-            match (kind, head.get(w)) {
+        for i in lo..hi {
+            match (kind, head.get(&probe(i))) {
                 (JoinKind::Inner, Some(&first)) => {
                     let mut j = first;
                     while j != NONE {
-                        rows.probe.push(i);
+                        rows.probe.push(i as u32);
                         rows.build.push(j);
                         j = next[j as usize];
                     }
                 }
-                (JoinKind::Semi, Some(_)) | (JoinKind::Anti, None) => rows.probe.push(i),
+                (JoinKind::Semi, Some(_)) | (JoinKind::Anti, None) => rows.probe.push(i as u32),
                 _ => {}
             }
         }
         rows
     };
-    let n = probe.len();
     if !parallel || n < 2 * PROBE_CHUNK {
         return probe_range(0, n);
     }
@@ -259,14 +272,17 @@ fn by_build_table<W: Copy + Eq + Hash + Send + Sync>(
 /// The probe side is the smaller: its distinct keys hashed, the build
 /// side scanned once into each key's list of rows (in build order), then
 /// the pairs written in probe order.
-fn by_probe_table<W: Copy + Eq + Hash>(kind: JoinKind, probe: &[W], build: &[W]) -> Rows {
+fn by_probe_table<W: Copy + Eq + Hash>(
+    kind: JoinKind,
+    (n, probe): (usize, impl Fn(usize) -> W),
+    (m, build): (usize, impl Fn(usize) -> W),
+) -> Rows {
     let mut keys: FxHashMap<W, u32> = FxHashMap::default();
-    keys.reserve(probe.len());
-    let key_of: Vec<u32> = probe
-        .iter()
-        .map(|w| {
+    keys.reserve(n);
+    let key_of: Vec<u32> = (0..n)
+        .map(|i| {
             let next = keys.len() as u32;
-            *keys.entry(*w).or_insert(next)
+            *keys.entry(probe(i)).or_insert(next)
         })
         .collect();
     let distinct = keys.len();
@@ -275,16 +291,10 @@ fn by_probe_table<W: Copy + Eq + Hash>(kind: JoinKind, probe: &[W], build: &[W])
     let mut first = vec![NONE; distinct];
     let mut last = vec![NONE; distinct];
     let mut count = vec![0u32; distinct];
-    let mut next = vec![
-        NONE;
-        if kind == JoinKind::Inner {
-            build.len()
-        } else {
-            0
-        }
-    ];
-    for (j, w) in build.iter().enumerate() {
-        if let Some(&k) = keys.get(w) {
+    let chained = if kind == JoinKind::Inner { m } else { 0 };
+    let mut next = vec![NONE; chained];
+    for j in 0..m {
+        if let Some(&k) = keys.get(&build(j)) {
             let k = k as usize;
             count[k] += 1;
             if kind != JoinKind::Inner {

@@ -9,6 +9,7 @@ use super::Engine;
 use crate::backend::{Availability, BackendError, BackendKind, Input, Job, Phase, RunStats};
 use crate::error::{Error, ErrorKind};
 use crate::explain::Explain;
+use crate::graph::LogicalTerminal;
 use crate::metrics::{Attempt, ExecutionMetrics, PhaseTimes, SelectionReason};
 use crate::plan::CompiledPlan;
 use crate::plan::{PlanOutput, WorkloadCharacteristics};
@@ -397,17 +398,60 @@ pub fn run_value(mut p: Prepared<'_>) -> Result<PlanOutput, Error> {
     run_host(with_side_inputs(p, &sides), None)
 }
 
-/// A join's build side once it has run: its columns and where they go
-/// among the joining query's inputs.
-type SideColumns = (u16, Vec<crate::types::Column>);
+/// A join's build side once it has run: the joining query's inputs its
+/// columns go to, and the columns.
+type SideColumns = (SmallVec<[u16; 4]>, Vec<crate::types::Column>);
+
+/// Makes each build side of `p`'s joins collect only the columns `p`'s
+/// optimized plan reads (its keys, and what the rest of the query uses).
+fn trim_sides(p: &mut Prepared<'_>) -> Result<(), Error> {
+    if p.sides.is_empty() {
+        return Ok(());
+    }
+    let (plan, _) = p
+        .engine
+        .plans
+        .get_or_build(
+            &p.traced.trace,
+            p.traced.params.len(),
+            p.engine.config.verify_passes,
+        )
+        .map_err(|e| Error::new(ErrorKind::InvalidQuery, e.to_string()))?;
+    let read: SmallVec<[u16; 8]> = plan
+        .plan
+        .stages
+        .iter()
+        .flat_map(|s| match &s.terminal {
+            crate::plan::Terminal::Join { build, .. } => build.iter().map(|&(k, _)| k).collect(),
+            _ => SmallVec::<[u16; 4]>::new(),
+        })
+        .collect();
+    for side in &mut p.sides {
+        if let Some(LogicalTerminal::Collect(cols)) = side.prepared.traced.trace.terminal.as_mut() {
+            let keep: SmallVec<[bool; 4]> = side.at.iter().map(|k| read.contains(k)).collect();
+            let mut j = 0;
+            cols.retain(|_| {
+                j += 1;
+                keep[j - 1]
+            });
+            let mut j = 0;
+            side.at.retain(|_| {
+                j += 1;
+                keep[j - 1]
+            });
+        }
+    }
+    Ok(())
+}
 
 /// Runs the build sides of `p`'s joins, each a query of its own (planned,
 /// selected, recorded in the run log like any other), in order.
 fn run_sides(p: &mut Prepared<'_>) -> Result<Vec<SideColumns>, Error> {
+    trim_sides(p)?;
     std::mem::take(&mut p.sides)
         .into_iter()
         .map(|side| match run_value(side.prepared)? {
-            PlanOutput::Columns(cols) => Ok((side.first_input, cols)),
+            PlanOutput::Columns(cols) => Ok((side.at, cols)),
             PlanOutput::Aggregates(_) => Err(Error::new(
                 ErrorKind::InvalidQuery,
                 "a join's build side returned aggregates, not columns",
@@ -422,9 +466,9 @@ fn run_sides(p: &mut Prepared<'_>) -> Result<Vec<SideColumns>, Error> {
 fn with_side_inputs<'b, 'p: 'b>(p: Prepared<'p>, sides: &'b [SideColumns]) -> Prepared<'b> {
     let mut inputs: SmallVec<[Input<'b>; 2]> =
         p.inputs.into_iter().map(|i| i as Input<'b>).collect();
-    for (first, cols) in sides {
-        for (j, c) in cols.iter().enumerate() {
-            if let Some(input) = inputs.get_mut(*first as usize + j) {
+    for (at, cols) in sides {
+        for (&k, c) in at.iter().zip(cols) {
+            if let Some(input) = inputs.get_mut(k as usize) {
                 *input = Input::Host(c.as_ref());
             }
         }
@@ -783,15 +827,17 @@ fn explain_of(
     }
 }
 
-/// The plans of `p`'s build sides, without running them.
-fn explain_sides(p: &Prepared<'_>) -> Result<Vec<(u16, Explain)>, Error> {
+/// The plans of `p`'s build sides (trimmed to what `p` reads), without
+/// running them.
+fn explain_sides(p: &mut Prepared<'_>) -> Result<Vec<(Vec<u16>, Explain)>, Error> {
+    trim_sides(p)?;
     p.sides
-        .iter()
-        .map(|s| explain_ref(&s.prepared).map(|e| (s.first_input, e)))
+        .iter_mut()
+        .map(|s| explain_ref(&mut s.prepared).map(|e| (s.at.to_vec(), e)))
         .collect()
 }
 
-fn explain_ref(p: &Prepared<'_>) -> Result<Explain, Error> {
+fn explain_ref(p: &mut Prepared<'_>) -> Result<Explain, Error> {
     let planned = plan(p)?;
     let producer = p.engine.outputs.producer_of(&p.inputs);
     let mut e = explain_of(p.engine, &planned, None, producer);
@@ -802,15 +848,15 @@ fn explain_ref(p: &Prepared<'_>) -> Result<Explain, Error> {
 /// The plan and decision, without running.
 /// A join's build side that would run first is planned too (its inputs
 /// here are empty placeholders: the plan is the same, the sizes are not).
-pub fn explain(p: Prepared<'_>) -> Result<Explain, Error> {
-    explain_ref(&p)
+pub fn explain(mut p: Prepared<'_>) -> Result<Explain, Error> {
+    explain_ref(&mut p)
 }
 
 /// Runs the query and returns the plan with its measured metrics.
 /// A join's build sides are planned (shown without metrics: each run is
 /// in the run log), then run before the query.
 pub fn analyze(mut p: Prepared<'_>) -> Result<Explain, Error> {
-    let build_sides = explain_sides(&p)?;
+    let build_sides = explain_sides(&mut p)?;
     let sides = run_sides(&mut p)?;
     let p = with_side_inputs(p, &sides);
     let engine = p.engine;
