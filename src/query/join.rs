@@ -15,7 +15,7 @@
 use super::{IntoSource, Mode, Query};
 use crate::expr::{DType, Element, Expr, Node, Shape, Value};
 use crate::graph::{LogicalOp, LogicalTerminal, Stream};
-use crate::runtime::executor::Prepared;
+use crate::runtime::executor::{Prepared, Side};
 use crate::semantics::order::JoinKind;
 use crate::types::{ColumnRef, Input};
 use smallvec::SmallVec;
@@ -48,15 +48,6 @@ macro_rules! tuple_keys {
 tuple_keys!(A, B);
 tuple_keys!(A, B, C);
 tuple_keys!(A, B, C, D);
-
-/// A join's build side that runs before the query: its result columns
-/// replace the placeholders at `at` of the query's inputs.
-pub(crate) struct Side<'a> {
-    /// The build query, ending in a collect of its keys and columns.
-    pub(crate) prepared: Prepared<'a>,
-    /// Where each collected column goes among the joining query's inputs.
-    pub(crate) at: SmallVec<[u16; 4]>,
-}
 
 /// An empty host column of `ty`: a build side's input before it has run.
 fn placeholder(ty: DType) -> Input<'static> {

@@ -27,7 +27,6 @@ pub use aggregate::{Agg, AggShape, Aggregates, Histogram, MAX_BINS};
 pub use device::{DeviceArray, ToDevice};
 pub use group::{GroupBy, Groups};
 pub use join::JoinKeys;
-pub(crate) use join::Side;
 pub use mode::{Analyze, ExplainOnly, Measured, Mode, Run, Try};
 pub use sort::{Desc, SortKeys};
 pub use source::{Compute, IntoSource};
@@ -73,7 +72,7 @@ pub struct Query<'a, S, M = Run> {
     pub(crate) options: QueryOptions,
     pub(crate) started: Tick,
     /// Build sides of joins that run before this query.
-    pub(crate) sides: Vec<join::Side<'a>>,
+    pub(crate) sides: Vec<crate::runtime::executor::Side<'a>>,
     _shape: PhantomData<(S, M)>,
 }
 

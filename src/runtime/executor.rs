@@ -38,7 +38,16 @@ pub struct Prepared<'a> {
     pub(crate) options: QueryOptions,
     pub(crate) started: Tick,
     /// Build sides of joins, run before the query.
-    pub(crate) sides: Vec<crate::query::Side<'a>>,
+    pub(crate) sides: Vec<Side<'a>>,
+}
+
+/// A join's build side that runs before the query: its result columns
+/// replace the placeholders at `at` of the query's inputs.
+pub(crate) struct Side<'a> {
+    /// The build query, ending in a collect of its keys and columns.
+    pub(crate) prepared: Prepared<'a>,
+    /// Where each collected column goes among the joining query's inputs.
+    pub(crate) at: SmallVec<[u16; 4]>,
 }
 
 struct Planned {
