@@ -235,6 +235,8 @@ fn explain_and_metrics_show_the_join() {
             .with_metrics()
             .count();
         assert_eq!(n, 100);
+        // The probe side's rows: the build side is read whole.
+        assert_eq!(m.elements_in, 5000);
         let alg = m.algorithm.expect("a join names its algorithm").to_string();
         assert!(
             alg.contains("hash join, build side hashed (100 rows)"),
@@ -247,6 +249,16 @@ fn explain_and_metrics_show_the_join() {
         .is_in(&ys)
         .with_metrics()
         .count();
+    assert_eq!(m.elements_in, 5000);
+    // A computed build side whose key column the plan does not read
+    // after the join: its placeholder does not count as an input.
+    let (_, m2) = e
+        .query(&xs)
+        .join(e.query(&ys).map(|y| (y * 3, y * 2)), |x| x, |(a, _)| a / 3)
+        .map(|(x, (_, z))| x + z)
+        .with_metrics()
+        .sum();
+    assert_eq!(m2.elements_in, 5000);
     assert_eq!(
         m.algorithm.map(|a| a.to_string()).as_deref(),
         Some("ordered-map join (reference)")

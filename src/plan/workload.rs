@@ -88,9 +88,10 @@ pub struct PlanStatics {
     wide_types: bool,
     stages: u32,
     terminal: &'static str,
-    /// Query inputs read whole by a join (its build side), not by
-    /// position: they do not bound the element count.
-    build_inputs: smallvec::SmallVec<[u16; 2]>,
+    /// Query inputs read by position (the source, `zip`s): the element
+    /// count is the shortest. A join's build side is read whole, and a
+    /// build column the plan does not read is not read at all.
+    positional: smallvec::SmallVec<[u16; 2]>,
 }
 
 impl PlanStatics {
@@ -122,12 +123,13 @@ impl PlanStatics {
             wide_types: wide,
             stages: plan.stages.len() as u32,
             terminal: last.terminal.kind_name(),
-            build_inputs: plan
+            positional: plan
                 .stages
                 .iter()
-                .flat_map(|s| match &s.terminal {
-                    Terminal::Join { build, .. } => build.iter().map(|&(k, _)| k).collect(),
-                    _ => smallvec::SmallVec::<[u16; 4]>::new(),
+                .flat_map(|s| &s.inputs)
+                .filter_map(|i| match *i {
+                    super::StageInput::Source(k) => Some(k),
+                    super::StageInput::Stage { .. } => None,
                 })
                 .collect(),
         }
@@ -142,7 +144,7 @@ impl WorkloadCharacteristics {
 
     /// Measures a run over `inputs` of the plan whose statics are `st`.
     pub fn with_statics(st: &PlanStatics, inputs: &[Input<'_>]) -> WorkloadCharacteristics {
-        let positional = |k: usize| !st.build_inputs.contains(&(k as u16));
+        let positional = |k: usize| st.positional.is_empty() || st.positional.contains(&(k as u16));
         let elements = inputs
             .iter()
             .enumerate()

@@ -3,8 +3,9 @@
 //! A join ends a fused stage (the stage computes the probe keys and
 //! materializes its columns, then joins them); the query goes on over the
 //! joined columns. The other query, the build side, is a query of its own:
-//! it runs first (its run is recorded like any other) and its keys and
-//! columns become inputs of this one, read whole, not by position. A build
+//! it runs first (its run is recorded like any other), collecting its keys
+//! and the columns this query's optimized plan reads, which become inputs
+//! of this one, read whole, not by position. A build
 //! side that only reads plain columns (`ys.compute()`, with `zip`s of
 //! equal-length columns) is not run at all: the join reads the columns.
 //!

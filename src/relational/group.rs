@@ -35,6 +35,7 @@ pub(crate) struct GroupAgg<'a> {
 
 /// The group word of row `i` of a key: order-preserving, `-0.0` as
 /// `+0.0` (NaN is already one word).
+#[inline(always)]
 pub(super) fn group_word(col: ColumnRef<'_>, i: usize) -> u64 {
     match col {
         ColumnRef::F32(v) => f32_group_word(v[i]),
