@@ -237,84 +237,6 @@ fn hashed<W: Copy + Eq + Hash + Into<u128> + Send + Sync>(
     }
 }
 
-/// One key hashed and one aggregate folded in the same pass (no group
-/// index per row): the groups' words and first rows, and the
-/// accumulators, in first-appearance order.
-fn hash_fold<T: Copy>(
-    n: usize,
-    word: impl Fn(usize) -> u64,
-    val: impl Fn(usize) -> T,
-    init: T,
-    op: impl Fn(T, T) -> T,
-) -> (Vec<(u64, usize)>, Vec<T>) {
-    let mut map: FxHashMap<u64, u32> = FxHashMap::default();
-    let mut groups = Vec::new();
-    let mut accs: Vec<T> = Vec::new();
-    for i in 0..n {
-        let w = word(i);
-        let g = *map.entry(w).or_insert_with(|| {
-            groups.push((w, i));
-            accs.push(init);
-            (groups.len() - 1) as u32
-        });
-        let a = &mut accs[g as usize];
-        *a = op(*a, val(i));
-    }
-    (groups, accs)
-}
-
-/// Typed `hash_fold` of a Sum, Min or Max over one column.
-macro_rules! hash_fold_typed {
-    ($n:expr, $word:expr, $col:expr, $kind:expr, $( $variant:ident $t:ty ),*) => {
-        match $col {
-            $(ColumnRef::$variant(xs) => {
-                let init: $t = match agg_identity($kind, $col.dtype(), &[]) {
-                    Scalar::$variant(v) => v,
-                    _ => return None,
-                };
-                let (groups, vals) = match $kind {
-                    AggKind::Sum => hash_fold($n, $word, |i| xs[i], init, fold_add::<$t>),
-                    AggKind::Min => hash_fold($n, $word, |i| xs[i], init, |a: $t, x: $t| a.min(x)),
-                    _ => hash_fold($n, $word, |i| xs[i], init, |a: $t, x: $t| a.max(x)),
-                };
-                (groups, vals.into_iter().map(Scalar::$variant).collect::<Vec<Scalar>>())
-            })*
-            _ => return None,
-        }
-    };
-}
-
-/// One key that is not dense (else the direct index is used) and one
-/// count, sum, min or max: grouped and folded in one pass on one thread.
-/// `None` when the fused path does not apply.
-fn fused_one_key(key: ColumnRef<'_>, a: &GroupAgg<'_>, n: usize) -> Option<(Grouping, Acc)> {
-    let word = |i: usize| group_word(key, i);
-    let (lo, hi) = (0..n).fold((u64::MAX, 0), |(lo, hi), i| {
-        let x = word(i);
-        (lo.min(x), hi.max(x))
-    });
-    if n == 0 || (hi - lo < DENSE_SPAN && hi - lo <= 4 * n as u64 + 1024) {
-        return None;
-    }
-    let (groups, vals) = match (&a.kind, a.col) {
-        (AggKind::Count, _) => {
-            let (g, c) = hash_fold(n, word, |_| 1u64, 0u64, u64::wrapping_add);
-            (g, c.into_iter().map(Scalar::U64).collect())
-        }
-        (AggKind::Sum | AggKind::Min | AggKind::Max, Some(col)) => {
-            hash_fold_typed!(n, word, col, &a.kind, I32 i32, U32 u32, I64 i64, U64 u64, F32 f32, F64 f64)
-        }
-        _ => return None,
-    };
-    let grouping = Grouping {
-        ids: Vec::new(),
-        first: groups.iter().map(|g| g.1).collect(),
-        words: groups.iter().map(|g| g.0 as u128).collect(),
-        algorithm: Algorithm::HashGroups { tables: 1 },
-    };
-    Some((grouping, Acc::Values(vals)))
-}
-
 /// Per-group accumulators of one aggregate.
 enum Acc {
     /// Count, Sum, Min, Max, Any, All: one value per group.
@@ -543,44 +465,10 @@ pub(crate) fn group(
         return Ok(reference(keys, aggs, first_seen, n));
     }
     let parallel = strategy == Strategy::Parallel;
-    let threads = rayon::current_num_threads();
-    let one_thread = !parallel || threads < 2 || n < 1 << 16;
-    // One hashed key and one aggregate on one thread: no group index per
-    // row (the hand-written loop's single pass).
-    let fused = match (keys, aggs) {
-        ([k], [a]) if one_thread => fused_one_key(*k, a, n),
-        _ => None,
-    };
-    let (g, accs) = match fused {
-        Some((g, acc)) => (g, vec![acc]),
-        None => {
-            let g = grouping(keys, n, parallel, !aggs.is_empty());
-            let accs = fold_all(&g, aggs, n, parallel && !one_thread);
-            (g, accs)
-        }
-    };
-    let groups = g.first.len();
-    let mut order: Vec<u32> = (0..groups as u32).collect();
-    if !first_seen && !matches!(g.algorithm, Algorithm::DirectIndex { .. }) {
-        order.sort_unstable_by_key(|&i| g.words[i as usize]);
-    }
-    if first_seen && matches!(g.algorithm, Algorithm::DirectIndex { .. }) {
-        order.sort_unstable_by_key(|&i| g.first[i as usize]);
-    }
-    let rows: Vec<u32> = order.iter().map(|&i| g.first[i as usize] as u32).collect();
-    let mut out: Vec<Column> = keys.iter().map(|k| normalized(gather(*k, &rows))).collect();
-    for (acc, a) in accs.into_iter().zip(aggs) {
-        out.push(acc.finish(a, &order, &g.first));
-    }
-    Ok((out, g.algorithm))
-}
-
-/// Every aggregate folded over the rows' groups (across threads in
-/// chunks merged in order when `parallel`).
-fn fold_all(g: &Grouping, aggs: &[GroupAgg<'_>], n: usize, parallel: bool) -> Vec<Acc> {
+    let g = grouping(keys, n, parallel, !aggs.is_empty());
     let groups = g.first.len();
     let threads = rayon::current_num_threads();
-    if parallel {
+    let accs: Vec<Acc> = if parallel && threads > 1 && n >= 1 << 16 {
         let chunk = n.div_ceil(threads);
         // `n.div_ceil(chunk)` chunks, each non-empty (not `threads`: the
         // last ones could start past the end).
@@ -613,7 +501,20 @@ fn fold_all(g: &Grouping, aggs: &[GroupAgg<'_>], n: usize, parallel: bool) -> Ve
                 acc
             })
             .collect()
+    };
+    let mut order: Vec<u32> = (0..groups as u32).collect();
+    if !first_seen && !matches!(g.algorithm, Algorithm::DirectIndex { .. }) {
+        order.sort_unstable_by_key(|&i| g.words[i as usize]);
     }
+    if first_seen && matches!(g.algorithm, Algorithm::DirectIndex { .. }) {
+        order.sort_unstable_by_key(|&i| g.first[i as usize]);
+    }
+    let rows: Vec<u32> = order.iter().map(|&i| g.first[i as usize] as u32).collect();
+    let mut out: Vec<Column> = keys.iter().map(|k| normalized(gather(*k, &rows))).collect();
+    for (acc, a) in accs.into_iter().zip(aggs) {
+        out.push(acc.finish(a, &order, &g.first));
+    }
+    Ok((out, g.algorithm))
 }
 
 /// Group keys as they come out: `-0.0` as `+0.0`.
