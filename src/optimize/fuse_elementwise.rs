@@ -41,20 +41,25 @@ impl Builder {
         });
     }
 
+    /// Starts a node whose columns are the previous node's outputs, in
+    /// order, standing as `values`.
+    fn start_after(&mut self, values: SmallVec<[Value; 4]>) {
+        let slots = values
+            .iter()
+            .enumerate()
+            .map(|(j, &v)| (SlotSource::Previous(j as u16), v))
+            .collect();
+        self.start(slots, values);
+    }
+
     /// Ends the current node by materializing its columns (compacting when
     /// it has a predicate) and starts a node reading them.
     fn split(&mut self) {
         let mut s = self.cur.take().expect("split without a node");
         s.terminal = FusedTerminal::Collect(s.columns.clone());
-        let slots = s
-            .columns
-            .iter()
-            .enumerate()
-            .map(|(j, &v)| (SlotSource::Previous(j as u16), v))
-            .collect();
         let columns = s.columns.clone();
         self.done.push(OpNode::Fused(s));
-        self.start(slots, columns);
+        self.start_after(columns);
     }
 
     fn split_if_filtered(&mut self) {
@@ -161,14 +166,7 @@ impl Pass for FuseElementwise {
                             columns,
                             fetch: None,
                         });
-                        b.start(
-                            results
-                                .iter()
-                                .enumerate()
-                                .map(|(j, &v)| (SlotSource::Previous(j as u16), v))
-                                .collect(),
-                            results,
-                        );
+                        b.start_after(results);
                     }
                     // Like a sort, a join reads its rows whole: a
                     // predicate compacts inside the stage.
@@ -185,14 +183,7 @@ impl Pass for FuseElementwise {
                             columns,
                             build,
                         });
-                        b.start(
-                            results
-                                .iter()
-                                .enumerate()
-                                .map(|(j, &v)| (SlotSource::Previous(j as u16), v))
-                                .collect(),
-                            results,
-                        );
+                        b.start_after(results);
                     }
                 },
                 OpNode::Terminal(t) => match t {

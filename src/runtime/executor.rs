@@ -437,17 +437,12 @@ fn trim_sides(p: &mut Prepared<'_>) -> Result<(), Error> {
         .collect();
     for side in &mut p.sides {
         if let Some(LogicalTerminal::Collect(cols)) = side.prepared.traced.trace.terminal.as_mut() {
-            let keep: SmallVec<[bool; 4]> = side.at.iter().map(|k| read.contains(k)).collect();
-            let mut j = 0;
-            cols.retain(|_| {
-                j += 1;
-                keep[j - 1]
-            });
-            let mut j = 0;
-            side.at.retain(|_| {
-                j += 1;
-                keep[j - 1]
-            });
+            (*cols, side.at) = cols
+                .iter()
+                .zip(&side.at)
+                .filter(|(_, k)| read.contains(k))
+                .map(|(&c, &k)| (c, k))
+                .unzip();
         }
     }
     Ok(())
