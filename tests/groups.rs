@@ -277,3 +277,129 @@ fn keys_past_128_bits_are_a_clear_error() {
         .expect_err("192 bits of keys");
     assert!(err.to_string().contains("128 bits"), "{err}");
 }
+
+/// One group's answers in `many_groups_partitioned_by_key_range_match_the_reference`.
+type Row = (
+    u64,
+    i32,
+    Option<i32>,
+    Option<i32>,
+    Option<usize>,
+    Option<usize>,
+    Option<f64>,
+);
+
+#[test]
+fn many_groups_partitioned_by_key_range_match_the_reference() {
+    // Enough rows and groups for the key-range partitions (2^18 rows, an
+    // estimated 2^17 groups or more), on every key width.
+    let e = common::engine();
+    let n = 300_000;
+    let r = common::lcg(n, 11);
+    let vals: Vec<i32> = common::lcg(n, 12)
+        .iter()
+        .map(|&x| (x % 2001) as i32 - 1000)
+        .collect();
+    let fvals: Vec<f32> = vals.iter().map(|&v| v as f32 * 0.25).collect();
+    // f32 keys from 200,000 values with NaNs and both zeros among them.
+    let fkeys: Vec<f32> = r
+        .iter()
+        .map(|&x| match x % 1000 {
+            0 => f32::NAN,
+            1 => -0.0,
+            2 => 0.0,
+            _ => ((x >> 12) % 200_000) as f32 * 0.37 - 30_000.0,
+        })
+        .collect();
+    let mut want: BTreeMap<(bool, i64), (u64, i32, usize, usize)> = BTreeMap::new();
+    for (i, (&k, &v)) in fkeys.iter().zip(&vals).enumerate() {
+        let e = want.entry(fkey(k)).or_insert((0, 0, i, i));
+        e.0 += 1;
+        e.1 = e.1.wrapping_add(v);
+        e.3 = i;
+    }
+    let wide: Vec<i64> = r.iter().map(|&x| (x >> 8) as i64 - (1 << 40)).collect();
+    let narrow: Vec<u32> = r.iter().map(|&x| (x >> 20) as u32).collect();
+    let reference = BackendKind::CpuScalar;
+    for k in [BackendKind::CpuSimd, BackendKind::CpuParallel] {
+        let q = |on: BackendKind| {
+            e.query(&fkeys)
+                .on(on)
+                .no_fallback()
+                .zip(&vals)
+                .zip(&fvals)
+                .with_metrics()
+                .group_by(|((k, _), _)| k)
+                .agg(|((_, v), f), a| {
+                    (
+                        a.count(),
+                        a.sum(v),
+                        a.first(v),
+                        a.last(v),
+                        a.argmin(f),
+                        a.argmax(f),
+                        a.variance(f),
+                    )
+                })
+        };
+        let (g, m) = q(k);
+        assert!(
+            m.algorithm
+                .unwrap()
+                .to_string()
+                .contains("key-range partitions"),
+            "{k:?}: {m}"
+        );
+        assert_eq!(g.keys.len(), want.len(), "{k:?}");
+        for (j, (key, w)) in want.iter().enumerate() {
+            assert_eq!(fkey(g.keys[j]), *key, "{k:?} key {j}");
+            let (c, s, first, last, _, _, _) = g.values[j];
+            assert_eq!((c, s), (w.0, w.1), "{k:?} key {j}");
+            assert_eq!(
+                (first, last),
+                (Some(vals[w.2]), Some(vals[w.3])),
+                "{k:?} key {j}"
+            );
+        }
+        // Bit for bit the reference's answer (rows fold in row order).
+        let (r, _) = q(reference);
+        let bits = |v: &Vec<Row>| {
+            v.iter()
+                .map(|t| (t.0, t.1, t.2, t.3, t.4, t.5, t.6.map(f64::to_bits)))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(bits(&g.values), bits(&r.values), "{k:?}");
+        // 64- and 32-bit integer keys, with and without aggregates.
+        let (d, m) = e.query(&wide).on(k).no_fallback().with_metrics().distinct();
+        assert!(
+            m.algorithm.unwrap().to_string().contains("partitions"),
+            "{m}"
+        );
+        assert_eq!(
+            d,
+            e.query(&wide).on(reference).distinct(),
+            "{k:?} i64 distinct"
+        );
+        let sums = |on| {
+            e.query(&narrow)
+                .on(on)
+                .no_fallback()
+                .zip(&vals)
+                .group_by(|(k, _)| k)
+                .agg(|(_, v), a| a.sum(v))
+        };
+        let (a, b) = (sums(k), sums(reference));
+        assert_eq!((a.keys, a.values), (b.keys, b.values), "{k:?} u32 sums");
+        // First-seen order (one table) agrees too.
+        let fs = |on| {
+            e.query(&wide)
+                .on(on)
+                .no_fallback()
+                .group_by(|k| k)
+                .first_seen()
+                .count()
+        };
+        let (a, b) = (fs(k), fs(reference));
+        assert_eq!((a.keys, a.values), (b.keys, b.values), "{k:?} first seen");
+    }
+}

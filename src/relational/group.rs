@@ -148,11 +148,11 @@ fn dense(n: usize, lo: u64, span: usize, want_ids: bool, word: impl Fn(usize) ->
 
 /// One chunk's grouping: its rows' local groups, and per local group its
 /// word and first row.
-type LocalGroups<W> = (Vec<u32>, Vec<(W, usize)>);
+pub(super) type LocalGroups<W> = (Vec<u32>, Vec<(W, usize)>);
 
 /// Groups rows `lo..hi` in a table of their own (their local groups
 /// only when `want_ids`).
-fn hash_rows<W: Copy + Eq + Hash>(
+pub(super) fn hash_rows<W: Copy + Eq + Hash>(
     lo: usize,
     hi: usize,
     want_ids: bool,
@@ -238,7 +238,7 @@ fn hashed<W: Copy + Eq + Hash + Into<u128> + Send + Sync>(
 }
 
 /// Per-group accumulators of one aggregate.
-enum Acc {
+pub(super) enum Acc {
     /// Count, Sum, Min, Max, Any, All: one value per group.
     Values(Vec<Scalar>),
     /// M2.
@@ -295,7 +295,7 @@ fn fold_add<T: FoldAdd>(a: T, x: T) -> T {
 }
 
 impl Acc {
-    fn new(a: &GroupAgg<'_>, groups: usize) -> Acc {
+    pub(super) fn new(a: &GroupAgg<'_>, groups: usize) -> Acc {
         let ty = a.col.map_or(DType::U64, |c| c.dtype());
         match a.kind {
             AggKind::M2 => Acc::Moments(vec![Moments::EMPTY; groups]),
@@ -306,7 +306,7 @@ impl Acc {
     }
 
     /// Folds rows `lo..hi` in order.
-    fn fold(&mut self, a: &GroupAgg<'_>, ids: &[u32], lo: usize, hi: usize) {
+    pub(super) fn fold(&mut self, a: &GroupAgg<'_>, ids: &[u32], lo: usize, hi: usize) {
         match self {
             Acc::Values(v) => {
                 if a.kind == AggKind::Count {
@@ -413,7 +413,7 @@ impl Acc {
     /// The output column (`M2` as `f64`, `First`/`Last` gathered,
     /// `ArgMin`/`ArgMax` as `u64` rows: a group of NaNs only answers its
     /// first row, `first` by group).
-    fn finish(self, a: &GroupAgg<'_>, order: &[u32], first: &[usize]) -> Column {
+    pub(super) fn finish(self, a: &GroupAgg<'_>, order: &[u32], first: &[usize]) -> Column {
         match self {
             Acc::Values(v) => {
                 let ty = match a.kind {
@@ -465,6 +465,11 @@ pub(crate) fn group(
         return Ok(reference(keys, aggs, first_seen, n));
     }
     let parallel = strategy == Strategy::Parallel;
+    if let ([k], false) = (keys, first_seen) {
+        if let Some(done) = super::partition::group(*k, aggs, parallel) {
+            return Ok(done);
+        }
+    }
     let g = grouping(keys, n, parallel, !aggs.is_empty());
     let groups = g.first.len();
     let threads = rayon::current_num_threads();
@@ -518,7 +523,7 @@ pub(crate) fn group(
 }
 
 /// Group keys as they come out: `-0.0` as `+0.0`.
-fn normalized(mut c: Column) -> Column {
+pub(super) fn normalized(mut c: Column) -> Column {
     match &mut c {
         Column::F32(v) => v.iter_mut().filter(|x| **x == 0.0).for_each(|x| *x = 0.0),
         Column::F64(v) => v.iter_mut().filter(|x| **x == 0.0).for_each(|x| *x = 0.0),

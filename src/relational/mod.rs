@@ -8,6 +8,7 @@
 
 mod group;
 mod join;
+mod partition;
 mod radix;
 mod sort;
 

@@ -229,7 +229,7 @@ pub(crate) fn msd_lsd<W: Word>(mut v: Vec<W>, digits: std::ops::Range<usize>) ->
 }
 
 /// An output buffer written by several threads at disjoint positions.
-struct SharedOut<W>(*mut W, usize);
+pub(super) struct SharedOut<W>(pub(super) *mut W, pub(super) usize);
 // SAFETY: writers touch disjoint positions (see `msd_lsd`).
 unsafe impl<W: Send> Sync for SharedOut<W> {}
 unsafe impl<W: Send> Send for SharedOut<W> {}
@@ -237,7 +237,7 @@ unsafe impl<W: Send> Send for SharedOut<W> {}
 impl<W> SharedOut<W> {
     /// # Safety
     /// `i < len`, and no other thread writes position `i`.
-    unsafe fn write(&self, i: usize, w: W) {
+    pub(super) unsafe fn write(&self, i: usize, w: W) {
         assert!(i < self.1, "scatter out of bounds");
         // SAFETY: in bounds (checked) and exclusive (the caller's promise).
         unsafe { self.0.add(i).write(w) }

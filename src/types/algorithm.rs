@@ -36,6 +36,12 @@ pub enum Algorithm {
         /// Hash tables built (one per chunk of rows across threads).
         tables: u32,
     },
+    /// Groups of many keys: the rows scattered into `partitions` ordered
+    /// key ranges, each grouped in a hash table of its own.
+    PartitionedGroups {
+        /// Key-range partitions.
+        partitions: u32,
+    },
     /// Groups in an ordered map, row by row (the reference).
     OrderedMap,
     /// A join through an ordered map of the build rows (the reference).
@@ -72,6 +78,9 @@ impl fmt::Display for Algorithm {
             Algorithm::Select { rows } => write!(f, "top-k selection of {rows} rows"),
             Algorithm::DirectIndex { span } => write!(f, "direct index over {span} key values"),
             Algorithm::HashGroups { tables } => write!(f, "hash groups ({tables} tables)"),
+            Algorithm::PartitionedGroups { partitions } => {
+                write!(f, "hash groups in {partitions} key-range partitions")
+            }
             Algorithm::OrderedMap => write!(f, "ordered map (reference)"),
             Algorithm::OrderedMapJoin => write!(f, "ordered-map join (reference)"),
             Algorithm::HashJoin {

@@ -1,0 +1,439 @@
+//! Keyed aggregation of many groups: the rows are scattered into
+//! partitions that are ordered ranges of the key, each partition is
+//! grouped in a hash table small enough for a core's caches, and the
+//! partitions' groups, each sorted by key, are concatenated in order.
+//!
+//! One hash table of 10^6 groups costs a cache miss per row (the loop a
+//! Rust programmer writes with `FxHashMap` spends most of its time there);
+//! a partition of 2^16 rows groups in the level-2 cache. The price is one
+//! scatter per column the groups read (the key, each aggregate's input,
+//! the row numbers when an aggregate answers rows): sequential reads, a
+//! few hundred write streams.
+//!
+//! The partitions are ranges of key words, so their concatenation is in
+//! key order and no sort of all the groups is needed. Their bounds come
+//! from a sample of the keys: quantiles over 2^16 equal buckets of the
+//! sample's range (a word outside it falls in the first or last bucket,
+//! which keeps the map monotone). The same sample estimates the number of
+//! groups (Chao1), which decides whether partitioning pays at all.
+//!
+//! Rows keep their order inside a partition (chunks scatter in order), so
+//! every aggregate folds a group's rows in row order: the results equal
+//! the one-table path's, bit for bit.
+
+use super::group::{f32_group_word, f64_group_word, hash_rows, normalized, Acc, GroupAgg};
+use super::radix::SharedOut;
+use super::sort::gather;
+use super::Algorithm;
+use crate::semantics::AggKind;
+use crate::types::{Column, ColumnRef};
+use rayon::prelude::*;
+use std::hash::Hash;
+
+/// Inputs shorter than this are grouped in one table.
+const MIN_ROWS: usize = 1 << 18;
+/// Rows sampled for the estimate and the partition bounds.
+const SAMPLE: usize = 1 << 14;
+/// Estimated groups from which partitioning pays: a table of 2^17 groups
+/// and their accumulators outgrows a core's 2 MiB level-2 cache.
+const MANY_GROUPS: f64 = (1 << 17) as f64;
+/// Rows per partition aimed at.
+const PARTITION_ROWS: usize = 1 << 16;
+/// At most this many partitions (write streams of one scatter).
+const MAX_PARTITIONS: usize = 256;
+/// Buckets of the partition map (`u8` partitions, a 64 KiB table).
+const BUCKETS: usize = 1 << 16;
+/// Keys spanning fewer values than this (and a few per row) are left to
+/// the direct index.
+const DENSE_SPAN: u64 = 1 << 22;
+
+/// A key word: ordered like the key's group order.
+trait KeyWord: Copy + Eq + Hash + Ord + Send + Sync + Into<u64> {}
+impl KeyWord for u32 {}
+impl KeyWord for u64 {}
+
+/// Groups the rows by one key into partitions when the sample estimates
+/// many groups; `None` when one table is the better plan (few rows or
+/// few groups, a dense key range, a `bool` key). The result is what
+/// [`super::group::group`] returns: the key column, then one column per
+/// aggregate, sorted by key.
+pub(super) fn group(
+    key: ColumnRef<'_>,
+    aggs: &[GroupAgg<'_>],
+    parallel: bool,
+) -> Option<(Vec<Column>, Algorithm)> {
+    let n = key.len();
+    if n < MIN_ROWS {
+        return None;
+    }
+    match key {
+        ColumnRef::F32(v) => run(key, aggs, parallel, |i| f32_group_word(v[i]) as u32),
+        ColumnRef::U32(v) => run(key, aggs, parallel, |i| v[i]),
+        ColumnRef::I32(v) => run(key, aggs, parallel, |i| v[i] as u32 ^ 0x8000_0000),
+        ColumnRef::F64(v) => run(key, aggs, parallel, |i| f64_group_word(v[i])),
+        ColumnRef::U64(v) => run(key, aggs, parallel, |i| v[i]),
+        ColumnRef::I64(v) => run(key, aggs, parallel, |i| v[i] as u64 ^ (1 << 63)),
+        ColumnRef::Bool(_) => None,
+    }
+}
+
+/// The map from key words to partitions.
+struct Partitions {
+    /// The smallest word of the sample.
+    lo: u64,
+    /// Bucket of a word: `(word - lo) >> shift`, at most `BUCKETS - 1`.
+    shift: u32,
+    /// Partition of every bucket, non-decreasing.
+    of_bucket: Vec<u8>,
+    /// Partitions.
+    count: usize,
+}
+
+impl Partitions {
+    #[inline(always)]
+    fn of(&self, w: u64) -> usize {
+        let b = ((w.saturating_sub(self.lo)) >> self.shift).min(BUCKETS as u64 - 1);
+        self.of_bucket[b as usize] as usize
+    }
+}
+
+/// Estimates the groups from a sample of the words and, when there are
+/// many, maps words to partitions of about equal rows.
+fn plan(n: usize, word: &impl Fn(usize) -> u64) -> Option<Partitions> {
+    let stride = n / SAMPLE;
+    let mut sample: Vec<u64> = (0..SAMPLE).map(|j| word(j * stride)).collect();
+    sample.sort_unstable();
+    // Chao1 (bias-corrected): distinct + f1 (f1 - 1) / (2 (f2 + 1)), f1
+    // and f2 the sample's words seen once and twice.
+    let (mut distinct, mut f1, mut f2) = (0f64, 0f64, 0f64);
+    for run in sample.chunk_by(|a, b| a == b) {
+        distinct += 1.0;
+        match run.len() {
+            1 => f1 += 1.0,
+            2 => f2 += 1.0,
+            _ => {}
+        }
+    }
+    let groups = distinct + f1 * (f1 - 1.0) / (2.0 * (f2 + 1.0));
+    let (lo, hi) = (sample[0], sample[SAMPLE - 1]);
+    let span = hi - lo;
+    if groups < MANY_GROUPS || (span < DENSE_SPAN && span <= 4 * n as u64 + 1024) {
+        return None;
+    }
+    let shift = (u64::BITS - span.leading_zeros()).saturating_sub(BUCKETS.trailing_zeros());
+    let bucket = |w: u64| (((w - lo) >> shift) as usize).min(BUCKETS - 1);
+    let want = (n / PARTITION_ROWS).clamp(2, MAX_PARTITIONS);
+    // Buckets in order, a new partition each time the sample's share of
+    // the rows passes the next multiple of 1 / want.
+    let mut per_bucket = vec![0u32; BUCKETS];
+    for &w in &sample {
+        per_bucket[bucket(w)] += 1;
+    }
+    let mut of_bucket = vec![0u8; BUCKETS];
+    let (mut p, mut seen) = (0usize, 0usize);
+    for (b, &c) in per_bucket.iter().enumerate() {
+        of_bucket[b] = p as u8;
+        seen += c as usize;
+        if p + 1 < want && seen * want >= (p + 1) * SAMPLE {
+            p += 1;
+        }
+    }
+    Some(Partitions {
+        lo,
+        shift,
+        of_bucket,
+        count: p + 1,
+    })
+}
+
+/// Rows split for the scatters: chunks in row order, and where each
+/// chunk's rows of every partition start.
+struct Layout {
+    chunk: usize,
+    /// Per chunk, per partition: the first position its rows take.
+    starts: Vec<Vec<usize>>,
+    /// Per partition: its range of positions.
+    bounds: Vec<std::ops::Range<usize>>,
+}
+
+fn layout(
+    n: usize,
+    parallel: bool,
+    part: &(impl Fn(usize) -> usize + Sync),
+    parts: usize,
+) -> Layout {
+    let threads = if parallel {
+        rayon::current_num_threads().max(1)
+    } else {
+        1
+    };
+    let chunk = n.div_ceil(threads);
+    let count = |c: usize| {
+        let mut k = vec![0usize; parts];
+        for i in c * chunk..((c + 1) * chunk).min(n) {
+            k[part(i)] += 1;
+        }
+        k
+    };
+    let chunks = n.div_ceil(chunk);
+    let counts: Vec<Vec<usize>> = if parallel {
+        (0..chunks).into_par_iter().map(count).collect()
+    } else {
+        (0..chunks).map(count).collect()
+    };
+    let mut starts = vec![vec![0usize; parts]; chunks];
+    let mut bounds = Vec::with_capacity(parts);
+    let mut at = 0;
+    for p in 0..parts {
+        let first = at;
+        for (s, k) in starts.iter_mut().zip(&counts) {
+            s[p] = at;
+            at += k[p];
+        }
+        bounds.push(first..at);
+    }
+    Layout {
+        chunk,
+        starts,
+        bounds,
+    }
+}
+
+/// `val(i)` of every row at its position in partition order.
+fn scatter<T: Copy + Send + Sync>(
+    n: usize,
+    lay: &Layout,
+    part: &(impl Fn(usize) -> usize + Sync),
+    val: impl Fn(usize) -> T + Sync,
+    parallel: bool,
+) -> Vec<T> {
+    let mut out: Vec<T> = Vec::with_capacity(n);
+    let bytes = n * std::mem::size_of::<T>();
+    if bytes >= crate::types::HUGE_PAGE_MIN_BYTES {
+        // SAFETY: the range is this vector's own (unused) allocation.
+        unsafe { crate::types::advise_huge_pages(out.as_ptr().cast(), bytes) };
+    }
+    let dst = SharedOut(out.as_mut_ptr(), n);
+    let run = |(c, s): (usize, &Vec<usize>)| {
+        let mut at = s.clone();
+        for i in c * lay.chunk..((c + 1) * lay.chunk).min(n) {
+            let p = part(i);
+            // SAFETY: chunk `c` owns positions `s[p]..` up to its count of
+            // partition `p`, disjoint from every other chunk's, all below
+            // `n` (`layout` counted the same `part`).
+            unsafe { dst.write(at[p], val(i)) };
+            at[p] += 1;
+        }
+    };
+    if parallel {
+        lay.starts.par_iter().enumerate().for_each(run);
+    } else {
+        lay.starts.iter().enumerate().for_each(run);
+    }
+    // SAFETY: the chunks' positions cover `0..n` (the counts sum to `n`),
+    // each written once above.
+    unsafe { out.set_len(n) };
+    out
+}
+
+/// A column scattered into partition order.
+fn scatter_column(
+    col: ColumnRef<'_>,
+    lay: &Layout,
+    part: &(impl Fn(usize) -> usize + Sync),
+    parallel: bool,
+) -> Column {
+    let n = col.len();
+    match col {
+        ColumnRef::Bool(v) => Column::Bool(scatter(n, lay, part, |i| v[i], parallel)),
+        ColumnRef::I32(v) => Column::I32(scatter(n, lay, part, |i| v[i], parallel)),
+        ColumnRef::U32(v) => Column::U32(scatter(n, lay, part, |i| v[i], parallel)),
+        ColumnRef::I64(v) => Column::I64(scatter(n, lay, part, |i| v[i], parallel)),
+        ColumnRef::U64(v) => Column::U64(scatter(n, lay, part, |i| v[i], parallel)),
+        ColumnRef::F32(v) => Column::F32(scatter(n, lay, part, |i| v[i], parallel)),
+        ColumnRef::F64(v) => Column::F64(scatter(n, lay, part, |i| v[i], parallel)),
+    }
+}
+
+fn run<W: KeyWord>(
+    key: ColumnRef<'_>,
+    aggs: &[GroupAgg<'_>],
+    parallel: bool,
+    word: impl Fn(usize) -> W + Sync,
+) -> Option<(Vec<Column>, Algorithm)> {
+    let n = key.len();
+    let parts = plan(n, &|i| word(i).into())?;
+    let part = |i: usize| parts.of(word(i).into());
+    let lay = layout(n, parallel, &part, parts.count);
+    let keys = scatter_column(key, &lay, &part, parallel);
+    let cols: Vec<Option<Column>> = aggs
+        .iter()
+        .map(|a| a.col.map(|c| scatter_column(c, &lay, &part, parallel)))
+        .collect();
+    // Rows only for the aggregates that answer them.
+    let answers_rows = aggs
+        .iter()
+        .any(|a| matches!(a.kind, AggKind::ArgMin | AggKind::ArgMax));
+    let rows: Vec<u32> = if answers_rows {
+        scatter(n, &lay, &part, |i| i as u32, parallel)
+    } else {
+        Vec::new()
+    };
+    let one = |r: &std::ops::Range<usize>| {
+        let local: Vec<GroupAgg<'_>> = aggs
+            .iter()
+            .zip(&cols)
+            .map(|(a, c)| GroupAgg {
+                kind: a.kind.clone(),
+                col: c.as_ref().map(|c| c.as_ref().slice(r.clone())),
+            })
+            .collect();
+        let rows = rows.get(r.clone()).unwrap_or(&[]);
+        one_partition(keys.as_ref().slice(r.clone()), &local, rows)
+    };
+    let outs: Vec<Vec<Column>> = if parallel {
+        lay.bounds.par_iter().map(one).collect()
+    } else {
+        lay.bounds.iter().map(one).collect()
+    };
+    let columns = (0..1 + aggs.len())
+        .map(|c| concat(outs.iter().map(|o| &o[c])))
+        .collect();
+    Some((
+        columns,
+        Algorithm::PartitionedGroups {
+            partitions: parts.count as u32,
+        },
+    ))
+}
+
+/// The groups of one partition, sorted by key: the key column, then one
+/// column per aggregate. `rows`: the partition's original row numbers
+/// (present when an aggregate answers rows).
+fn one_partition(key: ColumnRef<'_>, aggs: &[GroupAgg<'_>], rows: &[u32]) -> Vec<Column> {
+    let len = key.len();
+    let want_ids = !aggs.is_empty();
+    let (ids, groups) = match key {
+        ColumnRef::F32(v) => widen(hash_rows(0, len, want_ids, &|i| {
+            f32_group_word(v[i]) as u32
+        })),
+        ColumnRef::U32(v) => widen(hash_rows(0, len, want_ids, &|i| v[i])),
+        ColumnRef::I32(v) => widen(hash_rows(0, len, want_ids, &|i| v[i] as u32 ^ 0x8000_0000)),
+        ColumnRef::F64(v) => hash_rows(0, len, want_ids, &|i| f64_group_word(v[i])),
+        ColumnRef::U64(v) => hash_rows(0, len, want_ids, &|i| v[i]),
+        ColumnRef::I64(v) => hash_rows(0, len, want_ids, &|i| v[i] as u64 ^ (1 << 63)),
+        ColumnRef::Bool(v) => hash_rows(0, len, want_ids, &|i| v[i] as u64),
+    };
+    let mut order: Vec<u32> = (0..groups.len() as u32).collect();
+    order.sort_unstable_by_key(|&g| groups[g as usize].0);
+    let first_local: Vec<usize> = groups.iter().map(|g| g.1).collect();
+    let firsts: Vec<u32> = order
+        .iter()
+        .map(|&g| first_local[g as usize] as u32)
+        .collect();
+    let mut out = vec![normalized(gather(key, &firsts))];
+    // The first row of every group in the input's numbering (a group of
+    // NaNs answers it for argmin / argmax).
+    let first_rows: Vec<usize> = if rows.is_empty() {
+        first_local.clone()
+    } else {
+        first_local.iter().map(|&f| rows[f] as usize).collect()
+    };
+    for a in aggs {
+        let mut acc = Acc::new(a, groups.len());
+        acc.fold(a, &ids, 0, len);
+        if let Acc::Best(b) = &mut acc {
+            for (_, at) in b.iter_mut().flatten() {
+                *at = rows[*at] as usize;
+            }
+        }
+        out.push(acc.finish(a, &order, &first_rows));
+    }
+    out
+}
+
+/// A partition's groups with their words widened to `u64`.
+fn widen<W: Into<u64>>(
+    (ids, groups): (Vec<u32>, Vec<(W, usize)>),
+) -> (Vec<u32>, Vec<(u64, usize)>) {
+    (
+        ids,
+        groups.into_iter().map(|(w, f)| (w.into(), f)).collect(),
+    )
+}
+
+/// Columns of one type, one after the other.
+fn concat<'a>(parts: impl Iterator<Item = &'a Column> + Clone) -> Column {
+    let len = parts.clone().map(Column::len).sum();
+    let mut parts = parts.peekable();
+    let ty = parts.peek().map_or(crate::types::DType::U64, |c| c.dtype());
+    let mut out = Column::for_output(ty, len);
+    for p in parts {
+        match (&mut out, p) {
+            (Column::Bool(o), Column::Bool(v)) => o.extend_from_slice(v),
+            (Column::I32(o), Column::I32(v)) => o.extend_from_slice(v),
+            (Column::U32(o), Column::U32(v)) => o.extend_from_slice(v),
+            (Column::I64(o), Column::I64(v)) => o.extend_from_slice(v),
+            (Column::U64(o), Column::U64(v)) => o.extend_from_slice(v),
+            (Column::F32(o), Column::F32(v)) => o.extend_from_slice(v),
+            (Column::F64(o), Column::F64(v)) => o.extend_from_slice(v),
+            _ => unreachable!("the partitions' columns of one output share a type"),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` words from `distinct` random ones.
+    fn keys(n: usize, distinct: u64, seed: u64) -> Vec<u64> {
+        let mut s = seed | 1;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let pool: Vec<u64> = (0..distinct).map(|_| next()).collect();
+        (0..n).map(|_| pool[(next() % distinct) as usize]).collect()
+    }
+
+    #[test]
+    fn the_sample_tells_many_groups_from_few() {
+        let n = 1 << 20;
+        let few = keys(n, 1000, 3);
+        assert!(plan(n, &|i| few[i]).is_none(), "10^3 groups: one table");
+        let many = keys(n, 500_000, 5);
+        let p = plan(n, &|i| many[i]).expect("5 * 10^5 groups: partitions");
+        assert_eq!(p.count, n / PARTITION_ROWS);
+        // Dense keys are left to the direct index.
+        assert!(plan(n, &|i| i as u64).is_none());
+    }
+
+    #[test]
+    fn partitions_are_ordered_ranges_of_about_equal_rows() {
+        let n = 1 << 20;
+        let v = keys(n, 1 << 20, 7);
+        let p = plan(n, &|i| v[i]).expect("many groups");
+        let mut by: Vec<(u64, usize)> = v.iter().map(|&w| (w, p.of(w))).collect();
+        by.sort_unstable();
+        assert!(
+            by.windows(2).all(|w| w[0].1 <= w[1].1),
+            "monotone in the word"
+        );
+        let mut rows = vec![0usize; p.count];
+        for &(_, q) in &by {
+            rows[q] += 1;
+        }
+        let even = n / p.count;
+        assert!(
+            rows.iter().all(|&r| r > even / 2 && r < even * 2),
+            "{rows:?}"
+        );
+        // Words outside the sample's range go to the end partitions.
+        assert_eq!(p.of(0), 0);
+        assert_eq!(p.of(u64::MAX), p.count - 1);
+    }
+}
