@@ -13,7 +13,8 @@
 //! run's clock (metrics, learning, the run log, freeing the result).
 //!
 //! `cargo run --release --example tiny_query [-- PIPELINE N RUNS]`, with
-//! PIPELINE one of p1..p5 (default p1 1000 200000).
+//! PIPELINE one of p1..p5 or g1 (`group_by(key).agg(sum)` over 1,000 sparse
+//! keys; default p1 1000 200000).
 
 use computeq::prelude::*;
 use std::hint::black_box;
@@ -27,6 +28,10 @@ fn main() {
     let xs: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 * 0.001).collect();
     let ys: Vec<f32> = (0..n)
         .map(|i| ((i * 104729) % 1000) as f32 * 0.001)
+        .collect();
+    // `g1`'s keys: 1,000 sparse `u32` values (no direct index).
+    let keys: Vec<u32> = (0..n)
+        .map(|i| (((i * 7919) % 1000) as u32).wrapping_mul(2_654_435_761))
         .collect();
     let mut query: Box<dyn FnMut() -> usize> = match which.as_str() {
         "p1" => Box::new(|| black_box(xs.compute().map(|x| x * 2.0 + 1.0).sum()) as usize),
@@ -42,7 +47,15 @@ fn main() {
             black_box(v).len()
         }),
         "p5" => Box::new(|| black_box(xs.compute().zip(&ys).map(|(x, y)| x * y).sum()) as usize),
-        other => panic!("unknown pipeline {other}: p1..p5"),
+        "g1" => Box::new(|| {
+            let g = keys
+                .compute()
+                .zip(&xs)
+                .group_by(|(k, _)| k)
+                .agg(|(_, x), a| a.sum(x));
+            black_box(g).keys.len()
+        }),
+        other => panic!("unknown pipeline {other}: p1..p5, g1"),
     };
     // Past the selector's exploration of a new plan.
     for _ in 0..64.min(runs) {

@@ -45,6 +45,10 @@ macro_rules! element {
             }
             #[inline]
             fn from_scalar(s: Scalar) -> Self {
+                // The value's own type first (no conversion).
+                if let Scalar::$v(x) = s {
+                    return x;
+                }
                 match s.cast(DType::$d) {
                     Scalar::$v(x) => x,
                     _ => unreachable!(),

@@ -237,6 +237,247 @@ fn hashed<W: Copy + Eq + Hash + Into<u128> + Send + Sync>(
     }
 }
 
+/// The fold of a fused group: one count, sum, min or max.
+#[derive(Copy, Clone)]
+enum FoldOp {
+    Add,
+    Min,
+    Max,
+}
+
+/// A typed value folded by [`FoldOp`].
+trait Folded: Copy + Send + Sync + FoldAdd + PartialOrd {
+    #[inline(always)]
+    fn fold(self, x: Self, op: FoldOp) -> Self {
+        match op {
+            FoldOp::Add => self.fold_add(x),
+            FoldOp::Min => {
+                if x < self {
+                    x
+                } else {
+                    self
+                }
+            }
+            FoldOp::Max => {
+                if x > self {
+                    x
+                } else {
+                    self
+                }
+            }
+        }
+    }
+}
+impl Folded for i32 {}
+impl Folded for u32 {}
+impl Folded for i64 {}
+impl Folded for u64 {}
+
+impl Folded for f32 {
+    #[inline(always)]
+    fn fold(self, x: Self, op: FoldOp) -> Self {
+        match op {
+            FoldOp::Add => self + x,
+            FoldOp::Min => self.min(x),
+            FoldOp::Max => self.max(x),
+        }
+    }
+}
+impl Folded for f64 {
+    #[inline(always)]
+    fn fold(self, x: Self, op: FoldOp) -> Self {
+        match op {
+            FoldOp::Add => self + x,
+            FoldOp::Min => self.min(x),
+            FoldOp::Max => self.max(x),
+        }
+    }
+}
+
+/// One chunk's groups in first-appearance order (word, first row) and
+/// their accumulators.
+type FusedGroups<W, T> = (Vec<(W, usize)>, Vec<T>);
+
+/// Rows `lo..hi` grouped and folded in one pass: the hand-written loop's
+/// shape, no group index per row.
+#[inline(always)]
+fn hash_fold<W: Copy + Eq + Hash, T: Folded>(
+    lo: usize,
+    hi: usize,
+    word: &impl Fn(usize) -> W,
+    val: &impl Fn(usize) -> T,
+    init: T,
+    op: FoldOp,
+    cap: usize,
+) -> FusedGroups<W, T> {
+    let mut map: FxHashMap<W, u32> = FxHashMap::with_capacity_and_hasher(cap, Default::default());
+    let mut groups = Vec::with_capacity(cap);
+    let mut accs: Vec<T> = Vec::with_capacity(cap);
+    for i in lo..hi {
+        let w = word(i);
+        let g = *map.entry(w).or_insert_with(|| {
+            groups.push((w, i));
+            accs.push(init);
+            (groups.len() - 1) as u32
+        });
+        let a = &mut accs[g as usize];
+        *a = a.fold(val(i), op);
+    }
+    (groups, accs)
+}
+
+/// [`hash_fold`] over chunks of rows across threads (when `parallel`),
+/// merged in chunk order: groups in first-appearance order. `cap`: the
+/// groups expected (the tables are made that large at once).
+fn hash_fold_all<W: Copy + Eq + Hash + Into<u128> + Send + Sync, T: Folded>(
+    n: usize,
+    parallel: bool,
+    cap: usize,
+    word: impl Fn(usize) -> W + Sync,
+    val: impl Fn(usize) -> T + Sync,
+    init: T,
+    op: FoldOp,
+) -> (Grouping, Vec<T>) {
+    let threads = rayon::current_num_threads();
+    let chunks = if parallel && threads > 1 && n >= 1 << 16 {
+        threads
+    } else {
+        1
+    };
+    let chunk = n.div_ceil(chunks).max(1);
+    let parts: Vec<FusedGroups<W, T>> = if chunks > 1 {
+        (0..n.div_ceil(chunk))
+            .into_par_iter()
+            .map(|c| {
+                hash_fold(
+                    c * chunk,
+                    ((c + 1) * chunk).min(n),
+                    &word,
+                    &val,
+                    init,
+                    op,
+                    cap,
+                )
+            })
+            .collect()
+    } else {
+        vec![hash_fold(0, n, &word, &val, init, op, cap)]
+    };
+    let tables = parts.len() as u32;
+    let mut parts = parts.into_iter();
+    let (groups, mut accs) = parts.next().unwrap_or_default();
+    let mut map: FxHashMap<W, u32> = FxHashMap::default();
+    if tables > 1 {
+        map.extend(groups.iter().enumerate().map(|(g, &(w, _))| (w, g as u32)));
+    }
+    let mut first: Vec<usize> = groups.iter().map(|g| g.1).collect();
+    let mut words: Vec<u128> = groups.iter().map(|g| g.0.into()).collect();
+    for (later, vals) in parts {
+        for ((w, row), v) in later.into_iter().zip(vals) {
+            match map.entry(w) {
+                std::collections::hash_map::Entry::Occupied(g) => {
+                    let a = &mut accs[*g.get() as usize];
+                    *a = a.fold(v, op);
+                }
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(first.len() as u32);
+                    first.push(row);
+                    words.push(w.into());
+                    accs.push(v);
+                }
+            }
+        }
+    }
+    let g = Grouping {
+        ids: Vec::new(),
+        first,
+        words,
+        algorithm: Algorithm::HashGroups { tables },
+    };
+    (g, accs)
+}
+
+/// The fused fold of one aggregate over one key's words.
+macro_rules! fused_typed {
+    ($n:expr, $parallel:expr, $cap:expr, $word:expr, $a:expr, $( $variant:ident $t:ty ),*) => {
+        match ($a.kind.clone(), $a.col) {
+            (AggKind::Count, _) => {
+                let (g, c) = hash_fold_all($n, $parallel, $cap, $word, |_| 1u64, 0u64, FoldOp::Add);
+                Some((g, Column::U64(c)))
+            }
+            $((kind @ (AggKind::Sum | AggKind::Min | AggKind::Max), Some(ColumnRef::$variant(xs))) => {
+                let Scalar::$variant(init) = agg_identity(&kind, DType::$variant, &[]) else {
+                    return None;
+                };
+                let op = match kind {
+                    AggKind::Sum => FoldOp::Add,
+                    AggKind::Min => FoldOp::Min,
+                    _ => FoldOp::Max,
+                };
+                let (g, v) = hash_fold_all($n, $parallel, $cap, $word, |i| xs[i], init, op);
+                Some((g, Column::$variant(v)))
+            })*
+            _ => None,
+        }
+    };
+}
+
+/// One key and one count, sum, min or max, grouped and folded in one
+/// pass per thread (no group index per row) when the key is not dense
+/// and has few groups (below `partition::MANY_GROUPS` estimated: the
+/// tables stay in cache): the groups in first-appearance order and the
+/// aggregate's column by group. `None` when this path does not apply.
+fn fused_one_key(
+    key: ColumnRef<'_>,
+    a: &GroupAgg<'_>,
+    n: usize,
+    parallel: bool,
+) -> Option<(Grouping, Column)> {
+    match key {
+        ColumnRef::F32(v) => fused_with(n, parallel, a, |i| f32_group_word(v[i]) as u32),
+        ColumnRef::U32(v) => fused_with(n, parallel, a, |i| v[i]),
+        ColumnRef::I32(v) => fused_with(n, parallel, a, |i| v[i] as u32 ^ 0x8000_0000),
+        ColumnRef::F64(v) => fused_with(n, parallel, a, |i| f64_group_word(v[i])),
+        ColumnRef::U64(v) => fused_with(n, parallel, a, |i| v[i]),
+        ColumnRef::I64(v) => fused_with(n, parallel, a, |i| v[i] as u64 ^ (1 << 63)),
+        ColumnRef::Bool(_) => None,
+    }
+}
+
+fn fused_with<W: Copy + Eq + Hash + Into<u64> + Into<u128> + Send + Sync>(
+    n: usize,
+    parallel: bool,
+    a: &GroupAgg<'_>,
+    word: impl Fn(usize) -> W + Sync,
+) -> Option<(Grouping, Column)> {
+    if !matches!(
+        a.kind,
+        AggKind::Count | AggKind::Sum | AggKind::Min | AggKind::Max
+    ) {
+        return None;
+    }
+    let wide = |i: usize| -> u64 { word(i).into() };
+    // Dense keys go to the direct index, many groups to the partitions:
+    // a sample tells both apart from here without a pass over the rows
+    // when it shows a wide span.
+    let sampled = super::partition::sample(n, &wide).map(|s| s.0);
+    if sampled.is_some_and(|s| s.groups >= super::partition::MANY_GROUPS) {
+        return None;
+    }
+    if sampled.is_none_or(|s| s.hi - s.lo < DENSE_SPAN) {
+        let (lo, hi) = (0..n).fold((u64::MAX, 0), |(lo, hi), i| {
+            let x = wide(i);
+            (lo.min(x), hi.max(x))
+        });
+        if n == 0 || (hi - lo < DENSE_SPAN && hi - lo <= 4 * n as u64 + 1024) {
+            return None;
+        }
+    }
+    // Tables made for the groups expected (no growth while folding).
+    let cap = sampled.map_or(n.min(1 << 12), |s| (s.groups as usize).min(n));
+    fused_typed!(n, parallel, cap, word, a, I32 i32, U32 u32, I64 i64, U64 u64, F32 f32, F64 f64)
+}
+
 /// Per-group accumulators of one aggregate.
 pub(super) enum Acc {
     /// Count, Sum, Min, Max, Any, All: one value per group.
@@ -442,6 +683,39 @@ impl Acc {
     }
 }
 
+/// The groups in key order: `words` (of `bits` bits) sorted with each
+/// group's index packed below its word, so the sort compares plain
+/// integers (an LSD radix sort of the word's bytes for many groups).
+pub(super) fn key_order(words: &[u128], bits: u32) -> Vec<u32> {
+    let n = words.len();
+    if bits <= 32 {
+        let mut v: Vec<u64> = words
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| (w as u64) << 32 | i as u64)
+            .collect();
+        if n >= 1 << 12 {
+            let mut tmp = vec![0u64; n];
+            super::radix::lsd(&mut v, &mut tmp, 4..8);
+        } else {
+            v.sort_unstable();
+        }
+        return v.iter().map(|&x| x as u32).collect();
+    }
+    if bits <= 96 {
+        let mut v: Vec<u128> = words
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| w << 32 | i as u128)
+            .collect();
+        v.sort_unstable();
+        return v.iter().map(|&x| x as u32).collect();
+    }
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.sort_unstable_by_key(|&i| words[i as usize]);
+    order
+}
+
 /// Groups the rows by `keys` and computes `aggs` per group. Returns the
 /// key columns (each group's key as a group key: `+0.0` for `-0.0`), then
 /// one column per aggregate, sorted by key or in first-row order.
@@ -470,10 +744,45 @@ pub(crate) fn group(
             return Ok(done);
         }
     }
-    let g = grouping(keys, n, parallel, !aggs.is_empty());
+    let fused = match (keys, aggs) {
+        ([k], [a]) => fused_one_key(*k, a, n, parallel),
+        _ => None,
+    };
+    let (g, accs, fused) = match fused {
+        Some((g, col)) => (g, Vec::new(), Some(col)),
+        None => {
+            let g = grouping(keys, n, parallel, !aggs.is_empty());
+            let accs = fold_all(&g, aggs, n, parallel);
+            (g, accs, None)
+        }
+    };
+    let groups = g.first.len();
+    let mut order: Vec<u32> =
+        if !first_seen && !matches!(g.algorithm, Algorithm::DirectIndex { .. }) {
+            key_order(&g.words, key_bits)
+        } else {
+            (0..groups as u32).collect()
+        };
+    if first_seen && matches!(g.algorithm, Algorithm::DirectIndex { .. }) {
+        order.sort_unstable_by_key(|&i| g.first[i as usize]);
+    }
+    let rows: Vec<u32> = order.iter().map(|&i| g.first[i as usize] as u32).collect();
+    let mut out: Vec<Column> = keys.iter().map(|k| normalized(gather(*k, &rows))).collect();
+    for (acc, a) in accs.into_iter().zip(aggs) {
+        out.push(acc.finish(a, &order, &g.first));
+    }
+    if let Some(c) = fused {
+        out.push(gather(c.as_ref(), &order));
+    }
+    Ok((out, g.algorithm))
+}
+
+/// Every aggregate folded over the rows' groups (across threads in
+/// chunks merged in order when `parallel` and the rows are many).
+fn fold_all(g: &Grouping, aggs: &[GroupAgg<'_>], n: usize, parallel: bool) -> Vec<Acc> {
     let groups = g.first.len();
     let threads = rayon::current_num_threads();
-    let accs: Vec<Acc> = if parallel && threads > 1 && n >= 1 << 16 {
+    if parallel && threads > 1 && n >= 1 << 16 {
         let chunk = n.div_ceil(threads);
         // `n.div_ceil(chunk)` chunks, each non-empty (not `threads`: the
         // last ones could start past the end).
@@ -506,20 +815,7 @@ pub(crate) fn group(
                 acc
             })
             .collect()
-    };
-    let mut order: Vec<u32> = (0..groups as u32).collect();
-    if !first_seen && !matches!(g.algorithm, Algorithm::DirectIndex { .. }) {
-        order.sort_unstable_by_key(|&i| g.words[i as usize]);
     }
-    if first_seen && matches!(g.algorithm, Algorithm::DirectIndex { .. }) {
-        order.sort_unstable_by_key(|&i| g.first[i as usize]);
-    }
-    let rows: Vec<u32> = order.iter().map(|&i| g.first[i as usize] as u32).collect();
-    let mut out: Vec<Column> = keys.iter().map(|k| normalized(gather(*k, &rows))).collect();
-    for (acc, a) in accs.into_iter().zip(aggs) {
-        out.push(acc.finish(a, &order, &g.first));
-    }
-    Ok((out, g.algorithm))
 }
 
 /// Group keys as they come out: `-0.0` as `+0.0`.

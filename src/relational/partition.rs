@@ -21,7 +21,9 @@
 //! every aggregate folds a group's rows in row order: the results equal
 //! the one-table path's, bit for bit.
 
-use super::group::{f32_group_word, f64_group_word, hash_rows, normalized, Acc, GroupAgg};
+use super::group::{
+    f32_group_word, f64_group_word, hash_rows, key_order, normalized, Acc, GroupAgg,
+};
 use super::radix::SharedOut;
 use super::sort::gather;
 use super::Algorithm;
@@ -36,7 +38,7 @@ const MIN_ROWS: usize = 1 << 18;
 const SAMPLE: usize = 1 << 14;
 /// Estimated groups from which partitioning pays: a table of 2^17 groups
 /// and their accumulators outgrows a core's 2 MiB level-2 cache.
-const MANY_GROUPS: f64 = (1 << 17) as f64;
+pub(super) const MANY_GROUPS: f64 = (1 << 17) as f64;
 /// Rows per partition aimed at.
 const PARTITION_ROWS: usize = 1 << 16;
 /// At most this many partitions (write streams of one scatter).
@@ -62,10 +64,6 @@ pub(super) fn group(
     aggs: &[GroupAgg<'_>],
     parallel: bool,
 ) -> Option<(Vec<Column>, Algorithm)> {
-    let n = key.len();
-    if n < MIN_ROWS {
-        return None;
-    }
     match key {
         ColumnRef::F32(v) => run(key, aggs, parallel, |i| f32_group_word(v[i]) as u32),
         ColumnRef::U32(v) => run(key, aggs, parallel, |i| v[i]),
@@ -97,9 +95,21 @@ impl Partitions {
     }
 }
 
-/// Estimates the groups from a sample of the words and, when there are
-/// many, maps words to partitions of about equal rows.
-fn plan(n: usize, word: &impl Fn(usize) -> u64) -> Option<Partitions> {
+/// What a sample of a key's words tells.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct Sample {
+    /// Groups estimated (Chao1, bias-corrected).
+    pub groups: f64,
+    /// The sample's smallest and largest words.
+    pub lo: u64,
+    pub hi: u64,
+}
+
+/// Samples `SAMPLE` rows evenly spaced; `None` below `MIN_ROWS` rows.
+pub(super) fn sample(n: usize, word: &impl Fn(usize) -> u64) -> Option<(Sample, Vec<u64>)> {
+    if n < MIN_ROWS {
+        return None;
+    }
     let stride = n / SAMPLE;
     let mut sample: Vec<u64> = (0..SAMPLE).map(|j| word(j * stride)).collect();
     sample.sort_unstable();
@@ -114,10 +124,20 @@ fn plan(n: usize, word: &impl Fn(usize) -> u64) -> Option<Partitions> {
             _ => {}
         }
     }
-    let groups = distinct + f1 * (f1 - 1.0) / (2.0 * (f2 + 1.0));
-    let (lo, hi) = (sample[0], sample[SAMPLE - 1]);
-    let span = hi - lo;
-    if groups < MANY_GROUPS || (span < DENSE_SPAN && span <= 4 * n as u64 + 1024) {
+    let s = Sample {
+        groups: distinct + f1 * (f1 - 1.0) / (2.0 * (f2 + 1.0)),
+        lo: sample[0],
+        hi: sample[SAMPLE - 1],
+    };
+    Some((s, sample))
+}
+
+/// Estimates the groups from a sample of the words and, when there are
+/// many, maps words to partitions of about equal rows.
+fn plan(n: usize, word: &impl Fn(usize) -> u64) -> Option<Partitions> {
+    let (s, sample) = sample(n, word)?;
+    let (lo, span) = (s.lo, s.hi - s.lo);
+    if s.groups < MANY_GROUPS || (span < DENSE_SPAN && span <= 4 * n as u64 + 1024) {
         return None;
     }
     let shift = (u64::BITS - span.leading_zeros()).saturating_sub(BUCKETS.trailing_zeros());
@@ -324,8 +344,8 @@ fn one_partition(key: ColumnRef<'_>, aggs: &[GroupAgg<'_>], rows: &[u32]) -> Vec
         ColumnRef::I64(v) => hash_rows(0, len, want_ids, &|i| v[i] as u64 ^ (1 << 63)),
         ColumnRef::Bool(v) => hash_rows(0, len, want_ids, &|i| v[i] as u64),
     };
-    let mut order: Vec<u32> = (0..groups.len() as u32).collect();
-    order.sort_unstable_by_key(|&g| groups[g as usize].0);
+    let words: Vec<u128> = groups.iter().map(|g| g.0 as u128).collect();
+    let order = key_order(&words, super::group::bits(key.dtype()));
     let first_local: Vec<usize> = groups.iter().map(|g| g.1).collect();
     let firsts: Vec<u32> = order
         .iter()
