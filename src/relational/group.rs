@@ -67,13 +67,13 @@ pub(super) fn bits(ty: DType) -> u32 {
 }
 
 /// Rows grouped: each row's group, and per group its first row.
-struct Grouping {
+pub(super) struct Grouping {
     /// Group of every row.
     ids: Vec<u32>,
     /// First row of every group, by group.
-    first: Vec<usize>,
+    pub(super) first: Vec<usize>,
     /// The group's key words (for the sorted order), by group.
-    words: Vec<u128>,
+    pub(super) words: Vec<u128>,
     algorithm: Algorithm,
 }
 
@@ -310,18 +310,23 @@ fn hash_fold<W: Copy + Eq + Hash, T: Folded>(
     op: FoldOp,
     cap: usize,
 ) -> FusedGroups<W, T> {
-    let mut map: FxHashMap<W, u32> = FxHashMap::with_capacity_and_hasher(cap, Default::default());
+    // The accumulator lives in the table beside its key (one random
+    // access per row, as in the hand-written loop); the group's index
+    // only orders the groups at the end.
+    let mut map: FxHashMap<W, (T, u32)> =
+        FxHashMap::with_capacity_and_hasher(cap, Default::default());
     let mut groups = Vec::with_capacity(cap);
-    let mut accs: Vec<T> = Vec::with_capacity(cap);
     for i in lo..hi {
         let w = word(i);
-        let g = *map.entry(w).or_insert_with(|| {
+        let e = map.entry(w).or_insert_with(|| {
             groups.push((w, i));
-            accs.push(init);
-            (groups.len() - 1) as u32
+            (init, (groups.len() - 1) as u32)
         });
-        let a = &mut accs[g as usize];
-        *a = a.fold(val(i), op);
+        e.0 = e.0.fold(val(i), op);
+    }
+    let mut accs: Vec<T> = vec![init; groups.len()];
+    for (t, g) in map.into_values() {
+        accs[g as usize] = t;
     }
     (groups, accs)
 }
@@ -433,21 +438,45 @@ fn fused_one_key(
     n: usize,
     parallel: bool,
 ) -> Option<(Grouping, Column)> {
+    fused(key, a, n, parallel, None)
+}
+
+/// [`fused_one_key`] over all the rows of `key` on this thread, without
+/// its checks: a partition of [`super::partition`], `cap` groups
+/// expected.
+pub(super) fn fused_partition(
+    key: ColumnRef<'_>,
+    a: &GroupAgg<'_>,
+    cap: usize,
+) -> Option<(Grouping, Column)> {
+    fused(key, a, key.len(), false, Some(cap))
+}
+
+fn fused(
+    key: ColumnRef<'_>,
+    a: &GroupAgg<'_>,
+    n: usize,
+    parallel: bool,
+    cap: Option<usize>,
+) -> Option<(Grouping, Column)> {
     match key {
-        ColumnRef::F32(v) => fused_with(n, parallel, a, |i| f32_group_word(v[i]) as u32),
-        ColumnRef::U32(v) => fused_with(n, parallel, a, |i| v[i]),
-        ColumnRef::I32(v) => fused_with(n, parallel, a, |i| v[i] as u32 ^ 0x8000_0000),
-        ColumnRef::F64(v) => fused_with(n, parallel, a, |i| f64_group_word(v[i])),
-        ColumnRef::U64(v) => fused_with(n, parallel, a, |i| v[i]),
-        ColumnRef::I64(v) => fused_with(n, parallel, a, |i| v[i] as u64 ^ (1 << 63)),
+        ColumnRef::F32(v) => fused_with(n, parallel, a, cap, |i| f32_group_word(v[i]) as u32),
+        ColumnRef::U32(v) => fused_with(n, parallel, a, cap, |i| v[i]),
+        ColumnRef::I32(v) => fused_with(n, parallel, a, cap, |i| v[i] as u32 ^ 0x8000_0000),
+        ColumnRef::F64(v) => fused_with(n, parallel, a, cap, |i| f64_group_word(v[i])),
+        ColumnRef::U64(v) => fused_with(n, parallel, a, cap, |i| v[i]),
+        ColumnRef::I64(v) => fused_with(n, parallel, a, cap, |i| v[i] as u64 ^ (1 << 63)),
         ColumnRef::Bool(_) => None,
     }
 }
 
+/// `cap`: the groups expected, `None` to check the key first (dense or
+/// many groups: not this path) and estimate them.
 fn fused_with<W: Copy + Eq + Hash + Into<u64> + Into<u128> + Send + Sync>(
     n: usize,
     parallel: bool,
     a: &GroupAgg<'_>,
+    cap: Option<usize>,
     word: impl Fn(usize) -> W + Sync,
 ) -> Option<(Grouping, Column)> {
     if !matches!(
@@ -456,11 +485,19 @@ fn fused_with<W: Copy + Eq + Hash + Into<u64> + Into<u128> + Send + Sync>(
     ) {
         return None;
     }
-    let wide = |i: usize| -> u64 { word(i).into() };
-    // Dense keys go to the direct index, many groups to the partitions:
-    // a sample tells both apart from here without a pass over the rows
-    // when it shows a wide span.
-    let sampled = super::partition::sample(n, &wide).map(|s| s.0);
+    let cap = match cap {
+        Some(c) => c,
+        None => fused_cap(n, &|i| word(i).into())?,
+    };
+    fused_typed!(n, parallel, cap, word, a, I32 i32, U32 u32, I64 i64, U64 u64, F32 f32, F64 f64)
+}
+
+/// The groups expected for the fused path, or `None` when the key is
+/// dense (the direct index) or has many groups (the partitions).
+fn fused_cap(n: usize, wide: &impl Fn(usize) -> u64) -> Option<usize> {
+    // A sample tells both apart without a pass over the rows when it
+    // shows a wide span.
+    let sampled = super::partition::sample(n, wide).map(|s| s.0);
     if sampled.is_some_and(|s| s.groups >= super::partition::MANY_GROUPS) {
         return None;
     }
@@ -474,8 +511,7 @@ fn fused_with<W: Copy + Eq + Hash + Into<u64> + Into<u128> + Send + Sync>(
         }
     }
     // Tables made for the groups expected (no growth while folding).
-    let cap = sampled.map_or(n.min(1 << 12), |s| (s.groups as usize).min(n));
-    fused_typed!(n, parallel, cap, word, a, I32 i32, U32 u32, I64 i64, U64 u64, F32 f32, F64 f64)
+    Some(sampled.map_or(n.min(1 << 12), |s| (s.groups as usize).min(n)))
 }
 
 /// Per-group accumulators of one aggregate.

@@ -22,7 +22,8 @@
 //! the one-table path's, bit for bit.
 
 use super::group::{
-    f32_group_word, f64_group_word, hash_rows, key_order, normalized, Acc, GroupAgg,
+    f32_group_word, f64_group_word, fused_partition, hash_rows, key_order, normalized, Acc,
+    GroupAgg,
 };
 use super::radix::SharedOut;
 use super::sort::gather;
@@ -85,6 +86,8 @@ struct Partitions {
     of_bucket: Vec<u8>,
     /// Partitions.
     count: usize,
+    /// Groups estimated in all.
+    groups: f64,
 }
 
 impl Partitions {
@@ -163,6 +166,7 @@ fn plan(n: usize, word: &impl Fn(usize) -> u64) -> Option<Partitions> {
         shift,
         of_bucket,
         count: p + 1,
+        groups: s.groups,
     })
 }
 
@@ -294,6 +298,8 @@ fn run<W: KeyWord>(
     let answers_rows = aggs
         .iter()
         .any(|a| matches!(a.kind, AggKind::ArgMin | AggKind::ArgMax));
+    // Groups expected per partition (the tables are made that large).
+    let cap = (parts.groups / parts.count as f64).clamp(16.0, PARTITION_ROWS as f64) as usize;
     let rows: Vec<u32> = if answers_rows {
         scatter(n, &lay, &part, |i| i as u32, parallel)
     } else {
@@ -309,7 +315,7 @@ fn run<W: KeyWord>(
             })
             .collect();
         let rows = rows.get(r.clone()).unwrap_or(&[]);
-        one_partition(keys.as_ref().slice(r.clone()), &local, rows)
+        one_partition(keys.as_ref().slice(r.clone()), &local, rows, cap)
     };
     let outs: Vec<Vec<Column>> = if parallel {
         lay.bounds.par_iter().map(one).collect()
@@ -330,8 +336,24 @@ fn run<W: KeyWord>(
 /// The groups of one partition, sorted by key: the key column, then one
 /// column per aggregate. `rows`: the partition's original row numbers
 /// (present when an aggregate answers rows).
-fn one_partition(key: ColumnRef<'_>, aggs: &[GroupAgg<'_>], rows: &[u32]) -> Vec<Column> {
+fn one_partition(
+    key: ColumnRef<'_>,
+    aggs: &[GroupAgg<'_>],
+    rows: &[u32],
+    cap: usize,
+) -> Vec<Column> {
     let len = key.len();
+    // One count, sum, min or max: folded in the probe's pass.
+    if let [a] = aggs {
+        if let Some((g, col)) = fused_partition(key, a, cap) {
+            let order = key_order(&g.words, super::group::bits(key.dtype()));
+            let firsts: Vec<u32> = order.iter().map(|&i| g.first[i as usize] as u32).collect();
+            return vec![
+                normalized(gather(key, &firsts)),
+                gather(col.as_ref(), &order),
+            ];
+        }
+    }
     let want_ids = !aggs.is_empty();
     let (ids, groups) = match key {
         ColumnRef::F32(v) => widen(hash_rows(0, len, want_ids, &|i| {
