@@ -5,7 +5,9 @@
 //! payload against std's stable `sort_by_key`, `top_k(100)` against a
 //! full sort then take and against one pass over the input;
 //! `group_by(..).agg(sum)` with 10^3 and 10^6 distinct sparse `u32` keys
-//! against a hand-written FxHash (hashbrown) loop and std's `HashMap`,
+//! against a hand-written FxHash (hashbrown) loop (on one thread, and on
+//! every thread with the maps merged: the machine's ceiling for it) and
+//! std's `HashMap`,
 //! `distinct` against `sort_unstable` + `dedup` (every contender returns
 //! its groups sorted by key); `join` of the rows with a 10^5-row build side
 //! (keys from one pool, some repeated) summing a product of the pairs,
@@ -150,6 +152,9 @@ fn main() {
                     }),
                     ("std HashMap", &mut || {
                         black_box(group_sum_std(&keys, &vals));
+                    }),
+                    ("FxHash loop over threads", &mut || {
+                        black_box(group_sum_fx_par(&keys, &vals));
                     }),
                 ],
             );

@@ -92,6 +92,34 @@ pub fn group_sum_fx(keys: &[u32], vals: &[f32]) -> Vec<(u32, f32)> {
     out
 }
 
+/// The FxHash loop on every thread over its share of the rows, the maps
+/// then merged: what the machine's threads give the hand-written loop
+/// (the ceiling a parallel hash aggregation is measured against).
+pub fn group_sum_fx_par(keys: &[u32], vals: &[f32]) -> Vec<(u32, f32)> {
+    let chunk = keys.len().div_ceil(rayon::current_num_threads()).max(1);
+    let maps: Vec<rustc_hash::FxHashMap<u32, f32>> = keys
+        .par_chunks(chunk)
+        .zip(vals.par_chunks(chunk))
+        .map(|(ks, vs)| {
+            let mut m: rustc_hash::FxHashMap<u32, f32> = rustc_hash::FxHashMap::default();
+            for (&k, &v) in ks.iter().zip(vs) {
+                *m.entry(k).or_insert(0.0) += v;
+            }
+            m
+        })
+        .collect();
+    let mut maps = maps.into_iter();
+    let mut m = maps.next().unwrap_or_default();
+    for other in maps {
+        for (k, v) in other {
+            *m.entry(k).or_insert(0.0) += v;
+        }
+    }
+    let mut out: Vec<(u32, f32)> = m.into_iter().collect();
+    out.sort_unstable_by_key(|e| e.0);
+    out
+}
+
 /// The same with std's `HashMap` (SipHash).
 pub fn group_sum_std(keys: &[u32], vals: &[f32]) -> Vec<(u32, f32)> {
     let mut m: std::collections::HashMap<u32, f32> = std::collections::HashMap::new();

@@ -1,15 +1,25 @@
 //! Keyed aggregation: `group_by(..)` with its aggregates, `distinct`,
 //! `count_distinct` and `value_counts`.
 //!
-//! Every row gets a group index, by one of two algorithms: a direct index
-//! (the key's word minus the smallest, when the keys span a small dense
-//! range: no hashing at all) or a hash table from key words to groups in
-//! first-appearance order (`cpu-parallel`: one table per chunk of rows,
-//! merged in chunk order). The aggregates then accumulate per group in
-//! typed arrays (`cpu-parallel`: per chunk, merged in chunk order). Keys
-//! compare as group keys (`-0.0` is `+0.0`, every NaN one key); the groups
-//! come out sorted by key in the canonical order, or in the order of
-//! their first row.
+//! Three plans, chosen from the key (and a sample of it, from 2^18 rows):
+//!
+//! - **Many groups** (an estimated 2^17 or more): the rows are scattered
+//!   into key-range partitions each grouped in its own cache-sized table
+//!   ([`super::partition`]).
+//! - **One key and one count, sum, min or max, few groups**: grouped and
+//!   folded in one pass per thread, the accumulator in the hash table
+//!   beside its key (the hand-written loop's shape; `cpu-parallel`: one
+//!   table per chunk of rows, merged in chunk order).
+//! - **Otherwise** every row gets a group index, by a direct index (the
+//!   key's word minus the smallest, when the keys span a small dense
+//!   range: no hashing at all) or a hash table from key words to groups in
+//!   first-appearance order (`cpu-parallel`: one table per chunk of rows,
+//!   merged in chunk order); the aggregates then accumulate per group in
+//!   typed arrays (`cpu-parallel`: per chunk, merged in chunk order).
+//!
+//! Keys compare as group keys (`-0.0` is `+0.0`, every NaN one key); the
+//! groups come out sorted by key in the canonical order (packed
+//! `(word, group)` integers sorted), or in the order of their first row.
 
 use super::sort::gather;
 use super::{Algorithm, Strategy};
