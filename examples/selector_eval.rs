@@ -111,6 +111,30 @@ macro_rules! int_workload {
     (@shape distinct, $q:ident, $t:ty, $n:ident) => { $q.with_metrics().distinct().1 };
 }
 
+/// `join/u32`: the rows (keys 0..1000) joined with a build side of those
+/// 1,000 keys (one match each), the pairs' xor summed.
+fn join_workload(n: usize) -> Workload {
+    let xs: Vec<u32> = ints::<u32>(n);
+    let ys: Vec<u32> = (0..1000).collect();
+    let run: Run = Box::new(move |e: &Engine, _i: usize, on: Option<BackendKind>| {
+        let q = e.query(&xs);
+        let q = match on {
+            Some(k) => q.on(k),
+            None => q,
+        };
+        q.join(e.query(&ys), |x| x, |y| y)
+            .map(|(x, y)| x ^ y)
+            .with_metrics()
+            .sum()
+            .1
+    });
+    Workload {
+        name: "join/u32".to_string(),
+        n,
+        run,
+    }
+}
+
 /// Device-resident input: one `DeviceArray` per engine (each engine has
 /// its own device).
 fn resident_workload(engines: &[Engine; 2], shape: &'static str, n: usize) -> Option<Workload> {
@@ -179,6 +203,7 @@ fn suite(engines: &[Engine; 2], quick: bool, device: bool) -> Vec<Workload> {
     w.push(int_workload!(u64, "u64", filter_collect, 10_000_000));
     w.push(int_workload!(u32, "u32", group_sum, 1_000_000));
     w.push(int_workload!(i64, "i64", distinct, 100_000));
+    w.push(join_workload(1_000_000));
     if device {
         for (shape, n) in [
             ("reduce", 10_000_000),
