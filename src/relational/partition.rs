@@ -260,7 +260,8 @@ fn scatter<T: Copy + Send + Sync>(
     out
 }
 
-/// A column scattered into partition order.
+/// A column scattered into partition order (as long as the key `lay`
+/// was made for).
 fn scatter_column(
     col: ColumnRef<'_>,
     lay: &Layout,
@@ -286,6 +287,11 @@ fn run<W: KeyWord>(
     word: impl Fn(usize) -> W + Sync,
 ) -> Option<(Vec<Column>, Algorithm)> {
     let n = key.len();
+    // The scatters fill every position of `0..n` by the key's rows: the
+    // aggregates' columns must be as long (a stage's columns are).
+    if aggs.iter().any(|a| a.col.is_some_and(|c| c.len() != n)) {
+        return None;
+    }
     let parts = plan(n, &|i| word(i).into())?;
     let part = |i: usize| parts.of(word(i).into());
     let lay = layout(n, parallel, &part, parts.count);
