@@ -298,16 +298,15 @@ fn select(keys: &[Key<'_>], n: usize, limit: usize, parallel: bool) -> (Vec<u32>
         // One 32-bit key: its words computed as the rows are read (no
         // array of words: one pass over the key column).
         let flip = if k.descending { u32::MAX } else { 0 };
-        let word = |w: u32, i: usize| ((w ^ flip) as u64) << 32 | i as u64;
         let perm = match k.col {
             ColumnRef::F32(v) => Some(merge_smallest(n, limit, parallel, &|lo, hi| {
-                smallest(lo, hi, limit, |i| word(order::f32_word(v[i]), i))
+                smallest32(&v[lo..hi], lo, limit, |x| order::f32_word(x) ^ flip)
             })),
             ColumnRef::U32(v) => Some(merge_smallest(n, limit, parallel, &|lo, hi| {
-                smallest(lo, hi, limit, |i| word(v[i], i))
+                smallest32(&v[lo..hi], lo, limit, |x| x ^ flip)
             })),
             ColumnRef::I32(v) => Some(merge_smallest(n, limit, parallel, &|lo, hi| {
-                smallest(lo, hi, limit, |i| word(v[i] as u32 ^ 0x8000_0000, i))
+                smallest32(&v[lo..hi], lo, limit, |x| (x as u32 ^ 0x8000_0000) ^ flip)
             })),
             _ => None,
         };
@@ -349,6 +348,45 @@ fn smallest<W: Word>(lo: usize, hi: usize, limit: usize, word: impl Fn(usize) ->
                 buf.select_nth_unstable(limit - 1);
                 buf.truncate(limit);
                 threshold = buf.iter().copied().max();
+            }
+        }
+    }
+    buf.sort_unstable();
+    buf.truncate(limit);
+    buf
+}
+
+/// [`smallest`] of one 32-bit key, `xs` the rows from `base` on: the
+/// `(word << 32 | position)` words of the `limit` first rows, sorted.
+///
+/// Most rows fail the threshold, so the rows are tested 64 at a time
+/// against the key of the largest word kept (a mask the compiler
+/// vectorizes: one pass at about the rate of reading the keys), and only
+/// the rows that pass are looked at one by one. A row whose key equals the
+/// threshold's comes after it (positions grow), so the test is strict.
+fn smallest32<T: Copy>(xs: &[T], base: usize, limit: usize, key: impl Fn(T) -> u32) -> Vec<u64> {
+    let cap = (limit * 2).max(64);
+    let mut buf: Vec<u64> = Vec::with_capacity(cap);
+    // Rows pass while their key is below this (all of them at first).
+    let mut bound: u64 = 1 << 32;
+    for (c, block) in xs.chunks(64).enumerate() {
+        let b = bound;
+        let mut mask = block
+            .iter()
+            .enumerate()
+            .fold(0u64, |m, (j, &x)| m | (((key(x) as u64) < b) as u64) << j);
+        while mask != 0 {
+            let j = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            let k = key(block[j]) as u64;
+            // The bound may have tightened since the mask was made.
+            if k < bound {
+                buf.push(k << 32 | (base + c * 64 + j) as u64);
+                if buf.len() == cap {
+                    buf.select_nth_unstable(limit - 1);
+                    buf.truncate(limit);
+                    bound = buf.iter().copied().max().map_or(1 << 32, |w| w >> 32);
+                }
             }
         }
     }
