@@ -359,33 +359,31 @@ fn smallest<W: Word>(lo: usize, hi: usize, limit: usize, word: impl Fn(usize) ->
 /// [`smallest`] of one 32-bit key, `xs` the rows from `base` on: the
 /// `(word << 32 | position)` words of the `limit` first rows, sorted.
 ///
-/// Most rows fail the threshold, so the rows are tested 64 at a time
-/// against the key of the largest word kept (a mask the compiler
-/// vectorizes: one pass at about the rate of reading the keys), and only
-/// the rows that pass are looked at one by one. A row whose key equals the
-/// threshold's comes after it (positions grow), so the test is strict.
+/// Most rows fail the threshold, so once there is one the rows are tested
+/// 64 at a time against the key of the largest word kept (an OR of 32-bit
+/// comparisons the compiler vectorizes: one pass at about the rate of
+/// reading the keys), and only a block with a row that passes is looked
+/// at row by row. A row whose key equals the threshold's comes after it
+/// (positions grow), so the test is strict.
 fn smallest32<T: Copy>(xs: &[T], base: usize, limit: usize, key: impl Fn(T) -> u32) -> Vec<u64> {
     let cap = (limit * 2).max(64);
     let mut buf: Vec<u64> = Vec::with_capacity(cap);
-    // Rows pass while their key is below this (all of them at first).
-    let mut bound: u64 = 1 << 32;
+    // Rows pass while their key is below this (all of them while `None`).
+    let mut bound: Option<u32> = None;
     for (c, block) in xs.chunks(64).enumerate() {
-        let b = bound;
-        let mut mask = block
-            .iter()
-            .enumerate()
-            .fold(0u64, |m, (j, &x)| m | (((key(x) as u64) < b) as u64) << j);
-        while mask != 0 {
-            let j = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            let k = key(block[j]) as u64;
-            // The bound may have tightened since the mask was made.
-            if k < bound {
-                buf.push(k << 32 | (base + c * 64 + j) as u64);
+        if let Some(b) = bound {
+            if !block.iter().fold(false, |any, &x| any | (key(x) < b)) {
+                continue;
+            }
+        }
+        for (j, &x) in block.iter().enumerate() {
+            let k = key(x);
+            if bound.is_none_or(|b| k < b) {
+                buf.push((k as u64) << 32 | (base + c * 64 + j) as u64);
                 if buf.len() == cap {
                     buf.select_nth_unstable(limit - 1);
                     buf.truncate(limit);
-                    bound = buf.iter().copied().max().map_or(1 << 32, |w| w >> 32);
+                    bound = buf.iter().copied().max().map(|w| (w >> 32) as u32);
                 }
             }
         }
