@@ -255,54 +255,26 @@ enum FoldOp {
     Max,
 }
 
-/// A typed value folded by [`FoldOp`].
-trait Folded: Copy + Send + Sync + FoldAdd + PartialOrd {
-    #[inline(always)]
-    fn fold(self, x: Self, op: FoldOp) -> Self {
-        match op {
-            FoldOp::Add => self.fold_add(x),
-            FoldOp::Min => {
-                if x < self {
-                    x
-                } else {
-                    self
-                }
-            }
-            FoldOp::Max => {
-                if x > self {
-                    x
-                } else {
-                    self
+/// A typed value folded by [`FoldOp`]: wrapping or float adds, and the
+/// type's own `min`/`max` (as the group-index path's typed folds).
+trait Folded: Copy + Send + Sync {
+    fn fold(self, x: Self, op: FoldOp) -> Self;
+}
+macro_rules! folded {
+    ($($t:ty),*) => {$(
+        impl Folded for $t {
+            #[inline(always)]
+            fn fold(self, x: Self, op: FoldOp) -> Self {
+                match op {
+                    FoldOp::Add => fold_add(self, x),
+                    FoldOp::Min => self.min(x),
+                    FoldOp::Max => self.max(x),
                 }
             }
         }
-    }
+    )*};
 }
-impl Folded for i32 {}
-impl Folded for u32 {}
-impl Folded for i64 {}
-impl Folded for u64 {}
-
-impl Folded for f32 {
-    #[inline(always)]
-    fn fold(self, x: Self, op: FoldOp) -> Self {
-        match op {
-            FoldOp::Add => self + x,
-            FoldOp::Min => self.min(x),
-            FoldOp::Max => self.max(x),
-        }
-    }
-}
-impl Folded for f64 {
-    #[inline(always)]
-    fn fold(self, x: Self, op: FoldOp) -> Self {
-        match op {
-            FoldOp::Add => self + x,
-            FoldOp::Min => self.min(x),
-            FoldOp::Max => self.max(x),
-        }
-    }
-}
+folded!(i32, u32, i64, u64, f32, f64);
 
 /// One chunk's groups in first-appearance order (word, first row) and
 /// their accumulators.
