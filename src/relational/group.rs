@@ -58,6 +58,46 @@ pub(super) fn group_word(col: ColumnRef<'_>, i: usize) -> u64 {
     }
 }
 
+/// `$body` with `$w` bound to the typed group-word closure of the key
+/// column `$col`: `Fn(usize) -> u32` for 32-bit and `bool` keys, `-> u64`
+/// for 64-bit ones, ordered as [`group_word`]. One match per column, each
+/// arm its own loop (no match per row).
+macro_rules! with_key_words {
+    ($col:expr, |$w:ident| $body:expr) => {
+        match $col {
+            ColumnRef::F32(v) => {
+                let $w = |i: usize| f32_group_word(v[i]) as u32;
+                $body
+            }
+            ColumnRef::U32(v) => {
+                let $w = |i: usize| v[i];
+                $body
+            }
+            ColumnRef::I32(v) => {
+                let $w = |i: usize| v[i] as u32 ^ 0x8000_0000;
+                $body
+            }
+            ColumnRef::Bool(v) => {
+                let $w = |i: usize| v[i] as u32;
+                $body
+            }
+            ColumnRef::F64(v) => {
+                let $w = |i: usize| f64_group_word(v[i]);
+                $body
+            }
+            ColumnRef::U64(v) => {
+                let $w = |i: usize| v[i];
+                $body
+            }
+            ColumnRef::I64(v) => {
+                let $w = |i: usize| v[i] as u64 ^ (1 << 63);
+                $body
+            }
+        }
+    };
+}
+pub(super) use with_key_words;
+
 #[inline(always)]
 pub(super) fn f32_group_word(x: f32) -> u64 {
     order::f32_word(if x == 0.0 { 0.0 } else { x }) as u64
@@ -91,16 +131,10 @@ pub(super) struct Grouping {
 /// `ids`: whether the rows' groups are wanted (not for `distinct`).
 fn grouping(keys: &[ColumnRef<'_>], n: usize, parallel: bool, ids: bool) -> Grouping {
     if let [k] = keys {
-        // One match per column, not per row: each arm is its own loop.
-        return match *k {
-            ColumnRef::F32(v) => one_key(n, parallel, ids, |i| f32_group_word(v[i])),
-            ColumnRef::F64(v) => one_key(n, parallel, ids, |i| f64_group_word(v[i])),
-            ColumnRef::U32(v) => one_key(n, parallel, ids, |i| v[i] as u64),
-            ColumnRef::I32(v) => one_key(n, parallel, ids, |i| (v[i] as u32 ^ 0x8000_0000) as u64),
-            ColumnRef::U64(v) => one_key(n, parallel, ids, |i| v[i]),
-            ColumnRef::I64(v) => one_key(n, parallel, ids, |i| v[i] as u64 ^ (1 << 63)),
-            ColumnRef::Bool(v) => one_key(n, parallel, ids, |i| v[i] as u64),
-        };
+        // The 32-bit arms widen their words; the 64-bit arms' `from` is
+        // the identity.
+        #[allow(clippy::useless_conversion)]
+        return with_key_words!(*k, |w| one_key(n, parallel, ids, |i| u64::from(w(i))));
     }
     let word = |i: usize| {
         keys.iter().fold(0u128, |c, k| {
@@ -441,15 +475,11 @@ fn fused(
     parallel: bool,
     cap: Option<usize>,
 ) -> Option<(Grouping, Column)> {
-    match key {
-        ColumnRef::F32(v) => fused_with(n, parallel, a, cap, |i| f32_group_word(v[i]) as u32),
-        ColumnRef::U32(v) => fused_with(n, parallel, a, cap, |i| v[i]),
-        ColumnRef::I32(v) => fused_with(n, parallel, a, cap, |i| v[i] as u32 ^ 0x8000_0000),
-        ColumnRef::F64(v) => fused_with(n, parallel, a, cap, |i| f64_group_word(v[i])),
-        ColumnRef::U64(v) => fused_with(n, parallel, a, cap, |i| v[i]),
-        ColumnRef::I64(v) => fused_with(n, parallel, a, cap, |i| v[i] as u64 ^ (1 << 63)),
-        ColumnRef::Bool(_) => None,
+    // A `bool` key spans two values: the direct index.
+    if matches!(key, ColumnRef::Bool(_)) {
+        return None;
     }
+    with_key_words!(key, |w| fused_with(n, parallel, a, cap, w))
 }
 
 /// `cap`: the groups expected, `None` to check the key first (dense or

@@ -22,8 +22,8 @@
 //! the one-table path's, bit for bit.
 
 use super::group::{
-    f32_group_word, f64_group_word, fused_partition, hash_rows, key_order, normalized, Acc,
-    GroupAgg,
+    f32_group_word, f64_group_word, fused_partition, hash_rows, key_order, normalized,
+    with_key_words, Acc, GroupAgg,
 };
 use super::radix::SharedOut;
 use super::sort::gather;
@@ -65,15 +65,11 @@ pub(super) fn group(
     aggs: &[GroupAgg<'_>],
     parallel: bool,
 ) -> Option<(Vec<Column>, Algorithm)> {
-    match key {
-        ColumnRef::F32(v) => run(key, aggs, parallel, |i| f32_group_word(v[i]) as u32),
-        ColumnRef::U32(v) => run(key, aggs, parallel, |i| v[i]),
-        ColumnRef::I32(v) => run(key, aggs, parallel, |i| v[i] as u32 ^ 0x8000_0000),
-        ColumnRef::F64(v) => run(key, aggs, parallel, |i| f64_group_word(v[i])),
-        ColumnRef::U64(v) => run(key, aggs, parallel, |i| v[i]),
-        ColumnRef::I64(v) => run(key, aggs, parallel, |i| v[i] as u64 ^ (1 << 63)),
-        ColumnRef::Bool(_) => None,
+    // A `bool` key has two groups at most.
+    if matches!(key, ColumnRef::Bool(_)) {
+        return None;
     }
+    with_key_words!(key, |w| run(key, aggs, parallel, w))
 }
 
 /// The map from key words to partitions.
@@ -361,17 +357,7 @@ fn one_partition(
         }
     }
     let want_ids = !aggs.is_empty();
-    let (ids, groups) = match key {
-        ColumnRef::F32(v) => widen(hash_rows(0, len, want_ids, &|i| {
-            f32_group_word(v[i]) as u32
-        })),
-        ColumnRef::U32(v) => widen(hash_rows(0, len, want_ids, &|i| v[i])),
-        ColumnRef::I32(v) => widen(hash_rows(0, len, want_ids, &|i| v[i] as u32 ^ 0x8000_0000)),
-        ColumnRef::F64(v) => hash_rows(0, len, want_ids, &|i| f64_group_word(v[i])),
-        ColumnRef::U64(v) => hash_rows(0, len, want_ids, &|i| v[i]),
-        ColumnRef::I64(v) => hash_rows(0, len, want_ids, &|i| v[i] as u64 ^ (1 << 63)),
-        ColumnRef::Bool(v) => hash_rows(0, len, want_ids, &|i| v[i] as u64),
-    };
+    let (ids, groups) = with_key_words!(key, |w| widen(hash_rows(0, len, want_ids, &w)));
     let words: Vec<u128> = groups.iter().map(|g| g.0 as u128).collect();
     let order = key_order(&words, super::group::bits(key.dtype()));
     let first_local: Vec<usize> = groups.iter().map(|g| g.1).collect();
