@@ -21,6 +21,7 @@
 //! groups come out sorted by key in the canonical order (packed
 //! `(word, group)` integers sorted), or in the order of their first row.
 
+use super::partition::Sample;
 use super::sort::gather;
 use super::{Algorithm, Strategy};
 use crate::expr::eval;
@@ -453,8 +454,9 @@ fn fused_one_key(
     a: &GroupAgg<'_>,
     n: usize,
     parallel: bool,
+    sampled: Option<Sample>,
 ) -> Option<(Grouping, Column)> {
-    fused(key, a, n, parallel, None)
+    fused(key, a, n, parallel, Expect::Check(sampled))
 }
 
 /// [`fused_one_key`] over all the rows of `key` on this thread, without
@@ -465,7 +467,7 @@ pub(super) fn fused_partition(
     a: &GroupAgg<'_>,
     cap: usize,
 ) -> Option<(Grouping, Column)> {
-    fused(key, a, key.len(), false, Some(cap))
+    fused(key, a, key.len(), false, Expect::Groups(cap))
 }
 
 fn fused(
@@ -473,7 +475,7 @@ fn fused(
     a: &GroupAgg<'_>,
     n: usize,
     parallel: bool,
-    cap: Option<usize>,
+    cap: Expect,
 ) -> Option<(Grouping, Column)> {
     // A `bool` key spans two values: the direct index.
     if matches!(key, ColumnRef::Bool(_)) {
@@ -482,13 +484,20 @@ fn fused(
     with_key_words!(key, |w| fused_with(n, parallel, a, cap, w))
 }
 
-/// `cap`: the groups expected, `None` to check the key first (dense or
+/// The groups the fused fold expects: known (a partition), or to be
+/// found from the key and its sample, which may rule the fold out.
+enum Expect {
+    Groups(usize),
+    Check(Option<Sample>),
+}
+
+/// `cap`: the groups expected, or to check the key first (dense or
 /// many groups: not this path) and estimate them.
 fn fused_with<W: Copy + Eq + Hash + Into<u64> + Into<u128> + Send + Sync>(
     n: usize,
     parallel: bool,
     a: &GroupAgg<'_>,
-    cap: Option<usize>,
+    cap: Expect,
     word: impl Fn(usize) -> W + Sync,
 ) -> Option<(Grouping, Column)> {
     if !matches!(
@@ -498,18 +507,18 @@ fn fused_with<W: Copy + Eq + Hash + Into<u64> + Into<u128> + Send + Sync>(
         return None;
     }
     let cap = match cap {
-        Some(c) => c,
-        None => fused_cap(n, &|i| word(i).into())?,
+        Expect::Groups(c) => c,
+        Expect::Check(sampled) => fused_cap(n, &|i| word(i).into(), sampled)?,
     };
     fused_typed!(n, parallel, cap, word, a, I32 i32, U32 u32, I64 i64, U64 u64, F32 f32, F64 f64)
 }
 
 /// The groups expected for the fused path, or `None` when the key is
 /// dense (the direct index) or has many groups (the partitions).
-fn fused_cap(n: usize, wide: &impl Fn(usize) -> u64) -> Option<usize> {
-    // A sample tells both apart without a pass over the rows when it
+/// `sampled`: the key's sample (from `MIN_ROWS` rows).
+fn fused_cap(n: usize, wide: &impl Fn(usize) -> u64, sampled: Option<Sample>) -> Option<usize> {
+    // The sample tells both apart without a pass over the rows when it
     // shows a wide span.
-    let sampled = super::partition::sample(n, wide).map(|s| s.0);
     if sampled.is_some_and(|s| s.groups >= super::partition::MANY_GROUPS) {
         return None;
     }
@@ -787,13 +796,19 @@ pub(crate) fn group(
         return Ok(reference(keys, aggs, first_seen, n));
     }
     let parallel = strategy == Strategy::Parallel;
+    // One key's sample, taken once for the partitions and the fused fold
+    // (from `MIN_ROWS` rows).
+    let sampled = match keys {
+        [k] => super::partition::sample(n, &|i| group_word(*k, i)),
+        _ => None,
+    };
     if let ([k], false) = (keys, first_seen) {
-        if let Some(done) = super::partition::group(*k, aggs, parallel) {
+        if let Some(done) = super::partition::group(*k, aggs, parallel, sampled.as_ref()) {
             return Ok(done);
         }
     }
     let fused = match (keys, aggs) {
-        ([k], [a]) => fused_one_key(*k, a, n, parallel),
+        ([k], [a]) => fused_one_key(*k, a, n, parallel, sampled.as_ref().map(|s| s.0)),
         _ => None,
     };
     let (g, accs, fused) = match fused {

@@ -64,12 +64,14 @@ pub(super) fn group(
     key: ColumnRef<'_>,
     aggs: &[GroupAgg<'_>],
     parallel: bool,
+    sampled: Option<&(Sample, Vec<u64>)>,
 ) -> Option<(Vec<Column>, Algorithm)> {
     // A `bool` key has two groups at most.
     if matches!(key, ColumnRef::Bool(_)) {
         return None;
     }
-    with_key_words!(key, |w| run(key, aggs, parallel, w))
+    let parts = plan(key.len(), sampled?)?;
+    with_key_words!(key, |w| run(key, aggs, parallel, &parts, w))
 }
 
 /// The map from key words to partitions.
@@ -131,10 +133,9 @@ pub(super) fn sample(n: usize, word: &impl Fn(usize) -> u64) -> Option<(Sample, 
     Some((s, sample))
 }
 
-/// Estimates the groups from a sample of the words and, when there are
-/// many, maps words to partitions of about equal rows.
-fn plan(n: usize, word: &impl Fn(usize) -> u64) -> Option<Partitions> {
-    let (s, sample) = sample(n, word)?;
+/// When the sample of the key's words estimates many groups, maps words
+/// to partitions of about equal rows.
+fn plan(n: usize, (s, sample): &(Sample, Vec<u64>)) -> Option<Partitions> {
     let (lo, span) = (s.lo, s.hi - s.lo);
     if s.groups < MANY_GROUPS || (span < DENSE_SPAN && span <= 4 * n as u64 + 1024) {
         return None;
@@ -145,7 +146,7 @@ fn plan(n: usize, word: &impl Fn(usize) -> u64) -> Option<Partitions> {
     // Buckets in order, a new partition each time the sample's share of
     // the rows passes the next multiple of 1 / want.
     let mut per_bucket = vec![0u32; BUCKETS];
-    for &w in &sample {
+    for &w in sample {
         per_bucket[bucket(w)] += 1;
     }
     let mut of_bucket = vec![0u8; BUCKETS];
@@ -280,6 +281,7 @@ fn run<W: KeyWord>(
     key: ColumnRef<'_>,
     aggs: &[GroupAgg<'_>],
     parallel: bool,
+    parts: &Partitions,
     word: impl Fn(usize) -> W + Sync,
 ) -> Option<(Vec<Column>, Algorithm)> {
     let n = key.len();
@@ -288,7 +290,6 @@ fn run<W: KeyWord>(
     if aggs.iter().any(|a| a.col.is_some_and(|c| c.len() != n)) {
         return None;
     }
-    let parts = plan(n, &|i| word(i).into())?;
     let part = |i: usize| parts.of(word(i).into());
     let lay = layout(n, parallel, &part, parts.count);
     let keys = scatter_column(key, &lay, &part, parallel);
@@ -438,19 +439,22 @@ mod tests {
     fn the_sample_tells_many_groups_from_few() {
         let n = 1 << 20;
         let few = keys(n, 1000, 3);
-        assert!(plan(n, &|i| few[i]).is_none(), "10^3 groups: one table");
+        assert!(
+            plan(n, &sample(n, &|i| few[i]).unwrap()).is_none(),
+            "10^3 groups: one table"
+        );
         let many = keys(n, 500_000, 5);
-        let p = plan(n, &|i| many[i]).expect("5 * 10^5 groups: partitions");
+        let p = plan(n, &sample(n, &|i| many[i]).unwrap()).expect("5 * 10^5 groups: partitions");
         assert_eq!(p.count, n / PARTITION_ROWS);
         // Dense keys are left to the direct index.
-        assert!(plan(n, &|i| i as u64).is_none());
+        assert!(plan(n, &sample(n, &|i| i as u64).unwrap()).is_none());
     }
 
     #[test]
     fn partitions_are_ordered_ranges_of_about_equal_rows() {
         let n = 1 << 20;
         let v = keys(n, 1 << 20, 7);
-        let p = plan(n, &|i| v[i]).expect("many groups");
+        let p = plan(n, &sample(n, &|i| v[i]).unwrap()).expect("many groups");
         let mut by: Vec<(u64, usize)> = v.iter().map(|&w| (w, p.of(w))).collect();
         by.sort_unstable();
         assert!(
