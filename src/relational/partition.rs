@@ -404,16 +404,7 @@ fn concat<'a>(parts: impl Iterator<Item = &'a Column> + Clone) -> Column {
     let ty = parts.peek().map_or(crate::types::DType::U64, |c| c.dtype());
     let mut out = Column::for_output(ty, len);
     for p in parts {
-        match (&mut out, p) {
-            (Column::Bool(o), Column::Bool(v)) => o.extend_from_slice(v),
-            (Column::I32(o), Column::I32(v)) => o.extend_from_slice(v),
-            (Column::U32(o), Column::U32(v)) => o.extend_from_slice(v),
-            (Column::I64(o), Column::I64(v)) => o.extend_from_slice(v),
-            (Column::U64(o), Column::U64(v)) => o.extend_from_slice(v),
-            (Column::F32(o), Column::F32(v)) => o.extend_from_slice(v),
-            (Column::F64(o), Column::F64(v)) => o.extend_from_slice(v),
-            _ => unreachable!("the partitions' columns of one output share a type"),
-        }
+        out.append(p);
     }
     out
 }

@@ -225,6 +225,24 @@ impl Column {
         }
     }
 
+    /// Appends the elements of a column of the same type.
+    pub(crate) fn append(&mut self, other: &Column) {
+        match (self, other) {
+            (Column::Bool(a), Column::Bool(b)) => a.extend_from_slice(b),
+            (Column::I32(a), Column::I32(b)) => a.extend_from_slice(b),
+            (Column::U32(a), Column::U32(b)) => a.extend_from_slice(b),
+            (Column::I64(a), Column::I64(b)) => a.extend_from_slice(b),
+            (Column::U64(a), Column::U64(b)) => a.extend_from_slice(b),
+            (Column::F32(a), Column::F32(b)) => a.extend_from_slice(b),
+            (Column::F64(a), Column::F64(b)) => a.extend_from_slice(b),
+            (a, b) => panic!(
+                "internal error: appending a {} column to a {} column",
+                b.dtype(),
+                a.dtype()
+            ),
+        }
+    }
+
     /// Appends a scalar of the column's type.
     pub fn push(&mut self, s: Scalar) {
         match (self, s) {

@@ -667,7 +667,7 @@ impl Exec<'_> {
                         gathered += kept;
                     } else if count.is_none() {
                         for ((col, b), &t) in host_cols.iter_mut().zip(bytes).zip(&kp.outputs) {
-                            append(col, Column::from_device_bytes(t, b));
+                            col.append(&Column::from_device_bytes(t, b));
                         }
                     } else {
                         let ranges: Vec<(&wgpu::Buffer, u64, u64)> = outputs
@@ -678,7 +678,7 @@ impl Exec<'_> {
                         let bytes = download_many(self.gpu, self.pool, &self.faults, &ranges)?;
                         for ((col, b), &t) in host_cols.iter_mut().zip(&bytes).zip(&kp.outputs) {
                             self.stats.bytes_downloaded += b.len() as u64;
-                            append(col, Column::from_device_bytes(t, b));
+                            col.append(&Column::from_device_bytes(t, b));
                         }
                     }
                 }
@@ -740,19 +740,6 @@ impl Exec<'_> {
                 (Want::Host, _) => RunOutput::Plan(PlanOutput::Columns(host_cols)),
             },
         })
-    }
-}
-
-fn append(to: &mut Column, from: Column) {
-    match (to, from) {
-        (Column::Bool(a), Column::Bool(b)) => a.extend(b),
-        (Column::I32(a), Column::I32(b)) => a.extend(b),
-        (Column::U32(a), Column::U32(b)) => a.extend(b),
-        (Column::I64(a), Column::I64(b)) => a.extend(b),
-        (Column::U64(a), Column::U64(b)) => a.extend(b),
-        (Column::F32(a), Column::F32(b)) => a.extend(b),
-        (Column::F64(a), Column::F64(b)) => a.extend(b),
-        (a, b) => unreachable!("appending {} to {}", b.dtype(), a.dtype()),
     }
 }
 
