@@ -249,6 +249,8 @@
 //! (`WgpuBackend::set_faults`).
 #![warn(missing_docs)]
 
+#[cfg(feature = "arrow")]
+pub mod arrow;
 mod backend;
 mod codegen;
 mod cost;

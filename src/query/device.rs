@@ -151,7 +151,9 @@ impl<'a, T: Element, M: Mode> Query<'a, Expr<T>, M> {
     pub fn collect_on_device(self) -> Result<(DeviceArray<T>, ExecutionMetrics), Error> {
         let mut q = self;
         let cols = q.columns.clone();
-        q.traced.trace.terminal = Some(LogicalTerminal::Collect(cols));
+        let terminal = LogicalTerminal::Collect(cols);
+        q.settle_nulls(&terminal);
+        q.traced.trace.terminal = Some(terminal);
         let (c, m) = executor::run_to_device(Prepared {
             engine: q.engine,
             traced: q.traced,
@@ -159,6 +161,7 @@ impl<'a, T: Element, M: Mode> Query<'a, Expr<T>, M> {
             options: q.options,
             started: q.started,
             sides: q.sides,
+            held: q.held,
         })?;
         Ok((DeviceArray::from_collected(c), m))
     }

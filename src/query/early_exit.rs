@@ -15,6 +15,10 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// that says whether there was a survivor; `read` sees the columns'
     /// values.
     fn pick<R>(mut self, kind: AggKind, read: impl FnOnce(&[Scalar]) -> R) -> M::Out<Option<R>> {
+        if self.has_nulls() {
+            // The first (last) element without a null.
+            self = self.drop_nulls();
+        }
         let cols = self.columns.clone();
         // A constant has no operands and its own type: well-typed.
         let yes = self
@@ -41,7 +45,8 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         })
     }
 
-    /// The first element (`None` when empty). Reading stops at it.
+    /// The first element (`None` when empty). Reading stops at it. Over
+    /// Arrow data with nulls: the first element without a null.
     ///
     /// ```
     /// # let _ = computeq::set_engine(computeq::Engine::default());
@@ -66,8 +71,8 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         self.pick(AggKind::Last, S::host_from_scalars)
     }
 
-    /// The element at position `i` (`None` past the end), as
-    /// `Iterator::nth`: `skip(i)` then [`Query::first`].
+    /// The element at position `i` (`None` past the end, or where it is
+    /// null), as `Iterator::nth`: `skip(i)` then [`Query::first`].
     ///
     /// ```
     /// # let _ = computeq::set_engine(computeq::Engine::default());
@@ -76,6 +81,10 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// assert_eq!([5u32, 6, 7].compute().nth(3), None);
     /// ```
     pub fn nth(self, i: usize) -> M::Out<Option<S::Host>> {
+        if self.has_nulls() {
+            // `None` when the element at `i` is null.
+            return self.skip(i).take(1).first();
+        }
         self.skip(i).first()
     }
 
@@ -103,8 +112,10 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// assert_eq!([2, 4].compute().position(|x| x.gt(9)), None);
     /// ```
     pub fn position(self, f: impl FnOnce(S) -> Expr<bool>) -> M::Out<Option<usize>> {
-        self.enumerate()
-            .filter(|(_, x)| f(x))
-            .pick(AggKind::First, |v| v[0].to_bits() as usize)
+        let mut q = self.enumerate().filter(|(_, x)| f(x));
+        // The filter dropped the rows where the predicate is null; the
+        // position is never null.
+        q.reset_validity();
+        q.pick(AggKind::First, |v| v[0].to_bits() as usize)
     }
 }

@@ -27,6 +27,9 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             .ops
             .push(LogicalOp::Enumerate { slot, value });
         self.columns.insert(0, value);
+        if let Some(h) = self.held.as_mut() {
+            h.validity.insert(0, None);
+        }
         self.reshape()
     }
 }

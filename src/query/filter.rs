@@ -14,11 +14,11 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// assert_eq!(v, vec![1.0, 3.0]);
     /// ```
     pub fn filter(mut self, f: impl FnOnce(S) -> Expr<bool>) -> Query<'a, S, M> {
-        let p = self.trace_closure(f);
-        self.traced
-            .trace
-            .ops
-            .push(LogicalOp::Filter { predicate: p[0] });
+        let mut predicate = self.trace_closure(f)[0];
+        if self.held.is_some() {
+            predicate = self.predicate_with_nulls(predicate);
+        }
+        self.traced.trace.ops.push(LogicalOp::Filter { predicate });
         self
     }
 }

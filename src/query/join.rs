@@ -146,6 +146,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
                 options: other.options,
                 started: other.started,
                 sides: other.sides,
+                held: other.held,
             },
             at: (first_input..first_input + unique.len() as u16).collect(),
         });
@@ -190,6 +191,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             results: results.clone(),
         });
         self.columns = results;
+        self.reset_validity();
         self
     }
 
@@ -200,6 +202,12 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         key: impl FnOnce(S) -> K,
         other_key: impl FnOnce(S2) -> K,
     ) -> Self {
+        if self.has_nulls() || other.has_nulls() {
+            self.refuse(|| {
+                "a join does not take nulls yet: call drop_nulls() or fill_null(..) on both sides"
+                    .into()
+            });
+        }
         let keys = self.trace_join_keys(key);
         let inner = kind == JoinKind::Inner;
         let build = self.add_build_side(other, other_key, inner);

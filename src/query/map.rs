@@ -19,6 +19,9 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// ```
     pub fn map<R: Shape>(mut self, f: impl FnOnce(S) -> R) -> Query<'a, R, M> {
         let outputs = self.trace_closure(f);
+        if self.held.is_some() {
+            self.validity_of_outputs(&outputs);
+        }
         // `clone_from` copies into the existing inline storage; a `clone`
         // would go through `SmallVec`'s generic `extend`.
         self.columns.clone_from(&outputs);

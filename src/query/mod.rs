@@ -15,6 +15,7 @@ mod group;
 mod join;
 mod map;
 mod mode;
+mod nulls;
 mod scan;
 mod sort;
 mod source;
@@ -28,6 +29,8 @@ pub use device::{DeviceArray, ToDevice};
 pub use group::{GroupBy, Groups};
 pub use join::JoinKeys;
 pub use mode::{Analyze, ExplainOnly, Measured, Mode, Run, Try};
+pub(crate) use nulls::Held;
+pub use nulls::{SourceParts, SourceValues};
 pub use sort::{Desc, SortKeys};
 pub use source::{Compute, IntoSource};
 pub use terminal::Stats;
@@ -73,6 +76,9 @@ pub struct Query<'a, S, M = Run> {
     pub(crate) started: Tick,
     /// Build sides of joins that run before this query.
     pub(crate) sides: Vec<crate::runtime::executor::Side<'a>>,
+    /// Nulls and owned columns of a query over Arrow data (`None` for
+    /// slices: nothing to carry).
+    pub(crate) held: Option<Box<Held>>,
     _shape: PhantomData<(S, M)>,
 }
 
@@ -97,8 +103,9 @@ impl<S, M> fmt::Debug for Query<'_, S, M> {
 }
 
 impl<'a, T: Element> Query<'a, crate::expr::Expr<T>, Run> {
-    /// A query over `input` run by `engine`.
-    pub(crate) fn new(engine: &'a Engine, input: Input<'a>) -> Self {
+    /// A query over one source column (values and, for Arrow data, a
+    /// validity).
+    pub(crate) fn from_parts(engine: &'a Engine, parts: SourceParts<'a>) -> Self {
         let started = Tick::now();
         let mut q = Query {
             engine,
@@ -109,14 +116,18 @@ impl<'a, T: Element> Query<'a, crate::expr::Expr<T>, Run> {
             options: QueryOptions::default(),
             started,
             sides: Vec::new(),
+            held: None,
             _shape: PhantomData,
         };
-        let value = q.add_input(input, T::DTYPE);
+        let validity = parts.validity;
+        let (value, k) = q.add_source(parts.values, T::DTYPE);
         q.traced.trace.ops.push(LogicalOp::Source {
-            stream: Stream::Input(0),
+            stream: Stream::Input(k),
             value,
         });
         q.columns.push(value);
+        let v = validity.map(|b| q.add_validity(b));
+        q.set_last_validity(v);
         q
     }
 }
@@ -183,6 +194,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             options: self.options,
             started: self.started,
             sides: self.sides,
+            held: self.held,
             _shape: PhantomData,
         }
     }

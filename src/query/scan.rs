@@ -36,6 +36,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
 
 impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     fn push_scan(mut self, combine: Option<TracedCombine>, exclusive: bool) -> Self {
+        self.refuse_nulls("a scan");
         let column = self.columns[0];
         let index = self.traced.trace.ops.len() as u16;
         let result = self.add_stream(Stream::Scan(index), T::DTYPE);
@@ -47,6 +48,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
         });
         self.columns.clear();
         self.columns.push(result);
+        self.reset_validity();
         self
     }
 

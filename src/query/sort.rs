@@ -76,11 +76,31 @@ tuple_keys!(A, B, C, D);
 impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Ends the stage with a sort of every column by `keys`; the query
     /// goes on over the sorted columns.
-    fn push_sort(mut self, keys: SmallVec<[SortKey; 2]>) -> Self {
+    fn push_sort(mut self, mut keys: SmallVec<[SortKey; 2]>) -> Self {
+        // Null elements last: "is null" leads the keys, and the columns'
+        // validities travel through the sort beside them.
+        let mut carried: SmallVec<[Value; 4]> = SmallVec::new();
+        if self.has_nulls() {
+            if let Some(null) = self.nulls_last_key() {
+                keys.insert(
+                    0,
+                    SortKey {
+                        value: null,
+                        descending: false,
+                    },
+                );
+            }
+            if let Some(h) = self.held.as_ref() {
+                crate::graph::push_unique(&mut carried, h.validity.iter().flatten().copied());
+            }
+        }
         let index = self.traced.trace.ops.len() as u16;
-        let columns = self.columns.clone();
+        let mut columns = self.columns.clone();
+        let width = columns.len();
+        columns.extend(carried.iter().copied());
         let mut dtypes: SmallVec<[crate::expr::DType; 4]> = SmallVec::new();
         S::dtypes(&mut dtypes);
+        dtypes.extend(carried.iter().map(|_| crate::expr::DType::Bool));
         let results: SmallVec<[Value; 4]> = dtypes
             .iter()
             .enumerate()
@@ -99,7 +119,13 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             columns,
             results: results.clone(),
         });
-        self.columns = results;
+        if let Some(h) = self.held.as_mut() {
+            for v in h.validity.iter_mut().flatten() {
+                let at = carried.iter().position(|c| c == v).expect("carried");
+                *v = results[width + at];
+            }
+        }
+        self.columns = results[..width].iter().copied().collect();
         self
     }
 

@@ -1,7 +1,7 @@
 //! Where queries start: `.compute()` on slices, vectors and device arrays,
 //! and what `zip` accepts.
 
-use super::Query;
+use super::{Query, SourceParts, SourceValues};
 use crate::backend::Input;
 use crate::expr::{Element, Expr};
 use crate::runtime::Engine;
@@ -12,6 +12,19 @@ pub trait IntoSource<'a> {
     type Elem: Element;
     /// The column as a backend input.
     fn into_input(self) -> Input<'a>;
+
+    /// The column with its validity (Arrow data) or values the query must
+    /// own (a conversion); plain sources are read in place, never null.
+    #[doc(hidden)]
+    fn into_parts(self) -> SourceParts<'a>
+    where
+        Self: Sized,
+    {
+        SourceParts {
+            values: SourceValues::Borrowed(self.into_input()),
+            validity: None,
+        }
+    }
 }
 
 impl<'a, T: Element> IntoSource<'a> for &'a [T] {
@@ -49,12 +62,12 @@ impl<'a, T: Element, const N: usize> IntoSource<'a> for &'a [T; N] {
 pub trait Compute<'a>: IntoSource<'a> + Sized {
     /// Starts a lazy query on the default engine.
     fn compute(self) -> Query<'a, Expr<Self::Elem>> {
-        Query::new(crate::runtime::engine(), self.into_input())
+        Query::from_parts(crate::runtime::engine(), self.into_parts())
     }
 
     /// Starts a lazy query on `engine`.
     fn compute_on(self, engine: &'a Engine) -> Query<'a, Expr<Self::Elem>> {
-        Query::new(engine, self.into_input())
+        Query::from_parts(engine, self.into_parts())
     }
 }
 
@@ -63,6 +76,6 @@ impl<'a, S: IntoSource<'a>> Compute<'a> for S {}
 impl crate::runtime::Engine {
     /// Starts a query over `source` on this engine.
     pub fn query<'a, S: IntoSource<'a>>(&'a self, source: S) -> Query<'a, Expr<S::Elem>> {
-        Query::new(self, source.into_input())
+        Query::from_parts(self, source.into_parts())
     }
 }

@@ -41,6 +41,9 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         terminal: LogicalTerminal,
         convert: impl FnOnce(PlanOutput) -> R,
     ) -> M::Out<R> {
+        if self.held.is_some() {
+            self.settle_nulls(&terminal);
+        }
         self.traced.trace.terminal = Some(terminal);
         M::finish(
             Prepared {
@@ -50,6 +53,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
                 options: self.options,
                 started: self.started,
                 sides: self.sides,
+                held: self.held,
             },
             convert,
         )

@@ -39,6 +39,9 @@ pub struct Prepared<'a> {
     pub(crate) started: Tick,
     /// Build sides of joins, run before the query.
     pub(crate) sides: Vec<Side<'a>>,
+    /// Columns the query owns (Arrow validities, converted values) and why
+    /// it cannot run, if so.
+    pub(crate) held: Option<Box<crate::query::Held>>,
 }
 
 /// A join's build side that runs before the query: its result columns
@@ -450,9 +453,12 @@ fn trim_sides(p: &mut Prepared<'_>) -> Result<(), Error> {
 
 /// Runs the build sides of `p`'s joins, each a query of its own (planned,
 /// selected, recorded in the run log like any other), in order.
+/// The columns `p` owns (Arrow validities, converted values) join them,
+/// and a query that recorded why it cannot run fails here.
 fn run_sides(p: &mut Prepared<'_>) -> Result<Vec<SideColumns>, Error> {
+    let owned = take_owned(p)?;
     trim_sides(p)?;
-    std::mem::take(&mut p.sides)
+    let mut out: Vec<SideColumns> = std::mem::take(&mut p.sides)
         .into_iter()
         .map(|side| match run_value(side.prepared)? {
             PlanOutput::Columns(cols) => Ok((side.at, cols)),
@@ -461,7 +467,25 @@ fn run_sides(p: &mut Prepared<'_>) -> Result<Vec<SideColumns>, Error> {
                 "a join's build side returned aggregates, not columns",
             )),
         })
-        .collect()
+        .collect::<Result<_, Error>>()?;
+    out.extend(owned);
+    Ok(out)
+}
+
+/// The columns `p` owns, to fill their placeholder inputs, or the error a
+/// query over nulls recorded.
+fn take_owned(p: &mut Prepared<'_>) -> Result<Vec<SideColumns>, Error> {
+    let Some(held) = p.held.take() else {
+        return Ok(Vec::new());
+    };
+    if let Some(why) = held.error {
+        return Err(Error::new(ErrorKind::InvalidQuery, why));
+    }
+    Ok(held
+        .owned
+        .into_iter()
+        .map(|(k, c)| (smallvec::smallvec![k], vec![c]))
+        .collect())
 }
 
 /// `p` reading the build sides' columns in place of their placeholders
@@ -484,6 +508,7 @@ fn with_side_inputs<'b, 'p: 'b>(p: Prepared<'p>, sides: &'b [SideColumns]) -> Pr
         options: p.options,
         started: p.started,
         sides: Vec::new(),
+        held: None,
     }
 }
 
@@ -853,6 +878,8 @@ fn explain_ref(p: &mut Prepared<'_>) -> Result<Explain, Error> {
 /// A join's build side that would run first is planned too (its inputs
 /// here are empty placeholders: the plan is the same, the sizes are not).
 pub fn explain(mut p: Prepared<'_>) -> Result<Explain, Error> {
+    let owned = take_owned(&mut p)?;
+    let mut p = with_side_inputs(p, &owned);
     explain_ref(&mut p)
 }
 
@@ -860,6 +887,8 @@ pub fn explain(mut p: Prepared<'_>) -> Result<Explain, Error> {
 /// A join's build sides are planned (shown without metrics: each run is
 /// in the run log), then run before the query.
 pub fn analyze(mut p: Prepared<'_>) -> Result<Explain, Error> {
+    let owned = take_owned(&mut p)?;
+    let mut p = with_side_inputs(p, &owned);
     let build_sides = explain_sides(&mut p)?;
     let sides = run_sides(&mut p)?;
     let p = with_side_inputs(p, &sides);

@@ -1,0 +1,429 @@
+//! Nulls: SQL semantics for queries over Arrow arrays with a validity
+//! bitmap, lowered into the plain query every backend already runs.
+//!
+//! A column that may be null carries a `bool` validity value traced beside
+//! it. A source array's validity is its bitmap, unpacked into a `bool`
+//! column the query owns and read as one more input (zipped with its
+//! values, so it needs nothing new from any backend: the same plan runs on
+//! `cpu-scalar`, `cpu-simd`, `cpu-parallel`, wgpu and PTX). From there:
+//!
+//! - `map`: an output is valid where every column it is computed from is
+//!   (the closure's expression is walked back to the columns it reads:
+//!   `zip(a, b).map(|(a, _)| a + 1)` is null only where `a` is);
+//! - `filter`: a row is kept where the predicate is valid and true;
+//! - terminals that aggregate skip the rows where what they read is null
+//!   (a filter on that validity before the reduction), so `sum`, `min`,
+//!   `max`, `mean`, `variance`, `count` (of non-null elements),
+//!   `histogram`, `first`/`last`, `find` and `position` see only non-null
+//!   values; `count_rows` counts every row;
+//! - `sort`, `sort_desc`, `sort_by_key`, `top_k`... put null elements last
+//!   (a leading key "is null", ascending whatever the direction), and the
+//!   validities travel through the sort as columns;
+//! - a plain `collect` of a column with nulls is an error (its values at
+//!   null rows are unspecified); `collect_arrow` and `collect_options`
+//!   return the nulls, `drop_nulls` and `fill_null` remove them;
+//! - what does not take nulls yet (`group_by` on a nullable key or value,
+//!   `distinct`, joins, scans, argmin/argmax, aggregates over columns with
+//!   different validities) is an error at the terminal
+//!   (`ErrorKind::InvalidQuery`), never a silently wrong answer.
+//!
+//! Values at null rows are whatever the array's buffer holds: every
+//! operation of the IR is total (integer division by zero is 0, wrapping
+//! arithmetic, saturating casts), so computing on them never fails, and
+//! their results are masked by the validity.
+
+use super::{Mode, Query};
+use crate::backend::Input;
+use crate::expr::ops::BinaryOp;
+use crate::expr::{DType, Element, Expr, Node, NodeData, Shape, Value};
+use crate::graph::{LogicalAgg, LogicalOp, LogicalTerminal, Stream};
+use crate::plan::AggKind;
+use crate::types::Column;
+use smallvec::SmallVec;
+
+/// What a query over Arrow data holds beyond its borrowed inputs.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    /// The validity of each current column (`None`: never null), parallel
+    /// to `Query::columns`.
+    pub(crate) validity: SmallVec<[Option<Value>; 4]>,
+    /// Columns the query owns (unpacked validity bitmaps, widened values)
+    /// and the input each fills when the query runs (the input is an
+    /// empty placeholder until then).
+    pub(crate) owned: Vec<(u16, Column)>,
+    /// Why the query cannot run, recorded by the first operation that
+    /// does not take nulls; reported by the terminal.
+    pub(crate) error: Option<String>,
+}
+
+/// One source column as a query reads it: borrowed values, or values the
+/// query owns (a conversion), and a validity when some row is null.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct SourceParts<'a> {
+    /// The values.
+    pub values: SourceValues<'a>,
+    /// `validity[i]` is false where row `i` is null; `None` when no row is.
+    pub validity: Option<Vec<bool>>,
+}
+
+/// The values of a [`SourceParts`].
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum SourceValues<'a> {
+    /// Read in place.
+    Borrowed(Input<'a>),
+    /// Converted for the query (e.g. widened from a narrower Arrow type).
+    Owned(Column),
+}
+
+fn placeholder(ty: DType) -> Input<'static> {
+    use crate::types::ColumnRef;
+    Input::Host(match ty {
+        DType::Bool => ColumnRef::Bool(&[]),
+        DType::I32 => ColumnRef::I32(&[]),
+        DType::U32 => ColumnRef::U32(&[]),
+        DType::I64 => ColumnRef::I64(&[]),
+        DType::U64 => ColumnRef::U64(&[]),
+        DType::F32 => ColumnRef::F32(&[]),
+        DType::F64 => ColumnRef::F64(&[]),
+    })
+}
+
+impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
+    fn held(&mut self) -> &mut Held {
+        let n = self.columns.len();
+        self.held.get_or_insert_with(|| {
+            Box::new(Held {
+                validity: std::iter::repeat_n(None, n).collect(),
+                ..Held::default()
+            })
+        })
+    }
+
+    /// Sets the validity of the column last pushed (keeping the validities
+    /// parallel to the columns when the query holds any).
+    pub(crate) fn set_last_validity(&mut self, v: Option<Value>) {
+        if v.is_none() && self.held.is_none() {
+            return;
+        }
+        let n = self.columns.len();
+        let h = self.held();
+        h.validity.resize(n, None);
+        if let Some(last) = h.validity.last_mut() {
+            *last = v;
+        }
+    }
+
+    /// Marks every current column as never null (after an operation that
+    /// refused nulls, or replaced the columns without them).
+    pub(crate) fn reset_validity(&mut self) {
+        let n = self.columns.len();
+        if let Some(h) = self.held.as_mut() {
+            h.validity.clear();
+            h.validity.resize(n, None);
+        }
+    }
+
+    /// Whether some current column may be null.
+    pub(crate) fn has_nulls(&self) -> bool {
+        self.held
+            .as_ref()
+            .is_some_and(|h| h.validity.iter().any(Option::is_some))
+    }
+
+    /// Records why the query cannot run (the first reason wins).
+    pub(crate) fn refuse(&mut self, why: impl FnOnce() -> String) {
+        let h = self.held();
+        if h.error.is_none() {
+            h.error = Some(why());
+        }
+    }
+
+    /// Refuses `what` when a current column may be null.
+    pub(crate) fn refuse_nulls(&mut self, what: &str) {
+        if self.has_nulls() {
+            self.refuse(|| {
+                format!(
+                    "{what} does not take nulls yet: call drop_nulls() or fill_null(..) before it"
+                )
+            });
+        }
+    }
+
+    /// Adds one source column: its values (read in place or owned) and its
+    /// validity when some row is null. Returns the values' node.
+    pub(crate) fn add_source(&mut self, values: SourceValues<'a>, dtype: DType) -> (Value, u16) {
+        let k = self.inputs.len() as u16;
+        let value = match values {
+            SourceValues::Borrowed(input) => self.add_input(input, dtype),
+            SourceValues::Owned(column) => {
+                let v = self.add_input(placeholder(dtype), dtype);
+                self.held().owned.push((k, column));
+                v
+            }
+        };
+        (value, k)
+    }
+
+    /// Zips a validity column (owned by the query) into the query and
+    /// returns its node.
+    pub(crate) fn add_validity(&mut self, validity: Vec<bool>) -> Value {
+        let k = self.inputs.len() as u16;
+        let v = self.add_input(placeholder(DType::Bool), DType::Bool);
+        self.traced.trace.ops.push(LogicalOp::Zip {
+            stream: Stream::Input(k),
+            value: v,
+        });
+        self.held().owned.push((k, Column::Bool(validity)));
+        v
+    }
+
+    /// `a && b`, traced into this query.
+    fn and(&mut self, a: Value, b: Value) -> Value {
+        self.traced.trace.arena.push_unchecked(NodeData {
+            node: Node::Binary(BinaryOp::And, a, b),
+            ty: DType::Bool,
+        })
+    }
+
+    fn and_all(&mut self, mut vs: SmallVec<[Value; 4]>) -> Option<Value> {
+        vs.sort_unstable();
+        vs.dedup();
+        let mut it = vs.into_iter();
+        let first = it.next()?;
+        Some(it.fold(first, |acc, v| self.and(acc, v)))
+    }
+
+    /// The validity of `v`: the conjunction of the validities of the
+    /// current columns it is computed from (`None` when none may be null).
+    pub(crate) fn validity_of(&mut self, v: Value) -> Option<Value> {
+        let h = self.held.as_ref()?;
+        if h.validity.iter().all(Option::is_none) {
+            return None;
+        }
+        let arena = &self.traced.trace.arena;
+        let mut found: SmallVec<[Value; 4]> = SmallVec::new();
+        let mut seen: SmallVec<[Value; 16]> = SmallVec::new();
+        let mut stack: SmallVec<[Value; 16]> = smallvec::smallvec![v];
+        while let Some(x) = stack.pop() {
+            if seen.contains(&x) {
+                continue;
+            }
+            seen.push(x);
+            if let Some(j) = self.columns.iter().position(|&c| c == x) {
+                found.extend(h.validity.get(j).copied().flatten());
+                continue;
+            }
+            stack.extend(arena.get(x).node.operands());
+        }
+        self.and_all(found)
+    }
+
+    /// The validity of a whole element: every current column valid.
+    pub(crate) fn element_validity(&mut self) -> Option<Value> {
+        let vs: SmallVec<[Value; 4]> = self
+            .held
+            .as_ref()?
+            .validity
+            .iter()
+            .flatten()
+            .copied()
+            .collect();
+        self.and_all(vs)
+    }
+
+    /// After a `map` traced `outputs`: their validities (computed before
+    /// they replace the columns).
+    pub(crate) fn validity_of_outputs(&mut self, outputs: &[Value]) {
+        if !self.has_nulls() {
+            if let Some(h) = self.held.as_mut() {
+                h.validity.clear();
+                h.validity.resize(outputs.len(), None);
+            }
+            return;
+        }
+        let vs: SmallVec<[Option<Value>; 4]> =
+            outputs.iter().map(|&o| self.validity_of(o)).collect();
+        self.held().validity = vs;
+    }
+
+    /// The rows to keep under a predicate: valid and true.
+    pub(crate) fn predicate_with_nulls(&mut self, p: Value) -> Value {
+        match self.validity_of(p) {
+            Some(v) => self.and(p, v),
+            None => p,
+        }
+    }
+
+    /// Filters out the rows where `v` is false.
+    fn push_filter(&mut self, v: Value) {
+        self.traced
+            .trace
+            .ops
+            .push(LogicalOp::Filter { predicate: v });
+    }
+
+    /// The key a sort puts first so null elements come last (`0` valid,
+    /// `1` null, ascending whatever the direction of the other keys), and
+    /// the validity columns the sort carries, both `None` without nulls.
+    pub(crate) fn nulls_last_key(&mut self) -> Option<Value> {
+        let valid = self.element_validity()?;
+        let null = self.traced.trace.arena.push_unchecked(NodeData {
+            node: Node::Unary(crate::expr::ops::UnaryOp::Not, valid),
+            ty: DType::Bool,
+        });
+        Some(self.traced.trace.arena.push_unchecked(NodeData {
+            node: Node::Cast(null),
+            ty: DType::U32,
+        }))
+    }
+
+    /// Rewrites a terminal for the nulls of the columns it reads: a filter
+    /// of the rows where they are valid before an aggregate, or an error
+    /// where the terminal does not take nulls yet.
+    pub(crate) fn settle_nulls(&mut self, terminal: &LogicalTerminal) {
+        if !self.has_nulls() {
+            return;
+        }
+        match terminal {
+            LogicalTerminal::Reduce(aggs) => {
+                if aggs
+                    .iter()
+                    .any(|a| matches!(a.kind, AggKind::ArgMin | AggKind::ArgMax))
+                {
+                    return self.refuse(|| {
+                        "argmin/argmax over a column with nulls is not supported yet: \
+                         call drop_nulls() or fill_null(..) first"
+                            .into()
+                    });
+                }
+                let vs: SmallVec<[Option<Value>; 4]> = aggs
+                    .iter()
+                    .map(|a: &LogicalAgg| match a.column {
+                        Some(c) => self.validity_of(c),
+                        None => self.element_validity(),
+                    })
+                    .collect();
+                match vs.first() {
+                    Some(&first) if vs.iter().all(|&v| v == first) => {
+                        if let Some(v) = first {
+                            self.push_filter(v);
+                        }
+                    }
+                    Some(_) => self.refuse(|| {
+                        "aggregates over columns with different nulls in one pass are not \
+                         supported yet: drop_nulls() or fill_null(..) first, or one query \
+                         per column"
+                            .into()
+                    }),
+                    None => {}
+                }
+            }
+            LogicalTerminal::CountByKey { key, .. } => {
+                if let Some(v) = self.validity_of(*key) {
+                    self.push_filter(v);
+                }
+            }
+            LogicalTerminal::Collect(cols) => {
+                if cols.iter().any(|&c| self.validity_of(c).is_some()) {
+                    self.refuse(|| {
+                        "collect() of a column with nulls: use collect_arrow() or \
+                         collect_options(), or drop_nulls()/fill_null(..) first"
+                            .into()
+                    });
+                }
+            }
+            LogicalTerminal::Group { .. } => self.refuse_nulls("group_by (or distinct)"),
+        }
+    }
+}
+
+impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
+    /// Drops the elements where any column is null; the query goes on
+    /// without nulls.
+    ///
+    /// ```
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
+    /// use computeq::prelude::*;
+    /// // Without Arrow inputs nothing is null: this keeps every element.
+    /// let v: Vec<i32> = [1, 2].compute().drop_nulls().collect();
+    /// assert_eq!(v, [1, 2]);
+    /// ```
+    pub fn drop_nulls(mut self) -> Self {
+        if let Some(v) = self.element_validity() {
+            self.push_filter(v);
+        }
+        if let Some(h) = self.held.as_mut() {
+            h.validity.iter_mut().for_each(|v| *v = None);
+        }
+        self
+    }
+
+    /// Number of rows, null or not (`count` counts the non-null elements
+    /// of a query over Arrow data with nulls; without nulls both agree).
+    ///
+    /// ```
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
+    /// use computeq::prelude::*;
+    /// assert_eq!([1.0f32, 2.0].compute().count_rows(), 2);
+    /// ```
+    pub fn count_rows(mut self) -> M::Out<usize> {
+        if let Some(h) = self.held.as_mut() {
+            h.validity.iter_mut().for_each(|v| *v = None);
+        }
+        self.count()
+    }
+}
+
+impl<'a, T: Element, M: Mode> Query<'a, Expr<T>, M> {
+    /// Replaces null elements by `value`; the query goes on without nulls.
+    ///
+    /// ```
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
+    /// use computeq::prelude::*;
+    /// let s: f32 = [1.0f32, 2.0].compute().fill_null(0.0).sum();
+    /// assert_eq!(s, 3.0);
+    /// ```
+    pub fn fill_null(mut self, value: T) -> Self {
+        let Some(valid) = self.element_validity() else {
+            return self;
+        };
+        let id = self.arena_id;
+        let mut q =
+            self.map(move |x| Expr::<bool>::from_parts(valid, id).select(x, Expr::param(value)));
+        if let Some(h) = q.held.as_mut() {
+            h.validity.iter_mut().for_each(|v| *v = None);
+        }
+        q
+    }
+}
+
+impl<'a, T: Element, M: Mode> Query<'a, Expr<T>, M> {
+    /// Collects the elements and, where some may be null, their validity
+    /// (`valid[i]` false where element `i` is null).
+    pub(crate) fn collect_with_validity<R>(
+        mut self,
+        f: impl FnOnce(Vec<T>, Option<Vec<bool>>) -> R,
+    ) -> M::Out<R> {
+        let c = self.columns[0];
+        let v = self.validity_of(c);
+        self.reset_validity();
+        let mut cols: SmallVec<[Value; 4]> = smallvec::smallvec![c];
+        cols.extend(v);
+        self.finish(LogicalTerminal::Collect(cols), move |o| match o {
+            crate::plan::PlanOutput::Columns(mut cs) => {
+                let valid = if cs.len() > 1 {
+                    cs.pop().map(bool::from_column)
+                } else {
+                    None
+                };
+                let values = cs.pop().map(T::from_column).unwrap_or_default();
+                f(values, valid)
+            }
+            crate::plan::PlanOutput::Aggregates(_) => {
+                unreachable!("a collect plan returned aggregates")
+            }
+        })
+    }
+}

@@ -1,0 +1,523 @@
+//! Arrow inputs and outputs with nulls (feature `arrow`) on every backend
+//! against a reference written over `Option` values: every element type
+//! (and the widened and bit-packed ones), nulls in every position,
+//! all-null and null-free arrays, sliced arrays, empty arrays, lengths
+//! around the block sizes; nulls through map, filter, zip, sort and the
+//! aggregates; what does not take nulls fails with a clear error.
+#![cfg(feature = "arrow")]
+
+mod common;
+
+use arrow_array::types::*;
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Float16Array, Float32Array, Float64Array, Int16Array,
+    Int32Array, Int64Array, Int8Array, PrimitiveArray, RecordBatch, TimestampMicrosecondArray,
+    UInt16Array, UInt32Array, UInt64Array, UInt8Array,
+};
+use computeq::arrow::{column, ArrowColumn};
+use computeq::prelude::*;
+use std::sync::Arc;
+
+fn backends(engine: &Engine) -> Vec<BackendKind> {
+    let mut all = common::CPU.to_vec();
+    all.extend(common::devices(engine));
+    all
+}
+
+fn lengths() -> Vec<usize> {
+    vec![0, 1, 2, 63, 64, 65, 1000, 4097, 70_001]
+}
+
+/// Null patterns: none, all, first, last, every other, ~30% at random.
+fn patterns(n: usize, seed: u64) -> Vec<Vec<bool>> {
+    let r = common::lcg(n, seed);
+    vec![
+        vec![true; n],
+        vec![false; n],
+        (0..n).map(|i| i != 0).collect(),
+        (0..n).map(|i| i + 1 != n).collect(),
+        (0..n).map(|i| i % 2 == 1).collect(),
+        r.iter().map(|&w| w % 10 >= 3).collect(),
+    ]
+}
+
+fn options<T: Copy>(values: &[T], valid: &[bool]) -> Vec<Option<T>> {
+    values
+        .iter()
+        .zip(valid)
+        .map(|(&x, &ok)| ok.then_some(x))
+        .collect()
+}
+
+/// The checks of one `i64` column on one backend (integers: exact).
+fn check_i64(engine: &Engine, kind: BackendKind, a: &Int64Array, what: &str) {
+    let opts: Vec<Option<i64>> = a.iter().collect();
+    let valid: Vec<i64> = opts.iter().flatten().copied().collect();
+    let q = || a.compute_on(engine).on(kind);
+    let ctx = format!("{what} on {kind}");
+    assert_eq!(q().count(), valid.len(), "count {ctx}");
+    assert_eq!(q().count_rows(), opts.len(), "count_rows {ctx}");
+    let sum = valid
+        .iter()
+        .fold(0i64, |s, &x| s.wrapping_add(x.wrapping_mul(3) ^ 5));
+    assert_eq!(q().map(|x| (x * 3) ^ 5).sum(), sum, "sum {ctx}");
+    assert_eq!(q().min(), valid.iter().min().copied(), "min {ctx}");
+    assert_eq!(q().max(), valid.iter().max().copied(), "max {ctx}");
+    assert_eq!(
+        q().filter(|x| x.gt(0)).count(),
+        valid.iter().filter(|&&x| x > 0).count(),
+        "filter {ctx}"
+    );
+    assert_eq!(
+        q().map(|x| x + 1).collect_options(),
+        opts.iter()
+            .map(|x| x.map(|x| x.wrapping_add(1)))
+            .collect::<Vec<_>>(),
+        "collect_options {ctx}"
+    );
+    let expect: Int64Array = opts.iter().map(|x| x.map(|x| x / 7)).collect();
+    assert_eq!(
+        q().map(|x| x / 7).collect_arrow(),
+        expect,
+        "collect_arrow {ctx}"
+    );
+    let mut sorted = valid.clone();
+    sorted.sort();
+    let mut expect: Vec<Option<i64>> = sorted.iter().map(|&x| Some(x)).collect();
+    expect.resize(opts.len(), None);
+    assert_eq!(q().sort().collect_options(), expect, "sort {ctx}");
+    sorted.reverse();
+    let mut expect: Vec<Option<i64>> = sorted.iter().map(|&x| Some(x)).collect();
+    expect.resize(opts.len(), None);
+    assert_eq!(q().sort_desc().collect_options(), expect, "sort_desc {ctx}");
+    assert_eq!(
+        q().fill_null(-1).collect::<Vec<i64>>(),
+        opts.iter().map(|x| x.unwrap_or(-1)).collect::<Vec<_>>(),
+        "fill_null {ctx}"
+    );
+    assert_eq!(
+        q().drop_nulls().collect::<Vec<i64>>(),
+        valid,
+        "drop_nulls {ctx}"
+    );
+    assert_eq!(
+        q().first(),
+        valid.first().copied(),
+        "first skips nulls {ctx}"
+    );
+    assert_eq!(q().last(), valid.last().copied(), "last skips nulls {ctx}");
+    let i = opts.len() / 2;
+    assert_eq!(q().nth(i), opts.get(i).copied().flatten(), "nth {ctx}");
+    assert_eq!(
+        q().position(|x| x.gt(0)),
+        opts.iter().position(|x| x.is_some_and(|x| x > 0)),
+        "position {ctx}"
+    );
+    let k = 5.min(valid.len());
+    let mut top = valid.clone();
+    top.sort_by(|a, b| b.cmp(a));
+    let mut expect: Vec<Option<i64>> = top[..k].iter().map(|&x| Some(x)).collect();
+    expect.resize(5.min(opts.len()), None);
+    assert_eq!(q().top_k(5).collect_options(), expect, "top_k {ctx}");
+}
+
+#[test]
+fn i64_nulls_in_every_position_on_every_backend() {
+    let engine = common::engine();
+    for kind in backends(&engine) {
+        for n in lengths() {
+            let values: Vec<i64> = common::lcg(n, n as u64 + 1)
+                .iter()
+                .map(|&w| match w % 7 {
+                    0 => i64::MIN,
+                    1 => i64::MAX,
+                    _ => (w >> 20) as i64 - (1 << 40),
+                })
+                .collect();
+            for (p, valid) in patterns(n, 7).iter().enumerate() {
+                let a = Int64Array::from(options(&values, valid));
+                check_i64(&engine, kind, &a, &format!("n={n} pattern {p}"));
+                if n > 8 {
+                    // A sliced array reads its slice (offset and validity).
+                    let s = a.slice(3, n - 8);
+                    let s = s.as_any().downcast_ref::<Int64Array>().unwrap();
+                    check_i64(&engine, kind, s, &format!("n={n} pattern {p} sliced"));
+                }
+            }
+        }
+    }
+}
+
+/// Sum, min, max and mean of a float column with nulls, and its collect.
+fn check_float<T>(engine: &Engine, kind: BackendKind, a: &PrimitiveArray<T>, what: &str)
+where
+    T: ArrowPrimitiveType,
+    T::Native: computeq::arrow::ArrowElement + Float + Into<f64>,
+    for<'b> &'b PrimitiveArray<T>: IntoSource<'b, Elem = T::Native>,
+{
+    let opts: Vec<Option<T::Native>> = a.iter().collect();
+    let valid: Vec<f64> = opts.iter().flatten().map(|&x| x.into()).collect();
+    let q = || a.compute_on(engine).on(kind);
+    let ctx = format!("{what} on {kind}");
+    let sum: f64 = q().map(|x| x + x).sum().into();
+    let expect: f64 = valid.iter().map(|x| x * 2.0).sum();
+    let tol = 1e-3 * valid.iter().map(|x| x.abs() * 2.0).sum::<f64>().max(1.0);
+    assert!((sum - expect).abs() <= tol, "sum {ctx}: {sum} vs {expect}");
+    let mean = q().mean();
+    match (mean, valid.is_empty()) {
+        (None, true) => {}
+        (Some(m), false) => {
+            let e = expect / 2.0 / valid.len() as f64;
+            assert!(
+                (m - e).abs() <= 1e-3 * (e.abs() + 1.0),
+                "mean {ctx}: {m} vs {e}"
+            );
+        }
+        other => panic!("mean {ctx}: {other:?}"),
+    }
+    let min = q().min().map(Into::into);
+    let max = q().max().map(Into::into);
+    assert_eq!(min, valid.iter().copied().reduce(f64::min), "min {ctx}");
+    assert_eq!(max, valid.iter().copied().reduce(f64::max), "max {ctx}");
+    assert_eq!(q().count(), valid.len(), "count {ctx}");
+    let collected = q().map(|x| x.sqrt()).collect_options();
+    assert_eq!(collected.len(), opts.len(), "collect length {ctx}");
+    for (i, (c, o)) in collected.iter().zip(&opts).enumerate() {
+        match (c, o) {
+            (None, None) => {}
+            (Some(c), Some(o)) => {
+                let (c, o): (f64, f64) = ((*c).into(), (*o).into());
+                assert!(
+                    c.to_bits() == o.sqrt().to_bits()
+                        || (c - o.sqrt()).abs() <= 1e-6 * o.abs()
+                        || (c.is_nan() && o.sqrt().is_nan()),
+                    "sqrt at {i} {ctx}: {c} vs {o}"
+                );
+            }
+            other => panic!("validity at {i} {ctx}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn floats_with_nulls_on_every_backend() {
+    let engine = common::engine();
+    for kind in backends(&engine) {
+        for n in lengths() {
+            let r = common::lcg(n, 99);
+            let v32: Vec<f32> = r
+                .iter()
+                .map(|&w| ((w >> 11) as f32 / 1e6).sin() * 100.0 + 150.0)
+                .collect();
+            for (p, valid) in patterns(n, 3).iter().enumerate() {
+                let what = format!("n={n} pattern {p}");
+                let a = Float32Array::from(options(&v32, valid));
+                check_float(&engine, kind, &a, &format!("f32 {what}"));
+                let v64: Vec<f64> = v32.iter().map(|&x| x as f64 * 1.5).collect();
+                let b = Float64Array::from(options(&v64, valid));
+                check_float(&engine, kind, &b, &format!("f64 {what}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn every_integer_type_reads_with_its_nulls() {
+    let engine = common::engine();
+    let n = 4097;
+    let r = common::lcg(n, 5);
+    let valid = patterns(n, 11).pop().unwrap();
+    for kind in backends(&engine) {
+        let i32s: Vec<Option<i32>> = options(
+            &r.iter().map(|&w| (w >> 33) as i32).collect::<Vec<_>>(),
+            &valid,
+        );
+        let a = Int32Array::from(i32s.clone());
+        let expect = i32s.iter().flatten().fold(0i32, |s, &x| s.wrapping_add(x));
+        assert_eq!(
+            a.compute_on(&engine).on(kind).sum(),
+            expect,
+            "i32 on {kind}"
+        );
+
+        let u32s: Vec<Option<u32>> = options(
+            &r.iter().map(|&w| (w >> 32) as u32).collect::<Vec<_>>(),
+            &valid,
+        );
+        let a = UInt32Array::from(u32s.clone());
+        assert_eq!(
+            a.compute_on(&engine).on(kind).max(),
+            u32s.iter().flatten().max().copied(),
+            "u32 on {kind}"
+        );
+
+        let u64s: Vec<Option<u64>> = options(&r, &valid);
+        let a = UInt64Array::from(u64s.clone());
+        assert_eq!(
+            a.compute_on(&engine).on(kind).min(),
+            u64s.iter().flatten().min().copied(),
+            "u64 on {kind}"
+        );
+
+        // Narrow types are widened (one copy), with their nulls.
+        let i8s: Vec<Option<i8>> = options(
+            &r.iter().map(|&w| (w >> 40) as i8).collect::<Vec<_>>(),
+            &valid,
+        );
+        let a = Int8Array::from(i8s.clone());
+        let s: i32 = a.compute_on(&engine).on(kind).sum();
+        assert_eq!(
+            s,
+            i8s.iter().flatten().map(|&x| x as i32).sum::<i32>(),
+            "i8 on {kind}"
+        );
+        let i16s: Vec<Option<i16>> = options(
+            &r.iter().map(|&w| (w >> 40) as i16).collect::<Vec<_>>(),
+            &valid,
+        );
+        let a = Int16Array::from(i16s.clone());
+        let s: i32 = a.compute_on(&engine).on(kind).sum();
+        assert_eq!(
+            s,
+            i16s.iter().flatten().map(|&x| x as i32).sum::<i32>(),
+            "i16 on {kind}"
+        );
+        let u8s: Vec<Option<u8>> = options(
+            &r.iter().map(|&w| (w >> 40) as u8).collect::<Vec<_>>(),
+            &valid,
+        );
+        let a = UInt8Array::from(u8s.clone());
+        let c = a.compute_on(&engine).on(kind).filter(|x| x.gt(100)).count();
+        assert_eq!(
+            c,
+            u8s.iter().flatten().filter(|&&x| x > 100).count(),
+            "u8 on {kind}"
+        );
+        let u16s: Vec<Option<u16>> = options(
+            &r.iter().map(|&w| (w >> 40) as u16).collect::<Vec<_>>(),
+            &valid,
+        );
+        let a = UInt16Array::from(u16s.clone());
+        assert_eq!(
+            a.compute_on(&engine).on(kind).max(),
+            u16s.iter().flatten().max().map(|&x| x as u32),
+            "u16 on {kind}"
+        );
+        let f16s: Vec<Option<half::f16>> = options(
+            &r.iter()
+                .map(|&w| half::f16::from_f32((w >> 54) as f32 / 4.0))
+                .collect::<Vec<_>>(),
+            &valid,
+        );
+        let a = Float16Array::from(f16s.clone());
+        assert_eq!(
+            a.compute_on(&engine).on(kind).max(),
+            f16s.iter().flatten().map(|x| x.to_f32()).reduce(f32::max),
+            "f16 on {kind}"
+        );
+        // Temporal types read as their integers.
+        let ts: Vec<Option<i64>> = options(
+            &r.iter().map(|&w| (w >> 20) as i64).collect::<Vec<_>>(),
+            &valid,
+        );
+        let a = TimestampMicrosecondArray::from(ts.clone());
+        assert_eq!(
+            a.compute_on(&engine).on(kind).max(),
+            ts.iter().flatten().max().copied(),
+            "timestamp on {kind}"
+        );
+        // Booleans unpack from bits.
+        let bs: Vec<Option<bool>> =
+            options(&r.iter().map(|&w| w % 3 == 0).collect::<Vec<_>>(), &valid);
+        let a = BooleanArray::from(bs.clone());
+        assert_eq!(
+            a.compute_on(&engine).on(kind).filter(|b| b).count(),
+            bs.iter().flatten().filter(|&&b| b).count(),
+            "bool on {kind}"
+        );
+        assert_eq!(
+            a.compute_on(&engine).on(kind).map(|b| !b).collect_arrow(),
+            bs.iter().map(|b| b.map(|b| !b)).collect::<BooleanArray>(),
+            "bool collect on {kind}"
+        );
+    }
+}
+
+#[test]
+fn zip_keeps_each_columns_own_nulls() {
+    let engine = common::engine();
+    let n = 3000;
+    let r = common::lcg(n, 17);
+    let a: Vec<Option<i32>> = r
+        .iter()
+        .map(|&w| (w % 5 != 0).then_some((w >> 40) as i32))
+        .collect();
+    let b: Vec<Option<i32>> = r
+        .iter()
+        .map(|&w| (w % 7 != 1).then_some((w >> 44) as i32))
+        .collect();
+    let (aa, ba) = (Int32Array::from(a.clone()), Int32Array::from(b.clone()));
+    for kind in backends(&engine) {
+        let q = || aa.compute_on(&engine).on(kind).zip(&ba);
+        // Null where either input is.
+        let both: Vec<Option<i32>> = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| Some(x.as_ref()?.wrapping_add(*y.as_ref()?)))
+            .collect();
+        assert_eq!(
+            q().map(|(x, y)| x + y).collect_options(),
+            both,
+            "a + b on {kind}"
+        );
+        // Only the column read decides.
+        let only_a: Vec<Option<i32>> = a.iter().map(|x| x.map(|x| x * 2)).collect();
+        assert_eq!(
+            q().map(|(x, _)| x * 2).collect_options(),
+            only_a,
+            "a * 2 on {kind}"
+        );
+        // A predicate on `b` drops the rows where `b` is null or false.
+        let kept: i32 = a
+            .iter()
+            .zip(&b)
+            .filter(|(_, y)| y.is_some_and(|y| y > 0))
+            .filter_map(|(x, _)| *x)
+            .fold(0, i32::wrapping_add);
+        assert_eq!(
+            q().filter(|(_, y)| y.gt(0)).map(|(x, _)| x).sum(),
+            kept,
+            "filter on b, sum of a, on {kind}"
+        );
+        // Several aggregates over one validity in one pass.
+        let (s, c) = q()
+            .map(|(x, y)| x - y)
+            .aggregate(|x, g| (g.sum(x), g.count()));
+        let diffs: Vec<i32> = a
+            .iter()
+            .zip(&b)
+            .filter_map(|(x, y)| Some(x.as_ref()?.wrapping_sub(*y.as_ref()?)))
+            .collect();
+        assert_eq!(
+            s,
+            diffs.iter().fold(0i32, |s, &x| s.wrapping_add(x)),
+            "{kind}"
+        );
+        assert_eq!(c as usize, diffs.len(), "{kind}");
+    }
+}
+
+#[test]
+fn record_batch_columns_and_checked_array_refs() {
+    let engine = common::engine();
+    let x: ArrayRef = Arc::new(Float64Array::from(vec![Some(1.0), None, Some(4.0)]));
+    let k: ArrayRef = Arc::new(Int32Array::from(vec![Some(2), Some(3), None]));
+    let batch = RecordBatch::try_from_iter([("x", x.clone()), ("k", k)]).unwrap();
+    let s: f64 = column::<f64>(&batch, "x")
+        .unwrap()
+        .compute_on(&engine)
+        .zip(column::<i32>(&batch, "k").unwrap())
+        .map(|(x, k)| x * k.cast::<f64>())
+        .sum();
+    assert_eq!(s, 2.0);
+    let e = column::<f64>(&batch, "nope").unwrap_err();
+    assert!(e.to_string().contains("no column \"nope\""), "{e}");
+    let e = column::<i64>(&batch, "x").unwrap_err();
+    assert!(e.to_string().contains("Float64"), "{e}");
+    assert_eq!(
+        ArrowColumn::<f64>::new(x.as_ref())
+            .unwrap()
+            .compute_on(&engine)
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn what_does_not_take_nulls_yet_is_an_error() {
+    let engine = common::engine();
+    let a = Int32Array::from(vec![Some(1), None, Some(1)]);
+    let q = || a.compute_on(&engine).fallible();
+    let e = q().collect::<Vec<i32>>().unwrap_err();
+    assert!(e.to_string().contains("collect_arrow"), "{e}");
+    let e = q().group_by(|x| x).count().unwrap_err();
+    assert!(e.to_string().contains("group_by"), "{e}");
+    let e = q().distinct().unwrap_err();
+    assert!(e.to_string().contains("drop_nulls"), "{e}");
+    let e = q().scan_sum().collect_options().unwrap_err();
+    assert!(e.to_string().contains("scan"), "{e}");
+    let e = q().argmax().unwrap_err();
+    assert!(e.to_string().contains("argmin/argmax"), "{e}");
+    let b = Int32Array::from(vec![1, 2, 3]);
+    let e = q()
+        .join(b.compute_on(&engine), |x| x, |y| y)
+        .count()
+        .unwrap_err();
+    assert!(e.to_string().contains("join"), "{e}");
+    let e = q()
+        .zip(&b)
+        .aggregate(|(x, y), g| (g.sum(x), g.sum(y)))
+        .unwrap_err();
+    assert!(e.to_string().contains("different nulls"), "{e}");
+    // Once the nulls are gone, all of it runs.
+    assert_eq!(q().drop_nulls().group_by(|x| x).count().unwrap().len(), 1);
+    assert_eq!(q().fill_null(0).distinct().unwrap(), vec![0, 1]);
+    // A query without nulls is unaffected; an array whose validity has no
+    // null reads as one without.
+    let no_nulls = Int32Array::from(vec![Some(2), Some(1)]);
+    assert_eq!(no_nulls.compute_on(&engine).collect::<Vec<i32>>(), [2, 1]);
+}
+
+#[test]
+fn explain_and_metrics_see_the_real_lengths() {
+    let engine = common::engine();
+    let a = Float32Array::from(
+        (0..5000)
+            .map(|i| (i % 3 != 0).then_some(i as f32))
+            .collect::<Vec<_>>(),
+    );
+    let (s, m) = a.compute_on(&engine).map(|x| x + 1.0).with_metrics().sum();
+    let expect: f32 = (0..5000)
+        .filter(|i| i % 3 != 0)
+        .map(|i| i as f32 + 1.0)
+        .sum();
+    assert!((s - expect).abs() <= 1e-3 * expect, "{s} vs {expect}");
+    assert_eq!(m.elements_in, 5000);
+    let plan = a
+        .compute_on(&engine)
+        .map(|x| x + 1.0)
+        .explain()
+        .sum()
+        .to_string();
+    assert!(
+        plan.contains("5000")
+            || plan.contains("5,000")
+            || plan.contains("5.0K")
+            || plan.contains("5K"),
+        "{plan}"
+    );
+}
+
+#[test]
+fn empty_and_all_null_arrays() {
+    let engine = common::engine();
+    for kind in backends(&engine) {
+        let empty = Float64Array::from(Vec::<Option<f64>>::new());
+        assert_eq!(empty.compute_on(&engine).on(kind).sum(), 0.0);
+        assert_eq!(empty.compute_on(&engine).on(kind).collect_options(), []);
+        let nulls = Float64Array::from(vec![None; 100]);
+        assert_eq!(nulls.compute_on(&engine).on(kind).count(), 0);
+        assert_eq!(nulls.compute_on(&engine).on(kind).max(), None);
+        assert_eq!(nulls.compute_on(&engine).on(kind).mean(), None);
+        assert_eq!(nulls.compute_on(&engine).on(kind).variance(), None);
+        assert_eq!(nulls.compute_on(&engine).on(kind).sum(), 0.0);
+        assert_eq!(
+            nulls
+                .compute_on(&engine)
+                .on(kind)
+                .map(|x| x * 2.0)
+                .collect_arrow(),
+            Float64Array::from(vec![None; 100])
+        );
+    }
+}
