@@ -440,8 +440,8 @@ fn what_does_not_take_nulls_yet_is_an_error() {
     let q = || a.compute_on(&engine).fallible();
     let e = q().collect::<Vec<i32>>().unwrap_err();
     assert!(e.to_string().contains("collect_arrow"), "{e}");
-    let e = q().group_by(|x| x).count().unwrap_err();
-    assert!(e.to_string().contains("group_by"), "{e}");
+    let e = q().zip(&a).group_by(|(x, y)| (x, y)).count().unwrap_err();
+    assert!(e.to_string().contains("tuple key with nulls"), "{e}");
     let e = q().distinct().unwrap_err();
     assert!(e.to_string().contains("drop_nulls"), "{e}");
     let e = q().scan_sum().collect_options().unwrap_err();
@@ -519,5 +519,65 @@ fn empty_and_all_null_arrays() {
                 .collect_arrow(),
             Float64Array::from(vec![None; 100])
         );
+    }
+}
+
+#[test]
+fn a_null_key_is_a_group_of_its_own_and_values_skip_nulls() {
+    use std::collections::BTreeMap;
+    let engine = common::engine();
+    for n in [0, 1, 100, 5000, 300_000] {
+        let r = common::lcg(n, 23);
+        let keys: Vec<Option<i32>> = r
+            .iter()
+            .map(|&w| (w % 9 != 0).then_some((w >> 40) as i32 % 50 - 25))
+            .collect();
+        let vals: Vec<Option<i64>> = r
+            .iter()
+            .map(|&w| (w % 4 != 1).then_some((w >> 30) as i64))
+            .collect();
+        let (ka, va) = (
+            Int32Array::from(keys.clone()),
+            Int64Array::from(vals.clone()),
+        );
+        // Reference: count of rows and sum of the non-null values per key,
+        // `None` the null key's group.
+        let mut rows: BTreeMap<Option<i32>, u64> = BTreeMap::new();
+        let mut sums: BTreeMap<Option<i32>, (i64, u64)> = BTreeMap::new();
+        for (k, v) in keys.iter().zip(&vals) {
+            *rows.entry(*k).or_default() += 1;
+            if let Some(v) = v {
+                let e = sums.entry(*k).or_default();
+                e.0 = e.0.wrapping_add(*v);
+                e.1 += 1;
+            }
+        }
+        for kind in backends(&engine) {
+            let ctx = format!("n={n} on {kind}");
+            let g = ka.compute_on(&engine).on(kind).value_counts();
+            let expect: Vec<(i32, u64)> =
+                rows.iter().filter_map(|(k, c)| Some(((*k)?, *c))).collect();
+            assert_eq!(
+                g.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>(),
+                expect,
+                "{ctx}"
+            );
+            assert_eq!(g.null_group, rows.get(&None).copied(), "null group {ctx}");
+
+            let g = ka
+                .compute_on(&engine)
+                .on(kind)
+                .zip(&va)
+                .group_by(|(k, _)| k)
+                .agg(|(_, v), a| (a.sum(v), a.count()));
+            let expect: Vec<(i32, (i64, u64))> =
+                sums.iter().filter_map(|(k, s)| Some(((*k)?, *s))).collect();
+            assert_eq!(g.clone().into_pairs(), expect, "sums {ctx}");
+            assert_eq!(
+                g.null_group,
+                sums.get(&None).copied(),
+                "null group sums {ctx}"
+            );
+        }
     }
 }

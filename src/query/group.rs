@@ -22,6 +22,10 @@ pub struct Groups<K, V> {
     pub keys: Vec<K>,
     /// The value of each key's group.
     pub values: Vec<V>,
+    /// The value of the group of the rows whose key is null (Arrow data
+    /// with nulls only; it sorts after every key), apart from `keys` and
+    /// `values`.
+    pub null_group: Option<V>,
 }
 
 impl<K, V> Groups<K, V> {
@@ -168,9 +172,13 @@ impl<'a, S: Shape, K: Shape, M: Mode> GroupBy<'a, S, K, M> {
         let mut aggs = Aggregates::new(q.arena_id);
         let shape = q.trace_with(|x| f(x, &mut aggs));
         let list: SmallVec<[LogicalAgg; 4]> = aggs.aggs.into_iter().collect();
-        let width = K::WIDTH;
+        let mut keys = self.keys;
+        // With nulls, a leading "key is null" column (0 or 1) keeps the
+        // rows of a null key in a group of their own.
+        let null_flag = q.has_nulls() && q.settle_group_nulls(&mut keys, &list);
+        let width = K::WIDTH + usize::from(null_flag);
         let terminal = LogicalTerminal::Group {
-            keys: self.keys,
+            keys,
             aggs: list,
             first_seen: self.first_seen,
         };
@@ -178,16 +186,28 @@ impl<'a, S: Shape, K: Shape, M: Mode> GroupBy<'a, S, K, M> {
             let (mut keys, values) = split_columns(out, width);
             let groups = keys.first().map_or(0, |c| c.len());
             let mut row: Vec<Scalar> = Vec::with_capacity(values.len());
-            let values = (0..groups)
+            let mut values: Vec<R::Out> = (0..groups)
                 .map(|j| {
                     row.clear();
                     row.extend(values.iter().map(|c| c.as_ref().get(j)));
                     shape.read(&row)
                 })
                 .collect();
+            let null_at = null_flag
+                .then(|| match keys.remove(0) {
+                    Column::U32(flag) => flag.iter().position(|&f| f == 1),
+                    _ => unreachable!("the null flag is a u32 column"),
+                })
+                .flatten();
+            let mut keys = K::host_from_columns(&mut keys);
+            let null_group = null_at.map(|at| {
+                keys.remove(at);
+                values.remove(at)
+            });
             Groups {
-                keys: K::host_from_columns(&mut keys),
+                keys,
                 values,
+                null_group,
             }
         })
     }

@@ -340,6 +340,72 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
 }
 
 impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
+    /// Prepares a grouping over columns that may be null: a null key
+    /// becomes a key of its own (the key replaced by zero there, behind a
+    /// leading "is null" key: `true` when the flag leads `keys`); rows
+    /// whose aggregated values are null are skipped (all aggregates must
+    /// read one validity). Refuses what it cannot do.
+    pub(crate) fn settle_group_nulls(
+        &mut self,
+        keys: &mut SmallVec<[Value; 2]>,
+        aggs: &[LogicalAgg],
+    ) -> bool {
+        let valid: SmallVec<[Option<Value>; 2]> =
+            keys.iter().map(|&k| self.validity_of(k)).collect();
+        let mut flagged = false;
+        match valid.as_slice() {
+            [Some(kv)] => {
+                let kv = *kv;
+                let k = keys[0];
+                let ty = self.traced.trace.arena.ty(k);
+                let zero = self.traced.trace.arena.push_unchecked(NodeData {
+                    node: Node::Const(crate::expr::Scalar::zero(ty)),
+                    ty,
+                });
+                let key = self.traced.trace.arena.push_unchecked(NodeData {
+                    node: Node::Select(kv, k, zero),
+                    ty,
+                });
+                let null = self.traced.trace.arena.push_unchecked(NodeData {
+                    node: Node::Unary(crate::expr::ops::UnaryOp::Not, kv),
+                    ty: DType::Bool,
+                });
+                let flag = self.traced.trace.arena.push_unchecked(NodeData {
+                    node: Node::Cast(null),
+                    ty: DType::U32,
+                });
+                *keys = smallvec::smallvec![flag, key];
+                flagged = true;
+            }
+            v if v.iter().any(Option::is_some) => self.refuse(|| {
+                "group_by on a tuple key with nulls is not supported yet: \
+                 fill_null(..) or drop_nulls() first"
+                    .into()
+            }),
+            _ => {}
+        }
+        let mut vs: SmallVec<[Value; 4]> = SmallVec::new();
+        for a in aggs {
+            if let Some(v) = a.column.and_then(|c| self.validity_of(c)) {
+                crate::graph::push_unique(&mut vs, [v]);
+            }
+        }
+        match vs.as_slice() {
+            [] => {}
+            [v] => {
+                let v = *v;
+                self.push_filter(v);
+            }
+            _ => self.refuse(|| {
+                "group aggregates over columns with different nulls are not supported \
+                 yet: drop_nulls() or fill_null(..) first"
+                    .into()
+            }),
+        }
+        self.reset_validity();
+        flagged
+    }
+
     /// Drops the elements where any column is null; the query goes on
     /// without nulls.
     ///
