@@ -3,10 +3,14 @@
 //! (and the widened and bit-packed ones), nulls in every position,
 //! all-null and null-free arrays, sliced arrays, empty arrays, lengths
 //! around the block sizes; nulls through map, filter, zip, sort and the
-//! aggregates; what does not take nulls fails with a clear error.
+//! aggregates and group_by; what does not take nulls fails with a clear
+//! error. The same checks run on the PTX writer's kernels in the test
+//! interpreter (as the `cuda` backend, modules checked by `ptxas` when it
+//! is found).
 #![cfg(feature = "arrow")]
 
 mod common;
+mod ptx_interp;
 
 use arrow_array::types::*;
 use arrow_array::{
@@ -580,4 +584,73 @@ fn a_null_key_is_a_group_of_its_own_and_values_skip_nulls() {
             );
         }
     }
+}
+
+/// The element-wise, filter and aggregate checks on the PTX writer's
+/// kernels, run by the test interpreter as the `cuda` backend (short
+/// inputs: the interpreter is slow).
+#[test]
+fn nulls_on_the_ptx_interpreter() {
+    use computeq::plumbing::backends::ptx::cuda_caps;
+    use computeq::plumbing::codegen::Caps;
+    use ptx_interp::backend::InterpBackend;
+    let caps = Caps {
+        workgroup_size: 64,
+        items_per_thread: 2,
+        max_groups: 8,
+        ..cuda_caps()
+    };
+    let b = Arc::new(InterpBackend::new(caps, 2000).with_ptxas(ptx_interp::ptxas::find()));
+    let engine = common::engine().with_backend(b.clone());
+    let kind = BackendKind::Cuda;
+    for n in [0, 1, 65, 300, 2100] {
+        let values: Vec<i64> = common::lcg(n, 41)
+            .iter()
+            .map(|&w| (w >> 24) as i64 - (1 << 39))
+            .collect();
+        for (p, valid) in patterns(n, 13).iter().enumerate() {
+            let opts = options(&values, valid);
+            let a = Int64Array::from(opts.clone());
+            let non_null: Vec<i64> = opts.iter().flatten().copied().collect();
+            let ctx = format!("n={n} pattern {p}");
+            let q = || a.compute_on(&engine).on(kind).no_fallback();
+            let sum = non_null.iter().fold(0i64, |s, &x| s.wrapping_add(x * 3));
+            assert_eq!(q().map(|x| x * 3).sum(), sum, "sum {ctx}");
+            assert_eq!(q().count(), non_null.len(), "count {ctx}");
+            assert_eq!(q().max(), non_null.iter().max().copied(), "max {ctx}");
+            assert_eq!(
+                q().filter(|x| x.lt(0)).count(),
+                non_null.iter().filter(|&&x| x < 0).count(),
+                "filter {ctx}"
+            );
+            assert_eq!(
+                q().map(|x| x - 1).collect_options(),
+                opts.iter().map(|x| x.map(|x| x - 1)).collect::<Vec<_>>(),
+                "collect {ctx}"
+            );
+            let f = Float32Array::from(
+                opts.iter()
+                    .map(|x| x.map(|x| (x % 1000) as f32 / 8.0))
+                    .collect::<Vec<_>>(),
+            );
+            let fs: Vec<f32> = f.iter().flatten().collect();
+            let mean = f.compute_on(&engine).on(kind).no_fallback().mean();
+            match mean {
+                None => assert!(fs.is_empty(), "mean {ctx}"),
+                Some(m) => {
+                    let e = fs.iter().map(|&x| x as f64).sum::<f64>() / fs.len() as f64;
+                    assert!(
+                        (m - e).abs() <= 1e-6 * (e.abs() + 1.0),
+                        "mean {ctx}: {m} vs {e}"
+                    );
+                }
+            }
+        }
+    }
+    let m = engine.last_run().expect("a run");
+    assert_eq!(m.backend, kind, "the interpreter ran the queries");
+    eprintln!(
+        "cuda (interpreter): {} distinct modules assembled by ptxas",
+        b.modules_assembled()
+    );
 }
