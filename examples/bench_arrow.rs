@@ -119,7 +119,7 @@ fn main() {
                 ratio(&t[3], &t[1]),
             );
             worst = worst.min(vs_slice);
-            let ms = |v: &[f64]| format!("{:.3} ms", median(v.to_vec()) * 1e3);
+            let ms = |v: &[f64]| fmt_secs(median(v.to_vec()));
             println!(
                 "| {name} | {n} | {} | {} | {vs_slice:.2}x | {} | {null_vs_slice:.2}x | {} | {vs_arrow:.2}x |",
                 ms(&t[0]),

@@ -20,11 +20,14 @@
 //! null or false; aggregates skip nulls (`count` counts the non-null
 //! elements, [`Query::count_rows`](crate::Query::count_rows) every row,
 //! `min`/`max`/`mean` of only nulls are `None`); sorts put nulls last, in
-//! both directions. [`Query::collect_arrow`] and
+//! both directions ([`Query::nulls_first`](crate::Query::nulls_first)
+//! puts them first); a null group key is a group of its own
+//! ([`Groups::null_group`](crate::query::Groups::null_group)).
+//! [`Query::collect_arrow`] and
 //! [`Query::collect_options`] return the nulls; a plain `collect` of a
 //! column with nulls is an error (its values there are unspecified), as is
-//! what does not take nulls yet (`group_by`, `distinct`, joins, scans,
-//! `argmin`/`argmax`): [`Query::drop_nulls`](crate::Query::drop_nulls) or
+//! what does not take nulls yet (tuple group keys, `distinct`, joins,
+//! scans, `argmin`/`argmax`): [`Query::drop_nulls`](crate::Query::drop_nulls) or
 //! [`Query::fill_null`](crate::Query::fill_null) first. An array whose
 //! validity has no null reads as one without.
 //!
@@ -53,23 +56,61 @@ use arrow_array::{Array, ArrowPrimitiveType, BooleanArray, PrimitiveArray, Recor
 use arrow_buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use std::marker::PhantomData;
 
-/// The validity of `nulls` as one `bool` per row, `None` when no row is
-/// null (64 rows per word of the bitmap).
-fn unpack(bits: &BooleanBuffer) -> Vec<bool> {
-    let mut out = vec![false; bits.len()];
-    let chunks = bits.bit_chunks();
-    let mut rows = out.chunks_exact_mut(64);
-    for (row, word) in (&mut rows).zip(chunks.iter()) {
-        for (j, r) in row.iter_mut().enumerate() {
-            *r = (word >> j) & 1 != 0;
+/// Eight `bool` bytes per byte of a bitmap (bit `j` to byte `j`).
+const SPREAD: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut j = 0;
+        while j < 8 {
+            if b >> j & 1 != 0 {
+                t[b] |= 1 << (8 * j);
+            }
+            j += 1;
         }
+        b += 1;
     }
-    let rest = rows.into_remainder();
-    let word = chunks.remainder_bits();
-    for (j, r) in rest.iter_mut().enumerate() {
-        *r = (word >> j) & 1 != 0;
+    t
+};
+
+/// A bitmap as one `bool` per row: eight rows per table lookup.
+fn unpack(bits: &BooleanBuffer) -> Vec<bool> {
+    let n = bits.len();
+    let mut bytes: Vec<u8> = Vec::with_capacity(n + 8);
+    let chunks = bits.bit_chunks();
+    let mut push_word = |word: u64, rows: usize| {
+        for k in 0..rows.div_ceil(8) {
+            let spread = SPREAD[(word >> (8 * k)) as usize & 0xff];
+            bytes.extend_from_slice(&spread.to_le_bytes());
+        }
+    };
+    for word in chunks.iter() {
+        push_word(word, 64);
     }
-    out
+    push_word(chunks.remainder_bits(), chunks.remainder_len());
+    bytes.truncate(n);
+    // Every byte is 0 or 1: a valid `bool`.
+    bytes.into_iter().map(|b| b != 0).collect()
+}
+
+/// One bit per `bool`, eight at a time (the byte `j` of a word to bit `j`).
+fn pack(valid: &[bool]) -> BooleanBuffer {
+    let mut bytes: Vec<u8> = Vec::with_capacity(valid.len().div_ceil(8));
+    let mut rows = valid.chunks_exact(8);
+    for eight in &mut rows {
+        let word = u64::from_le_bytes(std::array::from_fn(|j| eight[j] as u8));
+        bytes
+            .push(((word & 0x0101_0101_0101_0101).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8);
+    }
+    let rest = rows.remainder();
+    if !rest.is_empty() {
+        bytes.push(
+            rest.iter()
+                .enumerate()
+                .fold(0u8, |b, (j, &v)| b | (u8::from(v) << j)),
+        );
+    }
+    BooleanBuffer::new(bytes.into(), 0, valid.len())
 }
 
 fn validity(nulls: Option<&NullBuffer>) -> Option<Vec<bool>> {
@@ -81,7 +122,7 @@ fn validity(nulls: Option<&NullBuffer>) -> Option<Vec<bool>> {
 /// The null buffer of collected validities (`None` when every row is
 /// valid).
 fn null_buffer(valid: Vec<bool>) -> Option<NullBuffer> {
-    let nulls = NullBuffer::from(valid);
+    let nulls = NullBuffer::new(pack(&valid));
     (nulls.null_count() > 0).then_some(nulls)
 }
 
@@ -176,7 +217,7 @@ arrow_element!(f64, Float64Type, [], F64, []);
 impl ArrowElement for bool {
     type Array = BooleanArray;
     fn to_array(values: Vec<bool>, nulls: Option<NullBuffer>) -> BooleanArray {
-        BooleanArray::new(BooleanBuffer::from(values), nulls)
+        BooleanArray::new(pack(&values), nulls)
     }
     fn parts_of(array: &dyn Array) -> Option<SourceParts<'_>> {
         let a = array.as_any().downcast_ref::<BooleanArray>()?;
@@ -382,5 +423,35 @@ impl<'a, T: ArrowElement, M: Mode> Query<'a, Expr<T>, M> {
                 .collect(),
             None => values.into_iter().map(Some).collect(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bitmaps_unpack_and_pack_at_every_offset_and_length() {
+        let bools: Vec<bool> = (0..300u32)
+            .map(|i| i.wrapping_mul(2_654_435_761) >> 29 & 1 == 1)
+            .collect();
+        let packed = BooleanBuffer::from(bools.as_slice());
+        for offset in [0, 1, 7, 8, 63, 64, 65] {
+            for len in [0, 1, 7, 8, 9, 63, 64, 65, 128, 200] {
+                let slice = packed.slice(offset, len);
+                let rows = unpack(&slice);
+                assert_eq!(
+                    rows,
+                    &bools[offset..offset + len],
+                    "offset {offset} len {len}"
+                );
+                let again = pack(&rows);
+                assert_eq!(
+                    again.iter().collect::<Vec<_>>(),
+                    rows,
+                    "offset {offset} len {len}"
+                );
+            }
+        }
     }
 }

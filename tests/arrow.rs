@@ -94,6 +94,12 @@ fn check_i64(engine: &Engine, kind: BackendKind, a: &Int64Array, what: &str) {
     let mut expect: Vec<Option<i64>> = sorted.iter().map(|&x| Some(x)).collect();
     expect.resize(opts.len(), None);
     assert_eq!(q().sort_desc().collect_options(), expect, "sort_desc {ctx}");
+    expect.rotate_right(opts.len() - valid.len());
+    assert_eq!(
+        q().nulls_first().sort_desc().collect_options(),
+        expect,
+        "nulls_first {ctx}"
+    );
     assert_eq!(
         q().fill_null(-1).collect::<Vec<i64>>(),
         opts.iter().map(|x| x.unwrap_or(-1)).collect::<Vec<_>>(),
@@ -653,4 +659,34 @@ fn nulls_on_the_ptx_interpreter() {
         "cuda (interpreter): {} distinct modules assembled by ptxas",
         b.modules_assembled()
     );
+}
+
+#[test]
+fn converted_columns_join_and_zip_like_slices() {
+    // Narrow integers are widened into columns the query owns: a join's
+    // build side and a zip read them, not their placeholders.
+    let engine = common::engine();
+    let keys = UInt8Array::from(vec![1u8, 2, 3, 2]);
+    let probe = UInt32Array::from(vec![2u32, 3, 9]);
+    let pairs: Vec<(u32, u32)> = probe
+        .compute_on(&engine)
+        .join(keys.compute_on(&engine), |x| x, |y| y)
+        .collect();
+    assert_eq!(pairs, [(2, 2), (2, 2), (3, 3)]);
+    let keys32 = UInt16Array::from(vec![1u16, 2, 3, 2]);
+    assert_eq!(probe.compute_on(&engine).is_in(&keys32).count(), 2);
+    assert_eq!(
+        probe
+            .compute_on(&engine)
+            .semi_join(keys.compute_on(&engine), |x| x, |y| y)
+            .collect::<Vec<u32>>(),
+        [2, 3]
+    );
+    let small = Int16Array::from(vec![1i16, -2, 3]);
+    let s: i32 = Int32Array::from(vec![10, 20, 30])
+        .compute_on(&engine)
+        .zip(&small)
+        .map(|(a, b)| a * b)
+        .sum();
+    assert_eq!(s, 10 - 40 + 90);
 }

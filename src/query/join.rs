@@ -114,9 +114,13 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             wanted.extend(other.columns.iter().copied());
         }
         let dtype = |v: Value| other.traced.trace.arena.ty(v);
-        // Read in place when every wanted value is a plain input column.
-        let direct: Option<SmallVec<[Input<'a>; 4]>> =
-            wanted.iter().map(|&v| other.plain_input(v)).collect();
+        // Read in place when every wanted value is a plain input column
+        // (not one the other query owns: an Arrow conversion or validity
+        // fills its input only when that query runs).
+        let direct: Option<SmallVec<[Input<'a>; 4]>> = match other.held {
+            Some(_) => None,
+            None => wanted.iter().map(|&v| other.plain_input(v)).collect(),
+        };
         if let Some(direct) = direct {
             return wanted
                 .iter()

@@ -54,6 +54,8 @@ pub(crate) struct Held {
     /// Why the query cannot run, recorded by the first operation that
     /// does not take nulls; reported by the terminal.
     pub(crate) error: Option<String>,
+    /// Sorts put null elements first ([`Query::nulls_first`]).
+    pub(crate) nulls_first: bool,
 }
 
 /// One source column as a query reads it: borrowed values, or values the
@@ -265,8 +267,8 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     }
 
     /// The key a sort puts first so null elements come last (`0` valid,
-    /// `1` null, ascending whatever the direction of the other keys), and
-    /// the validity columns the sort carries, both `None` without nulls.
+    /// `1` null, ascending whatever the direction of the other keys;
+    /// descending after [`Query::nulls_first`]); `None` without nulls.
     pub(crate) fn nulls_last_key(&mut self) -> Option<Value> {
         let valid = self.element_validity()?;
         let null = self.traced.trace.arena.push_unchecked(NodeData {
@@ -423,6 +425,20 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         if let Some(h) = self.held.as_mut() {
             h.validity.iter_mut().for_each(|v| *v = None);
         }
+        self
+    }
+
+    /// The sorts after this call put null elements first instead of last
+    /// (Arrow data with nulls; without nulls it changes nothing).
+    ///
+    /// ```
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
+    /// use computeq::prelude::*;
+    /// let v: Vec<u32> = [2u32, 1].compute().nulls_first().sort().collect();
+    /// assert_eq!(v, [1, 2]);
+    /// ```
+    pub fn nulls_first(mut self) -> Self {
+        self.held().nulls_first = true;
         self
     }
 

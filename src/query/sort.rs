@@ -82,11 +82,12 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         let mut carried: SmallVec<[Value; 4]> = SmallVec::new();
         if self.has_nulls() {
             if let Some(null) = self.nulls_last_key() {
+                let first = self.held.as_ref().is_some_and(|h| h.nulls_first);
                 keys.insert(
                     0,
                     SortKey {
                         value: null,
-                        descending: false,
+                        descending: first,
                     },
                 );
             }
