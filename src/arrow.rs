@@ -73,23 +73,22 @@ const SPREAD: [u64; 256] = {
     t
 };
 
-/// A bitmap as one `bool` per row: eight rows per table lookup.
+/// A bitmap as one `bool` per row: eight rows per table lookup, 64 per
+/// word of the bitmap.
 fn unpack(bits: &BooleanBuffer) -> Vec<bool> {
     let n = bits.len();
-    let mut bytes: Vec<u8> = Vec::with_capacity(n + 8);
+    let mut bytes = vec![0u8; n.next_multiple_of(64) + 64];
     let chunks = bits.bit_chunks();
-    let mut push_word = |word: u64, rows: usize| {
-        for k in 0..rows.div_ceil(8) {
-            let spread = SPREAD[(word >> (8 * k)) as usize & 0xff];
-            bytes.extend_from_slice(&spread.to_le_bytes());
+    let words = chunks
+        .iter()
+        .chain(std::iter::once(chunks.remainder_bits()));
+    for (rows, word) in bytes.chunks_exact_mut(64).zip(words) {
+        for (k, eight) in rows.chunks_exact_mut(8).enumerate() {
+            eight.copy_from_slice(&SPREAD[(word >> (8 * k)) as usize & 0xff].to_le_bytes());
         }
-    };
-    for word in chunks.iter() {
-        push_word(word, 64);
     }
-    push_word(chunks.remainder_bits(), chunks.remainder_len());
     bytes.truncate(n);
-    // Every byte is 0 or 1: a valid `bool`.
+    // Every byte is 0 or 1 (in place: the same layout).
     bytes.into_iter().map(|b| b != 0).collect()
 }
 
@@ -308,6 +307,7 @@ pub fn column<'a, T: ArrowElement>(
 
 impl<'a, T: ArrowElement> IntoSource<'a> for ArrowColumn<'a, T> {
     type Elem = T;
+    const PLAIN: bool = false;
     /// The values only; a query reads [`IntoSource::into_parts`], with the
     /// nulls.
     fn into_input(self) -> Input<'a> {
@@ -326,6 +326,7 @@ macro_rules! primitive_source {
     ($($A:ty),*) => {$(
         impl<'a> IntoSource<'a> for &'a PrimitiveArray<$A> {
             type Elem = <$A as ArrowPrimitiveType>::Native;
+            const PLAIN: bool = false;
             fn into_input(self) -> Input<'a> {
                 Input::Host(Self::Elem::column_ref(self.values()))
             }
@@ -365,6 +366,7 @@ macro_rules! widened_source {
     ($($A:ty => $t:ty),*) => {$(
         impl<'a> IntoSource<'a> for &'a PrimitiveArray<$A> {
             type Elem = $t;
+            const PLAIN: bool = false;
             fn into_input(self) -> Input<'a> {
                 Input::Host(<$t>::column_ref(&[]))
             }
@@ -380,6 +382,7 @@ widened_source!(Int8Type => i32, Int16Type => i32, UInt8Type => u32, UInt16Type 
 
 impl<'a> IntoSource<'a> for &'a BooleanArray {
     type Elem = bool;
+    const PLAIN: bool = false;
     fn into_input(self) -> Input<'a> {
         Input::Host(ColumnRef::Bool(&[]))
     }

@@ -481,6 +481,7 @@ impl<'a, T: Element, M: Mode> Query<'a, Expr<T>, M> {
     }
 }
 
+#[cfg(feature = "arrow")]
 impl<'a, T: Element, M: Mode> Query<'a, Expr<T>, M> {
     /// Collects the elements and, where some may be null, their validity
     /// (`valid[i]` false where element `i` is null).

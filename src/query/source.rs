@@ -13,6 +13,11 @@ pub trait IntoSource<'a> {
     /// The column as a backend input.
     fn into_input(self) -> Input<'a>;
 
+    /// Whether [`IntoSource::into_input`] is the whole source (no nulls, no
+    /// conversion): a plain slice's query skips the parts.
+    #[doc(hidden)]
+    const PLAIN: bool = true;
+
     /// The column with its validity (Arrow data) or values the query must
     /// own (a conversion); plain sources are read in place, never null.
     #[doc(hidden)]
@@ -62,12 +67,12 @@ impl<'a, T: Element, const N: usize> IntoSource<'a> for &'a [T; N] {
 pub trait Compute<'a>: IntoSource<'a> + Sized {
     /// Starts a lazy query on the default engine.
     fn compute(self) -> Query<'a, Expr<Self::Elem>> {
-        Query::from_parts(crate::runtime::engine(), self.into_parts())
+        self.compute_on(crate::runtime::engine())
     }
 
     /// Starts a lazy query on `engine`.
     fn compute_on(self, engine: &'a Engine) -> Query<'a, Expr<Self::Elem>> {
-        Query::from_parts(engine, self.into_parts())
+        engine.query(self)
     }
 }
 
@@ -76,6 +81,10 @@ impl<'a, S: IntoSource<'a>> Compute<'a> for S {}
 impl crate::runtime::Engine {
     /// Starts a query over `source` on this engine.
     pub fn query<'a, S: IntoSource<'a>>(&'a self, source: S) -> Query<'a, Expr<S::Elem>> {
-        Query::from_parts(self, source.into_parts())
+        if S::PLAIN {
+            Query::new(self, source.into_input())
+        } else {
+            Query::from_parts(self, source.into_parts())
+        }
     }
 }

@@ -456,6 +456,9 @@ fn trim_sides(p: &mut Prepared<'_>) -> Result<(), Error> {
 /// The columns `p` owns (Arrow validities, converted values) join them,
 /// and a query that recorded why it cannot run fails here.
 fn run_sides(p: &mut Prepared<'_>) -> Result<Vec<SideColumns>, Error> {
+    if p.sides.is_empty() && p.held.is_none() {
+        return Ok(Vec::new());
+    }
     let owned = take_owned(p)?;
     trim_sides(p)?;
     let mut out: Vec<SideColumns> = std::mem::take(&mut p.sides)
@@ -878,17 +881,23 @@ fn explain_ref(p: &mut Prepared<'_>) -> Result<Explain, Error> {
 /// A join's build side that would run first is planned too (its inputs
 /// here are empty placeholders: the plan is the same, the sizes are not).
 pub fn explain(mut p: Prepared<'_>) -> Result<Explain, Error> {
+    if p.held.is_none() {
+        return explain_ref(&mut p);
+    }
+    // The columns the query owns fill their inputs (the sizes are real);
+    // the build sides are planned first (the substitution drops them).
+    let build_sides = explain_sides(&mut p)?;
     let owned = take_owned(&mut p)?;
     let mut p = with_side_inputs(p, &owned);
-    explain_ref(&mut p)
+    let mut e = explain_ref(&mut p)?;
+    e.build_sides = build_sides;
+    Ok(e)
 }
 
 /// Runs the query and returns the plan with its measured metrics.
 /// A join's build sides are planned (shown without metrics: each run is
 /// in the run log), then run before the query.
 pub fn analyze(mut p: Prepared<'_>) -> Result<Explain, Error> {
-    let owned = take_owned(&mut p)?;
-    let mut p = with_side_inputs(p, &owned);
     let build_sides = explain_sides(&mut p)?;
     let sides = run_sides(&mut p)?;
     let p = with_side_inputs(p, &sides);
