@@ -690,3 +690,40 @@ fn converted_columns_join_and_zip_like_slices() {
         .sum();
     assert_eq!(s, 10 - 40 + 90);
 }
+
+#[test]
+fn a_sort_puts_the_null_keys_apart_not_the_other_columns_nulls() {
+    let engine = common::engine();
+    let a = Int32Array::from(vec![Some(3), None, Some(1), None, Some(2), Some(1)]);
+    let b = Int32Array::from(vec![None, Some(10), Some(20), Some(30), Some(40), None]);
+    for kind in backends(&engine) {
+        // Ordered by `b`, whose nulls go last; `a`'s nulls stay with their rows.
+        let by_b: Vec<Option<i32>> = a
+            .compute_on(&engine)
+            .on(kind)
+            .zip(&b)
+            .sort_by_key(|(_, y)| y)
+            .map(|(x, _)| x)
+            .collect_options();
+        assert_eq!(
+            by_b,
+            [None, Some(1), None, Some(2), Some(3), Some(1)],
+            "{kind}"
+        );
+        // Ordered by `a` descending, ties and nulls in input order.
+        let order: Vec<u64> = a.compute_on(&engine).on(kind).argsort().collect();
+        assert_eq!(order, [2, 5, 4, 0, 1, 3], "argsort on {kind}");
+        let desc: Vec<Option<i32>> = a
+            .compute_on(&engine)
+            .on(kind)
+            .zip(&b)
+            .sort_by_key(|(x, _)| x.desc())
+            .map(|(_, y)| y)
+            .collect_options();
+        assert_eq!(
+            desc,
+            [None, Some(40), Some(20), None, Some(10), Some(30)],
+            "{kind}"
+        );
+    }
+}

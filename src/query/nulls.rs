@@ -266,19 +266,60 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             .push(LogicalOp::Filter { predicate: v });
     }
 
-    /// The key a sort puts first so null elements come last (`0` valid,
-    /// `1` null, ascending whatever the direction of the other keys;
-    /// descending after [`Query::nulls_first`]); `None` without nulls.
-    pub(crate) fn nulls_last_key(&mut self) -> Option<Value> {
-        let valid = self.element_validity()?;
+    /// `1` where `valid` is false, `0` where true (a `u32` sort or group
+    /// key that puts the nulls apart).
+    pub(crate) fn null_flag(&mut self, valid: Value) -> Value {
         let null = self.traced.trace.arena.push_unchecked(NodeData {
             node: Node::Unary(crate::expr::ops::UnaryOp::Not, valid),
             ty: DType::Bool,
         });
-        Some(self.traced.trace.arena.push_unchecked(NodeData {
+        self.traced.trace.arena.push_unchecked(NodeData {
             node: Node::Cast(null),
             ty: DType::U32,
-        }))
+        })
+    }
+
+    /// `k` where `valid`, zero where not: one key for every null row (so
+    /// they group together and keep their order in a stable sort).
+    pub(crate) fn zero_where_null(&mut self, valid: Value, k: Value) -> Value {
+        let ty = self.traced.trace.arena.ty(k);
+        let zero = self.traced.trace.arena.push_unchecked(NodeData {
+            node: Node::Const(crate::expr::Scalar::zero(ty)),
+            ty,
+        });
+        self.traced.trace.arena.push_unchecked(NodeData {
+            node: Node::Select(valid, k, zero),
+            ty,
+        })
+    }
+
+    /// The sort keys with nulls apart: before each key that may be null,
+    /// its "is null" flag (ascending: nulls last, whatever the key's own
+    /// direction; descending after [`Query::nulls_first`]), and the key
+    /// zero where null (null rows tie and keep their input order).
+    pub(crate) fn sort_keys_with_nulls(
+        &mut self,
+        keys: SmallVec<[crate::semantics::order::SortKey; 2]>,
+    ) -> SmallVec<[crate::semantics::order::SortKey; 2]> {
+        use crate::semantics::order::SortKey;
+        let first = self.held.as_ref().is_some_and(|h| h.nulls_first);
+        let mut out = SmallVec::new();
+        for k in keys {
+            match self.validity_of(k.value) {
+                Some(v) => {
+                    out.push(SortKey {
+                        value: self.null_flag(v),
+                        descending: first,
+                    });
+                    out.push(SortKey {
+                        value: self.zero_where_null(v, k.value),
+                        descending: k.descending,
+                    });
+                }
+                None => out.push(k),
+            }
+        }
+        out
     }
 
     /// Rewrites a terminal for the nulls of the columns it reads: a filter
@@ -358,24 +399,8 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         match valid.as_slice() {
             [Some(kv)] => {
                 let kv = *kv;
-                let k = keys[0];
-                let ty = self.traced.trace.arena.ty(k);
-                let zero = self.traced.trace.arena.push_unchecked(NodeData {
-                    node: Node::Const(crate::expr::Scalar::zero(ty)),
-                    ty,
-                });
-                let key = self.traced.trace.arena.push_unchecked(NodeData {
-                    node: Node::Select(kv, k, zero),
-                    ty,
-                });
-                let null = self.traced.trace.arena.push_unchecked(NodeData {
-                    node: Node::Unary(crate::expr::ops::UnaryOp::Not, kv),
-                    ty: DType::Bool,
-                });
-                let flag = self.traced.trace.arena.push_unchecked(NodeData {
-                    node: Node::Cast(null),
-                    ty: DType::U32,
-                });
+                let flag = self.null_flag(kv);
+                let key = self.zero_where_null(kv, keys[0]);
                 *keys = smallvec::smallvec![flag, key];
                 flagged = true;
             }

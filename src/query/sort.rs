@@ -77,20 +77,12 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Ends the stage with a sort of every column by `keys`; the query
     /// goes on over the sorted columns.
     fn push_sort(mut self, mut keys: SmallVec<[SortKey; 2]>) -> Self {
-        // Null elements last: "is null" leads the keys, and the columns'
-        // validities travel through the sort beside them.
+        // Null keys last (or first): an "is null" flag before each key
+        // that may be null, and the columns' validities travel through the
+        // sort beside them.
         let mut carried: SmallVec<[Value; 4]> = SmallVec::new();
         if self.has_nulls() {
-            if let Some(null) = self.nulls_last_key() {
-                let first = self.held.as_ref().is_some_and(|h| h.nulls_first);
-                keys.insert(
-                    0,
-                    SortKey {
-                        value: null,
-                        descending: first,
-                    },
-                );
-            }
+            keys = self.sort_keys_with_nulls(keys);
             if let Some(h) = self.held.as_ref() {
                 crate::graph::push_unique(&mut carried, h.validity.iter().flatten().copied());
             }
