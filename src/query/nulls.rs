@@ -16,13 +16,19 @@
 //!   `max`, `mean`, `variance`, `count` (of non-null elements),
 //!   `histogram`, `first`/`last`, `find` and `position` see only non-null
 //!   values; `count_rows` counts every row;
-//! - `sort`, `sort_desc`, `sort_by_key`, `top_k`... put null elements last
-//!   (a leading key "is null", ascending whatever the direction), and the
-//!   validities travel through the sort as columns;
+//! - `sort`, `sort_desc`, `sort_by_key`, `top_k`... put rows whose key is
+//!   null last (SQL's `NULLS LAST`, key by key: an "is null" flag before
+//!   each key that may be null, ascending whatever the key's direction,
+//!   descending after `nulls_first`; the key zeroed where null, so null
+//!   rows keep their order), and the validities travel through the sort as
+//!   columns;
+//! - `group_by` with one key: the rows of a null key form one group
+//!   (a leading "is null" key, reported as `Groups::null_group`); rows
+//!   whose aggregated values are null are skipped;
 //! - a plain `collect` of a column with nulls is an error (its values at
 //!   null rows are unspecified); `collect_arrow` and `collect_options`
 //!   return the nulls, `drop_nulls` and `fill_null` remove them;
-//! - what does not take nulls yet (`group_by` on a nullable key or value,
+//! - what does not take nulls yet (a tuple group key with nulls,
 //!   `distinct`, joins, scans, argmin/argmax, aggregates over columns with
 //!   different validities) is an error at the terminal
 //!   (`ErrorKind::InvalidQuery`), never a silently wrong answer.
