@@ -2,7 +2,7 @@
 //!
 //! `.compute()` works on Arrow primitive arrays as on slices, reading the
 //! values buffer in place (a sliced array reads its slice); a query over
-//! several columns of one `RecordBatch` zips them ([`column`]).
+//! several columns of one `RecordBatch` zips them ([`column()`]).
 //! `collect_arrow` moves the output `Vec` into an Arrow buffer, no copy.
 //!
 //! | Arrow type | element | read |
@@ -229,7 +229,7 @@ impl ArrowElement for bool {
 
 /// One Arrow column read as elements of `T`: from a `&dyn Array` or an
 /// `ArrayRef` whose type was checked ([`ArrowColumn::new`]) or a named
-/// column of a `RecordBatch` ([`column`]). Starts a query with
+/// column of a `RecordBatch` ([`column()`]). Starts a query with
 /// `.compute()` or joins one with `zip`.
 #[derive(Debug)]
 pub struct ArrowColumn<'a, T> {

@@ -170,7 +170,7 @@
 //! SIMD lanes), `cpu-parallel` (the block program over rayon). Feature
 //! `wgpu` (default) adds the WGSL backend; feature `cuda` the PTX backend.
 //! Feature `arrow` reads and writes Arrow arrays, with SQL nulls on every
-//! backend ([`arrow`](crate::arrow) when enabled).
+//! backend (the [`arrow`] module when enabled).
 //!
 //! ## Reliability
 //!
