@@ -167,6 +167,38 @@ macro_rules! try_in_place {
     };
 }
 
+/// Primitive arrays read in place.
+macro_rules! primitive_source {
+    ($($A:ty),*) => {$(
+        impl<'a> IntoSource<'a> for &'a PrimitiveArray<$A> {
+            type Elem = <$A as ArrowPrimitiveType>::Native;
+            const PLAIN: bool = false;
+            fn into_input(self) -> Input<'a> {
+                Input::Host(Self::Elem::column_ref(self.values()))
+            }
+            fn into_parts(self) -> SourceParts<'a> {
+                in_place(self)
+            }
+        }
+    )*};
+}
+
+/// Narrow primitive arrays, widened into a column the query owns.
+macro_rules! widened_source {
+    ($($A:ty => $t:ty),*) => {$(
+        impl<'a> IntoSource<'a> for &'a PrimitiveArray<$A> {
+            type Elem = $t;
+            const PLAIN: bool = false;
+            fn into_input(self) -> Input<'a> {
+                Input::Host(<$t>::column_ref(&[]))
+            }
+            fn into_parts(self) -> SourceParts<'a> {
+                <$t as ArrowElement>::parts_of(self).expect("a widened type")
+            }
+        }
+    )*};
+}
+
 macro_rules! arrow_element {
     ($t:ty, $A:ty, [$($also:ty),*], $column:ident, [$($narrow:ty => $w:expr),*]) => {
         impl ArrowElement for $t {
@@ -182,6 +214,8 @@ macro_rules! arrow_element {
                 None
             }
         }
+        primitive_source!($A $(, $also)*);
+        widened_source!($($narrow => $t),*);
     };
 }
 
@@ -320,65 +354,6 @@ impl<'a, T: ArrowElement> IntoSource<'a> for ArrowColumn<'a, T> {
         self.parts
     }
 }
-
-/// Primitive arrays read in place.
-macro_rules! primitive_source {
-    ($($A:ty),*) => {$(
-        impl<'a> IntoSource<'a> for &'a PrimitiveArray<$A> {
-            type Elem = <$A as ArrowPrimitiveType>::Native;
-            const PLAIN: bool = false;
-            fn into_input(self) -> Input<'a> {
-                Input::Host(Self::Elem::column_ref(self.values()))
-            }
-            fn into_parts(self) -> SourceParts<'a> {
-                in_place(self)
-            }
-        }
-    )*};
-}
-
-primitive_source!(
-    Int32Type,
-    Date32Type,
-    Time32SecondType,
-    Time32MillisecondType,
-    IntervalYearMonthType,
-    Int64Type,
-    Date64Type,
-    Time64MicrosecondType,
-    Time64NanosecondType,
-    TimestampSecondType,
-    TimestampMillisecondType,
-    TimestampMicrosecondType,
-    TimestampNanosecondType,
-    DurationSecondType,
-    DurationMillisecondType,
-    DurationMicrosecondType,
-    DurationNanosecondType,
-    UInt32Type,
-    UInt64Type,
-    Float32Type,
-    Float64Type
-);
-
-/// Narrow primitive arrays, widened into a column the query owns.
-macro_rules! widened_source {
-    ($($A:ty => $t:ty),*) => {$(
-        impl<'a> IntoSource<'a> for &'a PrimitiveArray<$A> {
-            type Elem = $t;
-            const PLAIN: bool = false;
-            fn into_input(self) -> Input<'a> {
-                Input::Host(<$t>::column_ref(&[]))
-            }
-            fn into_parts(self) -> SourceParts<'a> {
-                <$t as ArrowElement>::parts_of(self).expect("a widened type")
-            }
-        }
-    )*};
-}
-
-widened_source!(Int8Type => i32, Int16Type => i32, UInt8Type => u32, UInt16Type => u32,
-    Float16Type => f32);
 
 impl<'a> IntoSource<'a> for &'a BooleanArray {
     type Elem = bool;

@@ -50,8 +50,10 @@ tuple_keys!(A, B);
 tuple_keys!(A, B, C);
 tuple_keys!(A, B, C, D);
 
-/// An empty host column of `ty`: a build side's input before it has run.
-fn placeholder(ty: DType) -> Input<'static> {
+/// An empty host column of `ty`: an input the executor fills when the
+/// query runs (a build side's columns, a column a query over Arrow data
+/// owns).
+pub(super) fn placeholder(ty: DType) -> Input<'static> {
     Input::Host(match ty {
         DType::Bool => ColumnRef::Bool(&[]),
         DType::I32 => ColumnRef::I32(&[]),

@@ -103,10 +103,11 @@ impl<S, M> fmt::Debug for Query<'_, S, M> {
 }
 
 impl<'a, T: Element> Query<'a, crate::expr::Expr<T>, Run> {
-    /// A query over `input` run by `engine`.
-    pub(crate) fn new(engine: &'a Engine, input: Input<'a>) -> Self {
+    /// A query with no input yet.
+    #[inline]
+    fn blank(engine: &'a Engine) -> Self {
         let started = Tick::now();
-        let mut q = Query {
+        Query {
             engine,
             traced: TracedBox::new(),
             arena_id: trace::fresh_id(),
@@ -117,7 +118,12 @@ impl<'a, T: Element> Query<'a, crate::expr::Expr<T>, Run> {
             sides: Vec::new(),
             held: None,
             _shape: PhantomData,
-        };
+        }
+    }
+
+    /// A query over `input` run by `engine`.
+    pub(crate) fn new(engine: &'a Engine, input: Input<'a>) -> Self {
+        let mut q = Self::blank(engine);
         let value = q.add_input(input, T::DTYPE);
         q.traced.trace.ops.push(LogicalOp::Source {
             stream: Stream::Input(0),
@@ -130,19 +136,7 @@ impl<'a, T: Element> Query<'a, crate::expr::Expr<T>, Run> {
     /// A query over one source column (values and, for Arrow data, a
     /// validity).
     pub(crate) fn from_parts(engine: &'a Engine, parts: SourceParts<'a>) -> Self {
-        let started = Tick::now();
-        let mut q = Query {
-            engine,
-            traced: TracedBox::new(),
-            arena_id: trace::fresh_id(),
-            inputs: SmallVec::new(),
-            columns: SmallVec::new(),
-            options: QueryOptions::default(),
-            started,
-            sides: Vec::new(),
-            held: None,
-            _shape: PhantomData,
-        };
+        let mut q = Self::blank(engine);
         let validity = parts.validity;
         let (value, k) = q.add_source(parts.values, T::DTYPE);
         q.traced.trace.ops.push(LogicalOp::Source {

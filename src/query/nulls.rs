@@ -38,6 +38,7 @@
 //! arithmetic, saturating casts), so computing on them never fails, and
 //! their results are masked by the validity.
 
+use super::join::placeholder;
 use super::{Mode, Query};
 use crate::backend::Input;
 use crate::expr::ops::BinaryOp;
@@ -83,19 +84,6 @@ pub enum SourceValues<'a> {
     Borrowed(Input<'a>),
     /// Converted for the query (e.g. widened from a narrower Arrow type).
     Owned(Column),
-}
-
-fn placeholder(ty: DType) -> Input<'static> {
-    use crate::types::ColumnRef;
-    Input::Host(match ty {
-        DType::Bool => ColumnRef::Bool(&[]),
-        DType::I32 => ColumnRef::I32(&[]),
-        DType::U32 => ColumnRef::U32(&[]),
-        DType::I64 => ColumnRef::I64(&[]),
-        DType::U64 => ColumnRef::U64(&[]),
-        DType::F32 => ColumnRef::F32(&[]),
-        DType::F64 => ColumnRef::F64(&[]),
-    })
 }
 
 impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
