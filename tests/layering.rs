@@ -32,6 +32,7 @@ const LAYERS: &[&str] = &[
     "explain",    // the printable plan and run
     "runtime",    // engine, executor, devices, settings
     "query",      // the user's lazy builder
+    "arrow",      // Arrow arrays in and out (feature `arrow`)
     "prelude",
     "plumbing", // the machinery, re-exported for custom backends and selectors
     "telemetry",

@@ -23,13 +23,13 @@ mod take_skip;
 mod terminal;
 mod zip;
 
+pub(crate) use crate::runtime::executor::Held;
 pub(crate) use crate::runtime::TracedBox;
 pub use aggregate::{Agg, AggShape, Aggregates, Histogram, MAX_BINS};
 pub use device::{DeviceArray, ToDevice};
 pub use group::{GroupBy, Groups};
 pub use join::JoinKeys;
 pub use mode::{Analyze, ExplainOnly, Measured, Mode, Run, Try};
-pub(crate) use nulls::Held;
 pub use nulls::{SourceParts, SourceValues};
 pub use sort::{Desc, SortKeys};
 pub use source::{Compute, IntoSource};

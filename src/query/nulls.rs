@@ -45,25 +45,9 @@ use crate::expr::ops::BinaryOp;
 use crate::expr::{DType, Element, Expr, Node, NodeData, Shape, Value};
 use crate::graph::{LogicalAgg, LogicalOp, LogicalTerminal, Stream};
 use crate::plan::AggKind;
+use crate::runtime::executor::Held;
 use crate::types::Column;
 use smallvec::SmallVec;
-
-/// What a query over Arrow data holds beyond its borrowed inputs.
-#[derive(Debug, Default)]
-pub(crate) struct Held {
-    /// The validity of each current column (`None`: never null), parallel
-    /// to `Query::columns`.
-    pub(crate) validity: SmallVec<[Option<Value>; 4]>,
-    /// Columns the query owns (unpacked validity bitmaps, widened values)
-    /// and the input each fills when the query runs (the input is an
-    /// empty placeholder until then).
-    pub(crate) owned: Vec<(u16, Column)>,
-    /// Why the query cannot run, recorded by the first operation that
-    /// does not take nulls; reported by the terminal.
-    pub(crate) error: Option<String>,
-    /// Sorts put null elements first ([`Query::nulls_first`]).
-    pub(crate) nulls_first: bool,
-}
 
 /// One source column as a query reads it: borrowed values, or values the
 /// query owns (a conversion), and a validity when some row is null.

@@ -41,7 +41,24 @@ pub struct Prepared<'a> {
     pub(crate) sides: Vec<Side<'a>>,
     /// Columns the query owns (Arrow validities, converted values) and why
     /// it cannot run, if so.
-    pub(crate) held: Option<Box<crate::query::Held>>,
+    pub(crate) held: Option<Box<Held>>,
+}
+
+/// What a query over Arrow data holds beyond its borrowed inputs.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    /// The validity of each current column (`None`: never null), parallel
+    /// to the query's columns.
+    pub(crate) validity: SmallVec<[Option<crate::expr::Value>; 4]>,
+    /// Columns the query owns (unpacked validity bitmaps, widened values)
+    /// and the input each fills when the query runs (the input is an
+    /// empty placeholder until then).
+    pub(crate) owned: Vec<(u16, crate::types::Column)>,
+    /// Why the query cannot run, recorded by the first operation that
+    /// does not take nulls; reported by the terminal.
+    pub(crate) error: Option<String>,
+    /// Sorts put null elements first (`Query::nulls_first`).
+    pub(crate) nulls_first: bool,
 }
 
 /// A join's build side that runs before the query: its result columns
