@@ -355,7 +355,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
                     });
                 }
             }
-            LogicalTerminal::Group { .. } => self.refuse_nulls("group_by (or distinct)"),
+            LogicalTerminal::Group { .. } => self.refuse_nulls("distinct (or count_distinct)"),
         }
     }
 }
