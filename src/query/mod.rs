@@ -125,11 +125,7 @@ impl<'a, T: Element> Query<'a, crate::expr::Expr<T>, Run> {
     pub(crate) fn new(engine: &'a Engine, input: Input<'a>) -> Self {
         let mut q = Self::blank(engine);
         let value = q.add_input(input, T::DTYPE);
-        q.traced.trace.ops.push(LogicalOp::Source {
-            stream: Stream::Input(0),
-            value,
-        });
-        q.columns.push(value);
+        q.push_source(value, 0, None);
         q
     }
 
@@ -137,16 +133,17 @@ impl<'a, T: Element> Query<'a, crate::expr::Expr<T>, Run> {
     /// validity).
     pub(crate) fn from_parts(engine: &'a Engine, parts: SourceParts<'a>) -> Self {
         let mut q = Self::blank(engine);
-        let validity = parts.validity;
         let (value, k) = q.add_source(parts.values, T::DTYPE);
-        q.traced.trace.ops.push(LogicalOp::Source {
+        q.push_source(value, k, parts.validity);
+        q
+    }
+
+    fn push_source(&mut self, value: Value, k: u16, validity: Option<Vec<bool>>) {
+        self.traced.trace.ops.push(LogicalOp::Source {
             stream: Stream::Input(k),
             value,
         });
-        q.columns.push(value);
-        let v = validity.map(|b| q.add_validity(b));
-        q.set_last_validity(v);
-        q
+        self.push_source_column(value, validity);
     }
 }
 

@@ -81,6 +81,15 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         })
     }
 
+    /// Makes `value` (a source's values, its `Source` or `Zip` op pushed)
+    /// the last column, with the validity of its source when some row is
+    /// null.
+    pub(crate) fn push_source_column(&mut self, value: Value, validity: Option<Vec<bool>>) {
+        self.columns.push(value);
+        let v = validity.map(|b| self.add_validity(b));
+        self.set_last_validity(v);
+    }
+
     /// Sets the validity of the column last pushed (keeping the validities
     /// parallel to the columns when the query holds any).
     pub(crate) fn set_last_validity(&mut self, v: Option<Value>) {

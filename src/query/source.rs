@@ -10,7 +10,11 @@ use crate::runtime::Engine;
 pub trait IntoSource<'a> {
     /// Element type.
     type Elem: Element;
-    /// The column as a backend input.
+    /// The column as a backend input. For a source that is not
+    /// [`PLAIN`](IntoSource::PLAIN) (an Arrow array) a query reads
+    /// [`into_parts`](IntoSource::into_parts) instead: this gives its
+    /// values buffer only, without its nulls, and an empty column where
+    /// the values are converted.
     fn into_input(self) -> Input<'a>;
 
     /// Whether [`IntoSource::into_input`] is the whole source (no nulls, no

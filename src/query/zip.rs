@@ -17,29 +17,20 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// assert_eq!(dot, 14.0);
     /// ```
     pub fn zip<Z: IntoSource<'a>>(mut self, other: Z) -> Query<'a, (S, Expr<Z::Elem>), M> {
-        if Z::PLAIN {
+        let dtype = <Z::Elem as Element>::DTYPE;
+        let (value, n, validity) = if Z::PLAIN {
             let n = self.inputs.len() as u16;
-            let value = self.add_input(other.into_input(), <Z::Elem as Element>::DTYPE);
-            self.traced.trace.ops.push(LogicalOp::Zip {
-                stream: Stream::Input(n),
-                value,
-            });
-            self.columns.push(value);
-            if let Some(h) = self.held.as_mut() {
-                h.validity.push(None);
-            }
-            return self.reshape();
-        }
-        let parts = other.into_parts();
-        let validity = parts.validity;
-        let (value, n) = self.add_source(parts.values, <Z::Elem as Element>::DTYPE);
+            (self.add_input(other.into_input(), dtype), n, None)
+        } else {
+            let parts = other.into_parts();
+            let (value, n) = self.add_source(parts.values, dtype);
+            (value, n, parts.validity)
+        };
         self.traced.trace.ops.push(LogicalOp::Zip {
             stream: Stream::Input(n),
             value,
         });
-        self.columns.push(value);
-        let v = validity.map(|b| self.add_validity(b));
-        self.set_last_validity(v);
+        self.push_source_column(value, validity);
         self.reshape()
     }
 }
