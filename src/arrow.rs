@@ -404,6 +404,42 @@ impl<'a, T: ArrowElement, M: Mode> Query<'a, Expr<T>, M> {
     }
 }
 
+/// Reads `array` as a column of `dtype` (the run-time form of
+/// [`ArrowElement::parts_of`]), when its Arrow type is one `dtype` reads.
+#[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
+pub(crate) fn parts_of_dtype(
+    array: &dyn Array,
+    dtype: crate::expr::DType,
+) -> Option<SourceParts<'_>> {
+    use crate::expr::DType;
+    match dtype {
+        DType::Bool => bool::parts_of(array),
+        DType::I32 => i32::parts_of(array),
+        DType::U32 => u32::parts_of(array),
+        DType::I64 => i64::parts_of(array),
+        DType::U64 => u64::parts_of(array),
+        DType::F32 => f32::parts_of(array),
+        DType::F64 => f64::parts_of(array),
+    }
+}
+
+/// A column and its validity as an Arrow array (numbers move into the
+/// array's buffer, no copy).
+#[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
+pub(crate) fn column_to_array(column: Column, valid: Option<Vec<bool>>) -> arrow_array::ArrayRef {
+    use std::sync::Arc;
+    let nulls = valid.and_then(null_buffer);
+    match column {
+        Column::Bool(v) => Arc::new(bool::to_array(v, nulls)),
+        Column::I32(v) => Arc::new(i32::to_array(v, nulls)),
+        Column::U32(v) => Arc::new(u32::to_array(v, nulls)),
+        Column::I64(v) => Arc::new(i64::to_array(v, nulls)),
+        Column::U64(v) => Arc::new(u64::to_array(v, nulls)),
+        Column::F32(v) => Arc::new(f32::to_array(v, nulls)),
+        Column::F64(v) => Arc::new(f64::to_array(v, nulls)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -256,6 +256,8 @@ pub mod arrow;
 mod backend;
 mod codegen;
 mod cost;
+#[cfg(feature = "datafusion")]
+pub mod datafusion;
 mod error;
 pub mod explain;
 pub mod expr;

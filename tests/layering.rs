@@ -33,6 +33,7 @@ const LAYERS: &[&str] = &[
     "runtime",    // engine, executor, devices, settings
     "query",      // the user's lazy builder
     "arrow",      // Arrow arrays in and out (feature `arrow`)
+    "datafusion", // pipelines as DataFusion functions (feature `datafusion`)
     "prelude",
     "plumbing", // the machinery, re-exported for custom backends and selectors
     "telemetry",

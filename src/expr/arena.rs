@@ -10,7 +10,9 @@ use smallvec::SmallVec;
 use std::fmt;
 
 /// A handle to one node of an [`ExprArena`]; prints as `v3`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Value(u32);
 
 impl Value {
@@ -32,7 +34,7 @@ impl fmt::Display for Value {
 }
 
 /// One operation of the element program.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Node {
     /// The current element of input stream `slot`.
     Input(u16),
@@ -88,7 +90,7 @@ impl Node {
 }
 
 /// A node and its result type.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct NodeData {
     /// The operation.
     pub node: Node,

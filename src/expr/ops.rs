@@ -7,7 +7,9 @@ use crate::types::DType;
 use std::fmt;
 
 /// One-operand operations.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum UnaryOp {
     /// `-x`; wraps for integers.
     Neg,
@@ -98,7 +100,9 @@ impl UnaryOp {
 }
 
 /// Two-operand operations.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum BinaryOp {
     /// `a + b`; wraps for integers.
     Add,

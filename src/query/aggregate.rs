@@ -2,6 +2,7 @@
 //! set of aggregates of traced expressions in one pass over memory, and
 //! [`Query::variance`] / [`Query::std_dev`] the numerically stable spread.
 
+use super::pipeline::{Finish, Names, Read, ReadKind};
 use super::{Mode, Query};
 use crate::expr::{trace, Element, Expr, Numeric, Scalar, Shape, Value};
 use crate::graph::{LogicalAgg, LogicalTerminal};
@@ -36,6 +37,8 @@ impl fmt::Debug for Aggregates {
 pub struct Agg<R> {
     at: [u32; 2],
     read: fn(Scalar, Scalar) -> R,
+    /// What `read` does, as data (for a [`Pipeline`](super::Pipeline)).
+    kind: ReadKind,
 }
 
 impl<R> Clone for Agg<R> {
@@ -53,17 +56,23 @@ impl<R> fmt::Debug for Agg<R> {
 
 /// What the closure of [`Query::aggregate`] returns: an [`Agg`], `()`, or a
 /// tuple of up to twelve of them (tuples nest for more).
-pub trait AggShape {
+pub trait AggShape: Copy {
     /// The values, in the same shape.
     type Out;
     #[doc(hidden)]
     fn read(&self, values: &[Scalar]) -> Self::Out;
+    /// How each value is read, in order.
+    #[doc(hidden)]
+    fn reads(&self, out: &mut SmallVec<[Read; 4]>);
 }
 
 impl<R> AggShape for Agg<R> {
     type Out = R;
     fn read(&self, v: &[Scalar]) -> R {
         (self.read)(v[self.at[0] as usize], v[self.at[1] as usize])
+    }
+    fn reads(&self, out: &mut SmallVec<[Read; 4]>) {
+        out.push(Read::new(self.kind, self.at));
     }
 }
 
@@ -73,6 +82,9 @@ macro_rules! agg_tuple {
             type Out = ($($name::Out,)+);
             fn read(&self, v: &[Scalar]) -> Self::Out {
                 ($(self.$i.read(v),)+)
+            }
+            fn reads(&self, out: &mut SmallVec<[Read; 4]>) {
+                $(self.$i.reads(out);)+
             }
         }
     };
@@ -93,6 +105,7 @@ agg_tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
 impl AggShape for () {
     type Out = ();
     fn read(&self, _: &[Scalar]) {}
+    fn reads(&self, _: &mut SmallVec<[Read; 4]>) {}
 }
 
 /// `M2 / (n - 1)`, the sample variance, for at least two values.
@@ -131,45 +144,56 @@ impl Aggregates {
         x.value()
     }
 
-    fn handle<R>(&mut self, a: u32, b: u32, read: fn(Scalar, Scalar) -> R) -> Agg<R> {
-        Agg { at: [a, b], read }
+    fn handle<R>(
+        &mut self,
+        a: u32,
+        b: u32,
+        kind: ReadKind,
+        read: fn(Scalar, Scalar) -> R,
+    ) -> Agg<R> {
+        Agg {
+            at: [a, b],
+            read,
+            kind,
+        }
     }
 
     fn with_count<T: Element, R>(
         &mut self,
         kind: AggKind,
         x: Expr<T>,
+        read_kind: ReadKind,
         read: fn(Scalar, Scalar) -> R,
     ) -> Agg<R> {
         let c = self.column(x);
         let a = self.slot(kind, Some(c));
         let n = self.slot(AggKind::Count, None);
-        self.handle(a, n, read)
+        self.handle(a, n, read_kind, read)
     }
 
     /// Number of elements.
     pub fn count(&mut self) -> Agg<u64> {
         let n = self.slot(AggKind::Count, None);
-        self.handle(n, n, |n, _| n.to_bits())
+        self.handle(n, n, ReadKind::Value, |n, _| n.to_bits())
     }
 
     /// Sum of `x` (wrapping for integers; 0 when empty), as [`Query::sum`].
     pub fn sum<T: Numeric>(&mut self, x: Expr<T>) -> Agg<T> {
         let c = self.column(x);
         let s = self.slot(AggKind::Sum, Some(c));
-        self.handle(s, s, |s, _| T::from_scalar(s))
+        self.handle(s, s, ReadKind::Value, |s, _| T::from_scalar(s))
     }
 
     /// Smallest `x` (`None` when empty; NaN rules as [`Query::min`]).
     pub fn min<T: Numeric>(&mut self, x: Expr<T>) -> Agg<Option<T>> {
-        self.with_count(AggKind::Min, x, |v, n| {
+        self.with_count(AggKind::Min, x, ReadKind::NonEmpty, |v, n| {
             (n.to_bits() > 0).then(|| T::from_scalar(v))
         })
     }
 
     /// Largest `x` (`None` when empty; NaN rules as [`Query::min`]).
     pub fn max<T: Numeric>(&mut self, x: Expr<T>) -> Agg<Option<T>> {
-        self.with_count(AggKind::Max, x, |v, n| {
+        self.with_count(AggKind::Max, x, ReadKind::NonEmpty, |v, n| {
             (n.to_bits() > 0).then(|| T::from_scalar(v))
         })
     }
@@ -178,14 +202,14 @@ impl Aggregates {
     /// [`Query::argmin`]: a position in the stream that reaches the
     /// terminal, after any filter.
     pub fn argmin<T: Numeric>(&mut self, x: Expr<T>) -> Agg<Option<usize>> {
-        self.with_count(AggKind::ArgMin, x, |p, n| {
+        self.with_count(AggKind::ArgMin, x, ReadKind::NonEmpty, |p, n| {
             (n.to_bits() > 0).then(|| p.to_bits() as usize)
         })
     }
 
     /// Position of the first largest `x`; rules as [`Aggregates::argmin`].
     pub fn argmax<T: Numeric>(&mut self, x: Expr<T>) -> Agg<Option<usize>> {
-        self.with_count(AggKind::ArgMax, x, |p, n| {
+        self.with_count(AggKind::ArgMax, x, ReadKind::NonEmpty, |p, n| {
             (n.to_bits() > 0).then(|| p.to_bits() as usize)
         })
     }
@@ -198,7 +222,7 @@ impl Aggregates {
             // Inside the closure's trace: the cast joins its arena.
             x.cast::<f64>()
         };
-        self.with_count(AggKind::Sum, x, |s, n| {
+        self.with_count(AggKind::Sum, x, ReadKind::Mean, |s, n| {
             let n = n.to_bits();
             (n > 0).then(|| s.as_f64() / n as f64)
         })
@@ -208,13 +232,13 @@ impl Aggregates {
     /// two elements), in one numerically stable pass, as
     /// [`Query::variance`].
     pub fn variance<T: Numeric>(&mut self, x: Expr<T>) -> Agg<Option<f64>> {
-        self.with_count(AggKind::M2, x, sample_variance)
+        self.with_count(AggKind::M2, x, ReadKind::Variance, sample_variance)
     }
 
     /// Sample standard deviation of `x`: the square root of
     /// [`Aggregates::variance`].
     pub fn std_dev<T: Numeric>(&mut self, x: Expr<T>) -> Agg<Option<f64>> {
-        self.with_count(AggKind::M2, x, |m2, n| {
+        self.with_count(AggKind::M2, x, ReadKind::StdDev, |m2, n| {
             sample_variance(m2, n).map(f64::sqrt)
         })
     }
@@ -222,14 +246,14 @@ impl Aggregates {
     /// The first element's `x` (`None` when empty): per group of
     /// [`Query::group_by`], the value in the group's first row.
     pub fn first<T: Element>(&mut self, x: Expr<T>) -> Agg<Option<T>> {
-        self.with_count(AggKind::First, x, |v, n| {
+        self.with_count(AggKind::First, x, ReadKind::NonEmpty, |v, n| {
             (n.to_bits() > 0).then(|| T::from_scalar(v))
         })
     }
 
     /// The last element's `x` (`None` when empty).
     pub fn last<T: Element>(&mut self, x: Expr<T>) -> Agg<Option<T>> {
-        self.with_count(AggKind::Last, x, |v, n| {
+        self.with_count(AggKind::Last, x, ReadKind::NonEmpty, |v, n| {
             (n.to_bits() > 0).then(|| T::from_scalar(v))
         })
     }
@@ -238,14 +262,14 @@ impl Aggregates {
     pub fn any(&mut self, p: Expr<bool>) -> Agg<bool> {
         let c = self.column(p);
         let s = self.slot(AggKind::Any, Some(c));
-        self.handle(s, s, |b, _| b.as_bool())
+        self.handle(s, s, ReadKind::Value, |b, _| b.as_bool())
     }
 
     /// Whether `p` holds for every element (`true` when empty).
     pub fn all(&mut self, p: Expr<bool>) -> Agg<bool> {
         let c = self.column(p);
         let s = self.slot(AggKind::All, Some(c));
-        self.handle(s, s, |b, _| b.as_bool())
+        self.handle(s, s, ReadKind::Value, |b, _| b.as_bool())
     }
 }
 
@@ -305,9 +329,20 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             aggs.slot(AggKind::Count, None);
         }
         let list = aggs.aggs.into_iter().collect();
-        self.finish(LogicalTerminal::Reduce(list), move |o| {
-            shape.read(&aggregates(o))
-        })
+        self.finish_as(
+            LogicalTerminal::Reduce(list),
+            move || {
+                let mut reads = SmallVec::new();
+                shape.reads(&mut reads);
+                let names = if reads.len() == 1 {
+                    Names::One
+                } else {
+                    Names::Tuple
+                };
+                Finish::Values { reads, names }
+            },
+            move |o| shape.read(&aggregates(o)),
+        )
     }
 }
 
@@ -331,7 +366,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// assert_eq!([1.0f32].compute().variance(), None);
     /// ```
     pub fn variance(self) -> M::Out<Option<f64>> {
-        self.spread(|v| v)
+        self.spread(|v| v, ReadKind::Variance)
     }
 
     /// Sample standard deviation: the square root of [`Query::variance`].
@@ -343,13 +378,13 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// assert!((s - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
     /// ```
     pub fn std_dev(self) -> M::Out<Option<f64>> {
-        self.spread(f64::sqrt)
+        self.spread(f64::sqrt, ReadKind::StdDev)
     }
 
     /// `finish(variance)` from an `m2` and a count.
-    fn spread(self, finish: fn(f64) -> f64) -> M::Out<Option<f64>> {
+    fn spread(self, finish: fn(f64) -> f64, read: ReadKind) -> M::Out<Option<f64>> {
         let c = self.columns[0];
-        self.finish(
+        self.finish_as(
             LogicalTerminal::Reduce(smallvec![
                 LogicalAgg {
                     kind: AggKind::M2,
@@ -360,6 +395,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
                     column: None,
                 },
             ]),
+            move || Finish::one(read, [0, 1]),
             move |o| {
                 let a = aggregates(o);
                 sample_variance(a[0], a[1]).map(finish)

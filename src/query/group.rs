@@ -256,6 +256,7 @@ impl<'a, T: Numeric, K: Shape, M: Mode> GroupBy<'a, Expr<T>, K, M> {
 
 /// An aggregate that is always defined per group (a group is never
 /// empty).
+#[derive(Clone, Copy)]
 struct Unwrapped<A>(A);
 
 impl<T, A: AggShape<Out = Option<T>>> AggShape for Unwrapped<A> {
@@ -264,6 +265,9 @@ impl<T, A: AggShape<Out = Option<T>>> AggShape for Unwrapped<A> {
         self.0
             .read(values)
             .expect("a group has at least one element")
+    }
+    fn reads(&self, out: &mut smallvec::SmallVec<[super::Read; 4]>) {
+        self.0.reads(out);
     }
 }
 

@@ -16,11 +16,13 @@ mod join;
 mod map;
 mod mode;
 mod nulls;
+mod pipeline;
 mod scan;
 mod sort;
 mod source;
 mod take_skip;
 mod terminal;
+mod wire;
 mod zip;
 
 pub(crate) use crate::runtime::executor::Held;
@@ -29,11 +31,17 @@ pub use aggregate::{Agg, AggShape, Aggregates, Histogram, MAX_BINS};
 pub use device::{DeviceArray, ToDevice};
 pub use group::{GroupBy, Groups};
 pub use join::JoinKeys;
-pub use mode::{Analyze, ExplainOnly, Measured, Mode, Run, Try};
+pub use mode::{Analyze, Capture, ExplainOnly, Measured, Mode, Run, Try};
 pub use nulls::{SourceParts, SourceValues};
+#[doc(hidden)]
+pub use pipeline::{Finish, Names, Read, ReadKind};
+pub use pipeline::{Output, Pipeline, PipelineInputs};
+#[cfg(feature = "datafusion")]
+pub(crate) use pipeline::{Ran, State};
 pub use sort::{Desc, SortKeys};
 pub use source::{Compute, IntoSource};
 pub use terminal::Stats;
+pub use wire::WIRE_VERSION;
 
 use crate::backend::{BackendKind, Input};
 use crate::expr::trace;

@@ -2,6 +2,7 @@
 //! with its metrics (`Measured`), the plan (`ExplainOnly`), or the plan with
 //! measured metrics (`Analyze`). One terminal definition serves every mode.
 
+use super::pipeline::{Finish, Pipeline};
 use crate::error::Error;
 use crate::explain::Explain;
 use crate::metrics::ExecutionMetrics;
@@ -17,7 +18,11 @@ pub trait Mode: sealed::Sealed + Sized {
     /// What a terminal producing `R` returns in this mode.
     type Out<R>;
     #[doc(hidden)]
-    fn finish<R>(p: Prepared<'_>, convert: impl FnOnce(PlanOutput) -> R) -> Self::Out<R>;
+    fn finish<R>(
+        p: Prepared<'_>,
+        describe: impl FnOnce() -> Finish,
+        convert: impl FnOnce(PlanOutput) -> R,
+    ) -> Self::Out<R>;
 }
 
 /// Terminals return plain values and panic when no backend could run the
@@ -40,12 +45,17 @@ pub struct ExplainOnly;
 /// Terminals run the query and return its [`Explain`] with metrics.
 #[derive(Debug)]
 pub struct Analyze;
+/// Terminals return the query as a [`Pipeline`], traced but not run
+/// ([`Pipeline::over`]).
+#[derive(Debug)]
+pub struct Capture;
 
 impl sealed::Sealed for Run {}
 impl sealed::Sealed for Try {}
 impl sealed::Sealed for Measured {}
 impl sealed::Sealed for ExplainOnly {}
 impl sealed::Sealed for Analyze {}
+impl sealed::Sealed for Capture {}
 
 fn or_panic<T>(r: Result<T, Error>) -> T {
     r.unwrap_or_else(|e| panic!("computeq: {e}"))
@@ -53,21 +63,33 @@ fn or_panic<T>(r: Result<T, Error>) -> T {
 
 impl Mode for Run {
     type Out<R> = R;
-    fn finish<R>(p: Prepared<'_>, convert: impl FnOnce(PlanOutput) -> R) -> R {
+    fn finish<R>(
+        p: Prepared<'_>,
+        _: impl FnOnce() -> Finish,
+        convert: impl FnOnce(PlanOutput) -> R,
+    ) -> R {
         convert(or_panic(executor::run_value(p)))
     }
 }
 
 impl Mode for Try {
     type Out<R> = Result<R, Error>;
-    fn finish<R>(p: Prepared<'_>, convert: impl FnOnce(PlanOutput) -> R) -> Result<R, Error> {
+    fn finish<R>(
+        p: Prepared<'_>,
+        _: impl FnOnce() -> Finish,
+        convert: impl FnOnce(PlanOutput) -> R,
+    ) -> Result<R, Error> {
         executor::run_value(p).map(convert)
     }
 }
 
 impl Mode for Measured {
     type Out<R> = (R, ExecutionMetrics);
-    fn finish<R>(p: Prepared<'_>, convert: impl FnOnce(PlanOutput) -> R) -> (R, ExecutionMetrics) {
+    fn finish<R>(
+        p: Prepared<'_>,
+        _: impl FnOnce() -> Finish,
+        convert: impl FnOnce(PlanOutput) -> R,
+    ) -> (R, ExecutionMetrics) {
         let (out, m) = or_panic(executor::run(p));
         (convert(out), m)
     }
@@ -75,14 +97,33 @@ impl Mode for Measured {
 
 impl Mode for ExplainOnly {
     type Out<R> = Explain;
-    fn finish<R>(p: Prepared<'_>, _convert: impl FnOnce(PlanOutput) -> R) -> Explain {
+    fn finish<R>(
+        p: Prepared<'_>,
+        _: impl FnOnce() -> Finish,
+        _: impl FnOnce(PlanOutput) -> R,
+    ) -> Explain {
         or_panic(executor::explain(p))
     }
 }
 
 impl Mode for Analyze {
     type Out<R> = Explain;
-    fn finish<R>(p: Prepared<'_>, _convert: impl FnOnce(PlanOutput) -> R) -> Explain {
+    fn finish<R>(
+        p: Prepared<'_>,
+        _: impl FnOnce() -> Finish,
+        _: impl FnOnce(PlanOutput) -> R,
+    ) -> Explain {
         or_panic(executor::analyze(p))
+    }
+}
+
+impl Mode for Capture {
+    type Out<R> = Result<Pipeline, Error>;
+    fn finish<R>(
+        p: Prepared<'_>,
+        describe: impl FnOnce() -> Finish,
+        _: impl FnOnce(PlanOutput) -> R,
+    ) -> Result<Pipeline, Error> {
+        Pipeline::capture(p, describe())
     }
 }

@@ -71,7 +71,7 @@ pub enum SourceValues<'a> {
 }
 
 impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
-    fn held(&mut self) -> &mut Held {
+    pub(crate) fn held(&mut self) -> &mut Held {
         let n = self.columns.len();
         self.held.get_or_insert_with(|| {
             Box::new(Held {

@@ -2,6 +2,7 @@
 //! Each builds a logical terminal and converts the plan's output back to a
 //! Rust value; the mode decides what is returned.
 
+use super::pipeline::{Finish, Names, Read, ReadKind};
 use super::{Mode, Query, Try};
 use crate::expr::{Element, Expr, Numeric, Scalar, Shape};
 use crate::graph::{LogicalAgg, LogicalTerminal};
@@ -37,26 +38,40 @@ fn agg(kind: AggKind, column: Option<crate::expr::Value>) -> LogicalAgg {
 
 impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     pub(crate) fn finish<R>(
-        mut self,
+        self,
         terminal: LogicalTerminal,
         convert: impl FnOnce(PlanOutput) -> R,
     ) -> M::Out<R> {
+        self.finish_as(terminal, || Finish::Other, convert)
+    }
+
+    /// [`Query::finish`] for a terminal a [`Pipeline`](super::Pipeline)
+    /// can end with: `describe` says how its aggregates become values.
+    pub(crate) fn finish_as<R>(
+        self,
+        terminal: LogicalTerminal,
+        describe: impl FnOnce() -> Finish,
+        convert: impl FnOnce(PlanOutput) -> R,
+    ) -> M::Out<R> {
+        M::finish(self.into_prepared(terminal), describe, convert)
+    }
+
+    /// The query with its terminal, ready to plan and run.
+    #[inline]
+    pub(crate) fn into_prepared(mut self, terminal: LogicalTerminal) -> Prepared<'a> {
         if self.held.is_some() {
             self.settle_nulls(&terminal);
         }
         self.traced.trace.terminal = Some(terminal);
-        M::finish(
-            Prepared {
-                engine: self.engine,
-                traced: self.traced,
-                inputs: self.inputs,
-                options: self.options,
-                started: self.started,
-                sides: self.sides,
-                held: self.held,
-            },
-            convert,
-        )
+        Prepared {
+            engine: self.engine,
+            traced: self.traced,
+            inputs: self.inputs,
+            options: self.options,
+            started: self.started,
+            sides: self.sides,
+            held: self.held,
+        }
     }
 
     /// Number of elements.
@@ -67,8 +82,9 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// assert_eq!([1.0f32, 2.0, 3.0].compute().filter(|x| x.ge(2.0)).count(), 2);
     /// ```
     pub fn count(self) -> M::Out<usize> {
-        self.finish(
+        self.finish_as(
             LogicalTerminal::Reduce(smallvec![agg(AggKind::Count, None)]),
+            || Finish::one(ReadKind::Value, [0, 0]),
             |o| aggs(o)[0].to_bits() as usize,
         )
     }
@@ -82,8 +98,9 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// ```
     pub fn any(mut self, f: impl FnOnce(S) -> Expr<bool>) -> M::Out<bool> {
         let p = self.trace_closure(f)[0];
-        self.finish(
+        self.finish_as(
             LogicalTerminal::Reduce(smallvec![agg(AggKind::Any, Some(p))]),
+            || Finish::one(ReadKind::Value, [0, 0]),
             |o| aggs(o)[0].as_bool(),
         )
     }
@@ -97,8 +114,9 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// ```
     pub fn all(mut self, f: impl FnOnce(S) -> Expr<bool>) -> M::Out<bool> {
         let p = self.trace_closure(f)[0];
-        self.finish(
+        self.finish_as(
             LogicalTerminal::Reduce(smallvec![agg(AggKind::All, Some(p))]),
+            || Finish::one(ReadKind::Value, [0, 0]),
             |o| aggs(o)[0].as_bool(),
         )
     }
@@ -114,10 +132,14 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// ```
     pub fn collect<C: From<Vec<S::Host>>>(self) -> M::Out<C> {
         let cols = self.columns.clone();
-        self.finish(LogicalTerminal::Collect(cols), |o| match o {
-            PlanOutput::Columns(mut c) => C::from(S::host_from_columns(&mut c)),
-            PlanOutput::Aggregates(_) => unreachable!("a collect plan returned aggregates"),
-        })
+        self.finish_as(
+            LogicalTerminal::Collect(cols),
+            || Finish::Columns,
+            |o| match o {
+                PlanOutput::Columns(mut c) => C::from(S::host_from_columns(&mut c)),
+                PlanOutput::Aggregates(_) => unreachable!("a collect plan returned aggregates"),
+            },
+        )
     }
 }
 
@@ -135,16 +157,18 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// ```
     pub fn sum(self) -> M::Out<T> {
         let c = self.column();
-        self.finish(
+        self.finish_as(
             LogicalTerminal::Reduce(smallvec![agg(AggKind::Sum, Some(c))]),
+            || Finish::one(ReadKind::Value, [0, 0]),
             |o| T::from_scalar(aggs(o)[0]),
         )
     }
 
     fn extremum(self, kind: AggKind) -> M::Out<Option<T>> {
         let c = self.column();
-        self.finish(
+        self.finish_as(
             LogicalTerminal::Reduce(smallvec![agg(kind, Some(c)), agg(AggKind::Count, None)]),
+            || Finish::one(ReadKind::NonEmpty, [0, 1]),
             |o| {
                 let a = aggs(o);
                 (a[1].to_bits() > 0).then(|| T::from_scalar(a[0]))
@@ -207,11 +231,12 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// ```
     pub fn mean(mut self) -> M::Out<Option<f64>> {
         let c = self.cast_f64_column();
-        self.finish(
+        self.finish_as(
             LogicalTerminal::Reduce(smallvec![
                 agg(AggKind::Sum, Some(c)),
                 agg(AggKind::Count, None)
             ]),
+            || Finish::one(ReadKind::Mean, [0, 1]),
             |o| {
                 let a = aggs(o);
                 let n = a[1].to_bits();
@@ -267,7 +292,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     pub fn stats(mut self) -> M::Out<Stats<T>> {
         let c = self.column();
         let c64 = self.cast_f64_column();
-        self.finish(
+        self.finish_as(
             LogicalTerminal::Reduce(smallvec![
                 agg(AggKind::Count, None),
                 agg(AggKind::Sum, Some(c)),
@@ -275,6 +300,16 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
                 agg(AggKind::Max, Some(c)),
                 agg(AggKind::Sum, Some(c64)),
             ]),
+            || Finish::Values {
+                reads: smallvec![
+                    Read::new(ReadKind::Value, [0, 0]),
+                    Read::new(ReadKind::Value, [1, 1]),
+                    Read::new(ReadKind::NonEmpty, [2, 0]),
+                    Read::new(ReadKind::NonEmpty, [3, 0]),
+                    Read::new(ReadKind::Mean, [4, 0]),
+                ],
+                names: Names::Stats,
+            },
             |o| {
                 let a = aggs(o);
                 let count = a[0].to_bits();

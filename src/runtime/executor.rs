@@ -28,6 +28,10 @@ pub struct QueryOptions {
     pub no_fallback: bool,
     /// Keep a collected result on the device when it ran on one.
     pub keep_on_device: bool,
+    /// The caller runs this query on one of several threads that already
+    /// share the cores (a DataFusion partition): `cpu-parallel` is not a
+    /// candidate, so the query does not fan out over cores that are busy.
+    pub one_thread: bool,
 }
 
 /// A query ready to plan and run (built by a terminal).
@@ -321,6 +325,17 @@ fn plan_with(p: &Prepared<'_>, use_lease: bool) -> Result<Planned, Error> {
                 Ok(()) => candidates.push(kind),
                 Err(a) => declined.push(a),
             }
+            continue;
+        }
+        if kind == BackendKind::CpuParallel && p.options.one_thread {
+            declined.push(Attempt {
+                backend: kind,
+                phase: Phase::Init,
+                message: "not a candidate: the caller runs this query on one of several \
+                          threads that share the cores (one thread per partition)"
+                    .into(),
+                decline: None,
+            });
             continue;
         }
         let verdict = check(engine, kind, &plan);

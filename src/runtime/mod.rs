@@ -18,6 +18,7 @@ pub use config::{Config, ConfigWarning, FAULTS};
 pub(crate) use engine::finishes_within;
 pub use engine::{calibrate_full, engine, set_engine, Engine};
 pub use executor::QueryOptions;
+pub(crate) use plan_cache::check_plan;
 pub use plan_cache::fingerprint;
 pub use run_log::RunLog;
 pub(crate) use traced::TracedBox;

@@ -169,6 +169,12 @@ impl PlanCache {
     }
 }
 
+/// Whether a trace plans, every pass verified: the check a pipeline read
+/// from bytes passes before it is run.
+pub(crate) fn check_plan(trace: &QueryTrace, param_count: usize) -> Result<(), PlanError> {
+    build(trace, fingerprint(trace), param_count, true).map(|_| ())
+}
+
 /// Builds the optimized plan of a trace: graph, passes, lowering.
 pub fn build(
     trace: &QueryTrace,

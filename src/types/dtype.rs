@@ -8,7 +8,9 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 
 /// The type of one element of a stream or expression.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum DType {
     /// `bool`: results of comparisons, predicates.
     Bool,
@@ -96,7 +98,8 @@ impl fmt::Display for DType {
 ///
 /// Equality and hashing compare bit patterns, so `NaN == NaN` here and
 /// `0.0 != -0.0`: a `Scalar` is a value in a plan, not a number to compare.
-#[derive(Copy, Clone, Debug)]
+#[derive(Copy, Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(into = "ScalarBits", from = "ScalarBits")]
 pub enum Scalar {
     /// A `bool`.
     Bool(bool),
@@ -281,5 +284,22 @@ mod tests {
         ] {
             assert_eq!(Scalar::from_bits(s.dtype(), s.to_bits()), s);
         }
+    }
+}
+
+/// A [`Scalar`] as its type and raw bits: the serialized form (NaN and
+/// infinities survive formats such as JSON that have no such numbers).
+#[derive(Copy, Clone, serde::Serialize, serde::Deserialize)]
+struct ScalarBits(DType, u64);
+
+impl From<Scalar> for ScalarBits {
+    fn from(s: Scalar) -> ScalarBits {
+        ScalarBits(s.dtype(), s.to_bits())
+    }
+}
+
+impl From<ScalarBits> for Scalar {
+    fn from(b: ScalarBits) -> Scalar {
+        Scalar::from_bits(b.0, b.1)
     }
 }

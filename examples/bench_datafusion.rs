@@ -1,0 +1,163 @@
+//! computeq aggregate functions inside DataFusion against DataFusion's own
+//! SQL for the same expressions, in the same session and the same run
+//! (issue 23's target: >= 1.5x), over an in-memory table of `--rows` f64
+//! values (default 10^7) in record batches of DataFusion's batch size
+//! (8192 rows) spread over the session's partitions:
+//!
+//! - P1 `SELECT sum_affine(x) FROM t` against `SELECT sum(x * 2 + 1) FROM t`
+//! - P2 `SELECT sum_sq(x) FROM t` against `SELECT sum(x * x) FROM t WHERE x > 0.5`
+//! - P2 grouped by a key with 16 values, against the same SQL with GROUP BY
+//!   (informational).
+//!
+//! Each round runs every query once in a fresh order; a ratio is the median
+//! of the rounds' ratios. Results are checked against each other.
+//!
+//! `cargo run --release --features datafusion --example bench_datafusion`
+//! (`-- --rows 1000000 --rounds 15`).
+
+#[path = "../benches/common/order.rs"]
+mod order;
+
+use computeq::datafusion::aggregate_udf;
+use computeq::prelude::*;
+use computeq::query::Pipeline;
+use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+fn first_f64(batches: &[RecordBatch]) -> f64 {
+    batches[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<Float64Array>()
+        .expect("f64")
+        .value(0)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let rows = arg("--rows", 10_000_000);
+    let rounds = arg("--rounds", 11);
+    let config = SessionConfig::new();
+    let partitions = config.target_partitions();
+    let batch = config.batch_size();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("x", DataType::Float64, false),
+    ]));
+    let mut parts = vec![Vec::new(); partitions];
+    for (i, start) in (0..rows).step_by(batch).enumerate() {
+        let end = (start + batch).min(rows);
+        let x: Float64Array = (start..end)
+            .map(|i| ((i * 7919) % 1000) as f64 / 1000.0)
+            .collect();
+        let k: Int64Array = (start..end).map(|i| (i % 16) as i64).collect();
+        parts[i % partitions].push(RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(k) as ArrayRef, Arc::new(x)],
+        )?);
+    }
+    let ctx = SessionContext::new_with_config(config);
+    ctx.register_table("t", Arc::new(MemTable::try_new(schema, parts)?))?;
+    let sum_affine = Pipeline::over::<f64>(|q| q.map(|x| x * 2.0 + 1.0).sum())?;
+    ctx.register_udaf(aggregate_udf("sum_affine", sum_affine)?);
+    let sum_sq = Pipeline::over::<f64>(|q| q.filter(|x| x.gt(0.5)).map(|x| x * x).sum())?;
+    ctx.register_udaf(aggregate_udf("sum_sq", sum_sq)?);
+
+    let queries = [
+        (
+            "P1 sum(x*2+1)",
+            "SELECT sum(x * 2 + 1) FROM t",
+            "SELECT sum_affine(x) FROM t",
+        ),
+        (
+            "P2 sum(x*x) where x > 0.5",
+            "SELECT sum(x * x) FROM t WHERE x > 0.5",
+            "SELECT sum_sq(x) FROM t",
+        ),
+        (
+            "P2 grouped by k (16 keys)",
+            "SELECT k, sum(x * x) FROM t WHERE x > 0.5 GROUP BY k ORDER BY k",
+            "SELECT k, sum_sq(x) FROM t GROUP BY k ORDER BY k",
+        ),
+    ];
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(partitions)
+        .build()?;
+    let run = |q: &str| -> Result<(Vec<RecordBatch>, f64), datafusion::error::DataFusionError> {
+        rt.block_on(async {
+            let t = Instant::now();
+            let out = ctx.sql(q).await?.collect().await?;
+            Ok((out, t.elapsed().as_secs_f64()))
+        })
+    };
+
+    // Check: each pair agrees (the grouped ones key by key).
+    for (name, sql, cq) in &queries {
+        let (a, _) = run(sql)?;
+        let (b, _) = run(cq)?;
+        let col = |bs: &[RecordBatch], c: usize| -> Vec<f64> {
+            bs.iter()
+                .flat_map(|b| {
+                    let a = b.column(c).as_any().downcast_ref::<Float64Array>().unwrap();
+                    a.values().to_vec()
+                })
+                .collect()
+        };
+        let c = if name.contains("grouped") { 1 } else { 0 };
+        for (x, y) in col(&a, c).iter().zip(col(&b, c)) {
+            assert!(
+                (x - y).abs() <= 1e-9 * x.abs().max(1.0),
+                "{name}: {x} vs {y}"
+            );
+        }
+        let _ = first_f64;
+    }
+
+    println!(
+        "{rows} rows, {partitions} partitions, batches of {batch}, {rounds} rounds (medians)\n"
+    );
+    println!("| query | DataFusion SQL | computeq UDAF | speed-up |");
+    println!("|---|---|---|---|");
+    for (name, sql, cq) in &queries {
+        let mut ratios = Vec::new();
+        let (mut ts, mut tc) = (Vec::new(), Vec::new());
+        for round in 0..rounds {
+            let order = order::round_order(round, 2);
+            let mut t = [0.0; 2];
+            for &i in &order {
+                t[i] = run(if i == 0 { sql } else { cq })?.1;
+            }
+            ratios.push(t[0] / t[1]);
+            ts.push(t[0]);
+            tc.push(t[1]);
+        }
+        println!(
+            "| {name} | {:.2} ms | {:.2} ms | {:.2}x |",
+            order::median(ts) * 1e3,
+            order::median(tc) * 1e3,
+            order::median(ratios)
+        );
+    }
+    if let Some(m) = computeq::engine().last_run() {
+        println!(
+            "\nlast batch run: {} ({}), {} elements, {:.1} us",
+            m.backend,
+            m.reason,
+            m.elements_in,
+            m.phases.total.as_secs_f64() * 1e6
+        );
+    }
+    Ok(())
+}

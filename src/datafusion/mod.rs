@@ -1,0 +1,573 @@
+//! computeq pipelines inside DataFusion (feature `datafusion`).
+//!
+//! A [`Pipeline`] becomes a DataFusion function, usable from SQL and from
+//! the DataFrame API:
+//!
+//! - [`scalar_udf`]: a pipeline that maps and collects (one value per
+//!   row) is a `ScalarUDF`: `SELECT affine(x) FROM t`;
+//! - [`aggregate_udf`]: a pipeline that ends in aggregates (`sum`,
+//!   `count`, `min`, `max`, `mean`, `variance`, `std_dev`, `any`, `all`,
+//!   `stats`, `aggregate(..)`) is an `AggregateUDF`, filters included:
+//!   `SELECT k, sum_sq_over(x) FROM t GROUP BY k`. Each batch is one
+//!   computeq query (the trace replayed, its plan cached after the first
+//!   batch, fused into one pass over the batch); partial states merge
+//!   through DataFusion's partial/final aggregation, so `GROUP BY` and
+//!   several partitions work. A pipeline with several values returns a
+//!   struct (`c0`, `c1`, ... or `stats`' field names);
+//! - [`apply`]: any collecting pipeline, filters included, as a plan node
+//!   over a `DataFrame` ([`PipelineNode`], planned by
+//!   [`PipelinePlanner`] into [`PipelineExec`], in a session built
+//!   [`with_pipelines`]): it gathers each partition's batches into runs of
+//!   at least [`DEFAULT_GATHER_ROWS`] rows (a device-sized launch, or a
+//!   pass long enough that a run's fixed cost does not matter) and reports
+//!   its runs through DataFusion's metrics (`EXPLAIN ANALYZE`: output
+//!   rows, elapsed compute, `computeq_runs_<backend>`: runs per backend).
+//!
+//! Arguments are cast by DataFusion to the pipeline's input types (the
+//! functions' signatures are exact). Nulls follow [`crate::arrow`]: a
+//! value computed from a null is null, filters drop rows whose predicate
+//! is null, aggregates skip the rows where what they read is null.
+//! Results follow computeq's semantics, not SQL's where the two differ:
+//! the `sum` of no rows is 0 (SQL: NULL), float `min`/`max` skip NaN
+//! (DataFusion orders NaN last), integer sums wrap.
+//!
+//! Every run is recorded in the engine's run log with its
+//! [`ExecutionMetrics`](crate::ExecutionMetrics). DataFusion runs one
+//! partition per core by default, so `cpu-parallel` is not a candidate
+//! inside it unless allowed ([`FunctionBuilder::parallel`]): see
+//! `docs/datafusion.md`.
+//!
+//! ```
+//! # let _ = computeq::set_engine(computeq::Engine::default());
+//! use computeq::prelude::*;
+//! use computeq::query::Pipeline;
+//! use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch};
+//! use datafusion::arrow::datatypes::{DataType, Field, Schema};
+//! use datafusion::prelude::SessionContext;
+//! use std::sync::Arc;
+//!
+//! let schema = Arc::new(Schema::new(vec![
+//!     Field::new("k", DataType::Int64, false),
+//!     Field::new("x", DataType::Float64, true),
+//! ]));
+//! let batch = RecordBatch::try_new(
+//!     schema.clone(),
+//!     vec![
+//!         Arc::new(Int64Array::from(vec![1, 1, 2, 2])),
+//!         Arc::new(Float64Array::from(vec![Some(0.25), Some(1.0), Some(2.0), None])),
+//!     ],
+//! )?;
+//! let ctx = SessionContext::new();
+//! ctx.register_batch("t", batch)?;
+//!
+//! let sum_sq = Pipeline::over::<f64>(|q| q.filter(|x| x.gt(0.5)).map(|x| x * x).sum())?;
+//! ctx.register_udaf(computeq::datafusion::aggregate_udf("sum_sq", sum_sq)?);
+//! let affine = Pipeline::over::<f64>(|q| q.map(|x| x * 2.0 + 1.0).collect::<Vec<_>>())?;
+//! ctx.register_udf(computeq::datafusion::scalar_udf("affine", affine)?);
+//!
+//! let rt = tokio::runtime::Builder::new_current_thread().build()?;
+//! let batches = rt.block_on(async {
+//!     ctx.sql("SELECT k, sum_sq(x) AS s, sum(affine(x)) AS a FROM t GROUP BY k ORDER BY k")
+//!         .await?
+//!         .collect()
+//!         .await
+//! })?;
+//! let s = batches[0].column(1).as_any().downcast_ref::<Float64Array>().unwrap();
+//! assert_eq!((s.value(0), s.value(1)), (1.0, 4.0));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod node;
+
+pub use node::{
+    apply, apply_with, with_pipelines, PipelineExec, PipelineNode, PipelinePlanner,
+    PipelineQueryPlanner, DEFAULT_GATHER_ROWS,
+};
+
+use crate::error::{Error, ErrorKind};
+use crate::expr::{DType, Scalar};
+use crate::query::{Pipeline, Ran, SourceParts, State};
+use crate::runtime::executor::QueryOptions;
+use crate::runtime::Engine;
+use ::datafusion::arrow::array::{Array, ArrayRef, StructArray};
+use ::datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use ::datafusion::common::{DataFusionError, Result as DfResult, ScalarValue};
+use ::datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use ::datafusion::logical_expr::{
+    Accumulator, AggregateUDF, AggregateUDFImpl, ColumnarValue, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature, Volatility,
+};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// The Arrow type of a computeq element type.
+pub fn arrow_type(dtype: DType) -> DataType {
+    match dtype {
+        DType::Bool => DataType::Boolean,
+        DType::I32 => DataType::Int32,
+        DType::U32 => DataType::UInt32,
+        DType::I64 => DataType::Int64,
+        DType::U64 => DataType::UInt64,
+        DType::F32 => DataType::Float32,
+        DType::F64 => DataType::Float64,
+    }
+}
+
+/// The engine a function runs its batches on.
+#[derive(Clone, Debug)]
+enum EngineRef {
+    /// The process-wide engine ([`crate::engine`]).
+    Global,
+    /// One of the user's.
+    Own(Arc<Engine>),
+}
+
+impl EngineRef {
+    fn get(&self) -> &Engine {
+        match self {
+            EngineRef::Global => crate::runtime::engine(),
+            EngineRef::Own(e) => e,
+        }
+    }
+}
+
+impl PartialEq for EngineRef {
+    fn eq(&self, other: &EngineRef) -> bool {
+        match (self, other) {
+            (EngineRef::Global, EngineRef::Global) => true,
+            (EngineRef::Own(a), EngineRef::Own(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for EngineRef {}
+
+impl Hash for EngineRef {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        match self {
+            EngineRef::Global => 0usize.hash(h),
+            EngineRef::Own(e) => Arc::as_ptr(e).hash(h),
+        }
+    }
+}
+
+/// What a function holds: its name, pipeline, signature and engine.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Function {
+    name: String,
+    pipeline: Pipeline,
+    signature: Signature,
+    engine: EngineRef,
+    /// May a batch run on `cpu-parallel` (see [`FunctionBuilder::parallel`]).
+    parallel: bool,
+}
+
+impl Function {
+    fn new(b: FunctionBuilder) -> Function {
+        let types = b
+            .pipeline
+            .input_types()
+            .iter()
+            .map(|&t| arrow_type(t))
+            .collect();
+        Function {
+            name: b.name,
+            pipeline: b.pipeline,
+            signature: Signature::exact(types, Volatility::Immutable),
+            engine: b.engine,
+            parallel: b.parallel,
+        }
+    }
+
+    /// The return type: the one output's, or a struct of them.
+    fn return_type(&self) -> DataType {
+        let outputs = self.pipeline.outputs();
+        match outputs.as_slice() {
+            [one] => arrow_type(one.dtype),
+            many => DataType::Struct(
+                many.iter()
+                    .map(|o| Field::new(&o.name, arrow_type(o.dtype), o.nullable))
+                    .collect::<Fields>(),
+            ),
+        }
+    }
+
+    /// Runs the pipeline over one batch's argument arrays.
+    fn run(&self, arrays: &[ArrayRef]) -> DfResult<Ran> {
+        let sources = sources(&self.pipeline, arrays)?;
+        let (ran, _metrics) = self
+            .pipeline
+            .run(
+                self.engine.get(),
+                sources,
+                QueryOptions {
+                    one_thread: !self.parallel,
+                    ..QueryOptions::default()
+                },
+            )
+            .map_err(external)?;
+        Ok(ran)
+    }
+}
+
+fn external(e: Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidQuery, message)
+}
+
+/// The pipeline's sources from argument arrays of its input types.
+fn sources<'a>(pipeline: &Pipeline, arrays: &'a [ArrayRef]) -> DfResult<Vec<SourceParts<'a>>> {
+    let types = pipeline.input_types();
+    if arrays.len() != types.len() {
+        return Err(DataFusionError::Execution(format!(
+            "computeq: the pipeline reads {} columns, {} given",
+            types.len(),
+            arrays.len()
+        )));
+    }
+    arrays
+        .iter()
+        .zip(types)
+        .map(|(a, &t)| {
+            crate::arrow::parts_of_dtype(a.as_ref(), t).ok_or_else(|| {
+                DataFusionError::Execution(format!(
+                    "computeq: an argument of type {} where the pipeline reads {t}",
+                    a.data_type()
+                ))
+            })
+        })
+        .collect()
+}
+
+/// `pipeline` as a DataFusion scalar function named `name` (the defaults
+/// of [`function`]): it must collect one column and keep every row
+/// (`map`s only, no `filter`).
+///
+/// ```
+/// # let _ = computeq::set_engine(computeq::Engine::default());
+/// use computeq::prelude::*;
+/// use computeq::query::Pipeline;
+/// let p = Pipeline::over::<(f32, f32)>(|q| q.map(|(x, w)| x * w + 1.0).collect::<Vec<_>>())?;
+/// let udf = computeq::datafusion::scalar_udf("weighted", p)?;
+/// assert_eq!(udf.name(), "weighted");
+/// # Ok::<(), computeq::Error>(())
+/// ```
+pub fn scalar_udf(name: impl Into<String>, pipeline: Pipeline) -> Result<ScalarUDF, Error> {
+    function(name, pipeline).scalar()
+}
+
+/// `pipeline` as a DataFusion aggregate function named `name` (the
+/// defaults of [`function`]): it must end in aggregates (see the module
+/// documentation for which).
+///
+/// ```
+/// # let _ = computeq::set_engine(computeq::Engine::default());
+/// use computeq::prelude::*;
+/// use computeq::query::Pipeline;
+/// let p = Pipeline::over::<f64>(|q| q.map(|x| x * 2.0 + 1.0).sum())?;
+/// let udaf = computeq::datafusion::aggregate_udf("sum_affine", p)?;
+/// assert_eq!(udaf.name(), "sum_affine");
+/// # Ok::<(), computeq::Error>(())
+/// ```
+pub fn aggregate_udf(name: impl Into<String>, pipeline: Pipeline) -> Result<AggregateUDF, Error> {
+    function(name, pipeline).aggregate()
+}
+
+/// A function named `name` from `pipeline`, with settings: the engine it
+/// runs on and whether a batch may fan out over the cores.
+///
+/// ```
+/// # let _ = computeq::set_engine(computeq::Engine::default());
+/// use computeq::prelude::*;
+/// use computeq::query::Pipeline;
+/// use std::sync::Arc;
+/// let engine = Arc::new(computeq::Engine::default());
+/// let p = Pipeline::over::<f64>(|q| q.variance())?;
+/// let udaf = computeq::datafusion::function("var", p).engine(engine).aggregate()?;
+/// # let _ = udaf;
+/// # Ok::<(), computeq::Error>(())
+/// ```
+pub fn function(name: impl Into<String>, pipeline: Pipeline) -> FunctionBuilder {
+    FunctionBuilder {
+        name: name.into(),
+        pipeline,
+        engine: EngineRef::Global,
+        parallel: false,
+    }
+}
+
+/// The settings of a function ([`function`]).
+#[derive(Debug)]
+pub struct FunctionBuilder {
+    name: String,
+    pipeline: Pipeline,
+    engine: EngineRef,
+    parallel: bool,
+}
+
+impl FunctionBuilder {
+    /// Runs the batches on `engine` (default: the process-wide engine).
+    pub fn engine(mut self, engine: Arc<Engine>) -> Self {
+        self.engine = EngineRef::Own(engine);
+        self
+    }
+
+    /// Whether one batch may run on `cpu-parallel` (default `false`).
+    /// DataFusion already runs one partition per core (its
+    /// `target_partitions` defaults to the number of cores), each calling
+    /// the function on its own batches: a batch that fanned out over every
+    /// core would oversubscribe them, so by default `cpu-parallel` is not
+    /// a candidate (the run's metrics and explain say so) and each batch
+    /// runs on the thread DataFusion gave it, on `cpu-simd`, `cpu-scalar`
+    /// or a GPU. Allow it when the session has fewer partitions than
+    /// cores.
+    pub fn parallel(mut self, allow: bool) -> Self {
+        self.parallel = allow;
+        self
+    }
+
+    /// The scalar function: the pipeline must collect one column and
+    /// keep every row.
+    pub fn scalar(self) -> Result<ScalarUDF, Error> {
+        let p = &self.pipeline;
+        if p.is_aggregate() {
+            return Err(invalid(format!(
+                "{p} ends in aggregates: make it an aggregate function (aggregate_udf)"
+            )));
+        }
+        if !p.keeps_rows() {
+            return Err(invalid(format!(
+                "{p} filters rows: a scalar function returns one value per row \
+                 (filter in SQL, or aggregate over the filtered rows with aggregate_udf)"
+            )));
+        }
+        if p.outputs().len() != 1 {
+            return Err(invalid(format!(
+                "{p} collects {} columns: a scalar function returns one",
+                p.outputs().len()
+            )));
+        }
+        Ok(ScalarUDF::new_from_impl(PipelineScalar(Function::new(
+            self,
+        ))))
+    }
+
+    /// The aggregate function: the pipeline must end in aggregates.
+    pub fn aggregate(self) -> Result<AggregateUDF, Error> {
+        if !self.pipeline.is_aggregate() {
+            return Err(invalid(format!(
+                "{} does not end in aggregates: make it a scalar function (scalar_udf)",
+                self.pipeline
+            )));
+        }
+        Ok(AggregateUDF::new_from_impl(PipelineAggregate(Arc::new(
+            Function::new(self),
+        ))))
+    }
+}
+
+/// A pipeline as a DataFusion scalar function ([`scalar_udf`]).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PipelineScalar(Function);
+
+impl ScalarUDFImpl for PipelineScalar {
+    fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.0.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(self.0.return_type())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let n = args.number_rows;
+        let arrays = args
+            .args
+            .into_iter()
+            .map(|a| a.into_array(n))
+            .collect::<DfResult<Vec<_>>>()?;
+        match self.0.run(&arrays)? {
+            Ran::Columns(mut cols) if cols.len() == 1 => {
+                let (c, valid) = cols.pop().expect("one column");
+                Ok(ColumnarValue::Array(crate::arrow::column_to_array(
+                    c, valid,
+                )))
+            }
+            _ => Err(DataFusionError::Internal(
+                "computeq: a scalar pipeline returned no column".into(),
+            )),
+        }
+    }
+}
+
+/// A pipeline as a DataFusion aggregate function ([`aggregate_udf`]).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PipelineAggregate(Arc<Function>);
+
+impl AggregateUDFImpl for PipelineAggregate {
+    fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.0.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(self.0.return_type())
+    }
+
+    fn is_nullable(&self) -> bool {
+        true
+    }
+
+    fn accumulator(&self, _args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
+        Ok(Box::new(PipelineAccumulator {
+            state: self.0.pipeline.empty_state(),
+            function: self.0.clone(),
+        }))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
+        Ok(self
+            .0
+            .pipeline
+            .aggs()
+            .iter()
+            .zip(self.0.pipeline.state_types())
+            .enumerate()
+            .map(|(i, (a, t))| {
+                Arc::new(Field::new(
+                    format!("{}[{}{i}]", args.name, a.kind.name()),
+                    arrow_type(t),
+                    false,
+                ))
+            })
+            .collect())
+    }
+}
+
+/// One group's (or one partition's) running state.
+#[derive(Debug)]
+struct PipelineAccumulator {
+    function: Arc<Function>,
+    state: State,
+}
+
+/// A value as the `ScalarValue` of `dtype` (`None`: null).
+fn scalar_value(v: Option<Scalar>, dtype: DType) -> ScalarValue {
+    match dtype {
+        DType::Bool => ScalarValue::Boolean(v.map(Scalar::as_bool)),
+        DType::I32 => ScalarValue::Int32(v.map(|s| s.to_bits() as u32 as i32)),
+        DType::U32 => ScalarValue::UInt32(v.map(|s| s.to_bits() as u32)),
+        DType::I64 => ScalarValue::Int64(v.map(|s| s.to_bits() as i64)),
+        DType::U64 => ScalarValue::UInt64(v.map(Scalar::to_bits)),
+        DType::F32 => ScalarValue::Float32(v.map(|s| f32::from_bits(s.to_bits() as u32))),
+        DType::F64 => ScalarValue::Float64(v.map(|s| f64::from_bits(s.to_bits()))),
+    }
+}
+
+/// Row `row` of a state column of `dtype`.
+fn state_scalar(array: &dyn Array, row: usize, dtype: DType) -> DfResult<Scalar> {
+    let v = ScalarValue::try_from_array(array, row)?;
+    let bad = || {
+        DataFusionError::Internal(format!(
+            "computeq: a state column of {} where {dtype} was written",
+            array.data_type()
+        ))
+    };
+    Ok(match (dtype, v) {
+        (DType::Bool, ScalarValue::Boolean(Some(b))) => Scalar::Bool(b),
+        (DType::I32, ScalarValue::Int32(Some(x))) => Scalar::I32(x),
+        (DType::U32, ScalarValue::UInt32(Some(x))) => Scalar::U32(x),
+        (DType::I64, ScalarValue::Int64(Some(x))) => Scalar::I64(x),
+        (DType::U64, ScalarValue::UInt64(Some(x))) => Scalar::U64(x),
+        (DType::F32, ScalarValue::Float32(Some(x))) => Scalar::F32(x),
+        (DType::F64, ScalarValue::Float64(Some(x))) => Scalar::F64(x),
+        _ => return Err(bad()),
+    })
+}
+
+impl Accumulator for PipelineAccumulator {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
+        if values.first().is_none_or(|a| a.is_empty()) {
+            return Ok(());
+        }
+        match self.function.run(values)? {
+            Ran::State(s) => {
+                self.function.pipeline.merge(&mut self.state, &s);
+                Ok(())
+            }
+            Ran::Columns(_) => Err(DataFusionError::Internal(
+                "computeq: an aggregate pipeline returned columns".into(),
+            )),
+        }
+    }
+
+    fn evaluate(&mut self) -> DfResult<ScalarValue> {
+        let p = &self.function.pipeline;
+        let values = p.values(&self.state);
+        let outputs = p.outputs();
+        if let ([v], [o]) = (values.as_slice(), outputs.as_slice()) {
+            return Ok(scalar_value(*v, o.dtype));
+        }
+        let fields: Fields = outputs
+            .iter()
+            .map(|o| Field::new(&o.name, arrow_type(o.dtype), o.nullable))
+            .collect();
+        let arrays = values
+            .iter()
+            .zip(&outputs)
+            .map(|(v, o)| scalar_value(*v, o.dtype).to_array())
+            .collect::<DfResult<Vec<_>>>()?;
+        Ok(ScalarValue::Struct(Arc::new(StructArray::try_new(
+            fields, arrays, None,
+        )?)))
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self) + self.state.0.len() * std::mem::size_of::<Scalar>()
+    }
+
+    fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
+        Ok(self
+            .state
+            .0
+            .iter()
+            .zip(self.function.pipeline.state_types())
+            .map(|(&v, t)| scalar_value(Some(v), t))
+            .collect())
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
+        let p = &self.function.pipeline;
+        let types = p.state_types();
+        if states.len() != types.len() {
+            return Err(DataFusionError::Internal(format!(
+                "computeq: {} state columns where the pipeline keeps {}",
+                states.len(),
+                types.len()
+            )));
+        }
+        let rows = states.first().map_or(0, |a| a.len());
+        for row in 0..rows {
+            let other = State(
+                states
+                    .iter()
+                    .zip(&types)
+                    .map(|(a, &t)| state_scalar(a.as_ref(), row, t))
+                    .collect::<DfResult<_>>()?,
+            );
+            p.merge(&mut self.state, &other);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,501 @@
+//! computeq pipelines as DataFusion functions: SQL and DataFrame queries
+//! over in-memory tables and Parquet files with several partitions, with
+//! and without GROUP BY, equal to computeq run locally on the same data
+//! (exact for integers; floats within the summation-order tolerance).
+
+use computeq::datafusion::{aggregate_udf, scalar_udf};
+use computeq::prelude::*;
+use computeq::query::Pipeline;
+use datafusion::arrow::array::{
+    Array, ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StructArray, UInt64Array,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::datasource::MemTable;
+use datafusion::execution::FunctionRegistry;
+use datafusion::prelude::{col, ParquetReadOptions, SessionConfig, SessionContext};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Rows `(k, x, n)`: a key in `0..keys`, a float with a null every 7th
+/// row, an integer that overflows when summed.
+fn data(rows: usize, keys: i64) -> (Vec<i64>, Vec<Option<f64>>, Vec<i64>) {
+    let k = (0..rows as i64).map(|i| (i * 7919) % keys).collect();
+    let x = (0..rows)
+        .map(|i| (i % 7 != 3).then(|| ((i as f64) * 0.37).sin() * 3.0))
+        .collect();
+    let n = (0..rows as i64)
+        .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as i64))
+        .collect();
+    (k, x, n)
+}
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("x", DataType::Float64, true),
+        Field::new("n", DataType::Int64, false),
+    ]))
+}
+
+/// The rows as record batches of `batch` rows, dealt over `partitions`.
+fn partitions(
+    (k, x, n): &(Vec<i64>, Vec<Option<f64>>, Vec<i64>),
+    batch: usize,
+    partitions: usize,
+) -> Vec<Vec<RecordBatch>> {
+    let mut out = vec![Vec::new(); partitions];
+    for (i, start) in (0..k.len()).step_by(batch).enumerate() {
+        let end = (start + batch).min(k.len());
+        let b = RecordBatch::try_new(
+            schema(),
+            vec![
+                Arc::new(Int64Array::from(k[start..end].to_vec())) as ArrayRef,
+                Arc::new(Float64Array::from(x[start..end].to_vec())),
+                Arc::new(Int64Array::from(n[start..end].to_vec())),
+            ],
+        )
+        .expect("a batch");
+        out[i % partitions].push(b);
+    }
+    out
+}
+
+fn context(rows: usize, keys: i64) -> (SessionContext, (Vec<i64>, Vec<Option<f64>>, Vec<i64>)) {
+    let d = data(rows, keys);
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(3));
+    let table = MemTable::try_new(schema(), partitions(&d, 1000, 3)).expect("a table");
+    ctx.register_table("t", Arc::new(table))
+        .expect("registered");
+    register(&ctx);
+    (ctx, d)
+}
+
+fn register(ctx: &SessionContext) {
+    let sum_affine = Pipeline::over::<f64>(|q| q.map(|x| x * 2.0 + 1.0).sum()).unwrap();
+    ctx.register_udaf(aggregate_udf("sum_affine", sum_affine).unwrap());
+    let sum_sq = Pipeline::over::<f64>(|q| q.filter(|x| x.gt(0.5)).map(|x| x * x).sum()).unwrap();
+    ctx.register_udaf(aggregate_udf("sum_sq", sum_sq).unwrap());
+    let var = Pipeline::over::<f64>(|q| q.variance()).unwrap();
+    ctx.register_udaf(aggregate_udf("cq_var", var).unwrap());
+    let wsum = Pipeline::over::<i64>(|q| q.map(|n| n ^ (n >> 3)).sum()).unwrap();
+    ctx.register_udaf(aggregate_udf("cq_isum", wsum).unwrap());
+    let trio =
+        Pipeline::over::<(f64, i64)>(|q| q.aggregate(|(x, k), a| (a.count(), a.max(x), a.mean(k))))
+            .unwrap();
+    ctx.register_udaf(aggregate_udf("cq_trio", trio).unwrap());
+    let affine = Pipeline::over::<f64>(|q| q.map(|x| x * 2.0 + 1.0).collect::<Vec<_>>()).unwrap();
+    ctx.register_udf(scalar_udf("affine", affine).unwrap());
+}
+
+fn sql(ctx: &SessionContext, q: &str) -> Vec<RecordBatch> {
+    rt().block_on(async { ctx.sql(q).await?.collect().await })
+        .unwrap_or_else(|e| panic!("{q}: {e}"))
+}
+
+fn f64s(batches: &[RecordBatch], c: usize) -> Vec<Option<f64>> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            let a = b.column(c).as_any().downcast_ref::<Float64Array>().unwrap();
+            (0..a.len())
+                .map(|i| a.is_valid(i).then(|| a.value(i)))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn i64s(batches: &[RecordBatch], c: usize) -> Vec<i64> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            let a = b.column(c).as_any().downcast_ref::<Int64Array>().unwrap();
+            a.values().to_vec()
+        })
+        .collect()
+}
+
+fn close(a: f64, b: f64, scale: f64) -> bool {
+    (a - b).abs() <= 1e-9 * scale.max(1.0)
+}
+
+/// The local runs: computeq over the non-null values of each group.
+fn local_groups(k: &[i64], x: &[Option<f64>]) -> BTreeMap<i64, Vec<f64>> {
+    let mut g: BTreeMap<i64, Vec<f64>> = BTreeMap::new();
+    for (&k, x) in k.iter().zip(x) {
+        let e = g.entry(k).or_default();
+        if let Some(x) = x {
+            e.push(*x);
+        }
+    }
+    g
+}
+
+#[test]
+fn whole_table_aggregates_equal_the_local_run() {
+    let (ctx, (_, x, n)) = context(20_000, 13);
+    let got = sql(
+        &ctx,
+        "SELECT sum_affine(x), sum_sq(x), cq_var(x), cq_isum(n) FROM t",
+    );
+    let xs: Vec<f64> = x.iter().flatten().copied().collect();
+    let scale = xs.iter().map(|v| v.abs()).sum::<f64>() * 3.0;
+    let affine: f64 = xs.compute().map(|x| x * 2.0 + 1.0).sum();
+    let sq: f64 = xs.compute().filter(|x| x.gt(0.5)).map(|x| x * x).sum();
+    let var = xs.compute().variance().unwrap();
+    let isum: i64 = n.compute().map(|n| n ^ (n >> 3)).sum();
+    let a = f64s(&got, 0)[0].unwrap();
+    let s = f64s(&got, 1)[0].unwrap();
+    let v = f64s(&got, 2)[0].unwrap();
+    assert!(close(a, affine, scale), "{a} vs {affine}");
+    assert!(close(s, sq, scale * 3.0), "{s} vs {sq}");
+    assert!((v - var).abs() <= 1e-12 * var, "{v} vs {var}");
+    assert_eq!(i64s(&got, 3), [isum], "integer sums are exact (and wrap)");
+}
+
+#[test]
+fn grouped_aggregates_equal_the_local_run_per_group() {
+    let (ctx, (k, x, _)) = context(30_000, 17);
+    let got = sql(
+        &ctx,
+        "SELECT k, sum_sq(x), cq_var(x), sum(affine(x)) FROM t GROUP BY k ORDER BY k",
+    );
+    let groups = local_groups(&k, &x);
+    let keys = i64s(&got, 0);
+    assert_eq!(keys, groups.keys().copied().collect::<Vec<_>>());
+    let (sq, var, aff) = (f64s(&got, 1), f64s(&got, 2), f64s(&got, 3));
+    for (i, xs) in groups.values().enumerate() {
+        let scale = xs.iter().map(|v| v * v).sum::<f64>() + 1.0;
+        let want: f64 = xs.compute().filter(|x| x.gt(0.5)).map(|x| x * x).sum();
+        assert!(close(sq[i].unwrap(), want, scale), "group {i}");
+        let want = xs.compute().variance().unwrap();
+        assert!((var[i].unwrap() - want).abs() <= 1e-12 * want, "group {i}");
+        let want: f64 = xs.compute().map(|x| x * 2.0 + 1.0).sum();
+        assert!(close(aff[i].unwrap(), want, scale * 4.0), "group {i}");
+    }
+}
+
+#[test]
+fn the_dataframe_api_takes_the_functions_too() {
+    let (ctx, (k, x, _)) = context(5_000, 4);
+    let udaf = ctx.udaf("sum_sq").unwrap();
+    let udf = ctx.udf("affine").unwrap();
+    let got = rt()
+        .block_on(async {
+            ctx.table("t")
+                .await?
+                .filter(col("k").lt(datafusion::prelude::lit(2i64)))?
+                .aggregate(
+                    vec![col("k")],
+                    vec![udaf.call(vec![udf.call(vec![col("x")])]).alias("s")],
+                )?
+                .sort(vec![col("k").sort(true, false)])?
+                .collect()
+                .await
+        })
+        .unwrap();
+    let groups = local_groups(&k, &x);
+    let s = f64s(&got, 1);
+    for (i, key) in [0i64, 1].iter().enumerate() {
+        let xs = &groups[key];
+        let want: f64 = xs
+            .compute()
+            .map(|x| x * 2.0 + 1.0)
+            .filter(|y| y.gt(0.5))
+            .map(|y| y * y)
+            .sum();
+        assert!(
+            close(s[i].unwrap(), want, want.abs()),
+            "{:?} vs {want}",
+            s[i]
+        );
+    }
+}
+
+#[test]
+fn a_scalar_function_keeps_nulls_where_its_input_is_null() {
+    let (ctx, (_, x, _)) = context(2_500, 3);
+    let got = sql(&ctx, "SELECT affine(x) FROM t");
+    let mut want: Vec<Option<f64>> = x.iter().map(|v| v.map(|x| x * 2.0 + 1.0)).collect();
+    let mut got = f64s(&got, 0);
+    let key = |v: &Option<f64>| v.map(f64::to_bits);
+    want.sort_by_key(key);
+    got.sort_by_key(key);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn several_values_come_back_as_a_struct() {
+    let (ctx, (k, x, _)) = context(4_000, 5);
+    // One pass of aggregates reads one validity: over the rows where x
+    // is not null (all of them then), every aggregate sees every row.
+    let got = sql(&ctx, "SELECT cq_trio(x, k) FROM t WHERE x IS NOT NULL");
+    let s = got[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<StructArray>()
+        .expect("a struct");
+    let names: Vec<&str> = s.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(names, ["c0", "c1", "c2"]);
+    let count = s.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+    let max = s.column(1).as_any().downcast_ref::<Float64Array>().unwrap();
+    let mean = s.column(2).as_any().downcast_ref::<Float64Array>().unwrap();
+    let rows: Vec<(f64, i64)> = x
+        .iter()
+        .zip(&k)
+        .filter_map(|(x, &k)| x.map(|x| (x, k)))
+        .collect();
+    let (xs, ks): (Vec<f64>, Vec<i64>) = rows.into_iter().unzip();
+    assert_eq!(count.value(0), xs.len() as u64);
+    assert_eq!(max.value(0), xs.compute().max().unwrap());
+    let m = ks.compute().mean().unwrap();
+    assert!((mean.value(0) - m).abs() <= 1e-12 * m.abs().max(1.0));
+}
+
+#[test]
+fn arguments_are_cast_to_the_pipeline_types() {
+    let ctx = SessionContext::new();
+    let b = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("i", DataType::Int32, false)])),
+        vec![Arc::new(Int32Array::from(vec![1, 2, 3, 4]))],
+    )
+    .unwrap();
+    ctx.register_batch("small", b).unwrap();
+    register(&ctx);
+    let got = sql(&ctx, "SELECT sum_affine(i) FROM small");
+    assert_eq!(f64s(&got, 0), [Some(24.0)]);
+}
+
+#[test]
+fn parquet_files_with_several_row_groups_and_files() {
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::file::properties::WriterProperties;
+    let dir = std::env::temp_dir().join(format!("computeq-df-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = data(12_000, 9);
+    for (f, part) in partitions(&d, 1500, 3).into_iter().enumerate() {
+        let file = std::fs::File::create(dir.join(format!("part-{f}.parquet"))).unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(700))
+            .build();
+        let mut w = ArrowWriter::try_new(file, schema(), Some(props)).unwrap();
+        for b in &part {
+            w.write(b).unwrap();
+        }
+        w.close().unwrap();
+    }
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(3));
+    register(&ctx);
+    rt().block_on(async {
+        ctx.register_parquet("p", dir.to_str().unwrap(), ParquetReadOptions::default())
+            .await
+    })
+    .unwrap();
+    let got = sql(
+        &ctx,
+        "SELECT k, sum_sq(x), cq_isum(n) FROM p GROUP BY k ORDER BY k",
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    let (k, x, n) = d;
+    let groups = local_groups(&k, &x);
+    let sq = f64s(&got, 1);
+    let isum = i64s(&got, 2);
+    for (i, (key, xs)) in groups.iter().enumerate() {
+        let want: f64 = xs.compute().filter(|x| x.gt(0.5)).map(|x| x * x).sum();
+        assert!(close(sq[i].unwrap(), want, want.abs()), "group {key}");
+        let ns: Vec<i64> = k
+            .iter()
+            .zip(&n)
+            .filter(|(kk, _)| *kk == key)
+            .map(|(_, &n)| n)
+            .collect();
+        let want: i64 = ns.compute().map(|n| n ^ (n >> 3)).sum();
+        assert_eq!(isum[i], want, "group {key}");
+    }
+}
+
+#[test]
+fn what_cannot_be_a_function_is_refused_with_the_reason() {
+    let e = Pipeline::over::<f64>(|q| q.take(10).sum()).unwrap_err();
+    assert!(e.to_string().contains("take()"), "{e}");
+    let e = Pipeline::over::<f64>(|q| q.argmax()).unwrap_err();
+    assert!(e.to_string().contains("argmax"), "{e}");
+    let e = Pipeline::over::<f64>(|q| q.sort().collect::<Vec<_>>()).unwrap_err();
+    assert!(e.to_string().contains("sort"), "{e}");
+    let e = Pipeline::over::<i64>(|q| q.reduce(1, |a, b| a * b)).unwrap_err();
+    assert!(e.to_string().contains("commutative"), "{e}");
+    let e = Pipeline::over::<i64>(|q| q.group_by(|x| x).count()).unwrap_err();
+    assert!(e.to_string().contains("GROUP BY"), "{e}");
+
+    let sum = Pipeline::over::<f64>(|q| q.sum()).unwrap();
+    let e = scalar_udf("s", sum).unwrap_err();
+    assert!(e.to_string().contains("aggregate_udf"), "{e}");
+    let filtered = Pipeline::over::<f64>(|q| q.filter(|x| x.gt(0.0)).collect::<Vec<_>>()).unwrap();
+    let e = scalar_udf("f", filtered).unwrap_err();
+    assert!(e.to_string().contains("filters rows"), "{e}");
+    let col = Pipeline::over::<f64>(|q| q.collect::<Vec<_>>()).unwrap();
+    let e = aggregate_udf("c", col).unwrap_err();
+    assert!(e.to_string().contains("scalar_udf"), "{e}");
+}
+
+#[test]
+fn an_aggregate_over_different_nulls_in_one_pass_is_an_error_not_a_wrong_answer() {
+    let ctx = SessionContext::new();
+    let b = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Float64, true),
+            Field::new("b", DataType::Float64, true),
+        ])),
+        vec![
+            Arc::new(Float64Array::from(vec![Some(1.0), None, Some(3.0)])),
+            Arc::new(Float64Array::from(vec![None, Some(2.0), Some(3.0)])),
+        ],
+    )
+    .unwrap();
+    ctx.register_batch("ab", b).unwrap();
+    let two =
+        Pipeline::over::<(f64, f64)>(|q| q.aggregate(|(a, b), g| (g.sum(a), g.sum(b)))).unwrap();
+    ctx.register_udaf(aggregate_udf("two", two).unwrap());
+    let r = rt().block_on(async { ctx.sql("SELECT two(a, b) FROM ab").await?.collect().await });
+    let e = r.expect_err("different validities in one pass");
+    assert!(e.to_string().contains("different nulls"), "{e}");
+}
+
+/// A session that plans pipeline nodes, over the table of `context`.
+fn node_context(rows: usize) -> (SessionContext, (Vec<i64>, Vec<Option<f64>>, Vec<i64>)) {
+    use datafusion::execution::session_state::SessionStateBuilder;
+    let d = data(rows, 5);
+    let state = computeq::datafusion::with_pipelines(
+        SessionStateBuilder::new()
+            .with_config(SessionConfig::new().with_target_partitions(3))
+            .with_default_features(),
+    )
+    .build();
+    let ctx = SessionContext::new_with_state(state);
+    let table = MemTable::try_new(schema(), partitions(&d, 1000, 3)).expect("a table");
+    ctx.register_table("t", Arc::new(table))
+        .expect("registered");
+    (ctx, d)
+}
+
+#[test]
+fn a_plan_node_runs_a_filtering_pipeline_over_gathered_batches() {
+    use datafusion::physical_plan::collect;
+    let (ctx, (_, x, n)) = node_context(10_000);
+    let p = Pipeline::over::<(f64, i64)>(|q| {
+        q.filter(|(x, _)| x.gt(0.5))
+            .map(|(x, n)| x * 2.0 + (n & 7).cast::<f64>())
+            .collect::<Vec<_>>()
+    })
+    .unwrap();
+    let rt = rt();
+    let (batches, plan) = rt
+        .block_on(async {
+            let df = ctx.table("t").await?;
+            let df = computeq::datafusion::apply_with(
+                df,
+                computeq::datafusion::function("scored", p),
+                vec![col("x"), col("n")],
+                2_500,
+            )?;
+            let plan = df.create_physical_plan().await?;
+            let out = collect(plan.clone(), ctx.task_ctx()).await?;
+            Ok::<_, datafusion::error::DataFusionError>((out, plan))
+        })
+        .unwrap();
+    assert_eq!(batches[0].schema().field(0).name(), "scored");
+    let mut got = f64s(&batches, 0)
+        .into_iter()
+        .map(|v| v.expect("rows whose x is null were filtered out"))
+        .collect::<Vec<_>>();
+    let mut want: Vec<f64> = x
+        .iter()
+        .zip(&n)
+        .filter_map(|(x, n)| x.filter(|&x| x > 0.5).map(|x| x * 2.0 + (n & 7) as f64))
+        .collect();
+    got.sort_by(f64::total_cmp);
+    want.sort_by(f64::total_cmp);
+    assert_eq!(got, want);
+    // 10 batches of 1000 dealt over 3 partitions (4, 3 and 3 batches),
+    // gathered into runs of at least 2500 rows: 3000 + 1000, 3000, 3000.
+    let metrics = find_pipeline(&plan).metrics().expect("metrics");
+    let runs: usize = metrics
+        .iter()
+        .filter(|m| m.value().name().starts_with("computeq_runs_"))
+        .map(|m| m.value().as_usize())
+        .sum();
+    assert_eq!(runs, 4);
+    assert_eq!(metrics.output_rows(), Some(want.len()));
+}
+
+fn find_pipeline(
+    plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) -> Arc<dyn datafusion::physical_plan::ExecutionPlan> {
+    if plan.name() == "ComputeqPipelineExec" {
+        return plan.clone();
+    }
+    plan.children()
+        .into_iter()
+        .find_map(|c| {
+            let f = find_pipeline(c);
+            (f.name() == "ComputeqPipelineExec").then_some(f)
+        })
+        .unwrap_or_else(|| plan.clone())
+}
+
+#[test]
+fn explain_analyze_shows_the_node_and_its_runs() {
+    let (ctx, _) = node_context(3_000);
+    let p = Pipeline::over::<f64>(|q| q.map(|x| x.abs().sqrt()).collect::<Vec<_>>()).unwrap();
+    let text = rt()
+        .block_on(async {
+            let df = ctx.table("t").await?;
+            let df = computeq::datafusion::apply(df, "root", p, vec![col("x")])?;
+            let out = df.explain(false, true)?.collect().await?;
+            Ok::<_, datafusion::error::DataFusionError>(
+                datafusion::arrow::util::pretty::pretty_format_batches(&out)?.to_string(),
+            )
+        })
+        .unwrap();
+    assert!(
+        text.contains("ComputeqPipelineExec: root = pipeline(f64): map -> collect"),
+        "{text}"
+    );
+    assert!(text.contains("computeq_runs_cpu_"), "{text}");
+    assert!(text.contains("cpu-parallel off"), "{text}");
+}
+
+#[test]
+fn a_plan_node_keeps_nulls_and_refuses_aggregates() {
+    let (ctx, (_, x, _)) = node_context(2_000);
+    let p = Pipeline::over::<f64>(|q| q.map(|x| x - 1.0).collect::<Vec<_>>()).unwrap();
+    let out = rt()
+        .block_on(async {
+            let df = ctx.table("t").await?;
+            computeq::datafusion::apply(df, "shifted", p, vec![col("x")])?
+                .collect()
+                .await
+        })
+        .unwrap();
+    let mut got = f64s(&out, 0);
+    let mut want: Vec<Option<f64>> = x.iter().map(|v| v.map(|x| x - 1.0)).collect();
+    let key = |v: &Option<f64>| v.map(f64::to_bits);
+    got.sort_by_key(key);
+    want.sort_by_key(key);
+    assert_eq!(got, want);
+
+    let sum = Pipeline::over::<f64>(|q| q.sum()).unwrap();
+    let e = rt()
+        .block_on(async {
+            let df = ctx.table("t").await?;
+            computeq::datafusion::apply(df, "s", sum, vec![col("x")]).map(|_| ())
+        })
+        .unwrap_err();
+    assert!(e.to_string().contains("aggregate function"), "{e}");
+}
