@@ -499,3 +499,171 @@ fn a_plan_node_keeps_nulls_and_refuses_aggregates() {
         .unwrap_err();
     assert!(e.to_string().contains("aggregate function"), "{e}");
 }
+
+/// A pipeline read back from its serialized form (what an executor of a
+/// distributed engine runs) gives the answer of the one that was written.
+#[test]
+fn a_pipeline_read_back_from_bytes_runs_the_same() {
+    let (ctx, (k, x, _)) = context(6_000, 7);
+    let p = Pipeline::over::<(f64, i64)>(|q| {
+        q.filter(|(x, _)| x.gt(-0.5))
+            .aggregate(|(x, k), a| (a.variance(x), a.sum(x * k.cast::<f64>()), a.count()))
+    })
+    .unwrap();
+    let back = Pipeline::from_bytes(&p.to_bytes()).unwrap();
+    ctx.register_udaf(aggregate_udf("written", p).unwrap());
+    ctx.register_udaf(aggregate_udf("read_back", back).unwrap());
+    let got = sql(
+        &ctx,
+        "SELECT written(x, k) AS a, read_back(x, k) AS b FROM t GROUP BY k % 3 ORDER BY k % 3",
+    );
+    for b in &got {
+        assert_eq!(b.column(0), b.column(1), "identical structs");
+    }
+    assert_eq!(got.iter().map(|b| b.num_rows()).sum::<usize>(), 3);
+    let _ = (k, x);
+}
+
+/// Single-byte changes of serialized pipelines that still read back run
+/// inside DataFusion to an answer or an error, never a panic.
+#[test]
+fn altered_documents_that_read_back_run_without_panicking() {
+    let ctx = SessionContext::new();
+    let b = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("x", DataType::Float64, true),
+            Field::new("n", DataType::Int64, false),
+        ])),
+        vec![
+            Arc::new(Float64Array::from(vec![
+                Some(1.5),
+                None,
+                Some(-3.0),
+                Some(0.25),
+            ])),
+            Arc::new(Int64Array::from(vec![3, -1, 7, 0])),
+        ],
+    )
+    .unwrap();
+    ctx.register_batch("s", b).unwrap();
+    let docs = [
+        Pipeline::over::<(f64, i64)>(|q| {
+            q.filter(|(x, _)| x.gt(0.0))
+                .aggregate(|(x, n), a| (a.mean(x), a.max(n)))
+        })
+        .unwrap(),
+        Pipeline::over::<(f64, i64)>(|q| {
+            q.map(|(x, n)| x * n.cast::<f64>() - 1.0)
+                .collect::<Vec<_>>()
+        })
+        .unwrap(),
+    ];
+    let rt = rt();
+    let mut ran = 0;
+    for p in docs {
+        let bytes = p.to_bytes();
+        for i in 0..bytes.len() {
+            for c in [b'0', b'1', b'7'] {
+                let mut m = bytes.clone();
+                m[i] = c;
+                let Ok(q) = Pipeline::from_bytes(&m) else {
+                    continue;
+                };
+                if q.input_types() != p.input_types() {
+                    continue;
+                }
+                let query = if q.is_aggregate() {
+                    let Ok(f) = aggregate_udf("f", q) else {
+                        continue;
+                    };
+                    ctx.register_udaf(f);
+                    "SELECT f(x, n) FROM s"
+                } else {
+                    let Ok(f) = scalar_udf("f", q) else { continue };
+                    ctx.register_udf(f);
+                    "SELECT f(x, n) FROM s"
+                };
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    rt.block_on(async { ctx.sql(query).await?.collect().await })
+                }));
+                // A panic in one of DataFusion's tasks comes back as an
+                // error that says so.
+                match r {
+                    Ok(Err(e)) => assert!(!e.to_string().contains("panic"), "byte {i}: {e}"),
+                    Ok(Ok(_)) => {}
+                    Err(_) => panic!("byte {i} set to {:?} panicked", c as char),
+                }
+                ran += 1;
+            }
+        }
+    }
+    assert!(ran > 10, "only {ran} altered documents read back");
+}
+
+/// Many groups, an aggregate FILTER clause, and DataFusion skipping its
+/// partial aggregation (each row turned into a state of its own): the
+/// grouped path (`GroupsAccumulator`) equals the local run per group.
+#[test]
+fn many_groups_a_filter_clause_and_skipped_partial_aggregation() {
+    let d = data(40_000, 4_001);
+    let config = SessionConfig::new()
+        .with_target_partitions(3)
+        .set_usize(
+            "datafusion.execution.skip_partial_aggregation_probe_rows_threshold",
+            100,
+        )
+        .set_str(
+            "datafusion.execution.skip_partial_aggregation_probe_ratio_threshold",
+            "0.01",
+        );
+    let ctx = SessionContext::new_with_config(config);
+    let table = MemTable::try_new(schema(), partitions(&d, 1000, 3)).expect("a table");
+    ctx.register_table("t", Arc::new(table))
+        .expect("registered");
+    register(&ctx);
+    let q = "SELECT k, sum_sq(x) FILTER (WHERE n > 0) AS f, cq_var(x) AS v FROM t GROUP BY k ORDER BY k";
+    let got = sql(&ctx, q);
+    let plan = datafusion::arrow::util::pretty::pretty_format_batches(&sql(
+        &ctx,
+        &format!("EXPLAIN ANALYZE {q}"),
+    ))
+    .unwrap()
+    .to_string();
+    let skipped = plan
+        .split("skipped_aggregation_rows=")
+        .nth(1)
+        .and_then(|t| t.split([',', ']', ' ']).next())
+        .unwrap_or("0");
+    assert_ne!(
+        skipped, "0",
+        "the partial aggregation was not skipped:\n{plan}"
+    );
+    let (k, x, n) = d;
+    let keys = i64s(&got, 0);
+    assert_eq!(keys.len(), 4_001);
+    let (f, v) = (f64s(&got, 1), f64s(&got, 2));
+    let mut filtered: BTreeMap<i64, Vec<f64>> = BTreeMap::new();
+    for ((&k, x), &n) in k.iter().zip(&x).zip(&n) {
+        let e = filtered.entry(k).or_default();
+        if let (Some(x), true) = (x, n > 0) {
+            e.push(*x);
+        }
+    }
+    let all = local_groups(&k, &x);
+    for (i, key) in keys.iter().enumerate() {
+        let xs = &filtered[key];
+        let want: f64 = xs.compute().filter(|x| x.gt(0.5)).map(|x| x * x).sum();
+        assert!(
+            close(f[i].unwrap(), want, want.abs()),
+            "group {key}: {:?} vs {want}",
+            f[i]
+        );
+        let want = all[key].compute().variance();
+        match (v[i], want) {
+            (Some(a), Some(b)) => {
+                assert!((a - b).abs() <= 1e-9 * b.abs().max(1e-12), "group {key}")
+            }
+            (a, b) => assert_eq!(a, b, "group {key}: fewer than two values"),
+        }
+    }
+}

@@ -89,13 +89,15 @@ use crate::expr::{DType, Scalar};
 use crate::query::{Pipeline, Ran, SourceParts, State};
 use crate::runtime::executor::QueryOptions;
 use crate::runtime::Engine;
+use crate::types::Column;
+use ::datafusion::arrow::array::BooleanArray;
 use ::datafusion::arrow::array::{Array, ArrayRef, StructArray};
 use ::datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use ::datafusion::common::{DataFusionError, Result as DfResult, ScalarValue};
 use ::datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use ::datafusion::logical_expr::{
-    Accumulator, AggregateUDF, AggregateUDFImpl, ColumnarValue, ScalarFunctionArgs, ScalarUDF,
-    ScalarUDFImpl, Signature, Volatility,
+    Accumulator, AggregateUDF, AggregateUDFImpl, ColumnarValue, EmitTo, GroupsAccumulator,
+    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -429,6 +431,20 @@ impl AggregateUDFImpl for PipelineAggregate {
         true
     }
 
+    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
+        true
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        _args: AccumulatorArgs,
+    ) -> DfResult<Box<dyn GroupsAccumulator>> {
+        Ok(Box::new(PipelineGroups {
+            function: self.0.clone(),
+            states: Vec::new(),
+        }))
+    }
+
     fn accumulator(&self, _args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
         Ok(Box::new(PipelineAccumulator {
             state: self.0.pipeline.empty_state(),
@@ -569,5 +585,222 @@ impl Accumulator for PipelineAccumulator {
             p.merge(&mut self.state, &other);
         }
         Ok(())
+    }
+}
+
+/// The states of every group of one `GROUP BY`: each batch is one
+/// computeq query that groups its rows by DataFusion's group index (a
+/// dense key: the direct-index grouping) and aggregates them in one pass;
+/// the groups' partial states then merge into these.
+#[derive(Debug)]
+struct PipelineGroups {
+    function: Arc<Function>,
+    states: Vec<State>,
+}
+
+/// The values of a column of `dtype`, without nulls (a state column).
+fn column_scalars(array: &dyn Array, dtype: DType) -> DfResult<Vec<Scalar>> {
+    let parts = crate::arrow::parts_of_dtype(array, dtype).ok_or_else(|| {
+        DataFusionError::Internal(format!(
+            "computeq: a state column of {} where {dtype} was written",
+            array.data_type()
+        ))
+    })?;
+    if parts.validity.is_some() {
+        return Err(DataFusionError::Internal(
+            "computeq: a state column with nulls".into(),
+        ));
+    }
+    let all = |c: crate::types::ColumnRef<'_>| (0..c.len()).map(|i| c.get(i)).collect();
+    match &parts.values {
+        crate::query::SourceValues::Borrowed(crate::backend::Input::Host(c)) => Ok(all(*c)),
+        crate::query::SourceValues::Owned(c) => Ok(all(c.as_ref())),
+        crate::query::SourceValues::Borrowed(_) => Err(DataFusionError::Internal(
+            "computeq: a state column on a device".into(),
+        )),
+    }
+}
+
+/// A column of `dtype` from values of that type.
+fn column_of(dtype: DType, values: impl Iterator<Item = Scalar>) -> Column {
+    let bits = values.map(Scalar::to_bits);
+    match dtype {
+        DType::Bool => Column::Bool(bits.map(|b| b != 0).collect()),
+        DType::I32 => Column::I32(bits.map(|b| b as u32 as i32).collect()),
+        DType::U32 => Column::U32(bits.map(|b| b as u32).collect()),
+        DType::I64 => Column::I64(bits.map(|b| b as i64).collect()),
+        DType::U64 => Column::U64(bits.collect()),
+        DType::F32 => Column::F32(bits.map(|b| f32::from_bits(b as u32)).collect()),
+        DType::F64 => Column::F64(bits.map(f64::from_bits).collect()),
+    }
+}
+
+/// One array of `dtype` from values (`None`: null).
+fn scalars_to_array(values: Vec<Option<Scalar>>, dtype: DType) -> ArrayRef {
+    let valid: Option<Vec<bool>> = values
+        .iter()
+        .any(Option::is_none)
+        .then(|| values.iter().map(Option::is_some).collect());
+    let zero = Scalar::zero(dtype);
+    let column = column_of(dtype, values.into_iter().map(|v| v.unwrap_or(zero)));
+    crate::arrow::column_to_array(column, valid)
+}
+
+impl PipelineGroups {
+    fn grow(&mut self, total: usize) {
+        if self.states.len() < total {
+            let empty = self.function.pipeline.empty_state();
+            self.states.resize(total, empty);
+        }
+    }
+
+    fn take(&mut self, emit_to: EmitTo) -> Vec<State> {
+        emit_to.take_needed(&mut self.states)
+    }
+}
+
+impl GroupsAccumulator for PipelineGroups {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> DfResult<()> {
+        self.grow(total_num_groups);
+        if group_indices.is_empty() {
+            return Ok(());
+        }
+        let f = &self.function;
+        let groups = group_indices
+            .iter()
+            .map(|&g| u32::try_from(g))
+            .collect::<Result<Vec<u32>, _>>()
+            .map_err(|_| DataFusionError::Execution("computeq: more than 2^32 groups".into()))?;
+        // A row counts where the filter is true (null: not).
+        let keep = opt_filter.map(|b| {
+            (0..b.len())
+                .map(|i| b.is_valid(i) && b.value(i))
+                .collect::<Vec<bool>>()
+        });
+        let sources = sources(&f.pipeline, values)?;
+        let (keys, cols, _metrics) = f
+            .pipeline
+            .run_grouped(
+                f.engine.get(),
+                sources,
+                groups,
+                keep,
+                QueryOptions {
+                    one_thread: !f.parallel,
+                    ..QueryOptions::default()
+                },
+            )
+            .map_err(external)?;
+        let mut partial = f.pipeline.empty_state();
+        for (j, &g) in keys.iter().enumerate() {
+            for (slot, c) in partial.0.iter_mut().zip(&cols) {
+                *slot = c.as_ref().get(j);
+            }
+            let state = self.states.get_mut(g as usize).ok_or_else(|| {
+                DataFusionError::Internal("computeq: a group index past the groups".into())
+            })?;
+            f.pipeline.merge(state, &partial);
+        }
+        Ok(())
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> DfResult<ArrayRef> {
+        let states = self.take(emit_to);
+        let p = &self.function.pipeline;
+        let outputs = p.outputs();
+        let mut per_output: Vec<Vec<Option<Scalar>>> =
+            vec![Vec::with_capacity(states.len()); outputs.len()];
+        for s in &states {
+            for (col, v) in per_output.iter_mut().zip(p.values(s)) {
+                col.push(v);
+            }
+        }
+        let mut arrays: Vec<ArrayRef> = per_output
+            .into_iter()
+            .zip(&outputs)
+            .map(|(v, o)| scalars_to_array(v, o.dtype))
+            .collect();
+        if arrays.len() == 1 {
+            return Ok(arrays.pop().expect("one output"));
+        }
+        let fields: Fields = outputs
+            .iter()
+            .map(|o| Field::new(&o.name, arrow_type(o.dtype), o.nullable))
+            .collect();
+        Ok(Arc::new(StructArray::try_new(fields, arrays, None)?))
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> DfResult<Vec<ArrayRef>> {
+        let states = self.take(emit_to);
+        Ok(self
+            .function
+            .pipeline
+            .state_types()
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| scalars_to_array(states.iter().map(|s| Some(s.0[i])).collect(), t))
+            .collect())
+    }
+
+    fn merge_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        total_num_groups: usize,
+    ) -> DfResult<()> {
+        self.grow(total_num_groups);
+        let p = &self.function.pipeline;
+        let types = p.state_types();
+        if values.len() != types.len() {
+            return Err(DataFusionError::Internal(format!(
+                "computeq: {} state columns where the pipeline keeps {}",
+                values.len(),
+                types.len()
+            )));
+        }
+        let cols = values
+            .iter()
+            .zip(&types)
+            .map(|(a, &t)| column_scalars(a.as_ref(), t))
+            .collect::<DfResult<Vec<_>>>()?;
+        let mut other = p.empty_state();
+        for (row, &g) in group_indices.iter().enumerate() {
+            for (slot, c) in other.0.iter_mut().zip(&cols) {
+                *slot = *c.get(row).ok_or_else(|| {
+                    DataFusionError::Internal("computeq: a short state column".into())
+                })?;
+            }
+            let state = self.states.get_mut(g).ok_or_else(|| {
+                DataFusionError::Internal("computeq: a group index past the groups".into())
+            })?;
+            p.merge(state, &other);
+        }
+        Ok(())
+    }
+
+    fn convert_to_state(
+        &self,
+        values: &[ArrayRef],
+        opt_filter: Option<&BooleanArray>,
+    ) -> DfResult<Vec<ArrayRef>> {
+        // Each row its own group.
+        let rows = values.first().map_or(0, |a| a.len());
+        let mut one = PipelineGroups {
+            function: self.function.clone(),
+            states: Vec::new(),
+        };
+        let indices: Vec<usize> = (0..rows).collect();
+        one.update_batch(values, &indices, opt_filter, rows)?;
+        one.state(EmitTo::All)
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self) + self.states.capacity() * std::mem::size_of::<State>()
     }
 }

@@ -531,6 +531,93 @@ impl Pipeline {
         sources: Vec<SourceParts<'a>>,
         options: QueryOptions,
     ) -> Result<(Ran, ExecutionMetrics), Error> {
+        let (mut q, _) = self.replay(engine, sources, Vec::new(), options)?;
+        match &self.trace.terminal {
+            Some(t @ LogicalTerminal::Reduce(_)) => {
+                let (out, m) = executor::run(q.into_prepared(t.clone()))?;
+                match out {
+                    PlanOutput::Aggregates(a) => {
+                        Ok((Ran::State(State(a.into_iter().collect())), m))
+                    }
+                    PlanOutput::Columns(_) => Err(invalid("a reduce returned columns")),
+                }
+            }
+            Some(LogicalTerminal::Collect(cols)) => {
+                let valid: SmallVec<[Option<Value>; 4]> =
+                    cols.iter().map(|&c| q.validity_of(c)).collect();
+                q.reset_validity();
+                let mut all = cols.clone();
+                all.extend(valid.iter().flatten().copied());
+                let (out, m) = executor::run(q.into_prepared(LogicalTerminal::Collect(all)))?;
+                let PlanOutput::Columns(mut got) = out else {
+                    return Err(invalid("a collect returned aggregates"));
+                };
+                let mut masks: Vec<Vec<bool>> =
+                    got.drain(cols.len()..).map(bool::from_column).collect();
+                masks.reverse();
+                let out = got
+                    .into_iter()
+                    .zip(&valid)
+                    .map(|(c, v)| (c, v.and_then(|_| masks.pop())))
+                    .collect();
+                Ok((Ran::Columns(out), m))
+            }
+            _ => Err(invalid("this terminal cannot end a pipeline")),
+        }
+    }
+
+    /// Runs an aggregating pipeline over `sources` per group: row `i`
+    /// belongs to group `groups[i]`, and only rows where `keep` (when
+    /// given) is true count. Returns the groups that had rows, ascending,
+    /// and one column per aggregate (the partial state of each group).
+    #[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
+    pub(crate) fn run_grouped<'a>(
+        &self,
+        engine: &'a Engine,
+        sources: Vec<SourceParts<'a>>,
+        groups: Vec<u32>,
+        keep: Option<Vec<bool>>,
+        options: QueryOptions,
+    ) -> Result<(Vec<u32>, Vec<Column>, ExecutionMetrics), Error> {
+        let Some(LogicalTerminal::Reduce(aggs)) = &self.trace.terminal else {
+            return Err(invalid("only an aggregating pipeline runs per group"));
+        };
+        let mut extra = vec![Column::U32(groups)];
+        extra.extend(keep.map(Column::Bool));
+        let (mut q, extra) = self.replay(engine, sources, extra, options)?;
+        // The rows the aggregates skip for their nulls, as a whole-stream
+        // reduce skips them; then no column is null for the grouping.
+        q.settle_nulls(&LogicalTerminal::Reduce(aggs.clone()));
+        q.reset_validity();
+        let terminal = LogicalTerminal::Group {
+            keys: smallvec![extra[0]],
+            aggs: aggs.clone(),
+            first_seen: false,
+        };
+        let (out, m) = executor::run(q.into_prepared(terminal))?;
+        let PlanOutput::Columns(mut cols) = out else {
+            return Err(invalid("a grouping returned aggregates"));
+        };
+        if cols.len() != aggs.len() + 1 {
+            return Err(invalid("a grouping returned other columns than asked"));
+        }
+        let keys = match cols.remove(0) {
+            Column::U32(k) => k,
+            _ => return Err(invalid("a grouping returned keys of another type")),
+        };
+        Ok((keys, cols, m))
+    }
+
+    /// The query of the pipeline's adaptors over `sources`, then `extra`
+    /// columns zipped beside them (read by the caller through the returned
+    /// nodes; a `bool` one after the first filters the rows first).
+    fn replay<'a>(
+        &self,
+        engine: &'a Engine,
+        sources: Vec<SourceParts<'a>>,
+        extra: Vec<Column>,
+        options: QueryOptions,
+    ) -> Result<(Query<'a, Expr<bool>, Run>, SmallVec<[Value; 2]>), Error> {
         let inputs = self.input_types();
         if sources.len() != inputs.len() {
             return Err(invalid(format!(
@@ -568,7 +655,15 @@ impl Pipeline {
             }
             validity.push(parts.validity);
         }
+        let mut extra_values: SmallVec<[Value; 2]> = SmallVec::new();
+        let mut extra = Some(extra);
         for op in &self.trace.ops {
+            let source = matches!(op, LogicalOp::Source { .. } | LogicalOp::Zip { .. });
+            if !source {
+                if let Some(cols) = extra.take() {
+                    extra_values = q.zip_extra(cols);
+                }
+            }
             match op {
                 LogicalOp::Source {
                     stream: Stream::Input(k),
@@ -600,38 +695,34 @@ impl Pipeline {
                 other => return Err(invalid(format!("a pipeline cannot hold {}", other.name()))),
             }
         }
-        match &self.trace.terminal {
-            Some(t @ LogicalTerminal::Reduce(_)) => {
-                let (out, m) = executor::run(q.into_prepared(t.clone()))?;
-                match out {
-                    PlanOutput::Aggregates(a) => {
-                        Ok((Ran::State(State(a.into_iter().collect())), m))
-                    }
-                    PlanOutput::Columns(_) => Err(invalid("a reduce returned columns")),
-                }
-            }
-            Some(LogicalTerminal::Collect(cols)) => {
-                let valid: SmallVec<[Option<Value>; 4]> =
-                    cols.iter().map(|&c| q.validity_of(c)).collect();
-                q.reset_validity();
-                let mut all = cols.clone();
-                all.extend(valid.iter().flatten().copied());
-                let (out, m) = executor::run(q.into_prepared(LogicalTerminal::Collect(all)))?;
-                let PlanOutput::Columns(mut got) = out else {
-                    return Err(invalid("a collect returned aggregates"));
-                };
-                let mut masks: Vec<Vec<bool>> =
-                    got.drain(cols.len()..).map(bool::from_column).collect();
-                masks.reverse();
-                let out = got
-                    .into_iter()
-                    .zip(&valid)
-                    .map(|(c, v)| (c, v.and_then(|_| masks.pop())))
-                    .collect();
-                Ok((Ran::Columns(out), m))
-            }
-            _ => Err(invalid("this terminal cannot end a pipeline")),
+        if let Some(cols) = extra.take() {
+            extra_values = q.zip_extra(cols);
         }
+        Ok((q, extra_values))
+    }
+}
+
+impl<'a> Query<'a, Expr<bool>, Run> {
+    /// Zips owned columns beside the sources (not among the element's
+    /// columns); the second, a `bool`, filters the rows.
+    fn zip_extra(&mut self, cols: Vec<Column>) -> SmallVec<[Value; 2]> {
+        let mut out = SmallVec::new();
+        for (i, c) in cols.into_iter().enumerate() {
+            let dt = c.dtype();
+            let (v, k) = self.add_source(SourceValues::Owned(c), dt);
+            self.traced.trace.ops.push(LogicalOp::Zip {
+                stream: Stream::Input(k),
+                value: v,
+            });
+            if i == 1 && dt == DType::Bool {
+                self.traced
+                    .trace
+                    .ops
+                    .push(LogicalOp::Filter { predicate: v });
+            }
+            out.push(v);
+        }
+        out
     }
 }
 
