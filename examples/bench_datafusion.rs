@@ -19,7 +19,6 @@
 mod order;
 
 use computeq::datafusion::aggregate_udf;
-use computeq::prelude::*;
 use computeq::query::Pipeline;
 use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};

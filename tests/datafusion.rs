@@ -23,9 +23,12 @@ fn rt() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
+/// The table's columns `k`, `x`, `n`.
+type Data = (Vec<i64>, Vec<Option<f64>>, Vec<i64>);
+
 /// Rows `(k, x, n)`: a key in `0..keys`, a float with a null every 7th
 /// row, an integer that overflows when summed.
-fn data(rows: usize, keys: i64) -> (Vec<i64>, Vec<Option<f64>>, Vec<i64>) {
+fn data(rows: usize, keys: i64) -> Data {
     let k = (0..rows as i64).map(|i| (i * 7919) % keys).collect();
     let x = (0..rows)
         .map(|i| (i % 7 != 3).then(|| ((i as f64) * 0.37).sin() * 3.0))
@@ -45,11 +48,7 @@ fn schema() -> SchemaRef {
 }
 
 /// The rows as record batches of `batch` rows, dealt over `partitions`.
-fn partitions(
-    (k, x, n): &(Vec<i64>, Vec<Option<f64>>, Vec<i64>),
-    batch: usize,
-    partitions: usize,
-) -> Vec<Vec<RecordBatch>> {
+fn partitions((k, x, n): &Data, batch: usize, partitions: usize) -> Vec<Vec<RecordBatch>> {
     let mut out = vec![Vec::new(); partitions];
     for (i, start) in (0..k.len()).step_by(batch).enumerate() {
         let end = (start + batch).min(k.len());
@@ -67,7 +66,7 @@ fn partitions(
     out
 }
 
-fn context(rows: usize, keys: i64) -> (SessionContext, (Vec<i64>, Vec<Option<f64>>, Vec<i64>)) {
+fn context(rows: usize, keys: i64) -> (SessionContext, Data) {
     let d = data(rows, keys);
     let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(3));
     let table = MemTable::try_new(schema(), partitions(&d, 1000, 3)).expect("a table");
@@ -368,7 +367,7 @@ fn an_aggregate_over_different_nulls_in_one_pass_is_an_error_not_a_wrong_answer(
 }
 
 /// A session that plans pipeline nodes, over the table of `context`.
-fn node_context(rows: usize) -> (SessionContext, (Vec<i64>, Vec<Option<f64>>, Vec<i64>)) {
+fn node_context(rows: usize) -> (SessionContext, Data) {
     use datafusion::execution::session_state::SessionStateBuilder;
     let d = data(rows, 5);
     let state = computeq::datafusion::with_pipelines(

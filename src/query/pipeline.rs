@@ -617,7 +617,7 @@ impl Pipeline {
         sources: Vec<SourceParts<'a>>,
         extra: Vec<Column>,
         options: QueryOptions,
-    ) -> Result<(Query<'a, Expr<bool>, Run>, SmallVec<[Value; 2]>), Error> {
+    ) -> Result<Replayed<'a>, Error> {
         let inputs = self.input_types();
         if sources.len() != inputs.len() {
             return Err(invalid(format!(
@@ -701,6 +701,10 @@ impl Pipeline {
         Ok((q, extra_values))
     }
 }
+
+/// A pipeline's query over new columns, and the nodes of the extra
+/// columns zipped beside them.
+type Replayed<'a> = (Query<'a, Expr<bool>, Run>, SmallVec<[Value; 2]>);
 
 impl<'a> Query<'a, Expr<bool>, Run> {
     /// Zips owned columns beside the sources (not among the element's
