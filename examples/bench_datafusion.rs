@@ -10,7 +10,10 @@
 //!   (informational).
 //!
 //! Each round runs every query once in a fresh order; a ratio is the median
-//! of the rounds' ratios. Results are checked against each other.
+//! of the rounds' ratios. Results are checked against each other. The last
+//! column is the machine's practical floor for the query: computeq alone
+//! over the same values in one slice, on both cores, sampled in the same
+//! rounds.
 //!
 //! `cargo run --release --features datafusion --example bench_datafusion`
 //! (`-- --rows 1000000 --rounds 15`).
@@ -19,6 +22,7 @@
 mod order;
 
 use computeq::datafusion::aggregate_udf;
+use computeq::prelude::*;
 use computeq::query::Pipeline;
 use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
@@ -56,6 +60,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Field::new("x", DataType::Float64, false),
     ]));
     let mut parts = vec![Vec::new(); partitions];
+    let all: Vec<f64> = (0..rows)
+        .map(|i| ((i * 7919) % 1000) as f64 / 1000.0)
+        .collect();
     for (i, start) in (0..rows).step_by(batch).enumerate() {
         let end = (start + batch).min(rows);
         let x: Float64Array = (start..end)
@@ -127,26 +134,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{rows} rows, {partitions} partitions, batches of {batch}, {rounds} rounds (medians)\n"
     );
-    println!("| query | DataFusion SQL | computeq UDAF | speed-up |");
-    println!("|---|---|---|---|");
-    for (name, sql, cq) in &queries {
+    println!("| query | DataFusion SQL | computeq UDAF | speed-up | computeq alone, one slice |");
+    println!("|---|---|---|---|---|");
+    for (q, (name, sql, cq)) in queries.iter().enumerate() {
         let mut ratios = Vec::new();
-        let (mut ts, mut tc) = (Vec::new(), Vec::new());
+        let (mut ts, mut tc, mut ta) = (Vec::new(), Vec::new(), Vec::new());
+        let alone = |q: usize| -> f64 {
+            let t = Instant::now();
+            let v: f64 = if q == 0 {
+                all.compute().map(|x| x * 2.0 + 1.0).sum()
+            } else {
+                all.compute().filter(|x| x.gt(0.5)).map(|x| x * x).sum()
+            };
+            std::hint::black_box(v);
+            t.elapsed().as_secs_f64()
+        };
         for round in 0..rounds {
-            let order = order::round_order(round, 2);
-            let mut t = [0.0; 2];
+            let order = order::round_order(round, 3);
+            let mut t = [0.0; 3];
             for &i in &order {
-                t[i] = run(if i == 0 { sql } else { cq })?.1;
+                t[i] = match i {
+                    0 => run(sql)?.1,
+                    1 => run(cq)?.1,
+                    _ => alone(q),
+                };
             }
             ratios.push(t[0] / t[1]);
             ts.push(t[0]);
             tc.push(t[1]);
+            ta.push(t[2]);
         }
         println!(
-            "| {name} | {:.2} ms | {:.2} ms | {:.2}x |",
+            "| {name} | {:.2} ms | {:.2} ms | {:.2}x | {:.2} ms |",
             order::median(ts) * 1e3,
             order::median(tc) * 1e3,
-            order::median(ratios)
+            order::median(ratios),
+            order::median(ta) * 1e3
         );
     }
     if let Some(m) = computeq::engine().last_run() {
