@@ -141,6 +141,11 @@ fn what_needs_the_global_order_or_every_row_is_refused() {
     for (what, r) in refused {
         let e = r.expect_err(what);
         assert_eq!(e.kind(), ErrorKind::InvalidQuery, "{what}: {e}");
+        assert!(
+            e.to_string()
+                .contains(what.split('_').next().unwrap_or(what)),
+            "{what}: {e}"
+        );
     }
 }
 

@@ -17,6 +17,9 @@ mod sealed {
 pub trait Mode: sealed::Sealed + Sized {
     /// What a terminal producing `R` returns in this mode.
     type Out<R>;
+    /// Whether terminals capture a [`Pipeline`] instead of running.
+    #[doc(hidden)]
+    const CAPTURE: bool = false;
     #[doc(hidden)]
     fn finish<R>(
         p: Prepared<'_>,
@@ -119,6 +122,7 @@ impl Mode for Analyze {
 
 impl Mode for Capture {
     type Out<R> = Result<Pipeline, Error>;
+    const CAPTURE: bool = true;
     fn finish<R>(
         p: Prepared<'_>,
         describe: impl FnOnce() -> Finish,

@@ -121,6 +121,21 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             .is_some_and(|h| h.validity.iter().any(Option::is_some))
     }
 
+    /// Refuses `what` in a query traced as a [`Pipeline`](super::Pipeline):
+    /// it acts on the nulls of the data, which a pipeline traced without
+    /// data cannot see, so it would be silently dropped.
+    pub(crate) fn refuse_in_pipeline(&mut self, what: &str) {
+        if M::CAPTURE {
+            self.refuse(|| {
+                format!(
+                    "{what} in a pipeline: a pipeline is traced without data, so it cannot act \
+                     on nulls yet; handle them in the engine that runs it (WHERE x IS NOT NULL, \
+                     COALESCE)"
+                )
+            });
+        }
+    }
+
     /// Records why the query cannot run (the first reason wins).
     pub(crate) fn refuse(&mut self, why: impl FnOnce() -> String) {
         let h = self.held();
@@ -431,6 +446,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// assert_eq!(v, [1, 2]);
     /// ```
     pub fn drop_nulls(mut self) -> Self {
+        self.refuse_in_pipeline("drop_nulls()");
         if let Some(v) = self.element_validity() {
             self.push_filter(v);
         }
@@ -450,6 +466,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// assert_eq!(v, [1, 2]);
     /// ```
     pub fn nulls_first(mut self) -> Self {
+        self.refuse_in_pipeline("nulls_first()");
         self.held().nulls_first = true;
         self
     }
@@ -463,6 +480,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// assert_eq!([1.0f32, 2.0].compute().count_rows(), 2);
     /// ```
     pub fn count_rows(mut self) -> M::Out<usize> {
+        self.refuse_in_pipeline("count_rows()");
         if let Some(h) = self.held.as_mut() {
             h.validity.iter_mut().for_each(|v| *v = None);
         }
@@ -480,6 +498,7 @@ impl<'a, T: Element, M: Mode> Query<'a, Expr<T>, M> {
     /// assert_eq!(s, 3.0);
     /// ```
     pub fn fill_null(mut self, value: T) -> Self {
+        self.refuse_in_pipeline("fill_null(..)");
         let Some(valid) = self.element_validity() else {
             return self;
         };

@@ -12,7 +12,9 @@
 //! those). What needs the rows' global order (`enumerate`, `skip`, `take`,
 //! scans, sorts, `argmin`/`argmax`, `first`/`last`, a `reduce` with a
 //! combine of your own) or every row at once (joins, groups, distinct) is
-//! refused when the pipeline is built, with the reason.
+//! refused when the pipeline is built, with the reason; so are
+//! `fill_null`, `drop_nulls`, `count_rows` and `nulls_first`, which act on
+//! the nulls of data a pipeline traced without data cannot see.
 //!
 //! Running a pipeline replays its trace over the new columns through the
 //! same steps the adaptors take, so Arrow inputs with nulls get the SQL
