@@ -170,7 +170,10 @@
 //! SIMD lanes), `cpu-parallel` (the block program over rayon). Feature
 //! `wgpu` (default) adds the WGSL backend; feature `cuda` the PTX backend.
 //! Feature `arrow` reads and writes Arrow arrays, with SQL nulls on every
-//! backend (the [`arrow`] module when enabled).
+//! backend (the [`arrow`] module when enabled). Feature `datafusion` runs
+//! pipelines ([`query::Pipeline`]: a query traced without data) inside
+//! DataFusion as scalar and aggregate functions and as a plan node (the
+//! `datafusion` module when enabled).
 //!
 //! ## Reliability
 //!

@@ -68,7 +68,7 @@ pub enum Terminal {
     },
     /// Writes `columns` of the (surviving) positions in the order of
     /// `keys`: a stable sort (ties keep their order) by the canonical
-    /// total order of [`crate::semantics::order`]. With `fetch`, only
+    /// total order of `semantics::order`. With `fetch`, only
     /// the first `fetch` rows of that order (top-k). What follows reads
     /// the sorted columns.
     Sort {

@@ -165,7 +165,12 @@ pub struct Output {
 }
 
 /// A query traced without data, run later over any columns of its input
-/// types: see the [module documentation](self).
+/// types, batch by batch, with aggregates whose partial states merge: what
+/// computeq runs inside DataFusion (feature `datafusion`) and ships to other
+/// machines as bytes ([`Pipeline::to_bytes`]). It holds what runs partition
+/// by partition: `zip` of its inputs, `map`, `filter`, and `collect` or
+/// associative and commutative aggregates; anything that needs the rows'
+/// global order or every row at once is refused by [`Pipeline::over`].
 ///
 /// ```
 /// # let _ = computeq::set_engine(computeq::Engine::default());

@@ -49,7 +49,7 @@ pub enum AggKind {
     /// `variance` and `std_dev` divide), in `f64` whatever the column's
     /// numeric type: updated with Welford's step one element at a time or
     /// computed per block about the block's own mean, and merged across
-    /// runs with Chan's formula ([`Moments`]), so `1e8 + noise` loses no
+    /// runs with Chan's formula (`Moments`), so `1e8 + noise` loses no
     /// digits to cancellation. NaN if any element is NaN or infinite.
     /// Result: `f64`.
     M2,
