@@ -18,7 +18,7 @@
 //!
 //! Running a pipeline replays its trace over the new columns through the
 //! same steps the adaptors take, so Arrow inputs with nulls get the SQL
-//! semantics of [`crate::arrow`] on every backend, and a replay with the
+//! semantics of the `arrow` module on every backend, and a replay with the
 //! same shape of input hits the engine's plan cache.
 
 use super::join::placeholder;
