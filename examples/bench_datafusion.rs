@@ -40,15 +40,6 @@ fn arg(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn first_f64(batches: &[RecordBatch]) -> f64 {
-    batches[0]
-        .column(0)
-        .as_any()
-        .downcast_ref::<Float64Array>()
-        .expect("f64")
-        .value(0)
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rows = arg("--rows", 10_000_000);
     let rounds = arg("--rounds", 11);
@@ -128,7 +119,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "{name}: {x} vs {y}"
             );
         }
-        let _ = first_f64;
     }
 
     println!(
