@@ -491,25 +491,42 @@ fn scalar_value(v: Option<Scalar>, dtype: DType) -> ScalarValue {
     }
 }
 
-/// Row `row` of a state column of `dtype`.
-fn state_scalar(array: &dyn Array, row: usize, dtype: DType) -> DfResult<Scalar> {
-    let v = ScalarValue::try_from_array(array, row)?;
-    let bad = || {
-        DataFusionError::Internal(format!(
-            "computeq: a state column of {} where {dtype} was written",
-            array.data_type()
+/// The state columns DataFusion hands back, one `Vec` per aggregate, and
+/// the state of their row `row`.
+struct StateColumns(Vec<Vec<Scalar>>);
+
+impl StateColumns {
+    fn read(p: &Pipeline, states: &[ArrayRef]) -> DfResult<StateColumns> {
+        let types = p.state_types();
+        if states.len() != types.len() {
+            return Err(DataFusionError::Internal(format!(
+                "computeq: {} state columns where the pipeline keeps {}",
+                states.len(),
+                types.len()
+            )));
+        }
+        Ok(StateColumns(
+            states
+                .iter()
+                .zip(&types)
+                .map(|(a, &t)| column_scalars(a.as_ref(), t))
+                .collect::<DfResult<_>>()?,
         ))
-    };
-    Ok(match (dtype, v) {
-        (DType::Bool, ScalarValue::Boolean(Some(b))) => Scalar::Bool(b),
-        (DType::I32, ScalarValue::Int32(Some(x))) => Scalar::I32(x),
-        (DType::U32, ScalarValue::UInt32(Some(x))) => Scalar::U32(x),
-        (DType::I64, ScalarValue::Int64(Some(x))) => Scalar::I64(x),
-        (DType::U64, ScalarValue::UInt64(Some(x))) => Scalar::U64(x),
-        (DType::F32, ScalarValue::Float32(Some(x))) => Scalar::F32(x),
-        (DType::F64, ScalarValue::Float64(Some(x))) => Scalar::F64(x),
-        _ => return Err(bad()),
-    })
+    }
+
+    fn rows(&self) -> usize {
+        self.0.first().map_or(0, Vec::len)
+    }
+
+    /// Row `row` into `out` (a state of the pipeline's width).
+    fn row_into(&self, row: usize, out: &mut State) -> DfResult<()> {
+        for (slot, c) in out.0.iter_mut().zip(&self.0) {
+            *slot = *c.get(row).ok_or_else(|| {
+                DataFusionError::Internal("computeq: a short state column".into())
+            })?;
+        }
+        Ok(())
+    }
 }
 
 impl Accumulator for PipelineAccumulator {
@@ -565,23 +582,10 @@ impl Accumulator for PipelineAccumulator {
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
         let p = &self.function.pipeline;
-        let types = p.state_types();
-        if states.len() != types.len() {
-            return Err(DataFusionError::Internal(format!(
-                "computeq: {} state columns where the pipeline keeps {}",
-                states.len(),
-                types.len()
-            )));
-        }
-        let rows = states.first().map_or(0, |a| a.len());
-        for row in 0..rows {
-            let other = State(
-                states
-                    .iter()
-                    .zip(&types)
-                    .map(|(a, &t)| state_scalar(a.as_ref(), row, t))
-                    .collect::<DfResult<_>>()?,
-            );
+        let cols = StateColumns::read(p, states)?;
+        let mut other = p.empty_state();
+        for row in 0..cols.rows() {
+            cols.row_into(row, &mut other)?;
             p.merge(&mut self.state, &other);
         }
         Ok(())
@@ -756,26 +760,10 @@ impl GroupsAccumulator for PipelineGroups {
     ) -> DfResult<()> {
         self.grow(total_num_groups);
         let p = &self.function.pipeline;
-        let types = p.state_types();
-        if values.len() != types.len() {
-            return Err(DataFusionError::Internal(format!(
-                "computeq: {} state columns where the pipeline keeps {}",
-                values.len(),
-                types.len()
-            )));
-        }
-        let cols = values
-            .iter()
-            .zip(&types)
-            .map(|(a, &t)| column_scalars(a.as_ref(), t))
-            .collect::<DfResult<Vec<_>>>()?;
+        let cols = StateColumns::read(p, values)?;
         let mut other = p.empty_state();
         for (row, &g) in group_indices.iter().enumerate() {
-            for (slot, c) in other.0.iter_mut().zip(&cols) {
-                *slot = *c.get(row).ok_or_else(|| {
-                    DataFusionError::Internal("computeq: a short state column".into())
-                })?;
-            }
+            cols.row_into(row, &mut other)?;
             let state = self.states.get_mut(g).ok_or_else(|| {
                 DataFusionError::Internal("computeq: a group index past the groups".into())
             })?;
