@@ -173,7 +173,8 @@
 //! backend (the [`arrow`] module when enabled). Feature `datafusion` runs
 //! pipelines ([`query::Pipeline`]: a query traced without data) inside
 //! DataFusion as scalar and aggregate functions and as a plan node (the
-//! `datafusion` module when enabled).
+//! `datafusion` module when enabled); feature `ballista` carries them to
+//! a Ballista cluster's executors inside the plan (the `ballista` module).
 //!
 //! ## Reliability
 //!
@@ -257,6 +258,8 @@
 #[cfg(feature = "arrow")]
 pub mod arrow;
 mod backend;
+#[cfg(feature = "ballista")]
+pub mod ballista;
 mod codegen;
 mod cost;
 #[cfg(feature = "datafusion")]

@@ -34,6 +34,7 @@ const LAYERS: &[&str] = &[
     "query",      // the user's lazy builder
     "arrow",      // Arrow arrays in and out (feature `arrow`)
     "datafusion", // pipelines as DataFusion functions (feature `datafusion`)
+    "ballista",   // pipelines distributed by Ballista (feature `ballista`)
     "prelude",
     "plumbing", // the machinery, re-exported for custom backends and selectors
     "telemetry",

@@ -77,7 +77,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod node;
+pub(crate) mod node;
 
 pub use node::{
     apply, apply_with, with_pipelines, PipelineExec, PipelineNode, PipelinePlanner,
@@ -117,7 +117,7 @@ pub fn arrow_type(dtype: DType) -> DataType {
 
 /// The engine a function runs its batches on.
 #[derive(Clone, Debug)]
-enum EngineRef {
+pub(crate) enum EngineRef {
     /// The process-wide engine ([`crate::engine`]).
     Global,
     /// One of the user's.
@@ -156,17 +156,17 @@ impl Hash for EngineRef {
 
 /// What a function holds: its name, pipeline, signature and engine.
 #[derive(Debug, PartialEq, Eq, Hash)]
-struct Function {
-    name: String,
-    pipeline: Pipeline,
+pub(crate) struct Function {
+    pub(crate) name: String,
+    pub(crate) pipeline: Pipeline,
     signature: Signature,
     engine: EngineRef,
     /// May a batch run on `cpu-parallel` (see [`FunctionBuilder::parallel`]).
-    parallel: bool,
+    pub(crate) parallel: bool,
 }
 
 impl Function {
-    fn new(b: FunctionBuilder) -> Function {
+    pub(crate) fn new(b: FunctionBuilder) -> Function {
         let types = b
             .pipeline
             .input_types()
@@ -312,6 +312,12 @@ pub struct FunctionBuilder {
 }
 
 impl FunctionBuilder {
+    /// Runs the batches on `engine`, the process-wide one included.
+    pub(crate) fn engine_ref(mut self, engine: EngineRef) -> Self {
+        self.engine = engine;
+        self
+    }
+
     /// Runs the batches on `engine` (default: the process-wide engine).
     pub fn engine(mut self, engine: Arc<Engine>) -> Self {
         self.engine = EngineRef::Own(engine);
@@ -374,7 +380,7 @@ impl FunctionBuilder {
 
 /// A pipeline as a DataFusion scalar function ([`scalar_udf`]).
 #[derive(Debug, PartialEq, Eq, Hash)]
-struct PipelineScalar(Function);
+pub(crate) struct PipelineScalar(pub(crate) Function);
 
 impl ScalarUDFImpl for PipelineScalar {
     fn name(&self) -> &str {
@@ -412,7 +418,7 @@ impl ScalarUDFImpl for PipelineScalar {
 
 /// A pipeline as a DataFusion aggregate function ([`aggregate_udf`]).
 #[derive(Debug, PartialEq, Eq, Hash)]
-struct PipelineAggregate(Arc<Function>);
+pub(crate) struct PipelineAggregate(pub(crate) Arc<Function>);
 
 impl AggregateUDFImpl for PipelineAggregate {
     fn name(&self) -> &str {

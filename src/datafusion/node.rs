@@ -49,11 +49,11 @@ pub const DEFAULT_GATHER_ROWS: usize = 1 << 20;
 /// the input's columns), output its collected columns.
 #[derive(Debug)]
 pub struct PipelineNode {
-    function: Arc<Function>,
+    pub(crate) function: Arc<Function>,
     input: LogicalPlan,
-    args: Vec<Expr>,
+    pub(crate) args: Vec<Expr>,
     schema: DFSchemaRef,
-    gather_rows: usize,
+    pub(crate) gather_rows: usize,
 }
 
 impl PartialEq for PipelineNode {
@@ -91,7 +91,7 @@ impl PartialOrd for PipelineNode {
 }
 
 /// The output schema: the pipeline's collected columns.
-fn output_schema(p: &Pipeline, name: &str) -> Schema {
+pub(crate) fn output_schema(p: &Pipeline, name: &str) -> Schema {
     let outputs = p.outputs();
     Schema::new(
         outputs
@@ -109,7 +109,8 @@ fn output_schema(p: &Pipeline, name: &str) -> Schema {
 }
 
 impl PipelineNode {
-    fn try_new(
+    /// The node; `args` are cast to the pipeline's input types.
+    pub(crate) fn try_new(
         function: Arc<Function>,
         input: LogicalPlan,
         args: Vec<Expr>,
@@ -132,7 +133,14 @@ impl PipelineNode {
         let args = args
             .into_iter()
             .zip(p.input_types())
-            .map(|(e, &t)| ::datafusion::prelude::cast(e, arrow_type(t)))
+            .map(|(e, &t)| {
+                let to = arrow_type(t);
+                match e {
+                    // Read back from a plan (Ballista): cast already.
+                    Expr::Cast(c) if c.field.data_type() == &to => Expr::Cast(c),
+                    e => ::datafusion::prelude::cast(e, to),
+                }
+            })
             .collect();
         let schema = Arc::new(DFSchema::try_from(output_schema(p, &function.name))?);
         Ok(PipelineNode {
@@ -329,17 +337,17 @@ pub fn with_pipelines(builder: SessionStateBuilder) -> SessionStateBuilder {
 /// runs of at least `gather_rows` rows and runs the pipeline over each.
 #[derive(Debug)]
 pub struct PipelineExec {
-    function: Arc<Function>,
+    pub(crate) function: Arc<Function>,
     input: Arc<dyn ExecutionPlan>,
-    args: Vec<Arc<dyn PhysicalExpr>>,
+    pub(crate) args: Vec<Arc<dyn PhysicalExpr>>,
     schema: SchemaRef,
-    gather_rows: usize,
+    pub(crate) gather_rows: usize,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
 
 impl PipelineExec {
-    fn new(
+    pub(crate) fn new(
         function: Arc<Function>,
         input: Arc<dyn ExecutionPlan>,
         args: Vec<Arc<dyn PhysicalExpr>>,
