@@ -13,7 +13,7 @@ use computeq::datafusion::{aggregate_udf, scalar_udf};
 use computeq::prelude::*;
 use computeq::query::Pipeline;
 use datafusion::arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::common::Result as DfResult;
 use datafusion::execution::FunctionRegistry;
@@ -28,42 +28,13 @@ use datafusion_proto::bytes::{
 };
 use datafusion_proto::logical_plan::LogicalExtensionCodec;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
-/// The table's columns `k`, `x`, `n`.
-type Data = (Vec<i64>, Vec<Option<f64>>, Vec<i64>);
-
-/// Rows `(k, x, n)`: a key in `0..keys`, a float with a null every 7th
-/// row, an integer that overflows when summed.
-fn data(rows: usize, keys: i64) -> Data {
-    let k = (0..rows as i64).map(|i| (i * 7919) % keys).collect();
-    let x = (0..rows)
-        .map(|i| (i % 7 != 3).then(|| ((i as f64) * 0.37).sin() * 3.0))
-        .collect();
-    let n = (0..rows as i64)
-        .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as i64))
-        .collect();
-    (k, x, n)
-}
-
-fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("k", DataType::Int64, false),
-        Field::new("x", DataType::Float64, true),
-        Field::new("n", DataType::Int64, false),
-    ]))
-}
+#[path = "support/table.rs"]
+mod table;
+use table::{data, local_groups, rt, schema, Data};
 
 /// A directory of its own under the system's temporary one, removed when
 /// dropped.
@@ -613,18 +584,6 @@ fn a_malformed_node_in_a_physical_plan_is_an_error_on_decoding() {
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(e.contains("computeq"), "{e}");
-}
-
-/// The local runs: computeq over the non-null values of each group.
-fn local_groups(k: &[i64], x: &[Option<f64>]) -> BTreeMap<i64, Vec<f64>> {
-    let mut g: BTreeMap<i64, Vec<f64>> = BTreeMap::new();
-    for (&k, x) in k.iter().zip(x) {
-        let e = g.entry(k).or_default();
-        if let Some(x) = x {
-            e.push(*x);
-        }
-    }
-    g
 }
 
 fn column<'a, T: 'static>(

@@ -9,43 +9,16 @@ use computeq::query::Pipeline;
 use datafusion::arrow::array::{
     Array, ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StructArray, UInt64Array,
 };
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::datasource::MemTable;
 use datafusion::execution::FunctionRegistry;
 use datafusion::prelude::{col, ParquetReadOptions, SessionConfig, SessionContext};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .build()
-        .expect("a tokio runtime")
-}
-
-/// The table's columns `k`, `x`, `n`.
-type Data = (Vec<i64>, Vec<Option<f64>>, Vec<i64>);
-
-/// Rows `(k, x, n)`: a key in `0..keys`, a float with a null every 7th
-/// row, an integer that overflows when summed.
-fn data(rows: usize, keys: i64) -> Data {
-    let k = (0..rows as i64).map(|i| (i * 7919) % keys).collect();
-    let x = (0..rows)
-        .map(|i| (i % 7 != 3).then(|| ((i as f64) * 0.37).sin() * 3.0))
-        .collect();
-    let n = (0..rows as i64)
-        .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as i64))
-        .collect();
-    (k, x, n)
-}
-
-fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("k", DataType::Int64, false),
-        Field::new("x", DataType::Float64, true),
-        Field::new("n", DataType::Int64, false),
-    ]))
-}
+#[path = "support/table.rs"]
+mod table;
+use table::{data, local_groups, rt, schema, Data};
 
 /// The rows as record batches of `batch` rows, dealt over `partitions`.
 fn partitions((k, x, n): &Data, batch: usize, partitions: usize) -> Vec<Vec<RecordBatch>> {
@@ -122,18 +95,6 @@ fn i64s(batches: &[RecordBatch], c: usize) -> Vec<i64> {
 
 fn close(a: f64, b: f64, scale: f64) -> bool {
     (a - b).abs() <= 1e-9 * scale.max(1.0)
-}
-
-/// The local runs: computeq over the non-null values of each group.
-fn local_groups(k: &[i64], x: &[Option<f64>]) -> BTreeMap<i64, Vec<f64>> {
-    let mut g: BTreeMap<i64, Vec<f64>> = BTreeMap::new();
-    for (&k, x) in k.iter().zip(x) {
-        let e = g.entry(k).or_default();
-        if let Some(x) = x {
-            e.push(*x);
-        }
-    }
-    g
 }
 
 #[test]

@@ -310,6 +310,67 @@ impl Decoder {
     }
 }
 
+impl Decoder {
+    /// A scalar function's definition: computeq's part, or what the
+    /// wrapped codec wrote (`inner`, handed its bytes without the tag; an
+    /// empty definition, a function resolved by name, as it came).
+    fn decode_udf(
+        &self,
+        name: &str,
+        buf: &[u8],
+        inner: impl FnOnce(&[u8]) -> DfResult<Arc<ScalarUDF>>,
+    ) -> DfResult<Arc<ScalarUDF>> {
+        if buf.is_empty() {
+            return inner(buf);
+        }
+        match split(buf)? {
+            Part::Inner(rest) => inner(rest),
+            Part::Ours(h, _) => self.scalar(name, &h),
+        }
+    }
+
+    /// An aggregate function's definition (as [`Decoder::decode_udf`]).
+    fn decode_udaf(
+        &self,
+        name: &str,
+        buf: &[u8],
+        inner: impl FnOnce(&[u8]) -> DfResult<Arc<AggregateUDF>>,
+    ) -> DfResult<Arc<AggregateUDF>> {
+        if buf.is_empty() {
+            return inner(buf);
+        }
+        match split(buf)? {
+            Part::Inner(rest) => inner(rest),
+            Part::Ours(h, _) => self.aggregate(name, &h),
+        }
+    }
+}
+
+/// Writes a scalar function's definition: computeq's part, or what the
+/// wrapped codec writes (`inner`), tagged.
+fn encode_udf(
+    node: &ScalarUDF,
+    buf: &mut Vec<u8>,
+    inner: impl FnOnce(&mut Vec<u8>) -> DfResult<()>,
+) -> DfResult<()> {
+    match node.inner().downcast_ref::<PipelineScalar>() {
+        Some(PipelineScalar(f)) => write_part(buf, Kind::Scalar, f, None, &[]),
+        None => write_inner(buf, inner),
+    }
+}
+
+/// Writes an aggregate function's definition (as [`encode_udf`]).
+fn encode_udaf(
+    node: &AggregateUDF,
+    buf: &mut Vec<u8>,
+    inner: impl FnOnce(&mut Vec<u8>) -> DfResult<()>,
+) -> DfResult<()> {
+    match node.inner().downcast_ref::<PipelineAggregate>() {
+        Some(PipelineAggregate(f)) => write_part(buf, Kind::Aggregate, f, None, &[]),
+        None => write_inner(buf, inner),
+    }
+}
+
 fn check_name(name: &str, h: &Header) -> DfResult<()> {
     if name == h.name {
         Ok(())
@@ -444,37 +505,21 @@ impl LogicalExtensionCodec for LogicalCodec {
     }
 
     fn try_decode_udf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<ScalarUDF>> {
-        if buf.is_empty() {
-            return self.inner.try_decode_udf(name, buf);
-        }
-        match split(buf)? {
-            Part::Inner(rest) => self.inner.try_decode_udf(name, rest),
-            Part::Ours(h, _) => self.decoder.scalar(name, &h),
-        }
+        self.decoder
+            .decode_udf(name, buf, |b| self.inner.try_decode_udf(name, b))
     }
 
     fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        match node.inner().downcast_ref::<PipelineScalar>() {
-            Some(PipelineScalar(f)) => write_part(buf, Kind::Scalar, f, None, &[]),
-            None => write_inner(buf, |b| self.inner.try_encode_udf(node, b)),
-        }
+        encode_udf(node, buf, |b| self.inner.try_encode_udf(node, b))
     }
 
     fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<AggregateUDF>> {
-        if buf.is_empty() {
-            return self.inner.try_decode_udaf(name, buf);
-        }
-        match split(buf)? {
-            Part::Inner(rest) => self.inner.try_decode_udaf(name, rest),
-            Part::Ours(h, _) => self.decoder.aggregate(name, &h),
-        }
+        self.decoder
+            .decode_udaf(name, buf, |b| self.inner.try_decode_udaf(name, b))
     }
 
     fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        match node.inner().downcast_ref::<PipelineAggregate>() {
-            Some(PipelineAggregate(f)) => write_part(buf, Kind::Aggregate, f, None, &[]),
-            None => write_inner(buf, |b| self.inner.try_encode_udaf(node, b)),
-        }
+        encode_udaf(node, buf, |b| self.inner.try_encode_udaf(node, b))
     }
 
     fn try_decode_udwf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<WindowUDF>> {
@@ -600,37 +645,21 @@ impl PhysicalExtensionCodec for PhysicalCodec {
     }
 
     fn try_decode_udf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<ScalarUDF>> {
-        if buf.is_empty() {
-            return self.inner.try_decode_udf(name, buf);
-        }
-        match split(buf)? {
-            Part::Inner(rest) => self.inner.try_decode_udf(name, rest),
-            Part::Ours(h, _) => self.decoder.scalar(name, &h),
-        }
+        self.decoder
+            .decode_udf(name, buf, |b| self.inner.try_decode_udf(name, b))
     }
 
     fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        match node.inner().downcast_ref::<PipelineScalar>() {
-            Some(PipelineScalar(f)) => write_part(buf, Kind::Scalar, f, None, &[]),
-            None => write_inner(buf, |b| self.inner.try_encode_udf(node, b)),
-        }
+        encode_udf(node, buf, |b| self.inner.try_encode_udf(node, b))
     }
 
     fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<AggregateUDF>> {
-        if buf.is_empty() {
-            return self.inner.try_decode_udaf(name, buf);
-        }
-        match split(buf)? {
-            Part::Inner(rest) => self.inner.try_decode_udaf(name, rest),
-            Part::Ours(h, _) => self.decoder.aggregate(name, &h),
-        }
+        self.decoder
+            .decode_udaf(name, buf, |b| self.inner.try_decode_udaf(name, b))
     }
 
     fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        match node.inner().downcast_ref::<PipelineAggregate>() {
-            Some(PipelineAggregate(f)) => write_part(buf, Kind::Aggregate, f, None, &[]),
-            None => write_inner(buf, |b| self.inner.try_encode_udaf(node, b)),
-        }
+        encode_udaf(node, buf, |b| self.inner.try_encode_udaf(node, b))
     }
 
     fn try_decode_udwf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<WindowUDF>> {
