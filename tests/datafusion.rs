@@ -627,3 +627,86 @@ fn many_groups_a_filter_clause_and_skipped_partial_aggregation() {
         }
     }
 }
+
+/// The sum of metric `metric` over the plan's operators named `operator`.
+fn metric_of(
+    plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    operator: &str,
+    metric: &str,
+) -> std::time::Duration {
+    let own = if plan.name() == operator {
+        plan.metrics()
+            .and_then(|m| m.sum_by_name(metric))
+            .map_or(0, |v| v.as_usize())
+    } else {
+        0
+    };
+    plan.children()
+        .into_iter()
+        .map(|c| metric_of(c, operator, metric))
+        .sum::<std::time::Duration>()
+        + std::time::Duration::from_nanos(own as u64)
+}
+
+#[test]
+fn the_functions_time_is_in_datafusions_metrics_and_runs_in_the_run_log() {
+    use computeq::datafusion::function;
+    use datafusion::physical_plan::collect;
+    let (ctx, _) = context(30_000, 5);
+    let engine = Arc::new(computeq::Engine::default());
+    let sum_sq = Pipeline::over::<f64>(|q| q.filter(|x| x.gt(0.5)).map(|x| x * x).sum()).unwrap();
+    ctx.register_udaf(
+        function("own_sum_sq", sum_sq)
+            .engine(engine.clone())
+            .aggregate()
+            .unwrap(),
+    );
+    let affine = Pipeline::over::<f64>(|q| q.map(|x| x * 2.0 + 1.0).collect::<Vec<_>>()).unwrap();
+    ctx.register_udf(
+        function("own_affine", affine)
+            .engine(engine.clone())
+            .scalar()
+            .unwrap(),
+    );
+    // DataFusion 55 times a grouped aggregate's accumulators
+    // (`aggregation_time`) and each projected expression
+    // (`expr_<i>_eval_time`): a computeq function's runs are inside them.
+    for (q, operator, metric) in [
+        (
+            "SELECT k, own_sum_sq(x) FROM t GROUP BY k",
+            "AggregateExec",
+            "aggregation_time",
+        ),
+        (
+            "SELECT own_affine(x) FROM t",
+            "ProjectionExec",
+            "expr_0_eval_time",
+        ),
+    ] {
+        engine.run_log().clear();
+        let (plan, runs, text) = rt()
+            .block_on(async {
+                let df = ctx.sql(q).await?;
+                let plan = df.clone().create_physical_plan().await?;
+                collect(plan.clone(), ctx.task_ctx()).await?;
+                let runs = engine.run_log().snapshot();
+                // EXPLAIN ANALYZE runs the query once more.
+                let explained = df.explain(false, true)?.collect().await?;
+                let text = datafusion::arrow::util::pretty::pretty_format_batches(&explained)?;
+                Ok::<_, datafusion::error::DataFusionError>((plan, runs, text.to_string()))
+            })
+            .unwrap();
+        assert!(text.contains(&format!("{metric}=")), "{q}: {text}");
+        assert_eq!(
+            runs.iter().map(|m| m.elements_in).sum::<u64>(),
+            30_000,
+            "{q}: the run log holds every batch's run"
+        );
+        let computeq: std::time::Duration = runs.iter().map(|m| m.phases.total).sum();
+        let datafusion = metric_of(&plan, operator, metric);
+        assert!(
+            datafusion.as_secs_f64() >= 0.8 * computeq.as_secs_f64() && !computeq.is_zero(),
+            "{q}: {operator} {metric} {datafusion:?}, computeq's runs {computeq:?}"
+        );
+    }
+}
