@@ -52,6 +52,33 @@ fn random_pipelines(kind: BackendKind) {
     assert_unavailable_is_fatal(kind, &summary.borrow());
 }
 
+/// Random pipelines over Arrow arrays (feature `arrow`): the same values
+/// as the slices, each array a slice at an offset into a longer one, read
+/// in place by every backend; the answers must be the slices'. (Nulls on
+/// every backend: `tests/arrow.rs`.)
+#[cfg(feature = "arrow")]
+fn arrow_inputs(kind: BackendKind) {
+    let engine = common::engine();
+    if common::skip_reason(&engine, kind).is_some() {
+        return;
+    }
+    let summary = RefCell::new(Summary::default());
+    let mut runner = TestRunner::new(differential_config(CASES / 3));
+    let result = runner.run(&ast::case(), |case| {
+        let o = common::check::run_case_arrow(&engine, kind, &case).map_err(TestCaseError::fail)?;
+        summary.borrow_mut().add(&o);
+        Ok(())
+    });
+    eprintln!(
+        "{kind}: random pipelines over Arrow arrays: {}",
+        summary.borrow()
+    );
+    if let Err(e) = result {
+        panic!("{kind}: {e}");
+    }
+    assert_unavailable_is_fatal(kind, &summary.borrow());
+}
+
 /// Hand-written pipelines at every boundary length, for every dtype: the
 /// random draw may miss a boundary, this never does.
 fn boundary_lengths(kind: BackendKind) {
@@ -107,6 +134,12 @@ macro_rules! differential_suite {
             #[test]
             fn boundary_lengths_agree() {
                 boundary_lengths($kind);
+            }
+
+            #[cfg(feature = "arrow")]
+            #[test]
+            fn arrow_inputs_agree() {
+                arrow_inputs($kind);
             }
         }
     )*};
@@ -205,6 +238,31 @@ mod cuda_interp {
             s.agreed * 2 > s.agreed + s.inconclusive && s.agreed >= INTERP_CASES as usize / 4,
             "too few cases compared: {s}"
         );
+    }
+
+    /// Random pipelines over Arrow arrays (sliced at an offset, no nulls)
+    /// on the interpreter: the slices' answers.
+    #[cfg(feature = "arrow")]
+    #[test]
+    fn arrow_inputs_agree() {
+        let (engine, _) = engine(backend().with_ptxas(ptxas::find()));
+        let summary = RefCell::new(Summary::default());
+        let mut runner = TestRunner::new(differential_config(INTERP_CASES / 4));
+        let result = runner.run(&ast::case(), |case| {
+            if short(&case) {
+                let o = common::check::run_case_arrow(&engine, BackendKind::Cuda, &case)
+                    .map_err(TestCaseError::fail)?;
+                summary.borrow_mut().add(&o);
+            }
+            Ok(())
+        });
+        eprintln!(
+            "cuda (interpreter): random pipelines over Arrow arrays: {}",
+            summary.borrow()
+        );
+        if let Err(e) = result {
+            panic!("cuda (interpreter): {e}");
+        }
     }
 
     #[test]

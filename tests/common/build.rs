@@ -37,6 +37,10 @@ pub enum Out {
 pub struct Inputs {
     pub source: Col,
     pub partners: Vec<Col>,
+    /// The same columns as Arrow arrays, which the query reads instead
+    /// when present (feature `arrow`).
+    #[cfg(feature = "arrow")]
+    pub arrow: Option<(ArrowCol, Vec<ArrowCol>)>,
 }
 
 impl Inputs {
@@ -44,6 +48,67 @@ impl Inputs {
         Inputs {
             source: case.source.generate(),
             partners: case.partners.iter().map(|p| p.generate()).collect(),
+            #[cfg(feature = "arrow")]
+            arrow: None,
+        }
+    }
+
+    /// The query reads Arrow arrays of the same values, each a slice at an
+    /// offset into a longer array (no nulls: the values, and so the
+    /// oracle's answer, are the slices').
+    #[cfg(feature = "arrow")]
+    pub fn with_arrow(mut self) -> Inputs {
+        self.arrow = Some((
+            ArrowCol::of(&self.source),
+            self.partners.iter().map(ArrowCol::of).collect(),
+        ));
+        self
+    }
+}
+
+/// A column as an Arrow array.
+#[cfg(feature = "arrow")]
+pub enum ArrowCol {
+    Bool(arrow_array::BooleanArray),
+    I32(arrow_array::Int32Array),
+    U32(arrow_array::UInt32Array),
+    I64(arrow_array::Int64Array),
+    U64(arrow_array::UInt64Array),
+    F32(arrow_array::Float32Array),
+    F64(arrow_array::Float64Array),
+}
+
+#[cfg(feature = "arrow")]
+impl ArrowCol {
+    /// `c`'s values after three others, sliced past them.
+    fn of(c: &Col) -> ArrowCol {
+        fn offset<T: Copy + Default>(v: &[T]) -> Vec<T> {
+            let mut out = vec![T::default(); 3];
+            out.extend_from_slice(v);
+            out
+        }
+        match c {
+            Col::Bool(v) => {
+                ArrowCol::Bool(arrow_array::BooleanArray::from(offset(v)).slice(3, v.len()))
+            }
+            Col::I32(v) => {
+                ArrowCol::I32(arrow_array::Int32Array::from(offset(v)).slice(3, v.len()))
+            }
+            Col::U32(v) => {
+                ArrowCol::U32(arrow_array::UInt32Array::from(offset(v)).slice(3, v.len()))
+            }
+            Col::I64(v) => {
+                ArrowCol::I64(arrow_array::Int64Array::from(offset(v)).slice(3, v.len()))
+            }
+            Col::U64(v) => {
+                ArrowCol::U64(arrow_array::UInt64Array::from(offset(v)).slice(3, v.len()))
+            }
+            Col::F32(v) => {
+                ArrowCol::F32(arrow_array::Float32Array::from(offset(v)).slice(3, v.len()))
+            }
+            Col::F64(v) => {
+                ArrowCol::F64(arrow_array::Float64Array::from(offset(v)).slice(3, v.len()))
+            }
         }
     }
 }
@@ -144,12 +209,55 @@ macro_rules! with_col {
     };
 }
 
+/// Calls `$body` with `$v` bound to partner `$p` as a source: its Arrow
+/// array when the inputs have them, else its slice.
+macro_rules! with_partner {
+    ($inputs:expr, $p:expr, $v:ident => $body:expr) => {{
+        #[cfg(feature = "arrow")]
+        let arrow = $inputs.arrow.as_ref().map(|(_, ps)| &ps[$p]);
+        #[cfg(not(feature = "arrow"))]
+        let arrow: Option<&()> = None;
+        match arrow {
+            #[cfg(feature = "arrow")]
+            Some(a) => match a {
+                ArrowCol::Bool($v) => $body,
+                ArrowCol::I32($v) => $body,
+                ArrowCol::U32($v) => $body,
+                ArrowCol::I64($v) => $body,
+                ArrowCol::U64($v) => $body,
+                ArrowCol::F32($v) => $body,
+                ArrowCol::F64($v) => $body,
+            },
+            _ => with_col!(&$inputs.partners[$p], c => {
+                let $v = c.as_slice();
+                $body
+            }),
+        }
+    }};
+}
+
 fn run_inner(
     engine: &Engine,
     kind: BackendKind,
     case: &Case,
     inputs: &Inputs,
 ) -> Result<Out, Error> {
+    #[cfg(feature = "arrow")]
+    if let Some((source, _)) = &inputs.arrow {
+        let mut q = match source {
+            ArrowCol::I32(a) => Q::I32(engine.query(a)),
+            ArrowCol::U32(a) => Q::U32(engine.query(a)),
+            ArrowCol::I64(a) => Q::I64(engine.query(a)),
+            ArrowCol::U64(a) => Q::U64(engine.query(a)),
+            ArrowCol::F32(a) => Q::F32(engine.query(a)),
+            ArrowCol::F64(a) => Q::F64(engine.query(a)),
+            ArrowCol::Bool(_) => unreachable!("sources are numeric"),
+        };
+        for step in &case.steps {
+            q = with_q!(q, q => apply(q, step, inputs));
+        }
+        return with_q!(q, q => terminal(q.on(kind).no_fallback().fallible(), &case.term, inputs));
+    }
     let mut q = match &inputs.source {
         Col::I32(v) => Q::I32(engine.query(v)),
         Col::U32(v) => Q::U32(engine.query(v)),
@@ -199,8 +307,8 @@ fn apply<'a, T: Stream>(q: Query<'a, Expr<T>>, step: &Step, inputs: &'a Inputs) 
             DType::Bool => unreachable!("streams are numeric"),
         },
         Step::Filter(e) => wrap(q.filter(|x| bool::from_d(build(e, &env(x))))),
-        Step::ZipMap(p, e) => with_col!(&inputs.partners[*p], v => wrap(zip_map(q, v, e))),
-        Step::ZipFilter(p, e) => with_col!(&inputs.partners[*p], v => wrap(zip_filter(q, v, e))),
+        Step::ZipMap(p, e) => with_partner!(inputs, *p, v => wrap(zip_map(q, v, e))),
+        Step::ZipFilter(p, e) => with_partner!(inputs, *p, v => wrap(zip_filter(q, v, e))),
         Step::EnumMap(e) => wrap(q.enumerate().map(|(i, x)| {
             T::from_d(build(
                 e,
@@ -230,7 +338,7 @@ fn apply<'a, T: Stream>(q: Query<'a, Expr<T>>, step: &Step, inputs: &'a Inputs) 
         Step::Sort { desc: false } => wrap(q.sort()),
         Step::Sort { desc: true } => wrap(q.sort_desc()),
         Step::SemiJoin { partner, anti } => {
-            with_col!(&inputs.partners[*partner], v => wrap(semi_join(q, v, *anti)))
+            with_partner!(inputs, *partner, v => wrap(semi_join(q, v, *anti)))
         }
         Step::ScanSum { exclusive: false } => wrap(q.scan_sum()),
         Step::ScanSum { exclusive: true } => wrap(q.scan_sum_exclusive()),
@@ -247,11 +355,14 @@ fn apply<'a, T: Stream>(q: Query<'a, Expr<T>>, step: &Step, inputs: &'a Inputs) 
 
 /// A semi- or anti-join with a partner cast to the stream's type: a build
 /// side that runs first (a cast is computed), on the default engine.
-fn semi_join<'a, T: Num, U: El>(
+fn semi_join<'a, T: Num, Z: IntoSource<'a>>(
     q: Query<'a, Expr<T>>,
-    other: &'a [U],
+    other: Z,
     anti: bool,
-) -> Query<'a, Expr<T>> {
+) -> Query<'a, Expr<T>>
+where
+    Z::Elem: El,
+{
     let side = other.compute();
     if anti {
         q.anti_join(side, |x| x, |y| y.cast::<T>())
@@ -260,31 +371,41 @@ fn semi_join<'a, T: Num, U: El>(
     }
 }
 
-fn zip_map<'a, T: Num, U: El>(q: Query<'a, Expr<T>>, other: &'a [U], e: &Ex) -> Query<'a, Expr<T>> {
+fn zip_map<'a, T: Num, Z: IntoSource<'a>>(
+    q: Query<'a, Expr<T>>,
+    other: Z,
+    e: &Ex,
+) -> Query<'a, Expr<T>>
+where
+    Z::Elem: El,
+{
     q.zip(other).map(|(x, y)| {
         T::from_d(build(
             e,
             &Env {
                 x: T::d(x),
-                y: Some(U::d(y)),
+                y: Some(<Z::Elem as El>::d(y)),
                 i: None,
             },
         ))
     })
 }
 
-fn zip_filter<'a, T: Num, U: El>(
+fn zip_filter<'a, T: Num, Z: IntoSource<'a>>(
     q: Query<'a, Expr<T>>,
-    other: &'a [U],
+    other: Z,
     e: &Ex,
-) -> Query<'a, Expr<T>> {
+) -> Query<'a, Expr<T>>
+where
+    Z::Elem: El,
+{
     q.zip(other)
         .filter(|(x, y)| {
             bool::from_d(build(
                 e,
                 &Env {
                     x: T::d(x),
-                    y: Some(U::d(y)),
+                    y: Some(<Z::Elem as El>::d(y)),
                     i: None,
                 },
             ))
@@ -369,20 +490,23 @@ fn terminal<'a, T: Num>(
             let (a, b): (Vec<u64>, Vec<T>) = v.into_iter().unzip();
             Out::Cols(vec![Col::U64(a), T::col(b)])
         }
-        Term::CollectZipped(p) => with_col!(&inputs.partners[*p], v => collect_zipped(q, v)?),
+        Term::CollectZipped(p) => with_partner!(inputs, *p, v => collect_zipped(q, v)?),
         Term::CollectBool(e) => Out::Cols(vec![Col::Bool(
             q.map(|x| pred(e, x)).collect::<Vec<bool>>()?,
         )]),
     })
 }
 
-fn collect_zipped<'a, T: Num, U: El>(
+fn collect_zipped<'a, T: Num, Z: IntoSource<'a>>(
     q: Query<'a, Expr<T>, computeq::query::Try>,
-    other: &'a [U],
-) -> Result<Out, Error> {
-    let v: Vec<(T, U)> = q.zip(other).collect()?;
-    let (a, b): (Vec<T>, Vec<U>) = v.into_iter().unzip();
-    Ok(Out::Cols(vec![T::col(a), U::col(b)]))
+    other: Z,
+) -> Result<Out, Error>
+where
+    Z::Elem: El,
+{
+    let v: Vec<(T, Z::Elem)> = q.zip(other).collect()?;
+    let (a, b): (Vec<T>, Vec<Z::Elem>) = v.into_iter().unzip();
+    Ok(Out::Cols(vec![T::col(a), <Z::Elem as El>::col(b)]))
 }
 
 // ------------------------------------------------------------- expressions

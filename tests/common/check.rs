@@ -98,6 +98,22 @@ pub fn differential_config(default_cases: u32) -> Config {
 /// (checked against `cpu-scalar` within the oracle's bounds). `Err` carries
 /// a report of the disagreement.
 pub fn run_case(engine: &Engine, kind: BackendKind, case: &Case) -> Result<Outcome, String> {
+    run_case_reading(engine, kind, case, false)
+}
+
+/// [`run_case`] with the run on `kind` reading the inputs as Arrow arrays
+/// (sliced at an offset, no nulls): the same answer as from the slices.
+#[cfg(feature = "arrow")]
+pub fn run_case_arrow(engine: &Engine, kind: BackendKind, case: &Case) -> Result<Outcome, String> {
+    run_case_reading(engine, kind, case, true)
+}
+
+fn run_case_reading(
+    engine: &Engine,
+    kind: BackendKind,
+    case: &Case,
+    arrow: bool,
+) -> Result<Outcome, String> {
     if let Some(bug) = known_bug(case, kind) {
         return Ok(Outcome::KnownBug(bug));
     }
@@ -109,20 +125,38 @@ pub fn run_case(engine: &Engine, kind: BackendKind, case: &Case) -> Result<Outco
     };
     exact(&reference, &oracle.expect)
         .map_err(|m| format!("cpu-scalar disagrees with the std-iterator oracle: {m}\n{case}"))?;
-    if kind == BackendKind::CpuScalar {
+    if kind == BackendKind::CpuScalar && !arrow {
         return Ok(Outcome::Agreed);
     }
-    let out = match build::run(engine, kind, case, &inputs) {
+    #[cfg(feature = "arrow")]
+    let read = if arrow {
+        Inputs::of(case).with_arrow()
+    } else {
+        Inputs::of(case)
+    };
+    #[cfg(not(feature = "arrow"))]
+    let read = Inputs::of(case);
+    let what = if arrow { " (Arrow inputs)" } else { "" };
+    let out = match build::run(engine, kind, case, &read) {
         Ok((out, _)) => out,
         Err(RunError::Unavailable(m)) => return Ok(Outcome::Unavailable(m)),
         Err(RunError::Declined(m)) if kind.is_device() => return Ok(Outcome::Declined(m)),
-        Err(e) => return Err(format!("{kind} could not run the case: {e:?}\n{case}")),
+        Err(e) => {
+            return Err(format!(
+                "{kind}{what} could not run the case: {e:?}\n{case}"
+            ))
+        }
     };
+    if kind == BackendKind::CpuScalar {
+        return exact(&out, &oracle.expect)
+            .map(|()| Outcome::Agreed)
+            .map_err(|m| format!("cpu-scalar{what} disagrees with the oracle: {m}\n{case}"));
+    }
     if let Some(why) = oracle.inconclusive {
         return Ok(Outcome::Inconclusive(why));
     }
     within(&out, &reference, &oracle.expect)
-        .map_err(|m| format!("{kind} disagrees with cpu-scalar: {m}\n{case}"))?;
+        .map_err(|m| format!("{kind}{what} disagrees with cpu-scalar: {m}\n{case}"))?;
     Ok(Outcome::Agreed)
 }
 
