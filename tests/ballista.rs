@@ -12,7 +12,7 @@ use computeq::ballista::{
 use computeq::datafusion::{aggregate_udf, scalar_udf};
 use computeq::prelude::*;
 use computeq::query::Pipeline;
-use datafusion::arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch};
+use datafusion::arrow::array::{Array, Float64Array, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::common::Result as DfResult;
@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 #[path = "support/table.rs"]
 mod table;
-use table::{data, local_groups, rt, schema, Data};
+use table::{batch, data, local_groups, rt, schema, Data};
 
 /// A directory of its own under the system's temporary one, removed when
 /// dropped.
@@ -60,27 +60,20 @@ impl Drop for TempDir {
 }
 
 /// `d` as `files` Parquet files of row groups of 700 rows.
-fn write_parquet(dir: &Path, (k, x, n): &Data, files: usize) {
+fn write_parquet(dir: &Path, d: &Data, files: usize) {
     use datafusion::parquet::arrow::ArrowWriter;
     use datafusion::parquet::file::properties::WriterProperties;
-    let per_file = k.len().div_ceil(files);
-    for (f, start) in (0..k.len()).step_by(per_file).enumerate() {
-        let end = (start + per_file).min(k.len());
-        let batch = RecordBatch::try_new(
-            schema(),
-            vec![
-                Arc::new(Int64Array::from(k[start..end].to_vec())) as ArrayRef,
-                Arc::new(Float64Array::from(x[start..end].to_vec())),
-                Arc::new(Int64Array::from(n[start..end].to_vec())),
-            ],
-        )
-        .expect("a batch");
+    let len = d.0.len();
+    let per_file = len.div_ceil(files);
+    for (f, start) in (0..len).step_by(per_file).enumerate() {
+        let end = (start + per_file).min(len);
+        let rows = batch(d, start..end);
         let file = std::fs::File::create(dir.join(format!("part-{f}.parquet"))).unwrap();
         let props = WriterProperties::builder()
             .set_max_row_group_row_count(Some(700))
             .build();
         let mut w = ArrowWriter::try_new(file, schema(), Some(props)).unwrap();
-        w.write(&batch).unwrap();
+        w.write(&rows).unwrap();
         w.close().unwrap();
     }
 }

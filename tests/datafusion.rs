@@ -7,7 +7,7 @@ use computeq::datafusion::{aggregate_udf, scalar_udf};
 use computeq::prelude::*;
 use computeq::query::Pipeline;
 use datafusion::arrow::array::{
-    Array, ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StructArray, UInt64Array,
+    Array, Float64Array, Int32Array, Int64Array, RecordBatch, StructArray, UInt64Array,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::datasource::MemTable;
@@ -18,23 +18,15 @@ use std::sync::Arc;
 
 #[path = "support/table.rs"]
 mod table;
-use table::{data, local_groups, rt, schema, Data};
+use table::{batch, data, local_groups, rt, schema, Data};
 
 /// The rows as record batches of `batch` rows, dealt over `partitions`.
-fn partitions((k, x, n): &Data, batch: usize, partitions: usize) -> Vec<Vec<RecordBatch>> {
+fn partitions(d: &Data, rows: usize, partitions: usize) -> Vec<Vec<RecordBatch>> {
     let mut out = vec![Vec::new(); partitions];
-    for (i, start) in (0..k.len()).step_by(batch).enumerate() {
-        let end = (start + batch).min(k.len());
-        let b = RecordBatch::try_new(
-            schema(),
-            vec![
-                Arc::new(Int64Array::from(k[start..end].to_vec())) as ArrayRef,
-                Arc::new(Float64Array::from(x[start..end].to_vec())),
-                Arc::new(Int64Array::from(n[start..end].to_vec())),
-            ],
-        )
-        .expect("a batch");
-        out[i % partitions].push(b);
+    let len = d.0.len();
+    for (i, start) in (0..len).step_by(rows).enumerate() {
+        let end = (start + rows).min(len);
+        out[i % partitions].push(batch(d, start..end));
     }
     out
 }

@@ -2,6 +2,7 @@
 //! with nulls, an integer column that overflows when summed; and the
 //! local reference per group.
 
+use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,6 +39,19 @@ pub fn schema() -> SchemaRef {
         Field::new("x", DataType::Float64, true),
         Field::new("n", DataType::Int64, false),
     ]))
+}
+
+/// Rows `range` of `d` as one record batch.
+pub fn batch((k, x, n): &Data, range: std::ops::Range<usize>) -> RecordBatch {
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(k[range.clone()].to_vec())) as ArrayRef,
+            Arc::new(Float64Array::from(x[range.clone()].to_vec())),
+            Arc::new(Int64Array::from(n[range].to_vec())),
+        ],
+    )
+    .expect("a batch")
 }
 
 /// The local runs: computeq over the non-null values of each group.
