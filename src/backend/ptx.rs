@@ -46,7 +46,7 @@
 use crate::codegen::ptx::{element_size, write_module, PtxModule, PtxOptions, WriteError};
 use crate::codegen::{
     lower_stage, BufferRef, Caps, Groups, KernelPlan, LowerError, Readback, ScratchInit,
-    ScratchLen, UniformValues,
+    UniformValues,
 };
 use crate::expr::{DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, StageInput};
@@ -596,6 +596,9 @@ fn run_stage<D: PtxDevice>(
 ) -> Result<StageOutput<D::Buffer>, BackendError> {
     let stage = &plan.stages[index];
     let kp = &ptx.plan;
+    if kp.algorithm.is_some() {
+        stats.algorithm = kp.algorithm;
+    }
     let lens: SmallVec<[usize; 4]> = inputs.iter().map(|i| i.len()).collect();
     let range = stage.resolve_range(&lens, params);
     let len = range.len;
@@ -610,6 +613,22 @@ fn run_stage<D: PtxDevice>(
         limits.max_chunk
     }
     .clamp(1, u32::MAX as usize / 2);
+    // A plan that needs every position at once (a sort) runs as one chunk.
+    let max_chunk = if kp.whole {
+        if len > u32::MAX as usize / 2 {
+            return Err(BackendError::new(
+                BackendKind::Cuda,
+                Phase::Support,
+                format!(
+                    "a {} of {len} rows is past 2^31 positions",
+                    stage.terminal.kind_name()
+                ),
+            ));
+        }
+        len.max(1)
+    } else {
+        max_chunk
+    };
     let chunks: Vec<(usize, usize)> = if len == 0 {
         vec![(0, 0)]
     } else {
@@ -629,10 +648,7 @@ fn run_stage<D: PtxDevice>(
     // Scratch, initialised once per stage.
     let mut scratch = Vec::with_capacity(kp.scratch.len());
     for s in &kp.scratch {
-        let n = match s.len {
-            ScratchLen::Groups => max_groups,
-            ScratchLen::One => 1,
-        };
+        let n = s.len.elements(chunk_cap, max_groups);
         let size = element_size(s.elem);
         let buf = alloc(dev, n * size, stats)?;
         let init = match s.init {

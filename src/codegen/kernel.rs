@@ -270,6 +270,9 @@ pub enum Op {
     MulAdd(Operand, Operand, Operand),
     /// Rust `as` conversion to the destination register's type.
     Cast(Operand),
+    /// The operand's bits as the destination register's type, of the same
+    /// size (`f32::to_bits`, `f32::from_bits`, `i32 as u32`; not `bool`).
+    Bitcast(Operand),
     /// Whether a float is NaN.
     IsNan(Operand),
     /// A launch value.
@@ -528,6 +531,12 @@ impl Kernel {
                 t(a)
             }
             Op::Cast(_) => dst,
+            Op::Bitcast(a) => {
+                if t(a) == DType::Bool || dst == DType::Bool || t(a).size() != dst.size() {
+                    return bad(format!("bitcast to {dst}"), t(a).to_string());
+                }
+                dst
+            }
             Op::IsNan(a) => {
                 if !t(a).is_float() {
                     return bad("is_nan".into(), t(a).to_string());
@@ -740,6 +749,7 @@ pub fn op_operands(op: &Op) -> Vec<Operand> {
         Op::Copy(a)
         | Op::Unary(_, a)
         | Op::Cast(a)
+        | Op::Bitcast(a)
         | Op::IsNan(a)
         | Op::Load(_, a)
         | Op::LoadShared(_, a)
@@ -779,6 +789,7 @@ impl fmt::Display for Op {
             Op::Select(c, a, b) => write!(f, "select {c}, {a}, {b}"),
             Op::MulAdd(a, b, c) => write!(f, "mul_add {a}, {b}, {c}"),
             Op::Cast(a) => write!(f, "cast {a}"),
+            Op::Bitcast(a) => write!(f, "bitcast {a}"),
             Op::IsNan(a) => write!(f, "is_nan {a}"),
             Op::Builtin(b) => write!(f, "builtin {}", b.name()),
             Op::Uniform(u) => write!(f, "uniform {u}"),

@@ -125,6 +125,23 @@ pub enum ScratchLen {
     Groups,
     /// Exactly one.
     One,
+    /// One per position of the run (a sort's words between passes).
+    Positions,
+    /// `n` per workgroup of the span-wide dispatches (a sort's digit counts).
+    PerGroup(u32),
+}
+
+impl ScratchLen {
+    /// Elements of a buffer for a run of `len` positions in `groups`
+    /// workgroups.
+    pub fn elements(self, len: usize, groups: usize) -> usize {
+        match self {
+            ScratchLen::Groups => groups,
+            ScratchLen::One => 1,
+            ScratchLen::Positions => len.max(1),
+            ScratchLen::PerGroup(n) => groups * n as usize,
+        }
+    }
 }
 
 /// How a scratch buffer starts.
@@ -225,6 +242,11 @@ pub struct KernelPlan {
     pub items_per_thread: u32,
     /// Upper bound on [`Launch::groups`].
     pub max_groups: u32,
+    /// The dispatches must see all positions of the stage in one run (a
+    /// sort): an executor that would split it into chunks declines instead.
+    pub whole: bool,
+    /// The algorithm of a relational stage, for the run's metrics.
+    pub algorithm: Option<crate::types::Algorithm>,
 }
 
 impl KernelPlan {
@@ -263,6 +285,9 @@ impl fmt::Display for KernelPlan {
                 write!(f, " {b:?}")?;
             }
             writeln!(f)?;
+        }
+        if self.whole {
+            writeln!(f, "whole")?;
         }
         writeln!(f, "readback {:?}", self.readback)?;
         for k in &self.kernels {

@@ -14,7 +14,7 @@ pub struct Passes {
 }
 
 /// The algorithm a run used, shown in its metrics.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Algorithm {
     /// A stable comparison sort of the rows (the reference).
     StableSort,
@@ -26,6 +26,9 @@ pub enum Algorithm {
     /// MSD partition on the top digit across threads, then LSD radix in
     /// every bucket.
     MsdLsdRadix(Passes),
+    /// LSD radix sort on a device: per 8-bit digit, counts per workgroup,
+    /// their scan, and a scatter ranked stably in workgroup memory.
+    DeviceRadix(Passes),
     /// Groups by a direct index over a dense key range of `span` values.
     DirectIndex {
         /// Values the keys span.
@@ -73,6 +76,11 @@ impl fmt::Display for Algorithm {
             Algorithm::MsdLsdRadix(p) => write!(
                 f,
                 "msd+lsd-radix over threads {} of {} digit passes",
+                p.passes, p.digits
+            ),
+            Algorithm::DeviceRadix(p) => write!(
+                f,
+                "device lsd-radix (reduce-then-scan) {} of {} digit passes",
                 p.passes, p.digits
             ),
             Algorithm::Select { rows } => write!(f, "top-k selection of {rows} rows"),

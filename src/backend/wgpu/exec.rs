@@ -254,6 +254,12 @@ impl Exec<'_> {
             .iter()
             .map(|s| device_size(s.dtype()))
             .chain(kp.outputs.iter().map(|&t| device_size(t)))
+            .chain(
+                kp.scratch
+                    .iter()
+                    .filter(|s| s.len == ScratchLen::Positions)
+                    .map(|s| device_size(s.elem)),
+            )
             .max()
             .unwrap_or(4) as u64;
         let align = self.gpu.limits.min_storage_buffer_offset_alignment as u64;
@@ -270,10 +276,23 @@ impl Exec<'_> {
         params: &[Scalar],
         want: Want,
     ) -> Result<RunOutput, BackendError> {
+        if kp.algorithm.is_some() {
+            self.stats.algorithm = kp.algorithm;
+        }
         let lens: SmallVec<[usize; 4]> = srcs.iter().map(Src::len).collect();
         let range = stage.resolve_range(&lens, params);
         let chunk = self.chunk_len(kp, srcs);
         let chunks = range.len.div_ceil(chunk).max(1);
+        if kp.whole && chunks > 1 {
+            return Err(error(
+                Phase::Support,
+                format!(
+                    "a {} of {} rows needs them in one run; one binding holds {chunk}",
+                    stage.terminal.kind_name(),
+                    range.len
+                ),
+            ));
+        }
         self.widest_chunk = self.widest_chunk.max(chunk.min(range.len));
 
         // Scratch that lives across chunks (scan carries), set up once.
@@ -400,10 +419,7 @@ impl Exec<'_> {
                 scratch.push(match persistent[j] {
                     Some(_) => None,
                     None => {
-                        let elems = match s.len {
-                            ScratchLen::Groups => launch.groups as usize,
-                            ScratchLen::One => 1,
-                        };
+                        let elems = s.len.elements(n, launch.groups as usize);
                         Some(self.alloc((elems * device_size(s.elem)) as u64, STORAGE, false)?)
                     }
                 });

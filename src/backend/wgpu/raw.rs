@@ -11,7 +11,7 @@ use super::exec::build_artifact;
 use super::transfer::device_size;
 use super::WgpuBackend;
 use crate::backend::{Backend, BackendError, BackendKind, Input, Job, Phase, RunStats};
-use crate::codegen::{BufferRef, Groups, Readback, ScratchInit, ScratchLen, UniformValues};
+use crate::codegen::{BufferRef, Groups, Readback, ScratchInit, UniformValues};
 use crate::expr::Scalar;
 use crate::plan::CompiledPlan;
 use crate::types::ColumnRef;
@@ -92,10 +92,7 @@ impl WgpuBackend {
         let mut scratch = Vec::new();
         let mut inits = Vec::new();
         for (j, s) in kp.scratch.iter().enumerate() {
-            let elems = match s.len {
-                ScratchLen::Groups => launch.groups as usize,
-                ScratchLen::One => 1,
-            };
+            let elems = s.len.elements(n, launch.groups as usize);
             scratch.push(get((elems * device_size(s.elem)) as u64, STORAGE)?);
             if s.init != ScratchInit::Undefined {
                 let value = match s.init {

@@ -39,6 +39,7 @@ use std::fmt;
 mod blocks;
 mod element;
 mod shapes;
+mod sort;
 
 use element::{emit_arena, Leaf};
 
@@ -176,7 +177,9 @@ fn collect_params(arena: &ExprArena, out: &mut BTreeMap<u16, DType>) {
 fn device_lacks(terminal: &Terminal) -> Option<&'static str> {
     match terminal {
         Terminal::CountByKey { .. } => Some("key counts (histogram)"),
-        Terminal::Sort { .. } => Some("sorts (sort, sort_by_key, argsort, top_k)"),
+        Terminal::Sort { fetch: Some(_), .. } => {
+            Some("top-k selection (top_k, bottom_k, a sort then take)")
+        }
         Terminal::Group { .. } => {
             Some("keyed aggregation (group_by, distinct, count_distinct, value_counts)")
         }

@@ -275,6 +275,14 @@ impl Lower<'_> {
 
     pub(super) fn run(self) -> R<KernelPlan> {
         let stage = self.stage;
+        if let Terminal::Sort {
+            keys,
+            columns,
+            fetch: None,
+        } = &stage.terminal
+        {
+            return self.sort_plan(keys, columns);
+        }
         let mut kernels = Vec::new();
         let mut dispatches = Vec::new();
         let mut scratch = Vec::new();
@@ -337,7 +345,7 @@ impl Lower<'_> {
             }
             // Declined by `Lower::new`.
             Terminal::CountByKey { .. } => return err("the device kernels have no key counts"),
-            Terminal::Sort { .. } => return err("the device kernels have no sorts"),
+            Terminal::Sort { .. } => return err("the device kernels have no top-k selection"),
             Terminal::Group { .. } => return err("the device kernels have no groups"),
             Terminal::Join { .. } => return err("the device kernels have no joins"),
             Terminal::Collect(cols) if stage.predicate.is_none() => {
@@ -479,6 +487,8 @@ impl Lower<'_> {
             readback,
             items_per_thread: self.caps.items_per_thread,
             max_groups: self.caps.max_groups,
+            whole: false,
+            algorithm: None,
         })
     }
 }

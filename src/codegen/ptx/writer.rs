@@ -581,6 +581,11 @@ impl<'k, 'h> KernelWriter<'k, 'h> {
                     self.ins(format!("mad.lo.{} {d}, {a}, {b}, {c}", ity(ty)));
                 }
             }
+            Op::Bitcast(a) => {
+                let a = self.src(*a);
+                let bits = if ty.size() == 8 { "b64" } else { "b32" };
+                self.ins(format!("mov.{bits} {d}, {a}"));
+            }
             Op::Cast(a) => {
                 let from = self.ty(*a);
                 let a = self.src(*a);

@@ -403,6 +403,7 @@ impl<W: Write> WgslWriter<W> {
             }
             Op::MulAdd(a, b, c) => format!("({} * {} + {})", o(a), o(b), o(c)),
             Op::Cast(a) => cast(t(a), dst, &o(a)),
+            Op::Bitcast(a) => format!("bitcast<{}>({})", dst.name(), o(a)),
             Op::IsNan(a) => format!("cq_isnan_{}({})", t(a), o(a)),
             Op::Builtin(b) => match b {
                 Builtin::LocalId => "lid.x".into(),
