@@ -231,7 +231,7 @@ mod cuda_interp {
         }
         // Most of what the device ran agreed (not undetermined), and a
         // quarter of every case drawn at least: plans the device kernels
-        // decline (sorts, groups, `m2`, histograms, `first`/`last`) are a
+        // decline (top-k, groups, `m2`, histograms, `first`/`last`) are a
         // growing share of the draw.
         let s = summary.borrow();
         assert!(
