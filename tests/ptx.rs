@@ -72,6 +72,18 @@ fn one_stage(
     }
 }
 
+/// A sort by `keys` (value, descending) writing `columns`.
+fn sort_terminal(keys: &[(Value, bool)], columns: &[Value]) -> Terminal {
+    Terminal::Sort {
+        keys: keys
+            .iter()
+            .map(|&(value, descending)| computeq::plumbing::SortKey { value, descending })
+            .collect(),
+        columns: columns.iter().copied().collect(),
+        fetch: None,
+    }
+}
+
 fn c(p: &mut ExprArena, s: Scalar) -> Value {
     p.push(Node::Const(s)).unwrap()
 }
@@ -768,6 +780,20 @@ fn golden_ptx() {
         ("scan_sum_i32", scan_plan(DType::I32, false, false)),
         ("scan_custom_i32", scan_plan(DType::I32, true, true)),
         ("compact_f64", compact_plan(DType::F64)),
+        // A key-only radix sort, and one carrying rows (a descending key
+        // and a column evaluated at the sorted rows).
+        (
+            "sort_f32",
+            one_stage(&[DType::F32], 0, |_, x| {
+                (None, sort_terminal(&[(x[0], false)], &[x[0]]))
+            }),
+        ),
+        (
+            "sort_rows_i32",
+            one_stage(&[DType::I32, DType::F64], 0, |_, x| {
+                (None, sort_terminal(&[(x[0], true)], &[x[1]]))
+            }),
+        ),
         (
             "math_f32",
             one_stage(&[DType::F32, DType::F32], 0, |p, x| {

@@ -376,7 +376,10 @@ fn devices_decline_top_k_and_the_engine_runs_it_on_the_cpu() {
         common::assert_declined(k, &err, "top-k selection");
     }
     let want = std_sorted(&xs, |x| x as f64, true);
-    assert!(same_f32(&e.query(&xs).top_k(3).collect::<Vec<_>>(), &want[..3]));
+    assert!(same_f32(
+        &e.query(&xs).top_k(3).collect::<Vec<_>>(),
+        &want[..3]
+    ));
 }
 
 #[test]

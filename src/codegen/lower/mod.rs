@@ -487,6 +487,73 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn sorts_lower_to_radix_passes_and_decline_what_they_lack() {
+        use crate::semantics::order::SortKey;
+        let sort =
+            |keys: &[(crate::expr::Value, bool)], cols: &[crate::expr::Value]| Terminal::Sort {
+                keys: keys
+                    .iter()
+                    .map(|&(value, descending)| SortKey { value, descending })
+                    .collect(),
+                columns: cols.iter().copied().collect(),
+                fetch: None,
+            };
+        // `m` (f32) alone: its words, four digit passes of four dispatches
+        // (zero, count, spine, scatter), the decode.
+        let kp = lower_stage(
+            &stage(|m, _| sort(&[(m, false)], &[m]), false),
+            &Caps::default(),
+        )
+        .unwrap();
+        assert!(kp.whole);
+        assert_eq!(kp.dispatches.len(), 1 + 4 * 4 + 1);
+        assert_eq!(kp.kernels.first().unwrap().name, "sort_words");
+        assert_eq!(kp.kernels.last().unwrap().name, "sort_decode");
+        assert_eq!(
+            kp.algorithm.unwrap().to_string(),
+            "device lsd-radix (reduce-then-scan) 4 of 4 digit passes"
+        );
+        // Two keys carrying rows: the bool key takes one pass (its word
+        // is 0 or 1), `m` four; the zero and spine kernels are shared.
+        let kp = lower_stage(
+            &stage(|m, g| sort(&[(g, true), (m, false)], &[m, g]), false),
+            &Caps::default(),
+        )
+        .unwrap();
+        assert_eq!(kp.dispatches.len(), 1 + 4 * 4 + 1 + 4 + 1);
+        let names: Vec<&str> = kp.kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names.iter().filter(|n| **n == "sort_spine").count(), 1);
+        assert!(names.contains(&"sort_rekey") && names.contains(&"sort_gather"));
+        for k in &kp.kernels {
+            k.verify().unwrap();
+            // Within WGSL's default 16 KiB of workgroup memory.
+            assert!(k.needs().shared_bytes <= 16 << 10, "{}", k.name);
+        }
+        // What the device kernels lack is declined with a reason.
+        let filtered = lower_stage(
+            &stage(|m, _| sort(&[(m, false)], &[m]), true),
+            &Caps::default(),
+        );
+        assert!(filtered
+            .unwrap_err()
+            .to_string()
+            .contains("filter before a sort"));
+        let top = stage(
+            |m, _| Terminal::Sort {
+                keys: smallvec![SortKey {
+                    value: m,
+                    descending: true
+                }],
+                columns: smallvec![m],
+                fetch: Some(0),
+            },
+            false,
+        );
+        let e = lower_stage(&top, &Caps::default()).unwrap_err();
+        assert!(e.to_string().contains("top-k selection"), "{e}");
+    }
+
+    #[test]
     fn launch_depends_only_on_length() {
         let kp = lower_stage(
             &stage(|m, _| Terminal::Collect(smallvec![m]), false),
