@@ -118,6 +118,8 @@ struct StageWork {
     end: StageEnd,
     /// Lanes per vector relative to 32-bit types (0.5 for a 64-bit stage).
     lanes: f64,
+    /// A device sort's passes and its bytes beyond the store.
+    device_sort: Option<(f64, f64)>,
 }
 
 fn stage_work(e: &EstimateInput<'_>) -> Work {
@@ -143,6 +145,9 @@ fn stage_work(e: &EstimateInput<'_>) -> Work {
             trans: n * s.transcendental,
             end: s.end,
             lanes: if s.wide { 0.5 } else { 1.0 },
+            device_sort: s
+                .device_sort
+                .map(|d| (d.passes, n * (d.passes * d.pass_bytes + d.other_bytes))),
         });
     }
     Work { stages: out }
@@ -404,10 +409,16 @@ impl CostModel {
                 for s in work {
                     // A tree reduction takes one launch per 256x shrink; a
                     // scan or compaction three launches and a second read.
-                    let (l, reread) = match s.end {
-                        StageEnd::Reduce => (1.0 + (s.n.max(1.0).ln() / 256f64.ln()).floor(), 0.0),
-                        StageEnd::Store => (1.0, 0.0),
-                        StageEnd::Compact | StageEnd::Scan => (3.0, s.read),
+                    let (l, reread) = match (s.end, s.device_sort) {
+                        // A radix sort: its words, four launches per digit
+                        // (zero, count, spine, scatter), the final store;
+                        // each pass moves the words (and rows) again.
+                        (_, Some((passes, bytes))) => (2.0 + 4.0 * passes, bytes),
+                        (StageEnd::Reduce, _) => {
+                            (1.0 + (s.n.max(1.0).ln() / 256f64.ln()).floor(), 0.0)
+                        }
+                        (StageEnd::Store, _) => (1.0, 0.0),
+                        (StageEnd::Compact | StageEnd::Scan, _) => (3.0, s.read),
                     };
                     launches += l;
                     let bytes = s.read + s.write + reread;
@@ -524,6 +535,7 @@ mod tests {
                 out_bytes: 4.0,
                 end: StageEnd::Compact,
                 wide: false,
+                device_sort: None,
             }],
         };
         (w, shape)
@@ -612,6 +624,7 @@ mod tests {
             out_bytes: 0.0,
             end: StageEnd::Reduce,
             wide: false,
+            device_sort: None,
         });
         let at = |sel: f64| {
             m.estimate_with(
@@ -627,6 +640,36 @@ mod tests {
             .total()
         };
         assert!(at(0.1) < at(0.9));
+    }
+
+    #[test]
+    fn a_device_sort_pays_its_launches_and_passes() {
+        let m = model();
+        let (w, mut shape) = compaction(1 << 22);
+        shape.stages[0].end = StageEnd::Store;
+        let price = |shape: &PlanShape| {
+            m.estimate_with(
+                BackendKind::Wgpu,
+                &EstimateInput {
+                    workload: &w,
+                    shape,
+                    compiled: true,
+                    selectivity: 1.0,
+                    keep_on_device: false,
+                },
+            )
+        };
+        let store = price(&shape);
+        shape.stages[0].device_sort = Some(crate::cost::shape::DeviceSort {
+            passes: 4.0,
+            pass_bytes: 12.0,
+            other_bytes: 4.0,
+        });
+        let sort = price(&shape);
+        let d = m.device(BackendKind::Wgpu);
+        assert!((sort.fixed - 18.0 * d.launch).abs() < 1e-12);
+        assert!((store.fixed - d.launch).abs() < 1e-12);
+        assert!(sort.compute > store.compute);
     }
 
     #[test]

@@ -48,6 +48,52 @@ pub struct StageShape {
     /// per element (not priced, the 64-bit reductions and `stats` ran at
     /// 2-4x their estimates on `cpu-simd`).
     pub wide: bool,
+    /// A sort's digit passes on a device, and the bytes each moves per
+    /// position (read to count, read and written to scatter: its words and
+    /// row indices); `None` for other stages.
+    pub device_sort: Option<DeviceSort>,
+}
+
+/// What a device radix sort does per position, beyond the store it ends
+/// in (see `codegen::lower::sort`).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct DeviceSort {
+    /// Digit passes, every key together.
+    pub passes: f64,
+    /// Bytes per position of one pass.
+    pub pass_bytes: f64,
+    /// Bytes per position outside the passes: the words computed per key
+    /// (with the first key's row indices) and the rows read to gather.
+    pub other_bytes: f64,
+}
+
+impl DeviceSort {
+    fn of(s: &crate::plan::Stage) -> Option<DeviceSort> {
+        let Terminal::Sort { keys, columns, .. } = &s.terminal else {
+            return None;
+        };
+        let key_only = keys.len() == 1 && columns.len() == 1 && columns[0] == keys[0].value;
+        let rows = if key_only { 0.0 } else { 4.0 };
+        let (mut passes, mut pass_bytes, mut other_bytes) = (0.0, 0.0, rows);
+        for k in keys {
+            let ty = s.program.ty(k.value);
+            let word = if ty.size() == 8 { 8.0 } else { 4.0 };
+            let p = if ty == crate::expr::DType::Bool {
+                1.0
+            } else {
+                word
+            };
+            passes += p;
+            // Count: read the word; scatter: read and write word and row.
+            pass_bytes += p * (3.0 * word + 2.0 * rows);
+            other_bytes += word + rows;
+        }
+        Some(DeviceSort {
+            passes,
+            pass_bytes: pass_bytes / passes.max(1.0),
+            other_bytes,
+        })
+    }
 }
 
 /// Every stage of a plan.
@@ -166,6 +212,7 @@ impl PlanShape {
                     .program
                     .iter()
                     .any(|(_, d)| matches!(d.node, Node::Input(_)) && d.ty.size() == 8),
+                device_sort: DeviceSort::of(s),
             });
         }
         PlanShape { stages }
@@ -195,6 +242,7 @@ impl PlanShape {
                 out_bytes,
                 end,
                 wide: w.wide_types,
+                device_sort: None,
             }],
         }
     }
