@@ -529,15 +529,17 @@ pub(crate) mod tests {
             // Within WGSL's default 16 KiB of workgroup memory.
             assert!(k.needs().shared_bytes <= 16 << 10, "{}", k.name);
         }
-        // What the device kernels lack is declined with a reason.
-        let filtered = lower_stage(
+        // Top-k is declined with a reason.
+        // A filter first compacts the survivors' positions (count, scan,
+        // scatter) and the sort reads its length from their count.
+        let kp = lower_stage(
             &stage(|m, _| sort(&[(m, false)], &[m]), true),
             &Caps::default(),
-        );
-        assert!(filtered
-            .unwrap_err()
-            .to_string()
-            .contains("filter before a sort"));
+        )
+        .unwrap();
+        assert_eq!(kp.dispatches.len(), 3 + 1 + 4 * 4 + 1);
+        assert!(matches!(kp.readback, Readback::Columns { count: Some(_) }));
+        assert_eq!(kp.kernels[2].name, "compact_rows");
         let top = stage(
             |m, _| Terminal::Sort {
                 keys: smallvec![SortKey {

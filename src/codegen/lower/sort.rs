@@ -47,18 +47,16 @@ struct PingPong {
 }
 
 impl Lower<'_> {
-    /// The plan of a sort stage (no row limit).
+    /// The plan of a sort stage (no row limit). With a predicate the
+    /// surviving positions are compacted first (count, scan, scatter of
+    /// their positions, as a filter + collect) and the sort runs over
+    /// them: every later kernel takes its length from the survivor count.
     pub(super) fn sort_plan(
         &self,
         keys: &[SortKey],
         columns: &[crate::expr::Value],
     ) -> R<KernelPlan> {
         let stage = self.stage;
-        if stage.predicate.is_some() {
-            return err(
-                "the device kernels have no filter before a sort: it runs on the CPU backends",
-            );
-        }
         let key_only = keys.len() == 1 && columns.len() == 1 && columns[0] == keys[0].value;
         let mut plan = KernelPlan {
             kernels: Vec::new(),
@@ -82,6 +80,7 @@ impl Lower<'_> {
             });
             (plan.scratch.len() - 1) as u16
         };
+        let s = BufferRef::Scratch;
         let hist = scratch(
             &mut plan,
             "digit_counts",
@@ -94,12 +93,68 @@ impl Lower<'_> {
             DType::U32,
             ScratchLen::PerGroup(RADIX),
         );
-        let idx = (!key_only).then(|| {
+        // Row indices: carried with the words (columns other than the one
+        // key), or the survivors' positions of a filter.
+        let rows = (!key_only || stage.predicate.is_some()).then(|| {
             [
                 scratch(&mut plan, "rows_a", DType::U32, ScratchLen::Positions),
                 scratch(&mut plan, "rows_b", DType::U32, ScratchLen::Positions),
             ]
         });
+        let carry = (!key_only).then_some(()).and(rows);
+        // The survivors: their positions in `rows[0]`, their number in
+        // `count`.
+        let count = match stage.predicate {
+            None => None,
+            Some(pred) => {
+                let rows = rows.expect("rows for a filter");
+                let totals = scratch(&mut plan, "totals", DType::U32, ScratchLen::Groups);
+                let total = scratch(&mut plan, "count", DType::U32, ScratchLen::One);
+                let count = Agg {
+                    kind: AggKind::Count,
+                    ty: DType::U32,
+                };
+                let (k, bufs) = self.partial_kernel(
+                    "compact_count",
+                    std::slice::from_ref(&count),
+                    &[None],
+                    &[totals],
+                )?;
+                push(&mut plan, k, Groups::Spans, bufs);
+                let (k, bufs) = self.blocks_kernel(&count, totals, total, false)?;
+                push(&mut plan, k, Groups::One, bufs);
+                let flag =
+                    |b: &mut KernelBuilder, vals: &[Option<Operand>]| -> R<Option<Operand>> {
+                        let keep = Self::value(vals, pred)?;
+                        Ok(Some(b.select(keep, u32c(1), u32c(0)).into()))
+                    };
+                let emit = |b: &mut KernelBuilder,
+                            vals: &[Option<Operand>],
+                            outs: &[BindingId],
+                            i: Local,
+                            run: Operand,
+                            _next: Operand|
+                 -> R<()> {
+                    let keep = Self::value(vals, pred)?;
+                    b.if_(keep, |b| b.push(Stmt::Store(outs[0], run, i.into())));
+                    Ok(())
+                };
+                let sum = Agg {
+                    kind: AggKind::Sum,
+                    ty: DType::U32,
+                };
+                let (k, mut bufs) =
+                    self.apply_kernel("compact_rows", &sum, totals, &[DType::U32], &flag, &emit)?;
+                for b in &mut bufs {
+                    if *b == BufferRef::Output(0) {
+                        *b = s(rows[0]);
+                    }
+                }
+                push(&mut plan, k, Groups::Spans, bufs);
+                plan.readback = Readback::Columns { count: Some(total) };
+                Some(total)
+            }
+        };
         let mut words: BTreeMap<DType, PingPong> = BTreeMap::new();
         // Which row buffer holds the current permutation.
         let mut rows_cur = 0usize;
@@ -132,18 +187,15 @@ impl Lower<'_> {
             };
             let pp = words.entry(wt).or_insert(PingPong { words: ww, cur: 0 });
             pp.cur = 0;
-            // The words of this key at the current permutation.
-            let (k, mut bufs) = self.words_kernel(key, wt, first, idx.is_some())?;
-            bufs.push(BufferRef::Scratch(pp.words[0]));
-            if let Some(rows) = idx {
-                if !first {
-                    // Read the permutation, words go to `words[0]`.
-                    bufs.insert(bufs.len() - 1, BufferRef::Scratch(rows[rows_cur]));
-                } else {
-                    bufs.push(BufferRef::Scratch(rows[0]));
-                    rows_cur = 0;
-                }
-            }
+            // The words of this key at the current rows (the survivors'
+            // positions, or the earlier keys' permutation); the first key
+            // of an unfiltered sort carrying rows starts them.
+            let at = (!first || count.is_some()).then(|| s(rows.expect("rows")[rows_cur]));
+            let ident = (first && count.is_none())
+                .then_some(())
+                .and(carry)
+                .map(|r| s(r[0]));
+            let (k, bufs) = self.words_kernel(key, wt, at, s(pp.words[0]), ident, count)?;
             push(&mut plan, k, Groups::Spans, bufs);
             let key_passes = if kty == DType::Bool {
                 1
@@ -155,46 +207,34 @@ impl Lower<'_> {
             for pass in 0..key_passes {
                 let shift = pass * 8;
                 let (src, dst) = (pp.cur, 1 - pp.cur);
-                push(
-                    &mut plan,
-                    zero.clone(),
-                    Groups::Spans,
-                    vec![BufferRef::Scratch(hist)],
-                );
-                push(
-                    &mut plan,
-                    self.count_kernel(wt, shift)?,
-                    Groups::Spans,
-                    vec![BufferRef::Scratch(pp.words[src]), BufferRef::Scratch(hist)],
-                );
+                push(&mut plan, zero.clone(), Groups::Spans, vec![s(hist)]);
+                let (k, bufs) = self.count_kernel(wt, shift, s(pp.words[src]), s(hist), count)?;
+                push(&mut plan, k, Groups::Spans, bufs);
                 push(
                     &mut plan,
                     spine.clone(),
                     Groups::One,
-                    vec![BufferRef::Scratch(hist), BufferRef::Scratch(offs)],
+                    vec![s(hist), s(offs)],
                 );
-                let mut bufs = vec![BufferRef::Scratch(pp.words[src])];
-                if let Some(rows) = idx {
-                    bufs.push(BufferRef::Scratch(rows[rows_cur]));
-                }
-                bufs.push(BufferRef::Scratch(pp.words[dst]));
-                if let Some(rows) = idx {
-                    bufs.push(BufferRef::Scratch(rows[1 - rows_cur]));
+                let moves = carry.map(|r| (s(r[rows_cur]), s(r[1 - rows_cur])));
+                let (k, bufs) = self.scatter_kernel(
+                    wt,
+                    shift,
+                    (s(pp.words[src]), s(pp.words[dst])),
+                    moves,
+                    s(offs),
+                    count,
+                )?;
+                push(&mut plan, k, Groups::Spans, bufs);
+                if carry.is_some() {
                     rows_cur = 1 - rows_cur;
                 }
-                bufs.push(BufferRef::Scratch(offs));
-                push(
-                    &mut plan,
-                    self.scatter_kernel(wt, shift, idx.is_some())?,
-                    Groups::Spans,
-                    bufs,
-                );
                 pp.cur = dst;
             }
             first = false;
         }
         // The outputs: decoded words, or the columns at the sorted rows.
-        let (k, mut bufs) = match idx {
+        let (k, bufs) = match carry {
             None => {
                 let key = keys[0];
                 let wt = if order::is_narrow(stage.program.ty(key.value)) {
@@ -203,20 +243,11 @@ impl Lower<'_> {
                     DType::U64
                 };
                 let pp = &words[&wt];
-                let (k, mut bufs) = self.decode_kernel(key, wt)?;
-                bufs.insert(0, BufferRef::Scratch(pp.words[pp.cur]));
-                (k, std::mem::take(&mut bufs))
+                self.decode_kernel(key, wt, s(pp.words[pp.cur]), count)?
             }
-            Some(rows) => {
-                let (k, mut bufs) = self.gather_kernel(columns)?;
-                bufs.insert(
-                    bufs.len() - columns.len(),
-                    BufferRef::Scratch(rows[rows_cur]),
-                );
-                (k, std::mem::take(&mut bufs))
-            }
+            Some(r) => self.gather_kernel(columns, s(r[rows_cur]), count)?,
         };
-        push(&mut plan, k, Groups::Spans, std::mem::take(&mut bufs));
+        push(&mut plan, k, Groups::Spans, bufs);
         plan.algorithm = Some(crate::types::Algorithm::DeviceRadix(crate::types::Passes {
             passes,
             digits,
@@ -224,30 +255,78 @@ impl Lower<'_> {
         Ok(plan)
     }
 
+    /// This workgroup's span of the sort's rows: of the stage's positions,
+    /// or, after a filter, of the survivors (`count[0]` of them, split
+    /// over the same workgroups).
+    fn rows_span(
+        &self,
+        b: &mut KernelBuilder,
+        pre: &Pre,
+        count: Option<BindingId>,
+    ) -> (Local, Local) {
+        let Some(c) = count else {
+            return self.span(b, pre);
+        };
+        let n = b.assign(DType::U32, Op::Load(c, u32c(0)));
+        let g1 = b.binary(BinaryOp::Sub, pre.groups, u32c(1));
+        let n1 = b.binary(BinaryOp::Add, n, g1);
+        let span = b.binary(BinaryOp::Div, n1, pre.groups);
+        let start = b.binary(BinaryOp::Mul, pre.w, span);
+        let ws = b.binary(BinaryOp::Min, start, n);
+        let end = b.binary(BinaryOp::Add, ws, span);
+        let we = b.binary(BinaryOp::Min, end, n);
+        (ws, we)
+    }
+
+    /// Binds the survivor count (last) when there is one.
+    fn count_binding(
+        b: &mut KernelBuilder,
+        bufs: &mut Vec<BufferRef>,
+        count: Option<u16>,
+    ) -> Option<BindingId> {
+        count.map(|c| {
+            bufs.push(BufferRef::Scratch(c));
+            b.binding("count", DType::U32, Access::Read)
+        })
+    }
+
     fn finish(b: KernelBuilder) -> R<crate::codegen::kernel::Kernel> {
         b.finish().map_err(|e| LowerError(e.to_string().into()))
     }
 
-    /// `sort_words`: the word of `key` at every position (at the position
-    /// the permutation names, after the first key), and for the first key
-    /// with rows the identity permutation. Bindings: inputs, [rows in],
-    /// words out, [rows out] (the caller appends the scratch refs; this
-    /// returns the inputs' refs).
+    /// `sort_words`: the word of `key` at every row: at the position
+    /// `rows` names (survivors, or the earlier keys' permutation), else at
+    /// the position itself; `ident` starts the identity permutation.
     fn words_kernel(
         &self,
         key: &SortKey,
         wt: DType,
-        first: bool,
-        rows: bool,
+        rows: Option<BufferRef>,
+        words: BufferRef,
+        ident: Option<BufferRef>,
+        count: Option<u16>,
     ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
-        let mut b = self.kernel(if first { "sort_words" } else { "sort_rekey" });
+        let name = if rows.is_some() {
+            "sort_rekey"
+        } else {
+            "sort_words"
+        };
+        let mut b = self.kernel(name);
         let mut bufs = Vec::new();
         let inputs = self.input_bindings(&mut b, &mut bufs);
-        let perm = (rows && !first).then(|| b.binding("rows_in", DType::U32, Access::Read));
+        let perm = rows.map(|r| {
+            bufs.push(r);
+            b.binding("rows_in", DType::U32, Access::Read)
+        });
+        bufs.push(words);
         let out = b.binding("words", wt, Access::ReadWrite);
-        let ident = (rows && first).then(|| b.binding("rows", DType::U32, Access::ReadWrite));
+        let ident = ident.map(|r| {
+            bufs.push(r);
+            b.binding("rows", DType::U32, Access::ReadWrite)
+        });
+        let count = Self::count_binding(&mut b, &mut bufs, count);
         let pre = self.preload(&mut b);
-        let (ws, we) = self.span(&mut b, &pre);
+        let (ws, we) = self.rows_span(&mut b, &pre, count);
         self.thread_loop(&mut b, &pre, ws, we, false, |b, i| {
             let at = match perm {
                 Some(p) => b.assign(DType::U32, Op::Load(p, i.into())),
@@ -333,13 +412,22 @@ impl Lower<'_> {
     }
 
     /// `sort_count`: this workgroup's digit counts of its span.
-    fn count_kernel(&self, wt: DType, shift: u32) -> R<crate::codegen::kernel::Kernel> {
+    fn count_kernel(
+        &self,
+        wt: DType,
+        shift: u32,
+        words: BufferRef,
+        counts: BufferRef,
+        count: Option<u16>,
+    ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
         let mut b = self.kernel(&format!("sort_count_{wt}_{shift}"));
+        let mut bufs = vec![words, counts];
         let words = b.binding("words", wt, Access::Read);
         let hist = b.binding("counts", DType::U32, Access::Atomic);
+        let count = Self::count_binding(&mut b, &mut bufs, count);
         let pre = self.preload(&mut b);
         let row = b.binary(BinaryOp::Mul, pre.w, u32c(RADIX));
-        let (ws, we) = self.span(&mut b, &pre);
+        let (ws, we) = self.rows_span(&mut b, &pre, count);
         self.thread_loop(&mut b, &pre, ws, we, false, |b, i| {
             let w = b.assign(wt, Op::Load(words, i.into()));
             let d = Self::digit(b, w.into(), shift, 8);
@@ -355,7 +443,7 @@ impl Lower<'_> {
             );
             Ok(())
         })?;
-        Self::finish(b)
+        Ok((Self::finish(b)?, bufs))
     }
 
     /// `sort_spine`: the first output position of every (workgroup,
@@ -404,24 +492,37 @@ impl Lower<'_> {
 
     /// `sort_scatter`: moves this workgroup's span to its digits' output
     /// positions, tile by tile, ranking each tile stably by one-bit splits.
-    /// Bindings: words in, [rows in], words out, [rows out], starts.
     fn scatter_kernel(
         &self,
         wt: DType,
         shift: u32,
-        rows: bool,
-    ) -> R<crate::codegen::kernel::Kernel> {
+        words: (BufferRef, BufferRef),
+        moves: Option<(BufferRef, BufferRef)>,
+        starts: BufferRef,
+        count: Option<u16>,
+    ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
         let wg = self.wg;
         let tile = wg * ITEMS;
+        let rows = moves.is_some();
         let mut b = self.kernel(&format!(
             "sort_scatter_{wt}_{shift}{}",
             if rows { "_rows" } else { "" }
         ));
+        let mut bufs = vec![words.0];
         let src = b.binding("words_in", wt, Access::Read);
-        let src_rows = rows.then(|| b.binding("rows_in", DType::U32, Access::Read));
+        let src_rows = moves.map(|(r, _)| {
+            bufs.push(r);
+            b.binding("rows_in", DType::U32, Access::Read)
+        });
+        bufs.push(words.1);
         let dst = b.binding("words_out", wt, Access::ReadWrite);
-        let dst_rows = rows.then(|| b.binding("rows_out", DType::U32, Access::ReadWrite));
+        let dst_rows = moves.map(|(_, r)| {
+            bufs.push(r);
+            b.binding("rows_out", DType::U32, Access::ReadWrite)
+        });
+        bufs.push(starts);
         let offs = b.binding("starts", DType::U32, Access::Read);
+        let count = Self::count_binding(&mut b, &mut bufs, count);
         let kw = b.shared("tile_words", wt, tile);
         let kr = rows.then(|| b.shared("tile_rows", DType::U32, tile));
         let scan = b.shared("zeros", DType::U32, wg);
@@ -436,7 +537,7 @@ impl Lower<'_> {
             b.push(Stmt::StoreShared(run, d.into(), o.into()));
         });
         b.barrier();
-        let (ws, we) = self.span(&mut b, &pre);
+        let (ws, we) = self.rows_span(&mut b, &pre, count);
         let first_item = b.binary(BinaryOp::Mul, t, u32c(ITEMS));
         let max_word = Operand::Const(Scalar::U64(u64::MAX).cast(wt));
         b.for_(ws, we, u32c(tile), |b, base| {
@@ -571,22 +672,25 @@ impl Lower<'_> {
             }
             b.barrier();
         });
-        Self::finish(b)
+        Ok((Self::finish(b)?, bufs))
     }
 
-    /// `sort_decode`: the sorted key column from its words. Bindings:
-    /// words (the caller's), output.
+    /// `sort_decode`: the sorted key column from its words.
     fn decode_kernel(
         &self,
         key: SortKey,
         wt: DType,
+        words: BufferRef,
+        count: Option<u16>,
     ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
         let ty = self.stage.program.ty(key.value);
         let mut b = self.kernel("sort_decode");
+        let mut bufs = vec![words, BufferRef::Output(0)];
         let words = b.binding("words", wt, Access::Read);
         let out = b.binding("out0", ty, Access::ReadWrite);
+        let count = Self::count_binding(&mut b, &mut bufs, count);
         let pre = self.preload(&mut b);
-        let (ws, we) = self.span(&mut b, &pre);
+        let (ws, we) = self.rows_span(&mut b, &pre, count);
         self.thread_loop(&mut b, &pre, ws, we, false, |b, i| {
             let mut w = b.assign(wt, Op::Load(words, i.into()));
             if key.descending {
@@ -614,18 +718,20 @@ impl Lower<'_> {
             b.push(Stmt::Store(out, i.into(), v.into()));
             Ok(())
         })?;
-        Ok((Self::finish(b)?, vec![BufferRef::Output(0)]))
+        Ok((Self::finish(b)?, bufs))
     }
 
-    /// `sort_gather`: every column at the sorted rows. Bindings: inputs,
-    /// rows (inserted by the caller before the outputs), outputs.
+    /// `sort_gather`: every column at the sorted rows.
     fn gather_kernel(
         &self,
         columns: &[crate::expr::Value],
+        rows: BufferRef,
+        count: Option<u16>,
     ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
         let mut b = self.kernel("sort_gather");
         let mut bufs = Vec::new();
         let inputs = self.input_bindings(&mut b, &mut bufs);
+        bufs.push(rows);
         let rows = b.binding("rows", DType::U32, Access::Read);
         let outs: Vec<BindingId> = columns
             .iter()
@@ -639,8 +745,9 @@ impl Lower<'_> {
                 )
             })
             .collect();
+        let count = Self::count_binding(&mut b, &mut bufs, count);
         let pre = self.preload(&mut b);
-        let (ws, we) = self.span(&mut b, &pre);
+        let (ws, we) = self.rows_span(&mut b, &pre, count);
         self.thread_loop(&mut b, &pre, ws, we, false, |b, i| {
             let at = b.assign(DType::U32, Op::Load(rows, i.into()));
             let vals = self.element(b, &pre, &inputs, at)?;
