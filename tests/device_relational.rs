@@ -10,6 +10,8 @@
 //! selection) is declined with its reason and runs on the CPU.
 
 mod common;
+#[path = "support/faults.rs"]
+mod faults;
 mod ptx_interp;
 
 use computeq::plumbing::backends::ptx::cuda_caps;
@@ -19,7 +21,8 @@ use computeq::Engine;
 use ptx_interp::backend::InterpBackend;
 use std::sync::Arc;
 
-/// The interpreter as the `cuda` backend, lowered for small workgroups so
+/// The interpreter as the `cuda` backend (behind the CUDA backend's fault
+/// layer with feature `cuda`), lowered for small workgroups so
 /// that short inputs span several workgroups and tiles.
 fn interp_engine() -> (Engine, Arc<InterpBackend>) {
     let caps = Caps {
@@ -338,4 +341,131 @@ fn devices_decline_top_k() {
         let got = e.query(&xs).on(k).top_k(5).collect::<Vec<_>>();
         assert_eq!(canon32(&got), canon32(&w[..5]), "{k:?}");
     }
+}
+
+/// A sort of a column already on the device, its result kept there: no
+/// byte crosses to or from the host, and the metrics say so.
+#[test]
+fn a_device_resident_column_sorts_on_the_device() {
+    let e = common::engine();
+    if !common::devices(&e).contains(&BackendKind::Wgpu) {
+        return;
+    }
+    let xs = floats(3000, 17);
+    let dev = xs.to_device_on(&e).expect("an upload to wgpu");
+    assert_eq!(dev.device(), Some(BackendKind::Wgpu));
+    let (sorted, m) = e
+        .query(&dev)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .sort_desc()
+        .collect_on_device()
+        .expect("a sort on the device");
+    assert_eq!(m.backend, BackendKind::Wgpu);
+    assert!(sorted.is_resident(), "{m}");
+    assert_eq!(m.bytes_uploaded, 0, "{m}");
+    assert_eq!(m.bytes_downloaded, 0, "{m}");
+    assert!(m.bytes_resident > 0, "{m}");
+    let want = e
+        .query(&xs)
+        .on(BackendKind::CpuScalar)
+        .sort_desc()
+        .collect::<Vec<_>>();
+    assert_eq!(canon32(&sorted.to_vec().unwrap()), canon32(&want));
+}
+
+/// Every injectable fault of the devices, during a sort's many dispatches,
+/// falls back to the CPU with the right rows and records the failed
+/// attempt.
+#[test]
+fn faults_in_a_device_sort_fall_back_to_the_cpu() {
+    let xs = floats(1500, 23);
+    let ids: Vec<u32> = (0..xs.len() as u32).collect();
+    let want = common::engine()
+        .query(&xs)
+        .on(BackendKind::CpuScalar)
+        .zip(&ids)
+        .sort_by_key(|(x, _)| x.desc())
+        .collect::<Vec<_>>();
+    let want: (Vec<f32>, Vec<u32>) = want.into_iter().unzip();
+    let check = |e: &Engine, k: BackendKind, name: &str| {
+        let (got, m) = e
+            .query(&xs)
+            .on(k)
+            .with_metrics()
+            .zip(&ids)
+            .sort_by_key(|(x, _)| x.desc())
+            .collect::<Vec<_>>();
+        let (g, w): (Vec<f32>, Vec<u32>) = got.into_iter().unzip();
+        assert!(
+            canon32(&g) == canon32(&want.0) && w == want.1,
+            "{k:?} {name}: wrong rows"
+        );
+        assert_ne!(m.backend, k, "{k:?} {name} did not fire");
+        assert!(
+            m.attempts.iter().any(|a| a.backend == k),
+            "{k:?} {name}: no failed attempt recorded: {m}"
+        );
+    };
+    if common::devices(&common::engine()).contains(&BackendKind::Wgpu) {
+        for (name, _) in faults::faults_of("wgpu") {
+            let config = computeq::Config {
+                faults: vec![format!("wgpu:{name}")],
+                ..computeq::Config::default()
+            }
+            .with_fault_injection(true);
+            check(&Engine::with_config(config), BackendKind::Wgpu, name);
+        }
+    }
+    #[cfg(feature = "cuda")]
+    {
+        use computeq::plumbing::backends::cuda::FaultPlan;
+        let (e, b) = interp_engine();
+        for (name, _) in faults::faults_of("cuda") {
+            *b.faults.lock() = FaultPlan::parse(&format!("cuda:{name}"));
+            check(&e, BackendKind::Cuda, name);
+        }
+    }
+}
+
+/// The checks above would catch a scatter that ranks rows by the order of
+/// atomic increments instead of their positions. Simulated here: one
+/// workgroup of 64 invocations, two rows each, warps of 32 lanes taking
+/// their first rows, then their second ones (the order a per-digit atomic
+/// counter would hand out positions in); the rows of one key then come out
+/// interleaved, which the stable reference (and so every test here)
+/// rejects on data with ties.
+#[test]
+fn an_atomic_order_ranking_is_caught() {
+    let n = 128usize;
+    let keys: Vec<i32> = common::lcg(n, 11)
+        .iter()
+        .map(|&r| (r % 5) as i32 - 2)
+        .collect();
+    let ids: Vec<u32> = (0..n as u32).collect();
+    let stable = common::engine()
+        .query(&keys)
+        .on(BackendKind::CpuScalar)
+        .zip(&ids)
+        .sort_by_key(|(k, _)| k)
+        .collect::<Vec<_>>();
+    // Positions in the order the invocations reach the counter.
+    let order: Vec<usize> = (0..2)
+        .flat_map(|item| (0..64).map(move |t| t * 2 + item))
+        .collect();
+    let mut atomic: Vec<(i32, u32)> = Vec::new();
+    for key in -2..=2 {
+        atomic.extend(
+            order
+                .iter()
+                .filter(|&&p| keys[p] == key)
+                .map(|&p| (keys[p], ids[p])),
+        );
+    }
+    // Same keys in the same order, ties in another order.
+    assert_eq!(
+        atomic.iter().map(|r| r.0).collect::<Vec<_>>(),
+        stable.iter().map(|r| r.0).collect::<Vec<_>>()
+    );
+    assert_ne!(atomic, stable, "the atomic order should reorder ties here");
 }
