@@ -10,10 +10,12 @@
 //!   (informational).
 //!
 //! Each round runs every query once in a fresh order; a ratio is the median
-//! of the rounds' ratios. Results are checked against each other. The last
-//! column is the machine's practical floor for the query: computeq alone
-//! over the same values in one slice, on both cores, sampled in the same
-//! rounds.
+//! of the rounds' ratios. Results are checked against each other. Two more
+//! columns, sampled in the same rounds: computeq alone over the same values
+//! in one slice on both cores (the machine's floor for the pipeline), and
+//! DataFusion's `sum(x)` of the same shape (its scan and aggregation
+//! machinery around one add per row: the floor under any function it calls
+//! per batch).
 //!
 //! `cargo run --release --features datafusion --example bench_datafusion`
 //! (`-- --rows 1000000 --rounds 15`).
@@ -89,6 +91,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "SELECT k, sum_sq(x) FROM t GROUP BY k ORDER BY k",
         ),
     ];
+    // DataFusion's cheapest query of the same shape: its scan and
+    // aggregation machinery around one add per row, the floor under any
+    // function it calls per batch.
+    let floors = [
+        "SELECT sum(x) FROM t",
+        "SELECT sum(x) FROM t",
+        "SELECT k, sum(x) FROM t GROUP BY k ORDER BY k",
+    ];
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(partitions)
         .build()?;
@@ -124,11 +134,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{rows} rows, {partitions} partitions, batches of {batch}, {rounds} rounds (medians)\n"
     );
-    println!("| query | DataFusion SQL | computeq UDAF | speed-up | computeq alone, one slice |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "| query | DataFusion SQL | computeq UDAF | speed-up | computeq alone, one slice | DataFusion `sum(x)` (floor) |"
+    );
+    println!("|---|---|---|---|---|---|");
     for (q, (name, sql, cq)) in queries.iter().enumerate() {
         let mut ratios = Vec::new();
-        let (mut ts, mut tc, mut ta) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut ts, mut tc, mut ta, mut tf) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let alone = |q: usize| -> f64 {
             let t = Instant::now();
             let v: f64 = if q == 0 {
@@ -140,26 +152,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             t.elapsed().as_secs_f64()
         };
         for round in 0..rounds {
-            let order = order::round_order(round, 3);
-            let mut t = [0.0; 3];
+            let order = order::round_order(round, 4);
+            let mut t = [0.0; 4];
             for &i in &order {
                 t[i] = match i {
                     0 => run(sql)?.1,
                     1 => run(cq)?.1,
-                    _ => alone(q),
+                    2 => alone(q),
+                    _ => run(floors[q])?.1,
                 };
             }
             ratios.push(t[0] / t[1]);
             ts.push(t[0]);
             tc.push(t[1]);
             ta.push(t[2]);
+            tf.push(t[3]);
         }
         println!(
-            "| {name} | {:.2} ms | {:.2} ms | {:.2}x | {:.2} ms |",
+            "| {name} | {:.2} ms | {:.2} ms | {:.2}x | {:.2} ms | {:.2} ms |",
             order::median(ts) * 1e3,
             order::median(tc) * 1e3,
             order::median(ratios),
-            order::median(ta) * 1e3
+            order::median(ta) * 1e3,
+            order::median(tf) * 1e3
         );
     }
     if let Some(m) = computeq::engine().last_run() {
