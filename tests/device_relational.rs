@@ -469,3 +469,128 @@ fn an_atomic_order_ranking_is_caught() {
     );
     assert_ne!(atomic, stable, "the atomic order should reorder ties here");
 }
+
+/// `group_by` (count, sum, min, max, mean), `distinct` and `value_counts`
+/// on the devices: the same keys and the same values, bit for bit (a
+/// group's rows fold in input order, as on `cpu-scalar`).
+#[test]
+fn groups_on_the_devices_match_the_cpu() {
+    for (e, k) in devices() {
+        for n in lengths() {
+            let ctx = format!("{k:?} n={n}");
+            let keys: Vec<i32> = common::lcg(n, 5)
+                .iter()
+                .map(|&r| (r % 37) as i32 - 18)
+                .collect();
+            let vals: Vec<f32> = floats(n, 9);
+            let ints: Vec<i32> = common::lcg(n, 13).iter().map(|&r| r as i32).collect();
+            let run = |on: BackendKind| {
+                let q = || e.query(&keys).on(on).no_fallback().zip(&vals);
+                let (c, m) = q().with_metrics().group_by(|(k, _)| k).count();
+                let s = q()
+                    .group_by(|(k, _)| k)
+                    .agg(|(_, v), a| (a.sum(v), a.min(v), a.max(v), a.mean(v)));
+                let w = e
+                    .query(&keys)
+                    .on(on)
+                    .no_fallback()
+                    .zip(&ints)
+                    .group_by(|(k, _)| k)
+                    .agg(|(_, v), a| (a.sum(v), a.min(v), a.max(v)));
+                (c, s, w, m)
+            };
+            let (dc, ds, dw, m) = run(k);
+            let (cc, cs, cw, _) = run(BackendKind::CpuScalar);
+            let alg = m.algorithm.map(|a| a.to_string()).unwrap_or_default();
+            assert!(alg.starts_with("device groups"), "{ctx}: {m}");
+            assert_eq!((dc.keys, dc.values), (cc.keys, cc.values), "{ctx} count");
+            assert_eq!(ds.keys, cs.keys, "{ctx} keys");
+            let bits = |v: &[(f32, Option<f32>, Option<f32>, Option<f64>)]| {
+                v.iter()
+                    .map(|t| {
+                        (
+                            canon32(&[t.0]),
+                            t.1.map(|x| canon32(&[x])),
+                            t.2.map(|x| canon32(&[x])),
+                            t.3.map(|x| canon64(&[x])),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(bits(&ds.values), bits(&cs.values), "{ctx} float aggregates");
+            assert_eq!(
+                (dw.keys, dw.values),
+                (cw.keys, cw.values),
+                "{ctx} i32 aggregates"
+            );
+            // Float keys: NaN one key, -0.0 the key +0.0; after a filter.
+            let (dv, cv) = (
+                e.query(&vals).on(k).no_fallback().value_counts(),
+                e.query(&vals).on(BackendKind::CpuScalar).value_counts(),
+            );
+            assert_eq!(
+                canon32(&dv.keys),
+                canon32(&cv.keys),
+                "{ctx} value_counts keys"
+            );
+            assert_eq!(dv.values, cv.values, "{ctx} value_counts");
+            let (dd, cd) = (
+                e.query(&vals)
+                    .on(k)
+                    .no_fallback()
+                    .filter(|x| x.ne(1.0))
+                    .distinct(),
+                e.query(&vals)
+                    .on(BackendKind::CpuScalar)
+                    .filter(|x| x.ne(1.0))
+                    .distinct(),
+            );
+            assert_eq!(canon32(&dd), canon32(&cd), "{ctx} filter then distinct");
+        }
+    }
+}
+
+/// What the device groups do not have yet is declined with its reason,
+/// and the engine runs it on the CPU.
+#[test]
+fn devices_decline_the_groups_they_lack() {
+    for (e, k) in devices() {
+        let keys: Vec<i32> = common::lcg(500, 5)
+            .iter()
+            .map(|&r| (r % 7) as i32)
+            .collect();
+        let vals: Vec<f32> = floats(500, 9);
+        let q = || e.query(&keys).on(k).no_fallback().fallible().zip(&vals);
+        let err = q()
+            .group_by(|(k, _)| k)
+            .first_seen()
+            .count()
+            .expect_err("first-seen groups on a device");
+        common::assert_declined(k, &err, "first-appearance order");
+        let err = q()
+            .group_by(|(k, _)| k)
+            .agg(|(_, v), a| a.variance(v))
+            .expect_err("a variance per group on a device");
+        common::assert_declined(k, &err, "per group");
+        let err = q()
+            .group_by(|(k, v)| (k, v))
+            .count()
+            .expect_err("two keys on a device");
+        common::assert_declined(k, &err, "several keys");
+        let got = e
+            .query(&keys)
+            .on(k)
+            .zip(&vals)
+            .group_by(|(k, _)| k)
+            .first_seen()
+            .count();
+        let want = e
+            .query(&keys)
+            .on(BackendKind::CpuScalar)
+            .zip(&vals)
+            .group_by(|(k, _)| k)
+            .first_seen()
+            .count();
+        assert_eq!((got.keys, got.values), (want.keys, want.values), "{k:?}");
+    }
+}

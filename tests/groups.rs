@@ -248,15 +248,19 @@ fn the_metrics_name_the_grouping_algorithm_and_devices_decline() {
         plan.contains("terminal: group by v0 -> count (by key)"),
         "{plan}"
     );
+    // The devices group too (tests/device_relational.rs), in key order;
+    // first-seen order they decline.
     for k in common::devices(&e) {
         let err = e
             .query(&small)
             .on(k)
             .no_fallback()
             .fallible()
-            .distinct()
-            .expect_err("a device grouped");
-        common::assert_declined(k, &err, "keyed aggregation");
+            .group_by(|x| x)
+            .first_seen()
+            .count()
+            .expect_err("a device grouped in first-seen order");
+        common::assert_declined(k, &err, "first-appearance order");
     }
     let empty: Vec<f32> = Vec::new();
     assert!(e.query(&empty).value_counts().is_empty());

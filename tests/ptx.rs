@@ -794,6 +794,20 @@ fn golden_ptx() {
                 (None, sort_terminal(&[(x[0], true)], &[x[1]]))
             }),
         ),
+        // Keyed aggregation: sorted by key, then bounds, starts, folds.
+        (
+            "group_i32",
+            one_stage(&[DType::I32, DType::F32], 0, |_, x| {
+                (
+                    None,
+                    Terminal::Group {
+                        keys: smallvec![x[0]],
+                        aggs: smallvec![agg(AggKind::Count, None), agg(AggKind::Sum, Some(x[1]))],
+                        first_seen: false,
+                    },
+                )
+            }),
+        ),
         (
             "math_f32",
             one_stage(&[DType::F32, DType::F32], 0, |p, x| {

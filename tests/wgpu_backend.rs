@@ -1222,6 +1222,27 @@ fn golden_plans() -> Vec<(&'static str, CompiledPlan)> {
             let x = s.x(0);
             s.finish(None, sort_terminal(x, false, x))
         }),
+        ("group_i32", {
+            let s = StageBuilder::new(&[DType::I32, DType::F32]);
+            let (k, v) = (s.x(0), s.x(1));
+            s.finish(
+                None,
+                Terminal::Group {
+                    keys: smallvec![k],
+                    aggs: smallvec![
+                        Aggregate {
+                            kind: AggKind::Count,
+                            column: None
+                        },
+                        Aggregate {
+                            kind: AggKind::Sum,
+                            column: Some(v)
+                        },
+                    ],
+                    first_seen: false,
+                },
+            )
+        }),
         ("sort_rows_i32", {
             let s = StageBuilder::new(&[DType::I32, DType::F32]);
             let (k, y) = (s.x(0), s.x(1));

@@ -48,9 +48,9 @@ pub struct StageShape {
     /// per element (not priced, the 64-bit reductions and `stats` ran at
     /// 2-4x their estimates on `cpu-simd`).
     pub wide: bool,
-    /// A sort's digit passes on a device, and the bytes each moves per
-    /// position (read to count, read and written to scatter: its words and
-    /// row indices); `None` for other stages.
+    /// A sort's (or a one-key group's) digit passes on a device, and the
+    /// bytes each moves per position (read to count, read and written to
+    /// scatter: its words and row indices); `None` for other stages.
     pub device_sort: Option<DeviceSort>,
 }
 
@@ -69,14 +69,25 @@ pub struct DeviceSort {
 
 impl DeviceSort {
     fn of(s: &crate::plan::Stage) -> Option<DeviceSort> {
-        let Terminal::Sort { keys, columns, .. } = &s.terminal else {
-            return None;
+        // A device group sorts its rows by the key, then reads the sorted
+        // words twice (boundaries, starts) and the rows once (the folds).
+        let (keys, rows, mut other_bytes): (SmallVec<[crate::expr::Value; 2]>, f64, f64) = match &s
+            .terminal
+        {
+            Terminal::Sort { keys, columns, .. } => {
+                let key_only = keys.len() == 1 && columns.len() == 1 && columns[0] == keys[0].value;
+                let rows = if key_only { 0.0 } else { 4.0 };
+                (keys.iter().map(|k| k.value).collect(), rows, rows)
+            }
+            Terminal::Group { keys, .. } if keys.len() == 1 => {
+                let word = s.program.ty(keys[0]).size().max(4) as f64;
+                (keys.clone(), 4.0, 4.0 + 2.0 * word)
+            }
+            _ => return None,
         };
-        let key_only = keys.len() == 1 && columns.len() == 1 && columns[0] == keys[0].value;
-        let rows = if key_only { 0.0 } else { 4.0 };
-        let (mut passes, mut pass_bytes, mut other_bytes) = (0.0, 0.0, rows);
-        for k in keys {
-            let ty = s.program.ty(k.value);
+        let (mut passes, mut pass_bytes) = (0.0, 0.0);
+        for &k in &keys {
+            let ty = s.program.ty(k);
             let word = if ty.size() == 8 { 8.0 } else { 4.0 };
             let p = if ty == crate::expr::DType::Bool {
                 1.0

@@ -29,6 +29,10 @@ pub enum Algorithm {
     /// LSD radix sort on a device: per 8-bit digit, counts per workgroup,
     /// their scan, and a scatter ranked stably in workgroup memory.
     DeviceRadix(Passes),
+    /// Groups on a device: the rows sorted by key with the device radix
+    /// sort, the groups' first rows compacted, one invocation per group
+    /// folding its rows in order.
+    DeviceSortGroups(Passes),
     /// Groups by a direct index over a dense key range of `span` values.
     DirectIndex {
         /// Values the keys span.
@@ -82,6 +86,11 @@ impl fmt::Display for Algorithm {
                 f,
                 "device lsd-radix (reduce-then-scan) {} of {} digit passes",
                 p.passes, p.digits
+            ),
+            Algorithm::DeviceSortGroups(p) => write!(
+                f,
+                "device groups by lsd-radix sort ({} digit passes), a fold per group",
+                p.passes
             ),
             Algorithm::Select { rows } => write!(f, "top-k selection of {rows} rows"),
             Algorithm::DirectIndex { span } => write!(f, "direct index over {span} key values"),

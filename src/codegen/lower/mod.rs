@@ -38,6 +38,7 @@ use std::fmt;
 
 mod blocks;
 mod element;
+mod group;
 mod shapes;
 mod sort;
 
@@ -179,9 +180,6 @@ fn device_lacks(terminal: &Terminal) -> Option<&'static str> {
         Terminal::CountByKey { .. } => Some("key counts (histogram)"),
         Terminal::Sort { fetch: Some(_), .. } => {
             Some("top-k selection (top_k, bottom_k, a sort then take)")
-        }
-        Terminal::Group { .. } => {
-            Some("keyed aggregation (group_by, distinct, count_distinct, value_counts)")
         }
         Terminal::Join { .. } => Some("joins (join, semi_join, anti_join, is_in, not_in)"),
         Terminal::Reduce(aggs) => aggs.iter().find_map(|a| match a.kind {
@@ -528,6 +526,41 @@ pub(crate) mod tests {
             k.verify().unwrap();
             // Within WGSL's default 16 KiB of workgroup memory.
             assert!(k.needs().shared_bytes <= 16 << 10, "{}", k.name);
+        }
+        // A group: sorted by key carrying rows, then its boundaries, their
+        // scan, the groups' first rows and one fold per group.
+        let grouped = stage(
+            |m, _| Terminal::Group {
+                keys: smallvec![m],
+                aggs: smallvec![
+                    crate::plan::Aggregate {
+                        kind: AggKind::Count,
+                        column: None
+                    },
+                    crate::plan::Aggregate {
+                        kind: AggKind::Sum,
+                        column: Some(m)
+                    },
+                ],
+                first_seen: false,
+            },
+            true,
+        );
+        let kp = lower_stage(&grouped, &Caps::default()).unwrap();
+        let names: Vec<&str> = kp.kernels.iter().map(|k| k.name.as_str()).collect();
+        for k in ["group_bounds", "scan_blocks", "group_starts", "group_fold"] {
+            assert!(names.contains(&k), "{names:?}");
+        }
+        let last = kp.dispatches.last().unwrap().kernel;
+        assert_eq!(kp.kernels[last].name, "group_fold");
+        assert!(matches!(kp.readback, Readback::Columns { count: Some(_) }));
+        assert!(kp
+            .algorithm
+            .unwrap()
+            .to_string()
+            .starts_with("device groups"));
+        for k in &kp.kernels {
+            k.verify().unwrap();
         }
         // Top-k is declined with a reason.
         // A filter first compacts the survivors' positions (count, scan,

@@ -283,6 +283,14 @@ impl Lower<'_> {
         {
             return self.sort_plan(keys, columns);
         }
+        if let Terminal::Group {
+            keys,
+            aggs,
+            first_seen,
+        } = &stage.terminal
+        {
+            return self.group_plan(keys, aggs, *first_seen);
+        }
         let mut kernels = Vec::new();
         let mut dispatches = Vec::new();
         let mut scratch = Vec::new();

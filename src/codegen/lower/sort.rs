@@ -39,6 +39,18 @@ const ITEMS: u32 = 2;
 /// Digits of one pass.
 const RADIX: u32 = 256;
 
+/// What the radix passes leave for the kernels after them.
+pub(super) struct Sorted {
+    /// The most significant key's words, sorted.
+    pub words: BufferRef,
+    /// Their type (`u32` or `u64`).
+    pub word_ty: DType,
+    /// The sorted rows' positions, when carried.
+    pub rows: Option<BufferRef>,
+    /// The survivor count of a predicate (scratch, `u32`).
+    pub count: Option<u16>,
+}
+
 /// The word buffers of one width and the row indices, ping-ponged by the
 /// passes: `cur` holds the current ones.
 struct PingPong {
@@ -56,20 +68,48 @@ impl Lower<'_> {
         keys: &[SortKey],
         columns: &[crate::expr::Value],
     ) -> R<KernelPlan> {
-        let stage = self.stage;
         let key_only = keys.len() == 1 && columns.len() == 1 && columns[0] == keys[0].value;
-        let mut plan = KernelPlan {
+        let mut plan = self.whole_plan();
+        let sorted = self.radix(&mut plan, keys, !key_only, false)?;
+        // The outputs: decoded words, or the columns at the sorted rows.
+        let (k, bufs) = match sorted.rows {
+            None => self.decode_kernel(keys[0], sorted.word_ty, sorted.words, sorted.count)?,
+            Some(r) => self.gather_kernel(columns, r, sorted.count)?,
+        };
+        push(&mut plan, k, Groups::Spans, bufs);
+        Ok(plan)
+    }
+
+    /// An empty plan of this stage that runs in one chunk.
+    pub(super) fn whole_plan(&self) -> KernelPlan {
+        KernelPlan {
             kernels: Vec::new(),
             dispatches: Vec::new(),
             scratch: Vec::new(),
             uniforms: self.layout.clone(),
-            outputs: stage.output_dtypes().into_vec(),
+            outputs: self.stage.output_dtypes().into_vec(),
             readback: Readback::Columns { count: None },
             items_per_thread: self.caps.items_per_thread,
             max_groups: self.caps.max_groups,
             whole: true,
             algorithm: None,
-        };
+        }
+    }
+
+    /// Appends the radix passes sorting the stage's rows (its survivors,
+    /// after a predicate) by `keys` to `plan`: with `carry` the row
+    /// indices travel with the words; `group` orders by group words
+    /// (`-0.0` is `+0.0`). Sets the plan's algorithm and, after a
+    /// predicate, its readback count.
+    pub(super) fn radix(
+        &self,
+        plan: &mut KernelPlan,
+        keys: &[SortKey],
+        carry: bool,
+        group: bool,
+    ) -> R<Sorted> {
+        let stage = self.stage;
+        let key_only = !carry;
         let (mut passes, mut digits) = (0u8, 0u8);
         let scratch = |plan: &mut KernelPlan, name: &str, elem, len| {
             plan.scratch.push(Scratch {
@@ -82,13 +122,13 @@ impl Lower<'_> {
         };
         let s = BufferRef::Scratch;
         let hist = scratch(
-            &mut plan,
+            plan,
             "digit_counts",
             DType::U32,
             ScratchLen::PerGroup(RADIX),
         );
         let offs = scratch(
-            &mut plan,
+            plan,
             "digit_starts",
             DType::U32,
             ScratchLen::PerGroup(RADIX),
@@ -97,8 +137,8 @@ impl Lower<'_> {
         // key), or the survivors' positions of a filter.
         let rows = (!key_only || stage.predicate.is_some()).then(|| {
             [
-                scratch(&mut plan, "rows_a", DType::U32, ScratchLen::Positions),
-                scratch(&mut plan, "rows_b", DType::U32, ScratchLen::Positions),
+                scratch(plan, "rows_a", DType::U32, ScratchLen::Positions),
+                scratch(plan, "rows_b", DType::U32, ScratchLen::Positions),
             ]
         });
         let carry = (!key_only).then_some(()).and(rows);
@@ -108,8 +148,8 @@ impl Lower<'_> {
             None => None,
             Some(pred) => {
                 let rows = rows.expect("rows for a filter");
-                let totals = scratch(&mut plan, "totals", DType::U32, ScratchLen::Groups);
-                let total = scratch(&mut plan, "count", DType::U32, ScratchLen::One);
+                let totals = scratch(plan, "totals", DType::U32, ScratchLen::Groups);
+                let total = scratch(plan, "count", DType::U32, ScratchLen::One);
                 let count = Agg {
                     kind: AggKind::Count,
                     ty: DType::U32,
@@ -120,9 +160,9 @@ impl Lower<'_> {
                     &[None],
                     &[totals],
                 )?;
-                push(&mut plan, k, Groups::Spans, bufs);
+                push(plan, k, Groups::Spans, bufs);
                 let (k, bufs) = self.blocks_kernel(&count, totals, total, false)?;
-                push(&mut plan, k, Groups::One, bufs);
+                push(plan, k, Groups::One, bufs);
                 let flag =
                     |b: &mut KernelBuilder, vals: &[Option<Operand>]| -> R<Option<Operand>> {
                         let keep = Self::value(vals, pred)?;
@@ -150,7 +190,7 @@ impl Lower<'_> {
                         *b = s(rows[0]);
                     }
                 }
-                push(&mut plan, k, Groups::Spans, bufs);
+                push(plan, k, Groups::Spans, bufs);
                 plan.readback = Readback::Columns { count: Some(total) };
                 Some(total)
             }
@@ -171,18 +211,8 @@ impl Lower<'_> {
             let ww = match words.get(&wt) {
                 Some(w) => w.words,
                 None => [
-                    scratch(
-                        &mut plan,
-                        &format!("words_{wt}_a"),
-                        wt,
-                        ScratchLen::Positions,
-                    ),
-                    scratch(
-                        &mut plan,
-                        &format!("words_{wt}_b"),
-                        wt,
-                        ScratchLen::Positions,
-                    ),
+                    scratch(plan, &format!("words_{wt}_a"), wt, ScratchLen::Positions),
+                    scratch(plan, &format!("words_{wt}_b"), wt, ScratchLen::Positions),
                 ],
             };
             let pp = words.entry(wt).or_insert(PingPong { words: ww, cur: 0 });
@@ -195,8 +225,8 @@ impl Lower<'_> {
                 .then_some(())
                 .and(carry)
                 .map(|r| s(r[0]));
-            let (k, bufs) = self.words_kernel(key, wt, at, s(pp.words[0]), ident, count)?;
-            push(&mut plan, k, Groups::Spans, bufs);
+            let (k, bufs) = self.words_kernel(key, wt, at, s(pp.words[0]), ident, count, group)?;
+            push(plan, k, Groups::Spans, bufs);
             let key_passes = if kty == DType::Bool {
                 1
             } else {
@@ -207,15 +237,10 @@ impl Lower<'_> {
             for pass in 0..key_passes {
                 let shift = pass * 8;
                 let (src, dst) = (pp.cur, 1 - pp.cur);
-                push(&mut plan, zero.clone(), Groups::Spans, vec![s(hist)]);
+                push(plan, zero.clone(), Groups::Spans, vec![s(hist)]);
                 let (k, bufs) = self.count_kernel(wt, shift, s(pp.words[src]), s(hist), count)?;
-                push(&mut plan, k, Groups::Spans, bufs);
-                push(
-                    &mut plan,
-                    spine.clone(),
-                    Groups::One,
-                    vec![s(hist), s(offs)],
-                );
+                push(plan, k, Groups::Spans, bufs);
+                push(plan, spine.clone(), Groups::One, vec![s(hist), s(offs)]);
                 let moves = carry.map(|r| (s(r[rows_cur]), s(r[1 - rows_cur])));
                 let (k, bufs) = self.scatter_kernel(
                     wt,
@@ -225,7 +250,7 @@ impl Lower<'_> {
                     s(offs),
                     count,
                 )?;
-                push(&mut plan, k, Groups::Spans, bufs);
+                push(plan, k, Groups::Spans, bufs);
                 if carry.is_some() {
                     rows_cur = 1 - rows_cur;
                 }
@@ -233,32 +258,29 @@ impl Lower<'_> {
             }
             first = false;
         }
-        // The outputs: decoded words, or the columns at the sorted rows.
-        let (k, bufs) = match carry {
-            None => {
-                let key = keys[0];
-                let wt = if order::is_narrow(stage.program.ty(key.value)) {
-                    DType::U32
-                } else {
-                    DType::U64
-                };
-                let pp = &words[&wt];
-                self.decode_kernel(key, wt, s(pp.words[pp.cur]), count)?
-            }
-            Some(r) => self.gather_kernel(columns, s(r[rows_cur]), count)?,
-        };
-        push(&mut plan, k, Groups::Spans, bufs);
         plan.algorithm = Some(crate::types::Algorithm::DeviceRadix(crate::types::Passes {
             passes,
             digits,
         }));
-        Ok(plan)
+        let key = keys[0];
+        let wt = if order::is_narrow(stage.program.ty(key.value)) {
+            DType::U32
+        } else {
+            DType::U64
+        };
+        let pp = &words[&wt];
+        Ok(Sorted {
+            words: s(pp.words[pp.cur]),
+            word_ty: wt,
+            rows: carry.map(|r| s(r[rows_cur])),
+            count,
+        })
     }
 
     /// This workgroup's span of the sort's rows: of the stage's positions,
     /// or, after a filter, of the survivors (`count[0]` of them, split
     /// over the same workgroups).
-    fn rows_span(
+    pub(super) fn rows_span(
         &self,
         b: &mut KernelBuilder,
         pre: &Pre,
@@ -279,7 +301,7 @@ impl Lower<'_> {
     }
 
     /// Binds the survivor count (last) when there is one.
-    fn count_binding(
+    pub(super) fn count_binding(
         b: &mut KernelBuilder,
         bufs: &mut Vec<BufferRef>,
         count: Option<u16>,
@@ -290,13 +312,14 @@ impl Lower<'_> {
         })
     }
 
-    fn finish(b: KernelBuilder) -> R<crate::codegen::kernel::Kernel> {
+    pub(super) fn finish(b: KernelBuilder) -> R<crate::codegen::kernel::Kernel> {
         b.finish().map_err(|e| LowerError(e.to_string().into()))
     }
 
     /// `sort_words`: the word of `key` at every row: at the position
     /// `rows` names (survivors, or the earlier keys' permutation), else at
     /// the position itself; `ident` starts the identity permutation.
+    #[allow(clippy::too_many_arguments)]
     fn words_kernel(
         &self,
         key: &SortKey,
@@ -305,6 +328,7 @@ impl Lower<'_> {
         words: BufferRef,
         ident: Option<BufferRef>,
         count: Option<u16>,
+        group: bool,
     ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
         let name = if rows.is_some() {
             "sort_rekey"
@@ -332,7 +356,7 @@ impl Lower<'_> {
                 Some(p) => b.assign(DType::U32, Op::Load(p, i.into())),
                 None => i,
             };
-            let w = self.key_word(b, &pre, &inputs, at, key, wt)?;
+            let w = self.key_word(b, &pre, &inputs, at, key, wt, group)?;
             b.push(Stmt::Store(out, i.into(), w.into()));
             if let Some(r) = ident {
                 b.push(Stmt::Store(r, i.into(), i.into()));
@@ -342,7 +366,9 @@ impl Lower<'_> {
         Ok((Self::finish(b)?, bufs))
     }
 
-    /// The order-preserving word (of type `wt`) of `key` at position `at`.
+    /// The order-preserving word (of type `wt`) of `key` at position `at`
+    /// (as a group word with `group`).
+    #[allow(clippy::too_many_arguments)]
     fn key_word(
         &self,
         b: &mut KernelBuilder,
@@ -351,10 +377,17 @@ impl Lower<'_> {
         at: Local,
         key: &SortKey,
         wt: DType,
+        group: bool,
     ) -> R<Local> {
         let vals = self.element(b, pre, inputs, at)?;
-        let v = Self::value(&vals, key.value)?;
+        let mut v = Self::value(&vals, key.value)?;
         let ty = b.ty(v);
+        if group && ty.is_float() {
+            // Group keys: `-0.0` is `+0.0`.
+            let zero = Operand::Const(Scalar::zero(ty));
+            let is_zero = b.binary(BinaryOp::Eq, v, zero);
+            v = b.select(is_zero, zero, v).into();
+        }
         let top = |wt: DType| Operand::Const(Scalar::U64(1 << (wt.size() * 8 - 1)).cast(wt));
         let w = match ty {
             DType::Bool => b.select(v, Scalar::U32(1), Scalar::U32(0)),
@@ -763,7 +796,7 @@ impl Lower<'_> {
 
 /// Appends a dispatch of `k`, reusing an identical kernel already in the
 /// plan.
-fn push(
+pub(super) fn push(
     plan: &mut KernelPlan,
     k: crate::codegen::kernel::Kernel,
     groups: Groups,
