@@ -470,6 +470,9 @@ fn an_atomic_order_ranking_is_caught() {
     assert_ne!(atomic, stable, "the atomic order should reorder ties here");
 }
 
+/// A group's float sum, min, max and mean.
+type FloatAggs = (f32, Option<f32>, Option<f32>, Option<f64>);
+
 /// `group_by` (count, sum, min, max, mean), `distinct` and `value_counts`
 /// on the devices: the same keys and the same values, bit for bit (a
 /// group's rows fold in input order, as on `cpu-scalar`).
@@ -505,7 +508,7 @@ fn groups_on_the_devices_match_the_cpu() {
             assert!(alg.starts_with("device groups"), "{ctx}: {m}");
             assert_eq!((dc.keys, dc.values), (cc.keys, cc.values), "{ctx} count");
             assert_eq!(ds.keys, cs.keys, "{ctx} keys");
-            let bits = |v: &[(f32, Option<f32>, Option<f32>, Option<f64>)]| {
+            let bits = |v: &[FloatAggs]| {
                 v.iter()
                     .map(|t| {
                         (
