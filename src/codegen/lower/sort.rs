@@ -22,7 +22,7 @@
 //!   position of every (workgroup, digit), digit-major;
 //! - `sort_scatter`: every workgroup walks its span in tiles of
 //!   `workgroup × ITEMS` positions. A tile is ranked stably in workgroup
-//!   memory by eight one-bit splits (each a workgroup scan of the
+//!   memory by eight one-bit splits (a loop; each a workgroup scan of the
 //!   invocations' zero counts), so equal digits keep their input order;
 //!   each row then goes to its digit's running position plus its rank
 //!   among the tile's rows of that digit. No position depends on the order
@@ -444,6 +444,23 @@ impl Lower<'_> {
         }
     }
 
+    /// Bit `bit` (a `u32` register) of word `w` as a `u32`.
+    fn bit_at(b: &mut KernelBuilder, w: Operand, bit: Local) -> Local {
+        let wt = b.ty(w);
+        let by: Operand = if wt == DType::U32 {
+            bit.into()
+        } else {
+            b.assign(wt, Op::Cast(bit.into())).into()
+        };
+        let s = b.binary(BinaryOp::Shr, w, by);
+        let d = b.binary(BinaryOp::BitAnd, s, Scalar::U32(1).cast(wt));
+        if wt == DType::U32 {
+            d
+        } else {
+            b.assign(DType::U32, Op::Cast(d.into()))
+        }
+    }
+
     /// `sort_count`: this workgroup's digit counts of its span.
     fn count_kernel(
         &self,
@@ -600,25 +617,26 @@ impl Lower<'_> {
             }
             b.barrier();
             // Eight stable one-bit splits rank the tile by this digit.
-            for bit in shift..shift + 8 {
+            b.for_(u32c(shift), u32c(shift + 8), u32c(1), |b, bit| {
                 let mut items = Vec::new();
                 let zeros = b.assign(DType::U32, Op::Copy(u32c(0)));
                 for &p in &ps {
                     let w = b.assign(wt, Op::LoadShared(kw, p.into()));
                     let r = kr.map(|kr| b.assign(DType::U32, Op::LoadShared(kr, p.into())));
-                    let one = Self::digit(b, w.into(), bit, 1);
+                    let one = Self::bit_at(b, w.into(), bit);
                     let zero = b.binary(BinaryOp::Sub, u32c(1), one);
                     b.set(zeros, Op::Binary(BinaryOp::Add, zeros.into(), zero.into()));
                     items.push((p, w, r, one, zero));
                 }
                 b.push(Stmt::StoreShared(scan, t.into(), zeros.into()));
                 b.barrier();
-                // Inclusive Hillis–Steele scan of the zero counts.
-                let mut s = 1;
-                while s < wg {
+                // Inclusive Hillis–Steele scan of the zero counts: step
+                // `s = 2^k` for every `k` below log2(workgroup).
+                b.for_(u32c(0), u32c(wg.trailing_zeros()), u32c(1), |b, k| {
+                    let s = b.binary(BinaryOp::Shl, u32c(1), k);
                     let v = b.assign(DType::U32, Op::LoadShared(scan, t.into()));
-                    let has = b.binary(BinaryOp::Ge, t, u32c(s));
-                    let back = b.binary(BinaryOp::Sub, t, u32c(s));
+                    let has = b.binary(BinaryOp::Ge, t, s);
+                    let back = b.binary(BinaryOp::Sub, t, s);
                     let at = b.select(has, back, u32c(0));
                     let o = b.assign(DType::U32, Op::LoadShared(scan, at.into()));
                     let o = b.select(has, o, u32c(0));
@@ -626,8 +644,7 @@ impl Lower<'_> {
                     b.barrier();
                     b.push(Stmt::StoreShared(scan, t.into(), sum.into()));
                     b.barrier();
-                    s *= 2;
-                }
+                });
                 let incl = b.assign(DType::U32, Op::LoadShared(scan, t.into()));
                 let total = b.assign(DType::U32, Op::LoadShared(scan, u32c(wg - 1)));
                 let before = b.binary(BinaryOp::Sub, incl, zeros);
@@ -647,7 +664,7 @@ impl Lower<'_> {
                     );
                 }
                 b.barrier();
-            }
+            });
             // The first position of every digit in the ranked tile.
             let mut items = Vec::new();
             for &p in &ps {
