@@ -597,3 +597,39 @@ fn devices_decline_the_groups_they_lack() {
         assert_eq!((got.keys, got.values), (want.keys, want.values), "{k:?}");
     }
 }
+
+/// `histogram` on the devices (a row of counters per workgroup, summed in
+/// 64 bits): the same bins, below, above and NaN counts as `cpu-scalar`,
+/// on floats with specials, after a filter and on `i64`.
+#[test]
+fn histograms_on_the_devices_match_the_cpu() {
+    for (e, k) in devices() {
+        for n in lengths() {
+            let ctx = format!("{k:?} n={n}");
+            let xs = floats(n, 31);
+            let ints = ints(n, 37);
+            for &(bins, lo, hi) in &[(1usize, -10.0, 10.0), (256, -500.0, 500.0), (7, -3.3, 2.9)] {
+                let h = |on| e.query(&xs).on(on).no_fallback().histogram(bins, lo, hi);
+                let (d, c) = (h(k), h(BackendKind::CpuScalar));
+                assert_eq!(
+                    (d.counts, d.below, d.above, d.nan),
+                    (c.counts, c.below, c.above, c.nan),
+                    "{ctx} bins={bins}"
+                );
+            }
+            let h = |on| {
+                e.query(&ints)
+                    .on(on)
+                    .no_fallback()
+                    .filter(|x| (x % 3).ne(0))
+                    .histogram(100, -1e12, 1e12)
+            };
+            let (d, c) = (h(k), h(BackendKind::CpuScalar));
+            assert_eq!(
+                (d.counts, d.below, d.above, d.nan),
+                (c.counts, c.below, c.above, c.nan),
+                "{ctx} i64 after a filter"
+            );
+        }
+    }
+}

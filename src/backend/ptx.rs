@@ -670,9 +670,9 @@ fn run_stage<D: PtxDevice>(
     // (compaction writes fewer). Outputs going to the host: two
     // alternating chunk-sized buffers per column, chunk `ci` in `ci % 2`.
     let (out_len, out_copies) = if to_host {
-        (chunk_cap, chunks.len().min(2))
+        (kp.output_rows(chunk_cap), chunks.len().min(2))
     } else {
-        (len, 1)
+        (kp.output_rows(len), 1)
     };
     let mut outputs: Vec<SmallVec<[D::Buffer; 2]>> = Vec::with_capacity(kp.outputs.len());
     for &t in &kp.outputs {
@@ -838,7 +838,7 @@ fn run_stage<D: PtxDevice>(
             Readback::Columns { count: Some(c) } => {
                 let k = read_scalar(dev, &scratch[*c as usize], DType::U32, stats)?;
                 chunk_out = k.to_bits() as usize;
-                if chunk_out > n {
+                if chunk_out > kp.output_rows(n) {
                     return Err(err(
                         Phase::Execute,
                         format!("chunk {ci} of {n} positions reports {chunk_out} survivors"),

@@ -247,9 +247,18 @@ pub struct KernelPlan {
     pub whole: bool,
     /// The algorithm of a relational stage, for the run's metrics.
     pub algorithm: Option<crate::types::Algorithm>,
+    /// Rows of the outputs whatever the run's length (a key count's
+    /// keys), read back through the readback's `count`; `None`: one per
+    /// position.
+    pub fixed_rows: Option<u32>,
 }
 
 impl KernelPlan {
+    /// Rows every output buffer of a run of `len` positions holds.
+    pub fn output_rows(&self, len: usize) -> usize {
+        self.fixed_rows.map_or(len, |k| len.max(k as usize))
+    }
+
     /// The grid for a run of `len` positions: enough workgroups for
     /// `items_per_thread` positions per invocation, at most `max_groups`,
     /// each over a contiguous span. Depends only on `len`, so a result never

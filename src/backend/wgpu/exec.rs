@@ -412,7 +412,8 @@ impl Exec<'_> {
             let keep = want == Want::Device && chunks == 1;
             let mut outputs = Vec::new();
             for &t in &kp.outputs {
-                outputs.push(self.alloc((n * device_size(t)) as u64, STORAGE, keep)?);
+                let rows = kp.output_rows(n);
+                outputs.push(self.alloc((rows * device_size(t)) as u64, STORAGE, keep)?);
             }
             let mut scratch = Vec::new();
             for (j, s) in kp.scratch.iter().enumerate() {

@@ -37,6 +37,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 mod blocks;
+mod count;
 mod element;
 mod group;
 mod shapes;
@@ -177,7 +178,6 @@ fn collect_params(arena: &ExprArena, out: &mut BTreeMap<u16, DType>) {
 /// What the device kernels cannot compute yet in `terminal`, in words.
 fn device_lacks(terminal: &Terminal) -> Option<&'static str> {
     match terminal {
-        Terminal::CountByKey { .. } => Some("key counts (histogram)"),
         Terminal::Sort { fetch: Some(_), .. } => {
             Some("top-k selection (top_k, bottom_k, a sort then take)")
         }
@@ -562,6 +562,18 @@ pub(crate) mod tests {
         for k in &kp.kernels {
             k.verify().unwrap();
         }
+        // Key counts: a row of counters per workgroup, summed per key;
+        // the outputs hold the keys whatever the run's length.
+        let mut counted = stage(|m, _| Terminal::Collect(smallvec![m]), false);
+        let key = counted.program.push(Node::Const(Scalar::U32(3))).unwrap();
+        counted.terminal = Terminal::CountByKey { key, keys: 259 };
+        let kp = lower_stage(&counted, &Caps::default()).unwrap();
+        assert_eq!(kp.fixed_rows, Some(259));
+        assert_eq!(kp.output_rows(10), 259);
+        assert_eq!(kp.output_rows(1000), 1000);
+        counted.terminal = Terminal::CountByKey { key, keys: 5000 };
+        let e = lower_stage(&counted, &Caps::default()).unwrap_err();
+        assert!(e.to_string().contains("at most 4096 keys"), "{e}");
         // Top-k is declined with a reason.
         // A filter first compacts the survivors' positions (count, scan,
         // scatter) and the sort reads its length from their count.

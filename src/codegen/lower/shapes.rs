@@ -283,6 +283,9 @@ impl Lower<'_> {
         {
             return self.sort_plan(keys, columns);
         }
+        if let Terminal::CountByKey { key, keys } = &stage.terminal {
+            return self.count_plan(*key, *keys);
+        }
         if let Terminal::Group {
             keys,
             aggs,
@@ -351,10 +354,12 @@ impl Lower<'_> {
                 add(self.final_kernel(&aggs, &parts)?, Groups::One);
                 Readback::Aggregates(readback)
             }
-            // Declined by `Lower::new`.
-            Terminal::CountByKey { .. } => return err("the device kernels have no key counts"),
+            // Planned above (sorts, groups, key counts) or declined by
+            // `Lower::new` (top-k, joins).
+            Terminal::CountByKey { .. } | Terminal::Group { .. } => {
+                return err("a key count or group reached the shapes of other stages")
+            }
             Terminal::Sort { .. } => return err("the device kernels have no top-k selection"),
-            Terminal::Group { .. } => return err("the device kernels have no groups"),
             Terminal::Join { .. } => return err("the device kernels have no joins"),
             Terminal::Collect(cols) if stage.predicate.is_none() => {
                 add(self.store_kernel(cols)?, Groups::Spans);
@@ -497,6 +502,7 @@ impl Lower<'_> {
             max_groups: self.caps.max_groups,
             whole: false,
             algorithm: None,
+            fixed_rows: None,
         })
     }
 }

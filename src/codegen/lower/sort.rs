@@ -93,6 +93,7 @@ impl Lower<'_> {
             max_groups: self.caps.max_groups,
             whole: true,
             algorithm: None,
+            fixed_rows: None,
         }
     }
 

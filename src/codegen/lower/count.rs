@@ -1,0 +1,149 @@
+//! Key counts on the device (`histogram`): every workgroup counts its
+//! span's keys into its own row of counters (atomic adds: counting
+//! commutes, so no result depends on their order), then each key's counts
+//! are summed over the workgroups in 64 bits. The key (already a bin, with
+//! CUB HistogramEven's below/above/NaN bins) is the stage's element
+//! program; a key past the last counts in the last, as on the CPU.
+
+use super::sort::push;
+use super::*;
+
+/// Most keys the device counts (a row of counters per workgroup).
+pub(super) const MAX_KEYS: u32 = 4096;
+
+impl Lower<'_> {
+    /// The plan of a key-count stage of `keys` keys.
+    pub(super) fn count_plan(&self, key: crate::expr::Value, keys: u32) -> R<KernelPlan> {
+        let keys = keys.max(1);
+        if keys > MAX_KEYS {
+            return err(format!(
+                "the device kernels count at most {MAX_KEYS} keys, not {keys}: it runs on the \
+                 CPU backends"
+            ));
+        }
+        let mut plan = self.whole_plan();
+        plan.fixed_rows = Some(keys);
+        let mut scratch = |name: &str, len| {
+            plan.scratch.push(Scratch {
+                name: name.into(),
+                elem: DType::U32,
+                len,
+                init: ScratchInit::Undefined,
+            });
+            (plan.scratch.len() - 1) as u16
+        };
+        let rows = scratch("key_counts", ScratchLen::PerGroup(keys));
+        let rows_out = scratch("keys", ScratchLen::One);
+        let k = self.count_zero_kernel(keys)?;
+        push(
+            &mut plan,
+            k,
+            Groups::Spans,
+            vec![BufferRef::Scratch(rows), BufferRef::Scratch(rows_out)],
+        );
+        let (k, bufs) = self.count_keys_kernel(key, keys, rows)?;
+        push(&mut plan, k, Groups::Spans, bufs);
+        let k = self.count_sum_kernel(keys)?;
+        push(
+            &mut plan,
+            k,
+            Groups::Spans,
+            vec![BufferRef::Scratch(rows), BufferRef::Output(0)],
+        );
+        plan.readback = Readback::Columns {
+            count: Some(rows_out),
+        };
+        Ok(plan)
+    }
+
+    /// `count_zero`: clears this workgroup's row; the first writes the
+    /// number of rows the outputs hold.
+    fn count_zero_kernel(&self, keys: u32) -> R<crate::codegen::kernel::Kernel> {
+        let mut b = self.kernel("count_zero");
+        let rows = b.binding("counts", DType::U32, Access::ReadWrite);
+        let n = b.binding("keys", DType::U32, Access::ReadWrite);
+        let pre = self.preload(&mut b);
+        let row = b.binary(BinaryOp::Mul, pre.w, u32c(keys));
+        b.for_(pre.t, u32c(keys), u32c(self.wg), |b, d| {
+            let at = b.binary(BinaryOp::Add, row, d);
+            b.push(Stmt::Store(rows, at.into(), u32c(0)));
+        });
+        let first = b.binary(BinaryOp::Eq, pre.w, u32c(0));
+        let lead = b.binary(BinaryOp::Eq, pre.t, u32c(0));
+        let both = b.binary(BinaryOp::And, first, lead);
+        b.if_(both, |b| b.push(Stmt::Store(n, u32c(0), u32c(keys))));
+        Self::finish(b)
+    }
+
+    /// `count_keys`: this workgroup's span counted into its row.
+    fn count_keys_kernel(
+        &self,
+        key: crate::expr::Value,
+        keys: u32,
+        rows: u16,
+    ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
+        let mut b = self.kernel("count_keys");
+        let mut bufs = Vec::new();
+        let inputs = self.input_bindings(&mut b, &mut bufs);
+        bufs.push(BufferRef::Scratch(rows));
+        let counts = b.binding("counts", DType::U32, Access::Atomic);
+        let pre = self.preload(&mut b);
+        let row = b.binary(BinaryOp::Mul, pre.w, u32c(keys));
+        let (ws, we) = self.span(&mut b, &pre);
+        self.thread_loop(&mut b, &pre, ws, we, false, |b, i| {
+            let vals = self.element(b, &pre, &inputs, i)?;
+            let k = Self::value(&vals, key)?;
+            let k = b.binary(BinaryOp::Min, k, u32c(keys - 1));
+            let at = b.binary(BinaryOp::Add, row, k);
+            let add = |b: &mut KernelBuilder| {
+                b.assign(
+                    DType::U32,
+                    Op::Atomic {
+                        op: crate::codegen::kernel::AtomicOp::Add,
+                        binding: counts,
+                        index: at.into(),
+                        value: u32c(1),
+                    },
+                );
+            };
+            match self.stage.predicate {
+                Some(p) => {
+                    let keep = Self::value(&vals, p)?;
+                    b.if_(keep, add);
+                }
+                None => add(b),
+            }
+            Ok(())
+        })?;
+        Ok((Self::finish(b)?, bufs))
+    }
+
+    /// `count_sum`: each key's counts over the workgroups, in 64 bits; the
+    /// keys split over the workgroups.
+    fn count_sum_kernel(&self, keys: u32) -> R<crate::codegen::kernel::Kernel> {
+        let mut b = self.kernel("count_sum");
+        let rows = b.binding("counts", DType::U32, Access::ReadWrite);
+        let out = b.binding("out0", DType::U64, Access::ReadWrite);
+        let pre = self.preload(&mut b);
+        let g1 = b.binary(BinaryOp::Sub, pre.groups, u32c(1));
+        let k1 = b.binary(BinaryOp::Add, g1, u32c(keys));
+        let span = b.binary(BinaryOp::Div, k1, pre.groups);
+        let start = b.binary(BinaryOp::Mul, pre.w, span);
+        let ks = b.binary(BinaryOp::Min, start, u32c(keys));
+        let end = b.binary(BinaryOp::Add, ks, span);
+        let ke = b.binary(BinaryOp::Min, end, u32c(keys));
+        self.thread_loop(&mut b, &pre, ks, ke, false, |b, d| {
+            let acc = b.assign(DType::U64, Op::Copy(Operand::Const(Scalar::U64(0))));
+            b.for_(u32c(0), pre.groups, u32c(1), |b, g| {
+                let row = b.binary(BinaryOp::Mul, g, u32c(keys));
+                let at = b.binary(BinaryOp::Add, row, d);
+                let c = b.assign(DType::U32, Op::Load(rows, at.into()));
+                let c = b.assign(DType::U64, Op::Cast(c.into()));
+                b.set(acc, Op::Binary(BinaryOp::Add, acc.into(), c.into()));
+            });
+            b.push(Stmt::Store(out, d.into(), acc.into()));
+            Ok(())
+        })?;
+        Self::finish(b)
+    }
+}
