@@ -14,6 +14,7 @@ mod common;
 mod faults;
 mod ptx_interp;
 
+use common::{sort_floats as floats, sort_ints as ints};
 use computeq::plumbing::backends::ptx::cuda_caps;
 use computeq::plumbing::codegen::Caps;
 use computeq::prelude::*;
@@ -35,13 +36,12 @@ fn interp_engine() -> (Engine, Arc<InterpBackend>) {
     (common::engine().with_backend(b.clone()), b)
 }
 
-/// Every device here: wgpu on the default engine when it has an adapter,
-/// and the interpreter.
+/// Every device here: wgpu and CUDA on the default engine when they can
+/// run (skipped with the reason otherwise), and the interpreter.
 fn devices() -> Vec<(Engine, BackendKind)> {
     let e = common::engine();
     let mut out: Vec<(Engine, BackendKind)> = common::devices(&e)
         .into_iter()
-        .filter(|&k| k == BackendKind::Wgpu)
         .map(|k| (common::engine(), k))
         .collect();
     out.push((interp_engine().0, BackendKind::Cuda));
@@ -55,37 +55,6 @@ fn lengths() -> Vec<usize> {
     vec![
         0, 1, 2, 63, 64, 65, 127, 128, 129, 257, 511, 512, 513, 1500, 4099,
     ]
-}
-
-fn floats(n: usize, seed: u64) -> Vec<f32> {
-    let special = [
-        f32::NAN,
-        -0.0,
-        0.0,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-        -f32::NAN,
-    ];
-    common::lcg(n, seed)
-        .iter()
-        .map(|&r| match r % 13 {
-            0 => special[(r / 13 % 6) as usize],
-            1..=6 => ((r >> 8) % 17) as f32 - 8.0,
-            _ => ((r >> 8) as f32 / 1e6).sin() * 1e3,
-        })
-        .collect()
-}
-
-fn ints(n: usize, seed: u64) -> Vec<i64> {
-    common::lcg(n, seed)
-        .iter()
-        .map(|&r| match r % 11 {
-            0 => i64::MIN,
-            1 => i64::MAX,
-            2..=5 => (r % 7) as i64 - 3,
-            _ => (r as i64).wrapping_mul(2654435761),
-        })
-        .collect()
 }
 
 /// Bits of a float, every NaN one value.

@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::{sort_floats as floats, sort_ints as ints};
 use computeq::prelude::*;
 use std::cmp::Ordering;
 
@@ -32,38 +33,6 @@ fn canon(x: f64) -> u64 {
 
 fn lengths() -> Vec<usize> {
     vec![0, 1, 2, 3, 100, 2047, 2048, 2049, 16 * 1024 + 3, 70_001]
-}
-
-fn floats(n: usize, seed: u64) -> Vec<f32> {
-    let special = [
-        f32::NAN,
-        -0.0,
-        0.0,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-        -f32::NAN,
-    ];
-    common::lcg(n, seed)
-        .iter()
-        .map(|&r| match r % 13 {
-            0 => special[(r / 13 % 6) as usize],
-            // Many duplicates.
-            1..=6 => ((r >> 8) % 17) as f32 - 8.0,
-            _ => ((r >> 8) as f32 / 1e6).sin() * 1e3,
-        })
-        .collect::<Vec<_>>()
-}
-
-fn ints(n: usize, seed: u64) -> Vec<i64> {
-    common::lcg(n, seed)
-        .iter()
-        .map(|&r| match r % 11 {
-            0 => i64::MIN,
-            1 => i64::MAX,
-            2..=5 => (r % 7) as i64 - 3,
-            _ => (r as i64).wrapping_mul(2654435761),
-        })
-        .collect::<Vec<_>>()
 }
 
 /// std's stable sort by the documented order, descending by complement.

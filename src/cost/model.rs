@@ -96,6 +96,12 @@ pub struct CostModel {
     pub devices: [Option<DeviceProfile>; 2],
 }
 
+/// Simple operations per position and digit pass of a device sort's
+/// stable ranking (eight one-bit splits of about eight operations each:
+/// shared loads and stores, the bit, the split position, a share of the
+/// workgroup scan). A model constant: the history corrects it.
+const DEVICE_RANK_OPS: f64 = 64.0;
+
 /// The work of one run, stage by stage, computed once and priced per
 /// backend ([`CostModel::work`], [`CostModel::estimate_work`]).
 #[derive(Clone, Debug, Default)]
@@ -422,7 +428,14 @@ impl CostModel {
                     };
                     launches += l;
                     let bytes = s.read + s.write + reread;
-                    compute += (bytes / d.bandwidth).max(s.ops * d.op + s.trans * d.transcendental);
+                    // A sort's ranking: eight one-bit splits per digit,
+                    // each a few shared-memory operations and a share of a
+                    // workgroup scan per position.
+                    let rank = s
+                        .device_sort
+                        .map_or(0.0, |(p, _)| p * s.n * DEVICE_RANK_OPS);
+                    compute += (bytes / d.bandwidth)
+                        .max((s.ops + rank) * d.op + s.trans * d.transcendental);
                 }
                 Estimate {
                     compile: if e.compiled { 0.0 } else { d.compile },

@@ -121,3 +121,41 @@ pub fn lcg(n: usize, seed: u64) -> Vec<u64> {
         })
         .collect()
 }
+
+/// `n` sort keys from `seed`: many duplicates (17 small integers), NaN
+/// (both signs), ±0 and ±inf, the rest spread over ±1000.
+#[allow(dead_code)]
+pub fn sort_floats(n: usize, seed: u64) -> Vec<f32> {
+    let special = [
+        f32::NAN,
+        -0.0,
+        0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        -f32::NAN,
+    ];
+    lcg(n, seed)
+        .iter()
+        .map(|&r| match r % 13 {
+            0 => special[(r / 13 % 6) as usize],
+            // Many duplicates.
+            1..=6 => ((r >> 8) % 17) as f32 - 8.0,
+            _ => ((r >> 8) as f32 / 1e6).sin() * 1e3,
+        })
+        .collect()
+}
+
+/// `n` integer sort keys from `seed`: `i64::MIN`, `i64::MAX`, many small
+/// duplicates, the rest spread over the whole range.
+#[allow(dead_code)]
+pub fn sort_ints(n: usize, seed: u64) -> Vec<i64> {
+    lcg(n, seed)
+        .iter()
+        .map(|&r| match r % 11 {
+            0 => i64::MIN,
+            1 => i64::MAX,
+            2..=5 => (r % 7) as i64 - 3,
+            _ => (r as i64).wrapping_mul(2654435761),
+        })
+        .collect()
+}

@@ -433,10 +433,10 @@ impl Lower<'_> {
     }
 
     /// Digit `shift / 8` of word `w` as a `u32`.
-    fn digit(b: &mut KernelBuilder, w: Operand, shift: u32, bits: u32) -> Local {
+    fn digit(b: &mut KernelBuilder, w: Operand, shift: u32) -> Local {
         let wt = b.ty(w);
         let s = b.binary(BinaryOp::Shr, w, Scalar::U32(shift).cast(wt));
-        let mask = Scalar::U32((1 << bits) - 1).cast(wt);
+        let mask = Scalar::U32(RADIX - 1).cast(wt);
         let d = b.binary(BinaryOp::BitAnd, s, mask);
         if wt == DType::U32 {
             d
@@ -481,7 +481,7 @@ impl Lower<'_> {
         let (ws, we) = self.rows_span(&mut b, &pre, count);
         self.thread_loop(&mut b, &pre, ws, we, false, |b, i| {
             let w = b.assign(wt, Op::Load(words, i.into()));
-            let d = Self::digit(b, w.into(), shift, 8);
+            let d = Self::digit(b, w.into(), shift);
             let at = b.binary(BinaryOp::Add, row, d);
             b.assign(
                 DType::U32,
@@ -671,12 +671,12 @@ impl Lower<'_> {
             for &p in &ps {
                 let valid = b.binary(BinaryOp::Lt, p, tl);
                 let w = b.assign(wt, Op::LoadShared(kw, p.into()));
-                let d = Self::digit(b, w.into(), shift, 8);
+                let d = Self::digit(b, w.into(), shift);
                 let has_prev = b.binary(BinaryOp::Gt, p, u32c(0));
                 let pm = b.binary(BinaryOp::Sub, p, u32c(1));
                 let pm = b.select(has_prev, pm, u32c(0));
                 let pw = b.assign(wt, Op::LoadShared(kw, pm.into()));
-                let pd = Self::digit(b, pw.into(), shift, 8);
+                let pd = Self::digit(b, pw.into(), shift);
                 let differs = b.binary(BinaryOp::Ne, pd, d);
                 let first = b.binary(BinaryOp::Eq, p, u32c(0));
                 let first = b.binary(BinaryOp::Or, first, differs);
@@ -709,7 +709,7 @@ impl Lower<'_> {
                 let last_pos = b.binary(BinaryOp::Sub, tl, u32c(1));
                 let pn = b.binary(BinaryOp::Min, next, last_pos);
                 let nw = b.assign(wt, Op::LoadShared(kw, pn.into()));
-                let nd = Self::digit(b, nw.into(), shift, 8);
+                let nd = Self::digit(b, nw.into(), shift);
                 let differs = b.binary(BinaryOp::Ne, nd, d);
                 let last = b.binary(BinaryOp::Or, at_end, differs);
                 let last = b.binary(BinaryOp::And, last, valid);
