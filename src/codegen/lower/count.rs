@@ -125,13 +125,7 @@ impl Lower<'_> {
         let rows = b.binding("counts", DType::U32, Access::ReadWrite);
         let out = b.binding("out0", DType::U64, Access::ReadWrite);
         let pre = self.preload(&mut b);
-        let g1 = b.binary(BinaryOp::Sub, pre.groups, u32c(1));
-        let k1 = b.binary(BinaryOp::Add, g1, u32c(keys));
-        let span = b.binary(BinaryOp::Div, k1, pre.groups);
-        let start = b.binary(BinaryOp::Mul, pre.w, span);
-        let ks = b.binary(BinaryOp::Min, start, u32c(keys));
-        let end = b.binary(BinaryOp::Add, ks, span);
-        let ke = b.binary(BinaryOp::Min, end, u32c(keys));
+        let (ks, ke) = self.split(&mut b, &pre, u32c(keys));
         self.thread_loop(&mut b, &pre, ks, ke, false, |b, d| {
             let acc = b.assign(DType::U64, Op::Copy(Operand::Const(Scalar::U64(0))));
             b.for_(u32c(0), pre.groups, u32c(1), |b, g| {

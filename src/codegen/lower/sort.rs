@@ -291,6 +291,13 @@ impl Lower<'_> {
             return self.span(b, pre);
         };
         let n = b.assign(DType::U32, Op::Load(c, u32c(0)));
+        self.split(b, pre, n.into())
+    }
+
+    /// This workgroup's share of `n` items split evenly over the
+    /// span-wide dispatch's workgroups (rows, groups or keys counted on
+    /// the device).
+    pub(super) fn split(&self, b: &mut KernelBuilder, pre: &Pre, n: Operand) -> (Local, Local) {
         let g1 = b.binary(BinaryOp::Sub, pre.groups, u32c(1));
         let n1 = b.binary(BinaryOp::Add, n, g1);
         let span = b.binary(BinaryOp::Div, n1, pre.groups);
