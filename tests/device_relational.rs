@@ -6,8 +6,7 @@
 //! × 2 positions) and the spans of several workgroups; keys have many
 //! duplicates, NaN/±0/±inf and extreme integers; payload sorts check
 //! stability (ties keep the input order) and "then by" keys; a filter
-//! before the sort. What the device kernels do not have yet (top-k
-//! selection) is declined with its reason and runs on the CPU.
+//! before the sort; top-k by radix select, ties cut in input order.
 
 mod common;
 #[path = "support/faults.rs"]
@@ -78,10 +77,21 @@ fn both<T>(
     what: &str,
     f: impl Fn(&Engine, BackendKind) -> (T, computeq::ExecutionMetrics),
 ) -> (T, T) {
+    both_with(e, k, what, "device lsd-radix", f)
+}
+
+/// [`both`], the device's algorithm named starting with `algorithm`.
+fn both_with<T>(
+    e: &Engine,
+    k: BackendKind,
+    what: &str,
+    algorithm: &str,
+    f: impl Fn(&Engine, BackendKind) -> (T, computeq::ExecutionMetrics),
+) -> (T, T) {
     let (dev, m) = f(e, k);
     let (cpu, _) = f(e, BackendKind::CpuScalar);
     let alg = m.algorithm.map(|a| a.to_string()).unwrap_or_default();
-    assert!(alg.starts_with("device lsd-radix"), "{k:?} {what}: {m}");
+    assert!(alg.starts_with(algorithm), "{k:?} {what}: {m}");
     (dev, cpu)
 }
 
@@ -291,24 +301,103 @@ fn a_filter_before_a_device_sort_sorts_the_survivors() {
     }
 }
 
+/// Limits around the ends: none, one, a few, a tile, all but one, all,
+/// more than all (a few of them for the longest input).
+fn limits(n: usize) -> Vec<usize> {
+    let mut ks = if n > 2000 {
+        vec![1, 130]
+    } else {
+        vec![0, 1, 5, 130, n.saturating_sub(1), n, n + 7]
+    };
+    ks.sort();
+    ks.dedup();
+    ks
+}
+
 #[test]
-fn devices_decline_top_k() {
+fn top_k_on_the_devices_selects_then_sorts_like_the_cpu() {
     for (e, k) in devices() {
-        let xs: Vec<f32> = floats(3000, 1);
-        let err = e
-            .query(&xs)
-            .on(k)
-            .no_fallback()
-            .fallible()
-            .top_k(5)
-            .collect::<Vec<_>>()
-            .expect_err("a device ran top-k");
-        common::assert_declined(k, &err, "top-k selection");
-        // With fallback the engine runs it on the CPU.
-        let mut w = xs.clone();
-        w.sort_by(|a, b| b.total_cmp(a));
-        let got = e.query(&xs).on(k).top_k(5).collect::<Vec<_>>();
-        assert_eq!(canon32(&got), canon32(&w[..5]), "{k:?}");
+        for n in [0, 1, 65, 129, 1500, 4099] {
+            let xs = floats(n, 7 * n as u64 + 3);
+            // Few distinct keys: the k-th row sits in a long run of ties,
+            // which must be cut in input order.
+            let few: Vec<i32> = common::lcg(n, 17)
+                .iter()
+                .map(|&r| (r % 4) as i32 - 1)
+                .collect();
+            let wide: Vec<i64> = ints(n, 23).iter().map(|&x| x.wrapping_mul(3)).collect();
+            let ids: Vec<u32> = (0..n as u32).collect();
+            for lim in limits(n) {
+                let ctx = format!("{k:?} n={n} k={lim}");
+                let run = |f: &dyn Fn(&Engine, BackendKind) -> (Vec<f32>, ExecutionMetrics)| {
+                    both_with(&e, k, &ctx, "device radix select", f)
+                };
+                let (d, c) = run(&|e, k| {
+                    e.query(&xs)
+                        .on(k)
+                        .no_fallback()
+                        .with_metrics()
+                        .top_k(lim)
+                        .collect::<Vec<_>>()
+                });
+                assert_eq!(canon32(&d), canon32(&c), "{ctx} top_k");
+                let (d, c) = run(&|e, k| {
+                    e.query(&xs)
+                        .on(k)
+                        .no_fallback()
+                        .with_metrics()
+                        .filter(|x| x.lt(1.0))
+                        .bottom_k(lim)
+                        .collect::<Vec<_>>()
+                });
+                assert_eq!(canon32(&d), canon32(&c), "{ctx} filter then bottom_k");
+                let (d, c) = both_with(&e, k, &ctx, "device radix select", |e, k| {
+                    e.query(&few)
+                        .on(k)
+                        .no_fallback()
+                        .with_metrics()
+                        .zip(&ids)
+                        .top_k_by_key(lim, |(x, _)| x)
+                        .map(|(_, i)| i)
+                        .collect::<Vec<_>>()
+                });
+                assert_eq!(d, c, "{ctx} ties cut in input order");
+                let (d, c) = both_with(&e, k, &ctx, "device radix select", |e, k| {
+                    e.query(&few)
+                        .on(k)
+                        .no_fallback()
+                        .with_metrics()
+                        .zip(&xs)
+                        .zip(&ids)
+                        .bottom_k_by_key(lim, |((x, y), _)| (x, y.desc()))
+                        .map(|(_, i)| i)
+                        .collect::<Vec<_>>()
+                });
+                assert_eq!(d, c, "{ctx} then by");
+                // 64-bit keys where the device has 64-bit integers (the
+                // sort test checks the decline elsewhere).
+                let run = e
+                    .query(&wide)
+                    .on(k)
+                    .no_fallback()
+                    .fallible()
+                    .sort()
+                    .take(lim)
+                    .collect::<Vec<_>>();
+                if run.is_ok() {
+                    let (d, c) = both_with(&e, k, &ctx, "device radix select", |e, k| {
+                        e.query(&wide)
+                            .on(k)
+                            .no_fallback()
+                            .with_metrics()
+                            .sort()
+                            .take(lim)
+                            .collect::<Vec<_>>()
+                    });
+                    assert_eq!(d, c, "{ctx} i64 sort then take");
+                }
+            }
+        }
     }
 }
 

@@ -328,27 +328,24 @@ fn sort_then_take_is_planned_as_top_k_and_the_metrics_name_the_algorithm() {
 }
 
 #[test]
-fn devices_decline_top_k_and_the_engine_runs_it_on_the_cpu() {
-    // Sorts run on the devices (tests/device_relational.rs); top-k
-    // selection does not yet.
+fn devices_select_top_k_without_sorting_everything() {
+    // The devices run top-k by radix select (tests/device_relational.rs
+    // checks them against `cpu-scalar` at many lengths and limits).
     let e = common::engine();
     let xs: Vec<f32> = floats(10_000, 1);
+    let want = std_sorted(&xs, |x| x as f64, true);
     for k in common::devices(&e) {
-        let err = e
+        let (got, m) = e
             .query(&xs)
             .on(k)
             .no_fallback()
-            .fallible()
+            .with_metrics()
             .top_k(3)
-            .collect::<Vec<_>>()
-            .expect_err("a device ran top-k");
-        common::assert_declined(k, &err, "top-k selection");
+            .collect::<Vec<_>>();
+        assert!(same_f32(&got, &want[..3]), "{k:?}");
+        let alg = m.algorithm.map(|a| a.to_string()).unwrap_or_default();
+        assert!(alg.starts_with("device radix select"), "{k:?}: {m}");
     }
-    let want = std_sorted(&xs, |x| x as f64, true);
-    assert!(same_f32(
-        &e.query(&xs).top_k(3).collect::<Vec<_>>(),
-        &want[..3]
-    ));
 }
 
 #[test]

@@ -25,6 +25,9 @@ pub enum UniformSource {
     IndexBase(u16),
     /// Query parameter slot `p`.
     Param(u16),
+    /// A row limit: query parameter slot `p` (a `u64`) as a `u32`,
+    /// saturated (a device run has fewer than `2^32` positions).
+    Limit(u16),
 }
 
 /// One field of the uniform block.
@@ -98,6 +101,13 @@ impl UniformLayout {
                 UniformSource::InputOffset(s) => Scalar::U32(v.input_offsets[s as usize]),
                 UniformSource::IndexBase(e) => Scalar::U64(v.index_bases[e as usize]).cast(slot.ty),
                 UniformSource::Param(p) => v.params[p as usize].cast(slot.ty),
+                UniformSource::Limit(p) => {
+                    let n = match v.params[p as usize] {
+                        Scalar::U64(n) => n,
+                        other => other.cast(DType::U64).to_bits(),
+                    };
+                    Scalar::U32(u32::try_from(n).unwrap_or(u32::MAX))
+                }
             };
             let bits = value.to_bits();
             let size = slot.ty.size().max(4);
@@ -129,6 +139,8 @@ pub enum ScratchLen {
     Positions,
     /// `n` per workgroup of the span-wide dispatches (a sort's digit counts).
     PerGroup(u32),
+    /// Exactly `n` (a selection's state).
+    Exactly(u32),
 }
 
 impl ScratchLen {
@@ -140,6 +152,7 @@ impl ScratchLen {
             ScratchLen::One => 1,
             ScratchLen::Positions => len.max(1),
             ScratchLen::PerGroup(n) => groups * n as usize,
+            ScratchLen::Exactly(n) => n as usize,
         }
     }
 }

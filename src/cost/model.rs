@@ -124,8 +124,9 @@ struct StageWork {
     end: StageEnd,
     /// Lanes per vector relative to 32-bit types (0.5 for a 64-bit stage).
     lanes: f64,
-    /// A device sort's passes and its bytes beyond the store.
-    device_sort: Option<(f64, f64)>,
+    /// A device sort's passes, its bytes beyond the store, and its
+    /// passes that rank.
+    device_sort: Option<(f64, f64, f64)>,
 }
 
 fn stage_work(e: &EstimateInput<'_>) -> Work {
@@ -153,7 +154,13 @@ fn stage_work(e: &EstimateInput<'_>) -> Work {
             lanes: if s.wide { 0.5 } else { 1.0 },
             device_sort: s
                 .device_sort
-                .map(|d| (d.passes, n * (d.passes * d.pass_bytes + d.other_bytes))),
+                .map(|d| {
+                    (
+                        d.passes,
+                        n * (d.passes * d.pass_bytes + d.other_bytes),
+                        d.ranked,
+                    )
+                }),
         });
     }
     Work { stages: out }
@@ -419,7 +426,7 @@ impl CostModel {
                         // A radix sort: its words, four launches per digit
                         // (zero, count, spine, scatter), the final store;
                         // each pass moves the words (and rows) again.
-                        (_, Some((passes, bytes))) => (2.0 + 4.0 * passes, bytes),
+                        (_, Some((passes, bytes, _))) => (2.0 + 4.0 * passes, bytes),
                         (StageEnd::Reduce, _) => {
                             (1.0 + (s.n.max(1.0).ln() / 256f64.ln()).floor(), 0.0)
                         }
@@ -433,7 +440,7 @@ impl CostModel {
                     // workgroup scan per position.
                     let rank = s
                         .device_sort
-                        .map_or(0.0, |(p, _)| p * s.n * DEVICE_RANK_OPS);
+                        .map_or(0.0, |(_, _, p)| p * s.n * DEVICE_RANK_OPS);
                     compute += (bytes / d.bandwidth)
                         .max((s.ops + rank) * d.op + s.trans * d.transcendental);
                 }
@@ -677,6 +684,7 @@ mod tests {
             passes: 4.0,
             pass_bytes: 12.0,
             other_bytes: 4.0,
+            ranked: 4.0,
         });
         let sort = price(&shape);
         let d = m.device(BackendKind::Wgpu);

@@ -65,6 +65,9 @@ pub struct DeviceSort {
     /// Bytes per position outside the passes: the words computed per key
     /// (with the first key's row indices) and the rows read to gather.
     pub other_bytes: f64,
+    /// Passes that rank every position in workgroup memory (a sort's
+    /// scatters; none in a top-k's selection, which only counts).
+    pub ranked: f64,
 }
 
 impl DeviceSort {
@@ -74,6 +77,11 @@ impl DeviceSort {
         let (keys, rows, mut other_bytes): (SmallVec<[crate::expr::Value; 2]>, f64, f64) = match &s
             .terminal
         {
+            Terminal::Sort {
+                keys,
+                fetch: Some(_),
+                ..
+            } => return Some(Self::select(s, keys)),
             Terminal::Sort { keys, columns, .. } => {
                 let key_only = keys.len() == 1 && columns.len() == 1 && columns[0] == keys[0].value;
                 let rows = if key_only { 0.0 } else { 4.0 };
@@ -103,7 +111,36 @@ impl DeviceSort {
             passes,
             pass_bytes: pass_bytes / passes.max(1.0),
             other_bytes,
+            ranked: passes,
         })
+    }
+
+    /// A top-k's radix select (see `codegen::lower::select`): every key's
+    /// words written once; per digit of the keys and of the position
+    /// (tie-break), the words of the keys so far read to count; the words
+    /// read twice more to take the rows. The sort of the `k` rows taken
+    /// is not priced (`k` is far below the length where it matters).
+    fn select(s: &crate::plan::Stage, keys: &[crate::semantics::order::SortKey]) -> DeviceSort {
+        let (mut passes, mut pass_bytes, mut words) = (4.0, 0.0, 0.0);
+        for k in keys {
+            let ty = s.program.ty(k.value);
+            let word = if ty.size() == 8 { 8.0 } else { 4.0 };
+            let p = if ty == crate::expr::DType::Bool {
+                1.0
+            } else {
+                word
+            };
+            words += word;
+            passes += p;
+            pass_bytes += p * words;
+        }
+        pass_bytes += 4.0 * words;
+        DeviceSort {
+            passes,
+            pass_bytes: pass_bytes / passes,
+            other_bytes: 3.0 * words,
+            ranked: 0.0,
+        }
     }
 }
 

@@ -33,6 +33,16 @@ pub enum Algorithm {
     /// sort, the groups' first rows compacted, one invocation per group
     /// folding its rows in order.
     DeviceSortGroups(Passes),
+    /// Top-k on a device: a radix select of the `k`-th row (digit counts
+    /// of the candidates still tied, most significant digit first, input
+    /// position breaking ties), the rows before it compacted in input
+    /// order, then the device radix sort of those rows.
+    DeviceRadixSelect {
+        /// Digit passes of the selection.
+        select: u8,
+        /// Digit passes of the sort of the selected rows.
+        sort: u8,
+    },
     /// Groups by a direct index over a dense key range of `span` values.
     DirectIndex {
         /// Values the keys span.
@@ -91,6 +101,10 @@ impl fmt::Display for Algorithm {
                 f,
                 "device groups by lsd-radix sort ({} digit passes), a fold per group",
                 p.passes
+            ),
+            Algorithm::DeviceRadixSelect { select, sort } => write!(
+                f,
+                "device radix select ({select} digit passes), then lsd-radix of the selected rows ({sort} digit passes)"
             ),
             Algorithm::Select { rows } => write!(f, "top-k selection of {rows} rows"),
             Algorithm::DirectIndex { span } => write!(f, "direct index over {span} key values"),

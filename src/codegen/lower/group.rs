@@ -59,6 +59,7 @@ impl Lower<'_> {
             }],
             true,
             true,
+            None,
         )?;
         let rows = sorted.rows.expect("rows carried");
         let mut scratch = |name: &str, elem, len| {

@@ -40,6 +40,7 @@ mod blocks;
 mod count;
 mod element;
 mod group;
+mod select;
 mod shapes;
 mod sort;
 
@@ -178,9 +179,6 @@ fn collect_params(arena: &ExprArena, out: &mut BTreeMap<u16, DType>) {
 /// What the device kernels cannot compute yet in `terminal`, in words.
 fn device_lacks(terminal: &Terminal) -> Option<&'static str> {
     match terminal {
-        Terminal::Sort { fetch: Some(_), .. } => {
-            Some("top-k selection (top_k, bottom_k, a sort then take)")
-        }
         Terminal::Join { .. } => Some("joins (join, semi_join, anti_join, is_in, not_in)"),
         Terminal::Reduce(aggs) => aggs.iter().find_map(|a| match a.kind {
             AggKind::M2 => Some("`m2` aggregate (variance, std_dev)"),
@@ -254,6 +252,12 @@ impl<'a> Lower<'a> {
                 ty,
             });
         }
+        if let Terminal::Sort { fetch: Some(p), .. } = stage.terminal {
+            slots.push(UniformSlot {
+                source: UniformSource::Limit(p),
+                ty: DType::U32,
+            });
+        }
         let fields = slots
             .iter()
             .map(|s| UniformField {
@@ -264,6 +268,7 @@ impl<'a> Lower<'a> {
                     UniformSource::InputOffset(s) => format!("off{s}"),
                     UniformSource::IndexBase(e) => format!("index{e}"),
                     UniformSource::Param(p) => format!("p{p}"),
+                    UniformSource::Limit(p) => format!("limit{p}"),
                 },
                 ty: s.ty,
             })
@@ -574,7 +579,6 @@ pub(crate) mod tests {
         counted.terminal = Terminal::CountByKey { key, keys: 5000 };
         let e = lower_stage(&counted, &Caps::default()).unwrap_err();
         assert!(e.to_string().contains("at most 4096 keys"), "{e}");
-        // Top-k is declined with a reason.
         // A filter first compacts the survivors' positions (count, scan,
         // scatter) and the sort reads its length from their count.
         let kp = lower_stage(
@@ -596,8 +600,31 @@ pub(crate) mod tests {
             },
             false,
         );
-        let e = lower_stage(&top, &Caps::default()).unwrap_err();
-        assert!(e.to_string().contains("top-k selection"), "{e}");
+        // Top-k: the key's words, then per digit of the key and of the
+        // position (tie-break) a zero, a count and a one-workgroup pick;
+        // the rows taken compacted in order; the radix sort of them.
+        let kp = lower_stage(&top, &Caps::default()).unwrap();
+        let names: Vec<&str> = kp
+            .dispatches
+            .iter()
+            .map(|d| kp.kernels[d.kernel].name.as_str())
+            .collect();
+        assert_eq!(names[..2], ["sort_words", "select_init"]);
+        assert_eq!(names.iter().filter(|n| n.starts_with("select_count")).count(), 8);
+        assert_eq!(names.iter().filter(|n| n.starts_with("select_digit")).count(), 8);
+        let after = names.iter().position(|n| *n == "select_rows").unwrap();
+        assert_eq!(names[after + 1], "sort_rekey");
+        assert_eq!(names.last(), Some(&"sort_decode"));
+        assert!(matches!(kp.readback, Readback::Columns { count: Some(_) }));
+        assert_eq!(
+            kp.algorithm.map(|a| a.to_string()).as_deref(),
+            Some("device radix select (8 digit passes), then lsd-radix of the selected rows (4 digit passes)")
+        );
+        assert!(kp
+            .uniforms
+            .slots
+            .iter()
+            .any(|s| s.source == UniformSource::Limit(0)));
     }
 
     #[test]

@@ -278,10 +278,13 @@ impl Lower<'_> {
         if let Terminal::Sort {
             keys,
             columns,
-            fetch: None,
+            fetch,
         } = &stage.terminal
         {
-            return self.sort_plan(keys, columns);
+            return match fetch {
+                None => self.sort_plan(keys, columns),
+                Some(p) => self.top_k_plan(keys, columns, *p),
+            };
         }
         if let Terminal::CountByKey { key, keys } = &stage.terminal {
             return self.count_plan(*key, *keys);
@@ -354,12 +357,12 @@ impl Lower<'_> {
                 add(self.final_kernel(&aggs, &parts)?, Groups::One);
                 Readback::Aggregates(readback)
             }
-            // Planned above (sorts, groups, key counts) or declined by
-            // `Lower::new` (top-k, joins).
+            // Planned above (sorts, top-k, groups, key counts) or declined
+            // by `Lower::new` (joins).
             Terminal::CountByKey { .. } | Terminal::Group { .. } => {
                 return err("a key count or group reached the shapes of other stages")
             }
-            Terminal::Sort { .. } => return err("the device kernels have no top-k selection"),
+            Terminal::Sort { .. } => return err("a sort reached the shapes of other stages"),
             Terminal::Join { .. } => return err("the device kernels have no joins"),
             Terminal::Collect(cols) if stage.predicate.is_none() => {
                 add(self.store_kernel(cols)?, Groups::Spans);

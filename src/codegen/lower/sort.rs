@@ -51,6 +51,15 @@ pub(super) struct Sorted {
     pub count: Option<u16>,
 }
 
+/// Rows to sort chosen before the passes: their positions in `rows[0]`
+/// (`rows[1]` the second buffer the passes ping-pong with), their number
+/// in scratch `count`.
+#[derive(Copy, Clone)]
+pub(super) struct Given {
+    pub rows: [u16; 2],
+    pub count: u16,
+}
+
 /// The word buffers of one width and the row indices, ping-ponged by the
 /// passes: `cur` holds the current ones.
 struct PingPong {
@@ -70,7 +79,7 @@ impl Lower<'_> {
     ) -> R<KernelPlan> {
         let key_only = keys.len() == 1 && columns.len() == 1 && columns[0] == keys[0].value;
         let mut plan = self.whole_plan();
-        let sorted = self.radix(&mut plan, keys, !key_only, false)?;
+        let sorted = self.radix(&mut plan, keys, !key_only, false, None)?;
         // The outputs: decoded words, or the columns at the sorted rows.
         let (k, bufs) = match sorted.rows {
             None => self.decode_kernel(keys[0], sorted.word_ty, sorted.words, sorted.count)?,
@@ -97,6 +106,65 @@ impl Lower<'_> {
         }
     }
 
+    /// Two row-index buffers (one per position) for the passes to
+    /// ping-pong.
+    pub(super) fn rows_pair(&self, plan: &mut KernelPlan) -> [u16; 2] {
+        [
+            add_scratch(plan, "rows_a", DType::U32, ScratchLen::Positions),
+            add_scratch(plan, "rows_b", DType::U32, ScratchLen::Positions),
+        ]
+    }
+
+    /// Appends the compaction of the positions the stage's predicate
+    /// keeps (count, scan, scatter of their positions, as a filter +
+    /// collect) into `rows`; returns the scratch holding their number.
+    pub(super) fn compact_survivors(&self, plan: &mut KernelPlan, rows: u16) -> R<u16> {
+        let pred = self.stage.predicate.expect("a predicate");
+        let totals = add_scratch(plan, "totals", DType::U32, ScratchLen::Groups);
+        let total = add_scratch(plan, "count", DType::U32, ScratchLen::One);
+        let count = Agg {
+            kind: AggKind::Count,
+            ty: DType::U32,
+        };
+        let (k, bufs) = self.partial_kernel(
+            "compact_count",
+            std::slice::from_ref(&count),
+            &[None],
+            &[totals],
+        )?;
+        push(plan, k, Groups::Spans, bufs);
+        let (k, bufs) = self.blocks_kernel(&count, totals, total, false)?;
+        push(plan, k, Groups::One, bufs);
+        let flag = |b: &mut KernelBuilder, vals: &[Option<Operand>]| -> R<Option<Operand>> {
+            let keep = Self::value(vals, pred)?;
+            Ok(Some(b.select(keep, u32c(1), u32c(0)).into()))
+        };
+        let emit = |b: &mut KernelBuilder,
+                    vals: &[Option<Operand>],
+                    outs: &[BindingId],
+                    i: Local,
+                    run: Operand,
+                    _next: Operand|
+         -> R<()> {
+            let keep = Self::value(vals, pred)?;
+            b.if_(keep, |b| b.push(Stmt::Store(outs[0], run, i.into())));
+            Ok(())
+        };
+        let sum = Agg {
+            kind: AggKind::Sum,
+            ty: DType::U32,
+        };
+        let (k, mut bufs) =
+            self.apply_kernel("compact_rows", &sum, totals, &[DType::U32], &flag, &emit)?;
+        for b in &mut bufs {
+            if *b == BufferRef::Output(0) {
+                *b = BufferRef::Scratch(rows);
+            }
+        }
+        push(plan, k, Groups::Spans, bufs);
+        Ok(total)
+    }
+
     /// Appends the radix passes sorting the stage's rows (its survivors,
     /// after a predicate) by `keys` to `plan`: with `carry` the row
     /// indices travel with the words; `group` orders by group words
@@ -108,19 +176,12 @@ impl Lower<'_> {
         keys: &[SortKey],
         carry: bool,
         group: bool,
+        given: Option<Given>,
     ) -> R<Sorted> {
         let stage = self.stage;
         let key_only = !carry;
         let (mut passes, mut digits) = (0u8, 0u8);
-        let scratch = |plan: &mut KernelPlan, name: &str, elem, len| {
-            plan.scratch.push(Scratch {
-                name: name.into(),
-                elem,
-                len,
-                init: ScratchInit::Undefined,
-            });
-            (plan.scratch.len() - 1) as u16
-        };
+        let scratch = add_scratch;
         let s = BufferRef::Scratch;
         let hist = scratch(
             plan,
@@ -135,63 +196,20 @@ impl Lower<'_> {
             ScratchLen::PerGroup(RADIX),
         );
         // Row indices: carried with the words (columns other than the one
-        // key), or the survivors' positions of a filter.
-        let rows = (!key_only || stage.predicate.is_some()).then(|| {
-            [
-                scratch(plan, "rows_a", DType::U32, ScratchLen::Positions),
-                scratch(plan, "rows_b", DType::U32, ScratchLen::Positions),
-            ]
-        });
+        // key), or the survivors' positions of a filter (or the rows
+        // given).
+        let rows = match given {
+            Some(g) => Some(g.rows),
+            None => (!key_only || stage.predicate.is_some()).then(|| self.rows_pair(plan)),
+        };
         let carry = (!key_only).then_some(()).and(rows);
         // The survivors: their positions in `rows[0]`, their number in
         // `count`.
-        let count = match stage.predicate {
-            None => None,
-            Some(pred) => {
-                let rows = rows.expect("rows for a filter");
-                let totals = scratch(plan, "totals", DType::U32, ScratchLen::Groups);
-                let total = scratch(plan, "count", DType::U32, ScratchLen::One);
-                let count = Agg {
-                    kind: AggKind::Count,
-                    ty: DType::U32,
-                };
-                let (k, bufs) = self.partial_kernel(
-                    "compact_count",
-                    std::slice::from_ref(&count),
-                    &[None],
-                    &[totals],
-                )?;
-                push(plan, k, Groups::Spans, bufs);
-                let (k, bufs) = self.blocks_kernel(&count, totals, total, false)?;
-                push(plan, k, Groups::One, bufs);
-                let flag =
-                    |b: &mut KernelBuilder, vals: &[Option<Operand>]| -> R<Option<Operand>> {
-                        let keep = Self::value(vals, pred)?;
-                        Ok(Some(b.select(keep, u32c(1), u32c(0)).into()))
-                    };
-                let emit = |b: &mut KernelBuilder,
-                            vals: &[Option<Operand>],
-                            outs: &[BindingId],
-                            i: Local,
-                            run: Operand,
-                            _next: Operand|
-                 -> R<()> {
-                    let keep = Self::value(vals, pred)?;
-                    b.if_(keep, |b| b.push(Stmt::Store(outs[0], run, i.into())));
-                    Ok(())
-                };
-                let sum = Agg {
-                    kind: AggKind::Sum,
-                    ty: DType::U32,
-                };
-                let (k, mut bufs) =
-                    self.apply_kernel("compact_rows", &sum, totals, &[DType::U32], &flag, &emit)?;
-                for b in &mut bufs {
-                    if *b == BufferRef::Output(0) {
-                        *b = s(rows[0]);
-                    }
-                }
-                push(plan, k, Groups::Spans, bufs);
+        let count = match (given, stage.predicate) {
+            (Some(g), _) => Some(g.count),
+            (None, None) => None,
+            (None, Some(_)) => {
+                let total = self.compact_survivors(plan, rows.expect("rows for a filter")[0])?;
                 plan.readback = Readback::Columns { count: Some(total) };
                 Some(total)
             }
@@ -328,7 +346,7 @@ impl Lower<'_> {
     /// `rows` names (survivors, or the earlier keys' permutation), else at
     /// the position itself; `ident` starts the identity permutation.
     #[allow(clippy::too_many_arguments)]
-    fn words_kernel(
+    pub(super) fn words_kernel(
         &self,
         key: &SortKey,
         wt: DType,
@@ -427,7 +445,7 @@ impl Lower<'_> {
     }
 
     /// `sort_zero`: clears this workgroup's row of digit counts.
-    fn zero_kernel(&self) -> R<crate::codegen::kernel::Kernel> {
+    pub(super) fn zero_kernel(&self) -> R<crate::codegen::kernel::Kernel> {
         let mut b = self.kernel("sort_zero");
         let hist = b.binding("counts", DType::U32, Access::ReadWrite);
         let pre = self.preload(&mut b);
@@ -440,7 +458,7 @@ impl Lower<'_> {
     }
 
     /// Digit `shift / 8` of word `w` as a `u32`.
-    fn digit(b: &mut KernelBuilder, w: Operand, shift: u32) -> Local {
+    pub(super) fn digit(b: &mut KernelBuilder, w: Operand, shift: u32) -> Local {
         let wt = b.ty(w);
         let s = b.binary(BinaryOp::Shr, w, Scalar::U32(shift).cast(wt));
         let mask = Scalar::U32(RADIX - 1).cast(wt);
@@ -734,7 +752,7 @@ impl Lower<'_> {
     }
 
     /// `sort_decode`: the sorted key column from its words.
-    fn decode_kernel(
+    pub(super) fn decode_kernel(
         &self,
         key: SortKey,
         wt: DType,
@@ -780,7 +798,7 @@ impl Lower<'_> {
     }
 
     /// `sort_gather`: every column at the sorted rows.
-    fn gather_kernel(
+    pub(super) fn gather_kernel(
         &self,
         columns: &[crate::expr::Value],
         rows: BufferRef,
@@ -817,6 +835,17 @@ impl Lower<'_> {
         })?;
         Ok((Self::finish(b)?, bufs))
     }
+}
+
+/// Adds a scratch buffer to `plan`; returns its index.
+pub(super) fn add_scratch(plan: &mut KernelPlan, name: &str, elem: DType, len: ScratchLen) -> u16 {
+    plan.scratch.push(Scratch {
+        name: name.into(),
+        elem,
+        len,
+        init: ScratchInit::Undefined,
+    });
+    (plan.scratch.len() - 1) as u16
 }
 
 /// Appends a dispatch of `k`, reusing an identical kernel already in the
