@@ -23,7 +23,7 @@ use crate::codegen::{
 };
 use crate::expr::{DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, Stage, StageInput};
-use crate::semantics::{merge, Moments, Partial};
+use crate::semantics::{is_settled, merge, Moments, Partial, Settles};
 use crate::types::{Column, ColumnRef, Fault, PlanError, TimingSource};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -648,7 +648,7 @@ impl Exec<'_> {
                             decode_agg(&a.kind, a.column, fields, c0 as u64)
                         })
                         .collect();
-                    aggs = Some(match aggs.take() {
+                    let merged: Vec<HostAgg> = match aggs.take() {
                         None => states,
                         Some(prev) => prev
                             .into_iter()
@@ -656,7 +656,23 @@ impl Exec<'_> {
                             .zip(list)
                             .map(|((p, s), a)| merge_agg(&a.kind, p, s, params))
                             .collect(),
-                    });
+                    };
+                    // Settled by a prefix (a survivor found for `first`, an
+                    // `any` true): the later chunks cannot change it.
+                    let settled = Settles::of(list.iter().map(|a| &a.kind))
+                        == Some(Settles::Prefix)
+                        && list
+                            .iter()
+                            .zip(&merged)
+                            .all(|(a, h)| is_settled(&a.kind, h.value, h.index.is_some()));
+                    aggs = Some(merged);
+                    if settled {
+                        self.stats.elements_skipped += (range.len - (c0 + n)) as u64;
+                        if ts.is_none() {
+                            self.stats.transfer_out += t_out.elapsed();
+                        }
+                        break;
+                    }
                 }
                 Readback::Columns { count } => {
                     let kept = match count {
@@ -782,7 +798,7 @@ fn decode_agg(kind: &AggKind, column: Option<DType>, fields: &[Vec<u8>], start: 
             value: scalar(DType::Bool, &fields[0]),
             index: None,
         },
-        AggKind::ArgMin | AggKind::ArgMax => {
+        AggKind::ArgMin | AggKind::ArgMax | AggKind::First | AggKind::Last => {
             let i = scalar(DType::U32, &fields[1]).to_bits() as u32;
             HostAgg {
                 value: scalar(col, &fields[0]),

@@ -24,9 +24,9 @@ impl Lower<'_> {
                 let _ = b;
                 vec![pre.params[&comb.identity].into()]
             }
-            // Declined by `Lower::new`; their merge below is an error.
+            AggKind::First | AggKind::Last => vec![c(Scalar::zero(a.ty)), c(Scalar::U32(NONE))],
+            // Declined by `Lower::new`; its merge below is an error.
             AggKind::M2 => vec![c(Scalar::F64(0.0))],
-            AggKind::First | AggKind::Last => vec![c(Scalar::zero(a.ty))],
         }
     }
 
@@ -40,7 +40,9 @@ impl Lower<'_> {
         let _ = b;
         match a.kind {
             AggKind::Count => vec![u32c(1)],
-            AggKind::ArgMin | AggKind::ArgMax => vec![x.expect("column"), i.into()],
+            AggKind::ArgMin | AggKind::ArgMax | AggKind::First | AggKind::Last => {
+                vec![x.expect("column"), i.into()]
+            }
             _ => vec![x.expect("column")],
         }
     }
@@ -99,7 +101,24 @@ impl Lower<'_> {
                 let vals = emit_arena(b, &c.program, &mut leaf)?;
                 vec![Self::value(&vals, c.output)?]
             }
-            AggKind::M2 | AggKind::First | AggKind::Last => {
+            AggKind::First | AggKind::Last => {
+                // The earlier (later) position; a state without one never
+                // wins.
+                let cmp = if matches!(a.kind, AggKind::First) {
+                    B::Lt
+                } else {
+                    B::Gt
+                };
+                let valid = b.binary(B::Ne, x[1], u32c(NONE));
+                let acc_none = b.binary(B::Eq, acc[1], u32c(NONE));
+                let better = b.binary(cmp, x[1], acc[1]);
+                let wins = b.binary(B::Or, acc_none, better);
+                let take = b.binary(B::And, valid, wins);
+                let v = b.select(take, x[0], acc[0]);
+                let i = b.select(take, x[1], acc[1]);
+                vec![v.into(), i.into()]
+            }
+            AggKind::M2 => {
                 return err(format!(
                     "the device kernels have no `{}` aggregate",
                     a.kind.name()

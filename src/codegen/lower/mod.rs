@@ -123,7 +123,9 @@ impl Agg {
         match self.kind {
             AggKind::Count => vec![DType::U32],
             AggKind::Any | AggKind::All => vec![DType::Bool],
-            AggKind::ArgMin | AggKind::ArgMax => vec![self.ty, DType::U32],
+            AggKind::ArgMin | AggKind::ArgMax | AggKind::First | AggKind::Last => {
+                vec![self.ty, DType::U32]
+            }
             _ => vec![self.ty],
         }
     }
@@ -182,9 +184,6 @@ fn device_lacks(terminal: &Terminal) -> Option<&'static str> {
         Terminal::Join { .. } => Some("joins (join, semi_join, anti_join, is_in, not_in)"),
         Terminal::Reduce(aggs) => aggs.iter().find_map(|a| match a.kind {
             AggKind::M2 => Some("`m2` aggregate (variance, std_dev)"),
-            AggKind::First | AggKind::Last => {
-                Some("`first`/`last` aggregate (first, last, nth, find, position)")
-            }
             _ => None,
         }),
         _ => None,
@@ -610,8 +609,20 @@ pub(crate) mod tests {
             .map(|d| kp.kernels[d.kernel].name.as_str())
             .collect();
         assert_eq!(names[..2], ["sort_words", "select_init"]);
-        assert_eq!(names.iter().filter(|n| n.starts_with("select_count")).count(), 8);
-        assert_eq!(names.iter().filter(|n| n.starts_with("select_digit")).count(), 8);
+        assert_eq!(
+            names
+                .iter()
+                .filter(|n| n.starts_with("select_count"))
+                .count(),
+            8
+        );
+        assert_eq!(
+            names
+                .iter()
+                .filter(|n| n.starts_with("select_digit"))
+                .count(),
+            8
+        );
         let after = names.iter().position(|n| *n == "select_rows").unwrap();
         assert_eq!(names[after + 1], "sort_rekey");
         assert_eq!(names.last(), Some(&"sort_decode"));

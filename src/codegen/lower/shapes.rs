@@ -4,18 +4,35 @@
 //! scattering survivors in order); `run` picks the shape.
 
 use super::*;
+use crate::codegen::kernel::AtomicOp;
+
+/// Grid-wide tiles (`workgroup × items` positions each) an early-exit
+/// reduction reads between two looks at the earliest survivor found: a
+/// look is an atomic and two barriers, a tile a few loads per invocation.
+const SETTLE_TILES: u32 = 8;
 
 impl Lower<'_> {
     // ----- kernels -----
 
     /// Pass 1 of a reduction: each workgroup folds its span of the element
     /// program into one state per aggregate, written at `[workgroup]`.
+    ///
+    /// With `settle` (a zero-initialized scratch word; see
+    /// [`Lower::settles_early`]) the span is read in tiles of
+    /// `workgroup × items × SETTLE_TILES` positions: before each, the
+    /// workgroup reads the
+    /// earliest survivor any workgroup has found (kept complemented, so
+    /// that zero is none and `max` keeps the earliest) and skips the tile
+    /// when it lies past it; after it, an invocation that found one
+    /// publishes it. Every position before the earliest survivor is still
+    /// read, so the result is the one a full pass gives.
     pub(super) fn partial_kernel(
         &self,
         name: &str,
         aggs: &[Agg],
         columns: &[Option<crate::expr::Value>],
         out_names: &[u16],
+        settle: Option<u16>,
     ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
         let mut b = self.kernel(name);
         let mut bufs = Vec::new();
@@ -34,6 +51,10 @@ impl Lower<'_> {
                     .collect()
             })
             .collect();
+        let settled = settle.map(|sc| {
+            bufs.push(BufferRef::Scratch(sc));
+            b.binding("settled", DType::U32, Access::Atomic)
+        });
         let pre = self.preload(&mut b);
         let states: Vec<Vec<Local>> = aggs
             .iter()
@@ -41,7 +62,7 @@ impl Lower<'_> {
             .collect();
         let (ws, we) = self.span(&mut b, &pre);
         let contiguous = !aggs.iter().all(Agg::commutative);
-        self.thread_loop(&mut b, &pre, ws, we, contiguous, |b, i| {
+        let body = |b: &mut KernelBuilder, i: Local| -> R<()> {
             let vals = self.element(b, &pre, &inputs, i)?;
             let fold = |b: &mut KernelBuilder| -> R<()> {
                 for ((a, st), col) in aggs.iter().zip(&states).zip(columns) {
@@ -60,7 +81,68 @@ impl Lower<'_> {
                 }
                 None => fold(b),
             }
-        })?;
+        };
+        match settled {
+            None => self.thread_loop(&mut b, &pre, ws, we, contiguous, body)?,
+            Some(settled) => {
+                let first = aggs
+                    .iter()
+                    .position(|a| a.kind == AggKind::First)
+                    .expect("a first aggregate");
+                let found = states[first][1];
+                let items = self.caps.items_per_thread * SETTLE_TILES;
+                let wg = self.wg;
+                let seen = b.shared("settled_at", DType::U32, 1);
+                let mut result = Ok(());
+                b.for_(ws, we, u32c(wg * items), |b, base| {
+                    let lead = b.binary(BinaryOp::Eq, pre.t, u32c(0));
+                    b.if_(lead, |b| {
+                        let f = b.assign(
+                            DType::U32,
+                            Op::Atomic {
+                                op: AtomicOp::Max,
+                                binding: settled,
+                                index: u32c(0),
+                                value: u32c(0),
+                            },
+                        );
+                        b.push(Stmt::StoreShared(seen, u32c(0), f.into()));
+                    });
+                    b.barrier();
+                    let f = b.assign(DType::U32, Op::LoadShared(seen, u32c(0)));
+                    b.barrier();
+                    let known = b.binary(BinaryOp::Ne, f, u32c(0));
+                    let at = b.assign(DType::U32, Op::Unary(UnaryOp::BitNot, f.into()));
+                    let past = b.binary(BinaryOp::Lt, at, base);
+                    let skip = b.binary(BinaryOp::And, known, past);
+                    let go = b.assign(DType::Bool, Op::Unary(UnaryOp::Not, skip.into()));
+                    b.if_(go, |b| {
+                        let from = b.binary(BinaryOp::Add, base, pre.t);
+                        b.for_(u32c(0), u32c(items), u32c(1), |b, k| {
+                            let off = b.binary(BinaryOp::Mul, k, u32c(wg));
+                            let i = b.binary(BinaryOp::Add, from, off);
+                            let inside = b.binary(BinaryOp::Lt, i, we);
+                            b.if_(inside, |b| result = body(b, i));
+                        });
+                        let has = b.binary(BinaryOp::Ne, found, u32c(NONE));
+                        b.if_(has, |b| {
+                            let mark =
+                                b.assign(DType::U32, Op::Unary(UnaryOp::BitNot, found.into()));
+                            b.assign(
+                                DType::U32,
+                                Op::Atomic {
+                                    op: AtomicOp::Max,
+                                    binding: settled,
+                                    index: u32c(0),
+                                    value: mark.into(),
+                                },
+                            );
+                        });
+                    });
+                });
+                result?;
+            }
+        }
         self.workgroup_reduce(&mut b, &pre, aggs, &states, |b, fin| {
             for (st, out) in fin.iter().zip(&outs) {
                 for (&v, &o) in st.iter().zip(out) {
@@ -73,6 +155,27 @@ impl Lower<'_> {
             b.finish().map_err(|e| LowerError(e.to_string().into()))?,
             bufs,
         ))
+    }
+
+    /// Whether a reduce is settled by its first survivor: every aggregate
+    /// is `first`, or an `any` of the constant `true` (whether there was
+    /// one), as `first`, `nth`, `find` and `position` are. Its partials
+    /// then stop reading past the earliest survivor found.
+    pub(super) fn settles_early(&self, list: &[crate::plan::Aggregate]) -> bool {
+        let is_true = |c: Option<crate::expr::Value>| {
+            c.is_some_and(|c| {
+                matches!(
+                    self.stage.program.get(c).node,
+                    Node::Const(Scalar::Bool(true))
+                )
+            })
+        };
+        list.iter().any(|a| a.kind == AggKind::First)
+            && list.iter().all(|a| match a.kind {
+                AggKind::First => true,
+                AggKind::Any => is_true(a.column),
+                _ => false,
+            })
     }
 
     /// Pass 2 of a reduction: one workgroup folds the `groups` partial
@@ -350,8 +453,16 @@ impl Lower<'_> {
                         fields: (0..fields.len() as u16).map(|f| first + f).collect(),
                     });
                 }
+                let settle = self.settles_early(list).then(|| {
+                    new_scratch(
+                        "settled".into(),
+                        DType::U32,
+                        ScratchLen::One,
+                        ScratchInit::Zero,
+                    )
+                });
                 add(
-                    self.partial_kernel("reduce_partial", &aggs, &columns, &parts)?,
+                    self.partial_kernel("reduce_partial", &aggs, &columns, &parts, settle)?,
                     Groups::Spans,
                 );
                 add(self.final_kernel(&aggs, &parts)?, Groups::One);
@@ -391,6 +502,7 @@ impl Lower<'_> {
                         std::slice::from_ref(&count),
                         &[None],
                         &[totals],
+                        None,
                     )?,
                     Groups::Spans,
                 );
@@ -463,6 +575,7 @@ impl Lower<'_> {
                         std::slice::from_ref(&agg),
                         &[Some(*column)],
                         &[totals],
+                        None,
                     )?,
                     Groups::Spans,
                 );
