@@ -25,13 +25,18 @@ use std::sync::Arc;
 /// layer with feature `cuda`), lowered for small workgroups so
 /// that short inputs span several workgroups and tiles.
 fn interp_engine() -> (Engine, Arc<InterpBackend>) {
+    interp_engine_chunked(2000)
+}
+
+/// [`interp_engine`] running chunks of `chunk` positions.
+fn interp_engine_chunked(chunk: usize) -> (Engine, Arc<InterpBackend>) {
     let caps = Caps {
         workgroup_size: 64,
         items_per_thread: 2,
         max_groups: 8,
         ..cuda_caps()
     };
-    let b = Arc::new(InterpBackend::new(caps, 2000).with_ptxas(ptx_interp::ptxas::find()));
+    let b = Arc::new(InterpBackend::new(caps, chunk).with_ptxas(ptx_interp::ptxas::find()));
     (common::engine().with_backend(b.clone()), b)
 }
 
@@ -401,6 +406,115 @@ fn top_k_on_the_devices_selects_then_sorts_like_the_cpu() {
     }
 }
 
+#[test]
+fn early_exit_terminals_on_the_devices_match_std() {
+    for (e, k) in devices() {
+        for n in [0, 1, 63, 64, 65, 129, 1500, 4099] {
+            let xs: Vec<i32> = (0..n as i32).map(|i| (i * 7919) % 10_007).collect();
+            let fs: Vec<f32> = floats(n, n as u64 + 9);
+            let q = || e.query(&xs).on(k).no_fallback();
+            let ctx = format!("{k:?} n={n}");
+            assert_eq!(q().first(), xs.first().copied(), "{ctx} first");
+            assert_eq!(q().last(), xs.last().copied(), "{ctx} last");
+            let got = e.query(&fs).on(k).no_fallback().map(|x| x * 2.0).first();
+            assert_eq!(
+                got.map(f32::to_bits),
+                fs.first().map(|x| (x * 2.0).to_bits()),
+                "{ctx} f32 first"
+            );
+            for i in [0, 1, n / 3, n.saturating_sub(1), n, n + 5] {
+                assert_eq!(q().nth(i), xs.get(i).copied(), "{ctx} nth({i})");
+            }
+            let mut targets = vec![-1];
+            if n > 0 {
+                targets.extend([xs[0], xs[n / 2], xs[n - 1]]);
+            }
+            for t in targets {
+                assert_eq!(
+                    q().map(|x| x * 2).find(|x| x.ge(t * 2)),
+                    xs.iter().map(|x| x * 2).find(|&x| x >= t * 2),
+                    "{ctx} find >= {t}"
+                );
+                assert_eq!(
+                    q().filter(|x| x.ne(t)).last(),
+                    xs.iter().copied().rev().find(|&x| x != t),
+                    "{ctx} last != {t}"
+                );
+                // The position is a 64-bit index: where the device has
+                // no 64-bit integers it declines (and says so).
+                match q().fallible().position(|x| x.eq(t)) {
+                    Ok(p) => assert_eq!(p, xs.iter().position(|&x| x == t), "{ctx} position"),
+                    Err(err) => common::assert_declined(k, &err, "SHADER_INT64"),
+                }
+            }
+        }
+    }
+}
+
+/// `find` on the device stops reading past the answer twice over: the
+/// kernel reads in tiles and skips every tile past the earliest survivor
+/// any workgroup has found (on the interpreter, in one chunk, the answer
+/// at the start costs a small share of the instructions it costs at the
+/// end), and the host launches no chunk after one that settles the
+/// result (the metrics count the positions skipped).
+#[test]
+fn a_device_find_stops_reading_past_the_answer() {
+    let n = 1 << 16;
+    let xs: Vec<i32> = (0..n as i32).collect();
+    // One chunk.
+    let (e, b) = interp_engine_chunked(n);
+    let cost = |t: i32| {
+        let before = *b.lane_instructions.lock();
+        let (got, m) = e
+            .query(&xs)
+            .on(BackendKind::Cuda)
+            .no_fallback()
+            .with_metrics()
+            .find(|x| x.ge(t));
+        assert_eq!(got, Some(t));
+        assert_eq!(m.elements_skipped, 0, "{m}");
+        *b.lane_instructions.lock() - before
+    };
+    let early = cost(3);
+    let late = cost(n as i32 - 2);
+    assert!(
+        early * 4 < late,
+        "in-kernel early exit: {early} lane-instructions with the answer first, {late} with it last"
+    );
+    // Chunks of 2000: the chunks after the answer's are not launched.
+    for (e, k) in devices() {
+        let (got, m) = e
+            .query(&xs)
+            .on(k)
+            .no_fallback()
+            .with_metrics()
+            .find(|x| x.ge(3));
+        assert_eq!(got, Some(3), "{k:?}");
+        if k == BackendKind::Cuda {
+            assert_eq!(m.elements_skipped, (n - 2000) as u64, "{k:?}: {m}");
+        }
+        let (any, m) = e
+            .query(&xs)
+            .on(k)
+            .no_fallback()
+            .with_metrics()
+            .any(|x| x.eq(5));
+        assert!(any, "{k:?}");
+        if k == BackendKind::Cuda {
+            assert_eq!(m.elements_skipped, (n - 2000) as u64, "{k:?}: {m}");
+        }
+        // A sum reads every chunk.
+        let (_, m) = e
+            .query(&xs)
+            .on(k)
+            .no_fallback()
+            .with_metrics()
+            .map(|x| x.cast::<i64>())
+            .sum();
+        assert_eq!(m.elements_skipped, 0, "{k:?}: {m}");
+    }
+}
+
 /// A sort of a column already on the device, its result kept there: no
 /// byte crosses to or from the host, and the metrics say so.
 #[test]
@@ -614,6 +728,81 @@ fn groups_on_the_devices_match_the_cpu() {
 /// What the device groups do not have yet is declined with its reason,
 /// and the engine runs it on the CPU.
 #[test]
+fn groups_of_several_keys_and_positional_aggregates_on_the_devices() {
+    for (e, k) in devices() {
+        for n in [0, 1, 64, 129, 513, 1500, 4099] {
+            let ctx = format!("{k:?} n={n}");
+            let a: Vec<i32> = common::lcg(n, 5)
+                .iter()
+                .map(|&r| (r % 5) as i32 - 2)
+                .collect();
+            let b: Vec<u32> = common::lcg(n, 8).iter().map(|&r| (r % 3) as u32).collect();
+            let vals: Vec<f32> = floats(n, 9);
+            let run = |on: BackendKind| {
+                let q = || e.query(&a).on(on).no_fallback().zip(&b).zip(&vals);
+                let (c, m) = q()
+                    .with_metrics()
+                    .group_by(|((x, y), _)| (y, x))
+                    .agg(|(_, v), g| (g.count(), g.sum(v)));
+                let p = q()
+                    .group_by(|((x, _), _)| x)
+                    .agg(|(_, v), g| (g.argmin(v), g.argmax(v), g.first(v), g.last(v)));
+                let f = e
+                    .query(&a)
+                    .on(on)
+                    .no_fallback()
+                    .zip(&vals)
+                    .filter(|(_, v)| v.lt(2.0))
+                    .group_by(|(x, _)| x)
+                    .agg(|(_, v), g| (g.first(v), g.last(v)));
+                (c, p, f, m)
+            };
+            let (dc, dp, df, m) = run(k);
+            let (cc, cp, cf, _) = run(BackendKind::CpuScalar);
+            let alg = m.algorithm.map(|a| a.to_string()).unwrap_or_default();
+            assert!(alg.starts_with("device groups"), "{ctx}: {m}");
+            assert_eq!(dc.keys, cc.keys, "{ctx} two keys");
+            let sums =
+                |v: &[(u64, f32)]| v.iter().map(|t| (t.0, canon32(&[t.1]))).collect::<Vec<_>>();
+            assert_eq!(
+                sums(&dc.values),
+                sums(&cc.values),
+                "{ctx} two keys' aggregates"
+            );
+            assert_eq!(dp.keys, cp.keys, "{ctx}");
+            let bits = |v: &[(Option<usize>, Option<usize>, Option<f32>, Option<f32>)]| {
+                v.iter()
+                    .map(|t| {
+                        (
+                            t.0,
+                            t.1,
+                            t.2.map(|x| canon32(&[x])),
+                            t.3.map(|x| canon32(&[x])),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                bits(&dp.values),
+                bits(&cp.values),
+                "{ctx} argmin/argmax/first/last"
+            );
+            assert_eq!(df.keys, cf.keys, "{ctx}");
+            let bits = |v: &[(Option<f32>, Option<f32>)]| {
+                v.iter()
+                    .map(|t| (t.0.map(|x| canon32(&[x])), t.1.map(|x| canon32(&[x]))))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                bits(&df.values),
+                bits(&cf.values),
+                "{ctx} first/last after a filter"
+            );
+        }
+    }
+}
+
+#[test]
 fn devices_decline_the_groups_they_lack() {
     for (e, k) in devices() {
         let keys: Vec<i32> = common::lcg(500, 5)
@@ -633,11 +822,23 @@ fn devices_decline_the_groups_they_lack() {
             .agg(|(_, v), a| a.variance(v))
             .expect_err("a variance per group on a device");
         common::assert_declined(k, &err, "per group");
-        let err = q()
-            .group_by(|(k, v)| (k, v))
-            .count()
-            .expect_err("two keys on a device");
-        common::assert_declined(k, &err, "several keys");
+        // An arg aggregate after a filter: its row counts survivors, the
+        // device's sorted rows are input positions; it declines when the
+        // filter is fused into the group stage, and either way agrees.
+        let arg = |on: BackendKind| {
+            e.query(&keys)
+                .on(on)
+                .zip(&vals)
+                .filter(|(_, v)| v.gt(0.0))
+                .group_by(|(k, _)| k)
+                .agg(|(_, v), a| a.argmax(v))
+        };
+        let (d, c) = (arg(k), arg(BackendKind::CpuScalar));
+        assert_eq!(
+            (d.keys, d.values),
+            (c.keys, c.values),
+            "{k:?} argmax after a filter"
+        );
         let got = e
             .query(&keys)
             .on(k)

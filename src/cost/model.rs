@@ -152,15 +152,13 @@ fn stage_work(e: &EstimateInput<'_>) -> Work {
             trans: n * s.transcendental,
             end: s.end,
             lanes: if s.wide { 0.5 } else { 1.0 },
-            device_sort: s
-                .device_sort
-                .map(|d| {
-                    (
-                        d.passes,
-                        n * (d.passes * d.pass_bytes + d.other_bytes),
-                        d.ranked,
-                    )
-                }),
+            device_sort: s.device_sort.map(|d| {
+                (
+                    d.passes,
+                    n * (d.passes * d.pass_bytes + d.other_bytes),
+                    d.ranked,
+                )
+            }),
         });
     }
     Work { stages: out }

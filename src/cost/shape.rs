@@ -48,7 +48,7 @@ pub struct StageShape {
     /// per element (not priced, the 64-bit reductions and `stats` ran at
     /// 2-4x their estimates on `cpu-simd`).
     pub wide: bool,
-    /// A sort's (or a one-key group's) digit passes on a device, and the
+    /// A sort's (or a group's) digit passes on a device, and the
     /// bytes each moves per position (read to count, read and written to
     /// scatter: its words and row indices); `None` for other stages.
     pub device_sort: Option<DeviceSort>,
@@ -87,8 +87,11 @@ impl DeviceSort {
                 let rows = if key_only { 0.0 } else { 4.0 };
                 (keys.iter().map(|k| k.value).collect(), rows, rows)
             }
-            Terminal::Group { keys, .. } if keys.len() == 1 => {
-                let word = s.program.ty(keys[0]).size().max(4) as f64;
+            Terminal::Group { keys, .. } => {
+                let word: f64 = keys
+                    .iter()
+                    .map(|&k| s.program.ty(k).size().max(4) as f64)
+                    .sum();
                 (keys.clone(), 4.0, 4.0 + 2.0 * word)
             }
             _ => return None,

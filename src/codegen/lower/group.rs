@@ -1,25 +1,43 @@
-//! Keyed aggregation on the device (`group_by(..)` with count, sum, min
-//! and max; `distinct`; `value_counts`), sorted by key: the rows sorted by
-//! their group word (the radix passes of `sort`, carrying row indices;
-//! `-0.0` is `+0.0`, every NaN one key), then
+//! Keyed aggregation on the device (`group_by(..)` of one or several keys
+//! with count, sum, min, max, argmin, argmax, first and last, and the mean
+//! built from them; `distinct`; `value_counts`), sorted by key: the rows
+//! sorted by their keys' group words (the radix passes of `sort`,
+//! carrying row indices; `-0.0` is `+0.0`, every NaN one key), then
 //!
 //! - `group_bounds`: each workgroup counts the positions where the sorted
-//!   word differs from the one before (a group's first row);
+//!   key differs from the one before (a group's first row): the sorted
+//!   words of one key, the keys' group words at the sorted rows for
+//!   several;
 //! - `scan_blocks`: their exclusive scan over workgroups, and the number of
 //!   groups;
 //! - `group_starts`: each workgroup writes its groups' first positions, in
 //!   order (a span scan of the boundary flags);
 //! - `group_fold`: one invocation per group folds its rows in input order
 //!   (the sort is stable), so every float sum adds in the order
-//!   `cpu-scalar` does and the results are the same bits; the key is the
-//!   group's first row's.
+//!   `cpu-scalar` does and the results are the same bits; the keys are the
+//!   group's first row's; positional aggregates keep the row's position
+//!   (declined after a filter for argmin/argmax, whose row counts
+//!   survivors).
 //!
 //! One invocation per group keeps the fold simple and exact; a group of
 //! most of the rows is then one invocation's loop (a segmented reduction
 //! would spread it), which is the next step for speed, not correctness.
+//! Groups in first-appearance order and `variance` per group are
+//! declined.
 
 use super::sort::push;
 use super::*;
+
+/// What marks a group's first sorted row.
+enum Bounds {
+    /// One key: its sorted words differ from the previous.
+    Words(BindingId),
+    /// Several keys: one of their group words, at the sorted rows, does.
+    Keys {
+        inputs: Vec<BindingId>,
+        rows: BindingId,
+    },
+}
 use crate::plan::Aggregate;
 use crate::semantics::order::SortKey;
 
@@ -39,28 +57,32 @@ impl Lower<'_> {
         if first_seen {
             return lacks("groups in first-appearance order");
         }
-        let [key] = keys else {
-            return lacks("groups of several keys");
-        };
         for a in aggs {
-            if !matches!(
-                a.kind,
-                AggKind::Count | AggKind::Sum | AggKind::Min | AggKind::Max
-            ) {
-                return lacks(&format!("`{}` per group", a.kind.name()));
+            match a.kind {
+                AggKind::Count
+                | AggKind::Sum
+                | AggKind::Min
+                | AggKind::Max
+                | AggKind::First
+                | AggKind::Last => {}
+                // Their row is the survivor's index; the sorted rows are
+                // input positions.
+                AggKind::ArgMin | AggKind::ArgMax if self.stage.predicate.is_none() => {}
+                AggKind::ArgMin | AggKind::ArgMax => {
+                    return lacks(&format!("`{}` per group after a filter", a.kind.name()))
+                }
+                _ => return lacks(&format!("`{}` per group", a.kind.name())),
             }
         }
         let mut plan = self.whole_plan();
-        let sorted = self.radix(
-            &mut plan,
-            &[SortKey {
-                value: *key,
+        let order: Vec<SortKey> = keys
+            .iter()
+            .map(|&value| SortKey {
+                value,
                 descending: false,
-            }],
-            true,
-            true,
-            None,
-        )?;
+            })
+            .collect();
+        let sorted = self.radix(&mut plan, &order, true, true, None)?;
         let rows = sorted.rows.expect("rows carried");
         let mut scratch = |name: &str, elem, len| {
             plan.scratch.push(Scratch {
@@ -78,13 +100,13 @@ impl Lower<'_> {
             kind: AggKind::Sum,
             ty: DType::U32,
         };
-        let (k, bufs) = self.bounds_kernel(&flag, &sorted, totals)?;
+        let (k, bufs) = self.bounds_kernel(&flag, &sorted, keys, totals)?;
         push(&mut plan, k, Groups::Spans, bufs);
         let (k, bufs) = self.blocks_kernel(&flag, totals, groups, false)?;
         push(&mut plan, k, Groups::One, bufs);
-        let (k, bufs) = self.starts_kernel(&flag, &sorted, totals, starts)?;
+        let (k, bufs) = self.starts_kernel(&flag, &sorted, keys, totals, starts)?;
         push(&mut plan, k, Groups::Spans, bufs);
-        let (k, bufs) = self.fold_kernel(*key, aggs, rows, starts, groups, sorted.count)?;
+        let (k, bufs) = self.fold_kernel(keys, aggs, rows, starts, groups, sorted.count)?;
         push(&mut plan, k, Groups::Spans, bufs);
         plan.readback = Readback::Columns {
             count: Some(groups),
@@ -95,18 +117,76 @@ impl Lower<'_> {
         Ok(plan)
     }
 
-    /// Whether sorted position `i` starts a group: the first, or a word
-    /// other than the one before.
-    fn starts_group(b: &mut KernelBuilder, words: BindingId, wt: DType, i: Local) -> Local {
+    /// Binds what tells where a group starts: the sorted words of the one
+    /// key, or (several keys) the inputs and the sorted rows, whose keys'
+    /// group words are compared.
+    fn bind_bounds(
+        &self,
+        b: &mut KernelBuilder,
+        bufs: &mut Vec<BufferRef>,
+        sorted: &super::sort::Sorted,
+        keys: &[crate::expr::Value],
+    ) -> Bounds {
+        if keys.len() == 1 {
+            bufs.push(sorted.words);
+            Bounds::Words(b.binding("words", sorted.word_ty, Access::Read))
+        } else {
+            let inputs = self.input_bindings(b, bufs);
+            bufs.push(sorted.rows.expect("rows carried"));
+            let rows = b.binding("rows", DType::U32, Access::Read);
+            Bounds::Keys { inputs, rows }
+        }
+    }
+
+    /// Whether sorted position `i` starts a group (as a `u32` flag): the
+    /// first, or a key (group word) other than the one before.
+    fn starts_group(
+        &self,
+        b: &mut KernelBuilder,
+        pre: &Pre,
+        bounds: &Bounds,
+        sorted: &super::sort::Sorted,
+        keys: &[crate::expr::Value],
+        i: Local,
+    ) -> R<Local> {
         let has_prev = b.binary(BinaryOp::Gt, i, u32c(0));
         let back = b.binary(BinaryOp::Sub, i, u32c(1));
         let prev = b.select(has_prev, back, u32c(0));
-        let w = b.assign(wt, Op::Load(words, i.into()));
-        let pw = b.assign(wt, Op::Load(words, prev.into()));
-        let differs = b.binary(BinaryOp::Ne, w, pw);
+        let differs = match bounds {
+            Bounds::Words(words) => {
+                let wt = sorted.word_ty;
+                let w = b.assign(wt, Op::Load(*words, i.into()));
+                let pw = b.assign(wt, Op::Load(*words, prev.into()));
+                b.binary(BinaryOp::Ne, w, pw)
+            }
+            Bounds::Keys { inputs, rows } => {
+                let r = b.assign(DType::U32, Op::Load(*rows, i.into()));
+                let pr = b.assign(DType::U32, Op::Load(*rows, prev.into()));
+                let mut any: Option<Local> = None;
+                for &k in keys {
+                    let key = SortKey {
+                        value: k,
+                        descending: false,
+                    };
+                    let wt = if crate::semantics::order::is_narrow(self.stage.program.ty(k)) {
+                        DType::U32
+                    } else {
+                        DType::U64
+                    };
+                    let w = self.key_word(b, pre, inputs, r, &key, wt, true)?;
+                    let pw = self.key_word(b, pre, inputs, pr, &key, wt, true)?;
+                    let ne = b.binary(BinaryOp::Ne, w, pw);
+                    any = Some(match any {
+                        Some(a) => b.binary(BinaryOp::Or, a, ne),
+                        None => ne,
+                    });
+                }
+                any.expect("a key")
+            }
+        };
         let first = b.binary(BinaryOp::Eq, i, u32c(0));
         let starts = b.binary(BinaryOp::Or, first, differs);
-        b.select(starts, u32c(1), u32c(0))
+        Ok(b.select(starts, u32c(1), u32c(0)))
     }
 
     /// `group_bounds`: this workgroup's number of group starts.
@@ -114,18 +194,20 @@ impl Lower<'_> {
         &self,
         flag: &Agg,
         sorted: &super::sort::Sorted,
+        keys: &[crate::expr::Value],
         totals: u16,
     ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
         let mut b = self.kernel("group_bounds");
-        let mut bufs = vec![sorted.words, BufferRef::Scratch(totals)];
-        let words = b.binding("words", sorted.word_ty, Access::Read);
+        let mut bufs = Vec::new();
+        let bounds = self.bind_bounds(&mut b, &mut bufs, sorted, keys);
+        bufs.push(BufferRef::Scratch(totals));
         let out = b.binding("totals", DType::U32, Access::ReadWrite);
         let count = Self::count_binding(&mut b, &mut bufs, sorted.count);
         let pre = self.preload(&mut b);
         let (ws, we) = self.rows_span(&mut b, &pre, count);
         let state = self.new_state(&mut b, &pre, flag);
         self.thread_loop(&mut b, &pre, ws, we, false, |b, i| {
-            let f = Self::starts_group(b, words, sorted.word_ty, i);
+            let f = self.starts_group(b, &pre, &bounds, sorted, keys, i)?;
             self.merge_into(b, &pre, flag, &state, &[f.into()])
         })?;
         self.workgroup_reduce(
@@ -146,17 +228,14 @@ impl Lower<'_> {
         &self,
         flag: &Agg,
         sorted: &super::sort::Sorted,
+        keys: &[crate::expr::Value],
         totals: u16,
         starts: u16,
     ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
         let mut b = self.kernel("group_starts");
-        let mut bufs = vec![
-            sorted.words,
-            BufferRef::Scratch(totals),
-            BufferRef::Scratch(starts),
-        ];
-        let wt = sorted.word_ty;
-        let words = b.binding("words", wt, Access::Read);
+        let mut bufs = Vec::new();
+        let bounds = self.bind_bounds(&mut b, &mut bufs, sorted, keys);
+        bufs.extend([BufferRef::Scratch(totals), BufferRef::Scratch(starts)]);
         let tb = b.binding("totals", DType::U32, Access::Read);
         let out = b.binding("starts", DType::U32, Access::ReadWrite);
         let count = Self::count_binding(&mut b, &mut bufs, sorted.count);
@@ -170,9 +249,9 @@ impl Lower<'_> {
             ws,
             we,
             carry.into(),
-            |b, i| Ok(Self::starts_group(b, words, wt, i).into()),
+            |b, i| Ok(self.starts_group(b, &pre, &bounds, sorted, keys, i)?.into()),
             |b, i, run| {
-                let f = Self::starts_group(b, words, wt, i);
+                let f = self.starts_group(b, &pre, &bounds, sorted, keys, i)?;
                 let is = b.binary(BinaryOp::Ne, f, u32c(0));
                 b.if_(is, |b| b.push(Stmt::Store(out, run, i.into())));
                 Ok(b.binary(BinaryOp::Add, run, f).into())
@@ -185,7 +264,7 @@ impl Lower<'_> {
     /// aggregates folded over its rows in order.
     fn fold_kernel(
         &self,
-        key: crate::expr::Value,
+        keys: &[crate::expr::Value],
         aggs: &[Aggregate],
         rows: BufferRef,
         starts: u16,
@@ -245,14 +324,16 @@ impl Lower<'_> {
             let e = b.select(more, ns, n);
             let first = b.assign(DType::U32, Op::Load(rows, s.into()));
             let vals = self.element(b, &pre, &inputs, first)?;
-            let mut k = Self::value(&vals, key)?;
-            if outputs[0].is_float() {
-                // The zeros' group is `+0.0`, whichever zero came first.
-                let zero = Operand::Const(Scalar::zero(outputs[0]));
-                let z = b.binary(BinaryOp::Eq, k, zero);
-                k = b.select(z, zero, k).into();
+            for (c, &key) in keys.iter().enumerate() {
+                let mut k = Self::value(&vals, key)?;
+                if outputs[c].is_float() {
+                    // The zeros' group is `+0.0`, whichever zero came first.
+                    let zero = Operand::Const(Scalar::zero(outputs[c]));
+                    let z = b.binary(BinaryOp::Eq, k, zero);
+                    k = b.select(z, zero, k).into();
+                }
+                b.push(Stmt::Store(outs[c], g.into(), k));
             }
-            b.push(Stmt::Store(outs[0], g.into(), k));
             let states: Vec<Vec<Local>> = folded
                 .iter()
                 .map(|(_, a, _)| self.new_state(b, &pre, a))
@@ -264,20 +345,35 @@ impl Lower<'_> {
                     let vals = self.element(b, &pre, &inputs, row)?;
                     for ((_, a, col), st) in folded.iter().zip(&states) {
                         let x = Self::value(&vals, col.expect("a column"))?;
-                        self.merge_into(b, &pre, a, st, &[x])?;
+                        // Positional aggregates keep the row (no filter
+                        // before an arg aggregate: the position).
+                        let x = self.lift(b, a, Some(x), row);
+                        self.merge_into(b, &pre, a, st, &x)?;
                     }
                     Ok(())
                 })();
             });
             r?;
+            let m = keys.len();
             for (j, a) in aggs.iter().enumerate() {
-                let o = outs[1 + j];
+                let o = outs[m + j];
+                let ty = outputs[m + j];
                 let v: Operand = if a.kind == AggKind::Count {
                     let c = b.binary(BinaryOp::Sub, e, s);
-                    b.assign(outputs[1 + j], Op::Cast(c.into())).into()
+                    b.assign(ty, Op::Cast(c.into())).into()
                 } else {
                     let k = folded.iter().position(|(i, ..)| *i == j).expect("folded");
-                    states[k][0].into()
+                    match a.kind {
+                        // The best row; none (every value NaN): the
+                        // group's first row, as on the CPU.
+                        AggKind::ArgMin | AggKind::ArgMax => {
+                            let at = states[k][1];
+                            let none = b.binary(BinaryOp::Eq, at, u32c(u32::MAX));
+                            let row = b.select(none, first, at);
+                            b.assign(ty, Op::Cast(row.into())).into()
+                        }
+                        _ => states[k][0].into(),
+                    }
                 };
                 b.push(Stmt::Store(o, g.into(), v));
             }

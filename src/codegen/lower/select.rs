@@ -117,7 +117,12 @@ impl Lower<'_> {
             st,
             ScratchLen::Exactly(parts.len() as u32),
         );
-        let state = add_scratch(&mut plan, "select_state", DType::U32, ScratchLen::Exactly(3));
+        let state = add_scratch(
+            &mut plan,
+            "select_state",
+            DType::U32,
+            ScratchLen::Exactly(3),
+        );
         let hist = add_scratch(
             &mut plan,
             "digit_counts",
@@ -151,8 +156,9 @@ impl Lower<'_> {
         let (k, bufs) = self.blocks_kernel(&flag, totals, taken, false)?;
         push(&mut plan, k, Groups::One, bufs);
         let survivors = count.map(|_| rows[0]);
-        let (k, bufs) =
-            self.select_rows_kernel(&flag, &parts, st, sel, state, totals, survivors, rows[1], count)?;
+        let (k, bufs) = self.select_rows_kernel(
+            &flag, &parts, st, sel, state, totals, survivors, rows[1], count,
+        )?;
         push(&mut plan, k, Groups::Spans, bufs);
         // Sort the rows taken.
         let given = Given {
@@ -257,7 +263,10 @@ impl Lower<'_> {
         let state = b.binding("state", DType::U32, Access::ReadWrite);
         let count = Self::count_binding(&mut b, &mut bufs, count);
         let pre = self.preload(&mut b);
-        let limit = b.assign(DType::U32, Op::Uniform(self.field(UniformSource::Limit(fetch))));
+        let limit = b.assign(
+            DType::U32,
+            Op::Uniform(self.field(UniformSource::Limit(fetch))),
+        );
         let lead = b.binary(BinaryOp::Eq, pre.t, u32c(0));
         b.if_(lead, |b| {
             let n = match count {

@@ -131,6 +131,7 @@ impl Lower<'_> {
             std::slice::from_ref(&count),
             &[None],
             &[totals],
+            None,
         )?;
         push(plan, k, Groups::Spans, bufs);
         let (k, bufs) = self.blocks_kernel(&count, totals, total, false)?;
@@ -395,7 +396,7 @@ impl Lower<'_> {
     /// The order-preserving word (of type `wt`) of `key` at position `at`
     /// (as a group word with `group`).
     #[allow(clippy::too_many_arguments)]
-    fn key_word(
+    pub(super) fn key_word(
         &self,
         b: &mut KernelBuilder,
         pre: &Pre,
