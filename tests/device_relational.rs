@@ -306,6 +306,12 @@ fn a_filter_before_a_device_sort_sorts_the_survivors() {
     }
 }
 
+/// A query of f32 rows on one backend, with its metrics.
+type FloatRun<'a> = dyn Fn(&Engine, BackendKind) -> (Vec<f32>, ExecutionMetrics) + 'a;
+
+/// A group's argmin, argmax, first and last.
+type Positional = (Option<usize>, Option<usize>, Option<f32>, Option<f32>);
+
 /// Limits around the ends: none, one, a few, a tile, all but one, all,
 /// more than all (a few of them for the longest input).
 fn limits(n: usize) -> Vec<usize> {
@@ -334,9 +340,7 @@ fn top_k_on_the_devices_selects_then_sorts_like_the_cpu() {
             let ids: Vec<u32> = (0..n as u32).collect();
             for lim in limits(n) {
                 let ctx = format!("{k:?} n={n} k={lim}");
-                let run = |f: &dyn Fn(&Engine, BackendKind) -> (Vec<f32>, ExecutionMetrics)| {
-                    both_with(&e, k, &ctx, "device radix select", f)
-                };
+                let run = |f: &FloatRun<'_>| both_with(&e, k, &ctx, "device radix select", f);
                 let (d, c) = run(&|e, k| {
                     e.query(&xs)
                         .on(k)
@@ -770,7 +774,7 @@ fn groups_of_several_keys_and_positional_aggregates_on_the_devices() {
                 "{ctx} two keys' aggregates"
             );
             assert_eq!(dp.keys, cp.keys, "{ctx}");
-            let bits = |v: &[(Option<usize>, Option<usize>, Option<f32>, Option<f32>)]| {
+            let bits = |v: &[Positional]| {
                 v.iter()
                     .map(|t| {
                         (
