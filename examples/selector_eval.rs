@@ -155,6 +155,16 @@ fn resident_workload(engines: &[Engine; 2], shape: &'static str, n: usize) -> Op
         match shape {
             "reduce" => q.map(|x| x * 2.0 + 1.0).with_metrics().sum().1,
             "stats" => q.with_metrics().stats().1,
+            // The relational stages on resident data, a column result
+            // kept where it was computed.
+            "sort" => q.sort().collect_on_device().expect("sort").1,
+            "top_k" => q.top_k(100).collect_on_device().expect("top_k").1,
+            "group_sum" => {
+                q.with_metrics()
+                    .group_by(|x| (x * 1000.0).cast::<u32>())
+                    .sum()
+                    .1
+            }
             _ => {
                 q.filter(|x| x.gt(0.5))
                     .map(|x| x * x)
@@ -209,6 +219,9 @@ fn suite(engines: &[Engine; 2], quick: bool, device: bool) -> Vec<Workload> {
             ("reduce", 10_000_000),
             ("stats", 1_000_000),
             ("filter_reduce", 100_000),
+            ("sort", 1_000_000),
+            ("top_k", 1_000_000),
+            ("group_sum", 1_000_000),
         ] {
             if let Some(x) = resident_workload(engines, shape, n) {
                 w.push(x);

@@ -190,7 +190,9 @@ pub struct ExecutionMetrics {
     pub oom_retries: u32,
     /// Positions of the last stage left unread because an early-exit
     /// terminal (`first`, `find`, `position`, `nth`, `any`, `all`,
-    /// `last`) was settled before them, on the CPU backends.
+    /// `last`) was settled before them: on the CPU backends, and on the
+    /// devices the chunks not launched after a settled one (the tiles a
+    /// device kernel skips inside a chunk are not counted).
     pub elements_skipped: u64,
     /// The algorithm of the plan's last sort, when it has one (e.g.
     /// `lsd-radix 4 of 4 digit passes`).

@@ -1,0 +1,340 @@
+//! The relational operators on the device backends, on columns already on
+//! the device, results kept there where they are columns: `sort` of `u32`
+//! keys, `sort_by_key` of `u32` keys carrying a `u32` payload, `top_k(100)`
+//! of `f32`, `group_by` of 10^3 `u32` keys summing `f32` values, and
+//! `histogram(256)`. Per operation: the wall time, the device's execute
+//! time (from GPU timestamp queries where the adapter has them, else host
+//! timers: the `timing` column says which), the digit passes and the
+//! execute time per pass, keys per second, the cost model's estimate for
+//! the device (what the selector weighs), and the same query on
+//! `cpu-parallel` over host data in the same interleaved rounds (medians).
+//! Every device result is checked against `cpu-parallel`'s.
+//!
+//! On lavapipe (software Vulkan on the CPU) these are overhead and
+//! correctness figures, not GPU speed. With an NVIDIA GPU:
+//! `cargo run --release --features cuda --example bench_device_relational
+//! -- --sizes 67108864` (2^26 keys: the anchor is CUB's Onesweep, about
+//! 29 G keys/s on an A100).
+//!
+//! `cargo run --release --example bench_device_relational` (`-- --sizes
+//! 1000000 --rounds 5`).
+
+use computeq::metrics::Algorithm;
+use computeq::plumbing::{Availability, BackendKind};
+use computeq::prelude::*;
+use computeq::{Config, Engine, ExecutionMetrics};
+use std::time::Instant;
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// `n` pseudo-random words.
+fn words(n: usize, seed: u64) -> Vec<u32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (s >> 32) as u32
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Digit passes of a device algorithm (0 when it has none).
+fn passes(a: Option<Algorithm>) -> u32 {
+    match a {
+        Some(Algorithm::DeviceRadix(p)) | Some(Algorithm::DeviceSortGroups(p)) => p.passes as u32,
+        Some(Algorithm::DeviceRadixSelect { select, sort }) => select as u32 + sort as u32,
+        _ => 0,
+    }
+}
+
+fn ms(s: f64) -> String {
+    format!("{:.2} ms", s * 1e3)
+}
+
+/// What one operation returns, compared across backends.
+#[derive(PartialEq, Debug)]
+enum Out {
+    U32(Vec<u32>),
+    F32(Vec<u32>),
+    Groups(Vec<u32>, Vec<u32>),
+    Counts(Vec<u64>),
+}
+
+struct Data {
+    keys: Vec<u32>,
+    payload: Vec<u32>,
+    floats: Vec<f32>,
+    groups: Vec<u32>,
+}
+
+type Op = fn(&Engine, BackendKind, &Data, Option<&Resident>) -> (Out, ExecutionMetrics);
+
+struct Resident {
+    keys: DeviceArray<u32>,
+    payload: DeviceArray<u32>,
+    floats: DeviceArray<f32>,
+    groups: DeviceArray<u32>,
+}
+
+fn sort_u32(e: &Engine, k: BackendKind, d: &Data, r: Option<&Resident>) -> (Out, ExecutionMetrics) {
+    match r {
+        Some(r) => {
+            let (a, m) = e
+                .query(&r.keys)
+                .on(k)
+                .no_fallback()
+                .sort()
+                .collect_on_device()
+                .unwrap();
+            (Out::U32(a.to_vec().unwrap()), m)
+        }
+        None => {
+            let (v, m) = e
+                .query(&d.keys)
+                .on(k)
+                .no_fallback()
+                .with_metrics()
+                .sort()
+                .collect::<Vec<_>>();
+            (Out::U32(v), m)
+        }
+    }
+}
+
+fn sort_by_key(
+    e: &Engine,
+    k: BackendKind,
+    d: &Data,
+    r: Option<&Resident>,
+) -> (Out, ExecutionMetrics) {
+    match r {
+        Some(r) => {
+            let (a, m) = e
+                .query(&r.keys)
+                .on(k)
+                .no_fallback()
+                .zip(&r.payload)
+                .sort_by_key(|(x, _)| x)
+                .map(|(_, p)| p)
+                .collect_on_device()
+                .unwrap();
+            (Out::U32(a.to_vec().unwrap()), m)
+        }
+        None => {
+            let (v, m) = e
+                .query(&d.keys)
+                .on(k)
+                .no_fallback()
+                .with_metrics()
+                .zip(&d.payload)
+                .sort_by_key(|(x, _)| x)
+                .map(|(_, p)| p)
+                .collect::<Vec<_>>();
+            (Out::U32(v), m)
+        }
+    }
+}
+
+fn top_k(e: &Engine, k: BackendKind, d: &Data, r: Option<&Resident>) -> (Out, ExecutionMetrics) {
+    let bits = |v: Vec<f32>| Out::F32(v.into_iter().map(f32::to_bits).collect());
+    match r {
+        Some(r) => {
+            let (a, m) = e
+                .query(&r.floats)
+                .on(k)
+                .no_fallback()
+                .top_k(100)
+                .collect_on_device()
+                .unwrap();
+            (bits(a.to_vec().unwrap()), m)
+        }
+        None => {
+            let (v, m) = e
+                .query(&d.floats)
+                .on(k)
+                .no_fallback()
+                .with_metrics()
+                .top_k(100)
+                .collect::<Vec<_>>();
+            (bits(v), m)
+        }
+    }
+}
+
+fn group_sum(
+    e: &Engine,
+    k: BackendKind,
+    d: &Data,
+    r: Option<&Resident>,
+) -> (Out, ExecutionMetrics) {
+    let (g, m) = match r {
+        Some(r) => e
+            .query(&r.groups)
+            .on(k)
+            .no_fallback()
+            .zip(&r.floats)
+            .group_by(|(g, _)| g)
+            .with_metrics()
+            .agg(|(_, v), a| a.sum(v)),
+        None => e
+            .query(&d.groups)
+            .on(k)
+            .no_fallback()
+            .zip(&d.floats)
+            .group_by(|(g, _)| g)
+            .with_metrics()
+            .agg(|(_, v), a| a.sum(v)),
+    };
+    // Float sums differ in their last bits between orders of addition:
+    // the keys compare exactly, the sums as counts of non-NaN groups.
+    let sums = g
+        .values
+        .iter()
+        .map(|v: &f32| v.is_finite() as u32)
+        .collect();
+    (Out::Groups(g.keys, sums), m)
+}
+
+fn histogram(
+    e: &Engine,
+    k: BackendKind,
+    d: &Data,
+    r: Option<&Resident>,
+) -> (Out, ExecutionMetrics) {
+    let (h, m) = match r {
+        Some(r) => e
+            .query(&r.floats)
+            .on(k)
+            .no_fallback()
+            .with_metrics()
+            .histogram(256, -4.0, 4.0),
+        None => e
+            .query(&d.floats)
+            .on(k)
+            .no_fallback()
+            .with_metrics()
+            .histogram(256, -4.0, 4.0),
+    };
+    let mut c = h.counts.clone();
+    c.extend([h.below, h.above, h.nan]);
+    (Out::Counts(c), m)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let sizes: Vec<usize> = arg(&args, "--sizes")
+        .map(|s| s.split(',').map(|x| x.parse().expect("size")).collect())
+        .unwrap_or_else(|| vec![1_000_000]);
+    let rounds: usize = arg(&args, "--rounds").map_or(5, |r| r.parse().expect("rounds"));
+    let e = Engine::with_config(Config::default());
+    let devices: Vec<BackendKind> = e
+        .backends()
+        .into_iter()
+        .filter_map(|(k, a)| match a {
+            Availability::Available if matches!(k, BackendKind::Wgpu | BackendKind::Cuda) => {
+                Some(k)
+            }
+            Availability::Unavailable(why)
+                if matches!(k, BackendKind::Wgpu | BackendKind::Cuda) =>
+            {
+                println!("{k}: not run ({why})");
+                None
+            }
+            _ => None,
+        })
+        .collect();
+    let ops: [(&str, Op); 5] = [
+        ("sort u32", sort_u32),
+        ("sort_by_key u32+u32", sort_by_key),
+        ("top_k(100) f32", top_k),
+        ("group_by 10^3 keys sum f32", group_sum),
+        ("histogram(256) f32", histogram),
+    ];
+    println!(
+        "computeq device relational bench: sizes {sizes:?}, {rounds} rounds, columns resident on the device; cpu = cpu-parallel over host data, same rounds"
+    );
+    println!(
+        "| operation | n | device | algorithm | wall | execute (timing) | passes | per pass | keys/s | model's estimate | cpu-parallel | cpu / device |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for &n in &sizes {
+        let keys = words(n, 1);
+        let data = Data {
+            payload: (0..n as u32).collect(),
+            floats: words(n, 2)
+                .iter()
+                .map(|&w| (w as f32 / u32::MAX as f32 - 0.5) * 10.0)
+                .collect(),
+            groups: keys.iter().map(|&k| k % 1000).collect(),
+            keys,
+        };
+        for &dev in &devices {
+            let up = |v: &Vec<u32>| {
+                e.query(v)
+                    .on(dev)
+                    .no_fallback()
+                    .map(|x| x)
+                    .collect_on_device()
+                    .expect("upload")
+                    .0
+            };
+            let resident = Resident {
+                keys: up(&data.keys),
+                payload: up(&data.payload),
+                floats: e
+                    .query(&data.floats)
+                    .on(dev)
+                    .no_fallback()
+                    .map(|x| x)
+                    .collect_on_device()
+                    .expect("upload")
+                    .0,
+                groups: up(&data.groups),
+            };
+            for (name, op) in ops {
+                // Compile and check once.
+                let (want, _) = op(&e, BackendKind::CpuParallel, &data, None);
+                let (got, m) = op(&e, dev, &data, Some(&resident));
+                assert_eq!(got, want, "{name} n={n} on {dev}: the device disagrees");
+                let (mut wall, mut exec, mut cpu) = (Vec::new(), Vec::new(), Vec::new());
+                let mut last = m;
+                for _ in 0..rounds {
+                    let t = Instant::now();
+                    let (_, m) = op(&e, dev, &data, Some(&resident));
+                    wall.push(t.elapsed().as_secs_f64());
+                    exec.push(m.phases.execute.as_secs_f64());
+                    last = m;
+                    let t = Instant::now();
+                    let _ = op(&e, BackendKind::CpuParallel, &data, None);
+                    cpu.push(t.elapsed().as_secs_f64());
+                }
+                let (w, x, c) = (median(wall), median(exec), median(cpu));
+                let p = passes(last.algorithm);
+                println!(
+                    "| {name} | {n} | {dev} | {} | {} | {} ({:?}) | {p} | {} | {:.1} M | {} | {} | {:.2}x |",
+                    last.algorithm.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
+                    ms(w),
+                    ms(x),
+                    last.phases.timing,
+                    if p > 0 { ms(x / p as f64) } else { "-".into() },
+                    n as f64 / w / 1e6,
+                    last.estimated()
+                        .map_or_else(|| "-".into(), |d| ms(d.as_secs_f64())),
+                    ms(c),
+                    c / w,
+                );
+            }
+        }
+    }
+}
