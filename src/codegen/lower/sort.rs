@@ -22,8 +22,10 @@
 //!   position of every (workgroup, digit), digit-major;
 //! - `sort_scatter`: every workgroup walks its span in tiles of
 //!   `workgroup × ITEMS` positions. A tile is ranked stably in workgroup
-//!   memory by eight one-bit splits (a loop; each a workgroup scan of the
-//!   invocations' zero counts), so equal digits keep their input order;
+//!   memory by four 2-bit splits (a loop; each one workgroup scan of the
+//!   invocations' counts of three of the four values, packed in one word;
+//!   eight one-bit splits for a tile too large to pack), so equal digits
+//!   keep their input order;
 //!   each row then goes to its digit's running position plus its rank
 //!   among the tile's rows of that digit. No position depends on the order
 //!   of atomics, and no workgroup waits on another.
@@ -38,6 +40,11 @@ use crate::semantics::order::{self, SortKey};
 const ITEMS: u32 = 2;
 /// Digits of one pass.
 const RADIX: u32 = 256;
+/// Bits per count in a 2-bit split's packed word (three counts per word).
+const PACKED_BITS: u32 = 10;
+/// Largest tile whose counts fit [`PACKED_BITS`]; larger tiles rank by
+/// one-bit splits.
+const MAX_PACKED_TILE: u32 = (1 << PACKED_BITS) - 1;
 
 /// What the radix passes leave for the kernels after them.
 pub(super) struct Sorted {
@@ -488,6 +495,130 @@ impl Lower<'_> {
         }
     }
 
+    /// Bits `bit..bit + 2` (a `u32` register) of word `w` as a `u32`.
+    fn two_bits_at(b: &mut KernelBuilder, w: Operand, bit: Local) -> Local {
+        let wt = b.ty(w);
+        let by: Operand = if wt == DType::U32 {
+            bit.into()
+        } else {
+            b.assign(wt, Op::Cast(bit.into())).into()
+        };
+        let s = b.binary(BinaryOp::Shr, w, by);
+        let d = b.binary(BinaryOp::BitAnd, s, Scalar::U32(3).cast(wt));
+        if wt == DType::U32 {
+            d
+        } else {
+            b.assign(DType::U32, Op::Cast(d.into()))
+        }
+    }
+
+    /// Ranks the tile in workgroup memory (`kw`, with `kr`) stably by the
+    /// digit at `shift`, two bits at a time: four splits, each one
+    /// workgroup scan of every invocation's counts of three of the four
+    /// 2-bit values packed in one word ([`PACKED_BITS`] bits each; the
+    /// fourth is the rest). Positions `ps` are this invocation's,
+    /// consecutive.
+    #[allow(clippy::too_many_arguments)]
+    fn rank_two_bits(
+        &self,
+        b: &mut KernelBuilder,
+        pre: &Pre,
+        shift: u32,
+        kw: crate::codegen::kernel::SharedId,
+        kr: Option<crate::codegen::kernel::SharedId>,
+        scan: crate::codegen::kernel::SharedId,
+        ps: &[Local],
+        wt: DType,
+    ) {
+        let wg = self.wg;
+        let t = pre.t;
+        let field = (1u32 << PACKED_BITS) - 1;
+        b.for_(u32c(shift), u32c(shift + 8), u32c(2), |b, bit| {
+            let mut items = Vec::new();
+            let mine = b.assign(DType::U32, Op::Copy(u32c(0)));
+            for &p in ps {
+                let w = b.assign(wt, Op::LoadShared(kw, p.into()));
+                let r = kr.map(|kr| b.assign(DType::U32, Op::LoadShared(kr, p.into())));
+                let d = Self::two_bits_at(b, w.into(), bit);
+                // 1 << (PACKED_BITS * d) for d < 3, nothing for 3.
+                let sh = b.binary(BinaryOp::Mul, d, u32c(PACKED_BITS));
+                let one = b.binary(BinaryOp::Shl, u32c(1), sh);
+                let low = b.binary(BinaryOp::Lt, d, u32c(3));
+                let add = b.select(low, one, u32c(0));
+                b.set(mine, Op::Binary(BinaryOp::Add, mine.into(), add.into()));
+                items.push((w, r, d));
+            }
+            b.push(Stmt::StoreShared(scan, t.into(), mine.into()));
+            b.barrier();
+            // Inclusive Hillis–Steele scan of the packed counts.
+            b.for_(u32c(0), u32c(wg.trailing_zeros()), u32c(1), |b, k| {
+                let s = b.binary(BinaryOp::Shl, u32c(1), k);
+                let v = b.assign(DType::U32, Op::LoadShared(scan, t.into()));
+                let has = b.binary(BinaryOp::Ge, t, s);
+                let back = b.binary(BinaryOp::Sub, t, s);
+                let at = b.select(has, back, u32c(0));
+                let o = b.assign(DType::U32, Op::LoadShared(scan, at.into()));
+                let o = b.select(has, o, u32c(0));
+                let sum = b.binary(BinaryOp::Add, v, o);
+                b.barrier();
+                b.push(Stmt::StoreShared(scan, t.into(), sum.into()));
+                b.barrier();
+            });
+            let incl = b.assign(DType::U32, Op::LoadShared(scan, t.into()));
+            let total = b.assign(DType::U32, Op::LoadShared(scan, u32c(wg - 1)));
+            let excl = b.binary(BinaryOp::Sub, incl, mine);
+            let unpack = |b: &mut KernelBuilder, packed: Local, f: u32| {
+                let s = b.binary(BinaryOp::Shr, packed, u32c(f * PACKED_BITS));
+                b.binary(BinaryOp::BitAnd, s, u32c(field))
+            };
+            // Where each value's rows start in the ranked tile.
+            let t0 = unpack(b, total, 0);
+            let t1 = unpack(b, total, 1);
+            let t2 = unpack(b, total, 2);
+            let s1 = t0;
+            let s2 = b.binary(BinaryOp::Add, s1, t1);
+            let s3 = b.binary(BinaryOp::Add, s2, t2);
+            // This invocation's rows of each value before its first.
+            let e0 = unpack(b, excl, 0);
+            let e1 = unpack(b, excl, 1);
+            let e2 = unpack(b, excl, 2);
+            let first = b.binary(BinaryOp::Mul, t, u32c(ITEMS));
+            let e01 = b.binary(BinaryOp::Add, e0, e1);
+            let e012 = b.binary(BinaryOp::Add, e01, e2);
+            let e3 = b.binary(BinaryOp::Sub, first, e012);
+            let run: Vec<Local> = [e0, e1, e2, e3]
+                .iter()
+                .map(|&e| b.assign(DType::U32, Op::Copy(e.into())))
+                .collect();
+            let starts = [u32c(0), s1.into(), s2.into(), s3.into()];
+            for (w, r, d) in items {
+                let mut np: Option<Local> = None;
+                for v in (0..4u32).rev() {
+                    let at = b.binary(BinaryOp::Add, starts[v as usize], run[v as usize]);
+                    np = Some(match np {
+                        None => at,
+                        Some(later) => {
+                            let is = b.binary(BinaryOp::Eq, d, u32c(v));
+                            b.select(is, at, later)
+                        }
+                    });
+                }
+                let np = np.expect("four values");
+                b.push(Stmt::StoreShared(kw, np.into(), w.into()));
+                if let (Some(kr), Some(r)) = (kr, r) {
+                    b.push(Stmt::StoreShared(kr, np.into(), r.into()));
+                }
+                for v in 0..4u32 {
+                    let is = b.binary(BinaryOp::Eq, d, u32c(v));
+                    let inc = b.select(is, u32c(1), u32c(0));
+                    let e = run[v as usize];
+                    b.set(e, Op::Binary(BinaryOp::Add, e.into(), inc.into()));
+                }
+            }
+            b.barrier();
+        });
+    }
+
     /// `sort_count`: this workgroup's digit counts of its span.
     fn count_kernel(
         &self,
@@ -568,7 +699,8 @@ impl Lower<'_> {
     }
 
     /// `sort_scatter`: moves this workgroup's span to its digits' output
-    /// positions, tile by tile, ranking each tile stably by one-bit splits.
+    /// positions, tile by tile, ranking each tile stably by 2-bit (or
+    /// one-bit) splits.
     fn scatter_kernel(
         &self,
         wt: DType,
@@ -643,55 +775,59 @@ impl Lower<'_> {
                 }
             }
             b.barrier();
-            // Eight stable one-bit splits rank the tile by this digit.
-            b.for_(u32c(shift), u32c(shift + 8), u32c(1), |b, bit| {
-                let mut items = Vec::new();
-                let zeros = b.assign(DType::U32, Op::Copy(u32c(0)));
-                for &p in &ps {
-                    let w = b.assign(wt, Op::LoadShared(kw, p.into()));
-                    let r = kr.map(|kr| b.assign(DType::U32, Op::LoadShared(kr, p.into())));
-                    let one = Self::bit_at(b, w.into(), bit);
-                    let zero = b.binary(BinaryOp::Sub, u32c(1), one);
-                    b.set(zeros, Op::Binary(BinaryOp::Add, zeros.into(), zero.into()));
-                    items.push((p, w, r, one, zero));
-                }
-                b.push(Stmt::StoreShared(scan, t.into(), zeros.into()));
-                b.barrier();
-                // Inclusive Hillis–Steele scan of the zero counts: step
-                // `s = 2^k` for every `k` below log2(workgroup).
-                b.for_(u32c(0), u32c(wg.trailing_zeros()), u32c(1), |b, k| {
-                    let s = b.binary(BinaryOp::Shl, u32c(1), k);
-                    let v = b.assign(DType::U32, Op::LoadShared(scan, t.into()));
-                    let has = b.binary(BinaryOp::Ge, t, s);
-                    let back = b.binary(BinaryOp::Sub, t, s);
-                    let at = b.select(has, back, u32c(0));
-                    let o = b.assign(DType::U32, Op::LoadShared(scan, at.into()));
-                    let o = b.select(has, o, u32c(0));
-                    let sum = b.binary(BinaryOp::Add, v, o);
+            if tile <= MAX_PACKED_TILE {
+                self.rank_two_bits(b, &pre, shift, kw, kr, scan, &ps, wt);
+            } else {
+                // Eight stable one-bit splits rank the tile by this digit.
+                b.for_(u32c(shift), u32c(shift + 8), u32c(1), |b, bit| {
+                    let mut items = Vec::new();
+                    let zeros = b.assign(DType::U32, Op::Copy(u32c(0)));
+                    for &p in &ps {
+                        let w = b.assign(wt, Op::LoadShared(kw, p.into()));
+                        let r = kr.map(|kr| b.assign(DType::U32, Op::LoadShared(kr, p.into())));
+                        let one = Self::bit_at(b, w.into(), bit);
+                        let zero = b.binary(BinaryOp::Sub, u32c(1), one);
+                        b.set(zeros, Op::Binary(BinaryOp::Add, zeros.into(), zero.into()));
+                        items.push((p, w, r, one, zero));
+                    }
+                    b.push(Stmt::StoreShared(scan, t.into(), zeros.into()));
                     b.barrier();
-                    b.push(Stmt::StoreShared(scan, t.into(), sum.into()));
+                    // Inclusive Hillis–Steele scan of the zero counts: step
+                    // `s = 2^k` for every `k` below log2(workgroup).
+                    b.for_(u32c(0), u32c(wg.trailing_zeros()), u32c(1), |b, k| {
+                        let s = b.binary(BinaryOp::Shl, u32c(1), k);
+                        let v = b.assign(DType::U32, Op::LoadShared(scan, t.into()));
+                        let has = b.binary(BinaryOp::Ge, t, s);
+                        let back = b.binary(BinaryOp::Sub, t, s);
+                        let at = b.select(has, back, u32c(0));
+                        let o = b.assign(DType::U32, Op::LoadShared(scan, at.into()));
+                        let o = b.select(has, o, u32c(0));
+                        let sum = b.binary(BinaryOp::Add, v, o);
+                        b.barrier();
+                        b.push(Stmt::StoreShared(scan, t.into(), sum.into()));
+                        b.barrier();
+                    });
+                    let incl = b.assign(DType::U32, Op::LoadShared(scan, t.into()));
+                    let total = b.assign(DType::U32, Op::LoadShared(scan, u32c(wg - 1)));
+                    let before = b.binary(BinaryOp::Sub, incl, zeros);
+                    for (p, w, r, one, zero) in items {
+                        // Zeros keep their order at the front, ones after them.
+                        let ones_before = b.binary(BinaryOp::Sub, p, before);
+                        let at_one = b.binary(BinaryOp::Add, total, ones_before);
+                        let is_one = b.binary(BinaryOp::Ne, one, u32c(0));
+                        let np = b.select(is_one, at_one, before);
+                        b.push(Stmt::StoreShared(kw, np.into(), w.into()));
+                        if let (Some(kr), Some(r)) = (kr, r) {
+                            b.push(Stmt::StoreShared(kr, np.into(), r.into()));
+                        }
+                        b.set(
+                            before,
+                            Op::Binary(BinaryOp::Add, before.into(), zero.into()),
+                        );
+                    }
                     b.barrier();
                 });
-                let incl = b.assign(DType::U32, Op::LoadShared(scan, t.into()));
-                let total = b.assign(DType::U32, Op::LoadShared(scan, u32c(wg - 1)));
-                let before = b.binary(BinaryOp::Sub, incl, zeros);
-                for (p, w, r, one, zero) in items {
-                    // Zeros keep their order at the front, ones after them.
-                    let ones_before = b.binary(BinaryOp::Sub, p, before);
-                    let at_one = b.binary(BinaryOp::Add, total, ones_before);
-                    let is_one = b.binary(BinaryOp::Ne, one, u32c(0));
-                    let np = b.select(is_one, at_one, before);
-                    b.push(Stmt::StoreShared(kw, np.into(), w.into()));
-                    if let (Some(kr), Some(r)) = (kr, r) {
-                        b.push(Stmt::StoreShared(kr, np.into(), r.into()));
-                    }
-                    b.set(
-                        before,
-                        Op::Binary(BinaryOp::Add, before.into(), zero.into()),
-                    );
-                }
-                b.barrier();
-            });
+            }
             // The first position of every digit in the ranked tile.
             let mut items = Vec::new();
             for &p in &ps {
