@@ -129,6 +129,47 @@ fn float_sorts_on_the_devices_match_the_cpu() {
     }
 }
 
+/// A tile of 1024 rows (512-invocation workgroups) is too large for the
+/// packed 2-bit ranking: the scatter ranks it by one-bit splits, checked
+/// here on the interpreter.
+#[test]
+fn a_tile_too_large_to_pack_ranks_by_one_bit_splits() {
+    let caps = Caps {
+        workgroup_size: 512,
+        items_per_thread: 2,
+        max_groups: 4,
+        ..cuda_caps()
+    };
+    let b = Arc::new(InterpBackend::new(caps, 1 << 20).with_ptxas(ptx_interp::ptxas::find()));
+    let e = common::engine().with_backend(b);
+    let k = BackendKind::Cuda;
+    for n in [1, 1023, 1025, 2600] {
+        let xs = floats(n, n as u64);
+        let keys: Vec<i32> = common::lcg(n, 3).iter().map(|&r| (r % 7) as i32).collect();
+        let ids: Vec<u32> = (0..n as u32).collect();
+        let ctx = format!("n={n}");
+        let (d, c) = both(&e, k, &ctx, |e, k| {
+            e.query(&xs)
+                .on(k)
+                .no_fallback()
+                .with_metrics()
+                .sort_desc()
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(canon32(&d), canon32(&c), "{ctx} sort_desc");
+        let (d, c) = both(&e, k, &ctx, |e, k| {
+            e.query(&keys)
+                .on(k)
+                .no_fallback()
+                .with_metrics()
+                .zip(&ids)
+                .sort_by_key(|(x, _)| x)
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(d, c, "{ctx} ties in input order");
+    }
+}
+
 #[test]
 fn integer_and_wide_sorts_on_the_devices_match_the_cpu() {
     for (e, k) in devices() {
