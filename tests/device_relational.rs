@@ -773,7 +773,7 @@ fn groups_on_the_devices_match_the_cpu() {
 /// What the device groups do not have yet is declined with its reason,
 /// and the engine runs it on the CPU.
 #[test]
-fn groups_of_several_keys_and_positional_aggregates_on_the_devices() {
+fn groups_of_several_keys_positional_aggregates_and_first_seen_order_on_the_devices() {
     for (e, k) in devices() {
         for n in [0, 1, 64, 129, 513, 1500, 4099] {
             let ctx = format!("{k:?} n={n}");
@@ -783,6 +783,10 @@ fn groups_of_several_keys_and_positional_aggregates_on_the_devices() {
                 .collect();
             let b: Vec<u32> = common::lcg(n, 8).iter().map(|&r| (r % 3) as u32).collect();
             let vals: Vec<f32> = floats(n, 9);
+            let wide_keys: Vec<u32> = common::lcg(n, 21)
+                .iter()
+                .map(|&r| (r % 2000) as u32)
+                .collect();
             let run = |on: BackendKind| {
                 let q = || e.query(&a).on(on).no_fallback().zip(&b).zip(&vals);
                 let (c, m) = q()
@@ -799,11 +803,26 @@ fn groups_of_several_keys_and_positional_aggregates_on_the_devices() {
                     .zip(&vals)
                     .filter(|(_, v)| v.lt(2.0))
                     .group_by(|(x, _)| x)
+                    .first_seen()
                     .agg(|(_, v), g| (g.first(v), g.last(v)));
-                (c, p, f, m)
+                // Many groups (up to 2000) in first-seen order: their
+                // first rows sorted across workgroups.
+                let many = e
+                    .query(&wide_keys)
+                    .on(on)
+                    .no_fallback()
+                    .group_by(|x| x)
+                    .first_seen()
+                    .count();
+                (c, p, f, many, m)
             };
-            let (dc, dp, df, m) = run(k);
-            let (cc, cp, cf, _) = run(BackendKind::CpuScalar);
+            let (dc, dp, df, dm, m) = run(k);
+            let (cc, cp, cf, cm, _) = run(BackendKind::CpuScalar);
+            assert_eq!(
+                (dm.keys, dm.values),
+                (cm.keys, cm.values),
+                "{ctx} many groups first-seen"
+            );
             let alg = m.algorithm.map(|a| a.to_string()).unwrap_or_default();
             assert!(alg.starts_with("device groups"), "{ctx}: {m}");
             assert_eq!(dc.keys, cc.keys, "{ctx} two keys");
@@ -841,7 +860,7 @@ fn groups_of_several_keys_and_positional_aggregates_on_the_devices() {
             assert_eq!(
                 bits(&df.values),
                 bits(&cf.values),
-                "{ctx} first/last after a filter"
+                "{ctx} first/last after a filter, first-seen order"
             );
         }
     }
@@ -856,12 +875,6 @@ fn devices_decline_the_groups_they_lack() {
             .collect();
         let vals: Vec<f32> = floats(500, 9);
         let q = || e.query(&keys).on(k).no_fallback().fallible().zip(&vals);
-        let err = q()
-            .group_by(|(k, _)| k)
-            .first_seen()
-            .count()
-            .expect_err("first-seen groups on a device");
-        common::assert_declined(k, &err, "first-appearance order");
         let err = q()
             .group_by(|(k, _)| k)
             .agg(|(_, v), a| a.variance(v))
@@ -887,6 +900,7 @@ fn devices_decline_the_groups_they_lack() {
         let got = e
             .query(&keys)
             .on(k)
+            .no_fallback()
             .zip(&vals)
             .group_by(|(k, _)| k)
             .first_seen()

@@ -19,11 +19,15 @@
 //!   (declined after a filter for argmin/argmax, whose row counts
 //!   survivors).
 //!
+//! In first-appearance order, each group's first row (the smallest, as
+//! the sort is stable) is radix-sorted with the group's index
+//! (`group_firsts`, the digit passes of `sort`, `group_places`), and the
+//! fold writes each group at its place.
+//!
 //! One invocation per group keeps the fold simple and exact; a group of
 //! most of the rows is then one invocation's loop (a segmented reduction
 //! would spread it), which is the next step for speed, not correctness.
-//! Groups in first-appearance order and `variance` per group are
-//! declined.
+//! `variance` per group is declined.
 
 use super::sort::push;
 use super::*;
@@ -54,9 +58,6 @@ impl Lower<'_> {
                 "the device kernels have no {what}: it runs on the CPU backends"
             ))
         };
-        if first_seen {
-            return lacks("groups in first-appearance order");
-        }
         for a in aggs {
             match a.kind {
                 AggKind::Count
@@ -106,7 +107,14 @@ impl Lower<'_> {
         push(&mut plan, k, Groups::One, bufs);
         let (k, bufs) = self.starts_kernel(&flag, &sorted, keys, totals, starts)?;
         push(&mut plan, k, Groups::Spans, bufs);
-        let (k, bufs) = self.fold_kernel(keys, aggs, rows, starts, groups, sorted.count)?;
+        // First-appearance order: each group's place among the groups'
+        // first rows.
+        let place = if first_seen {
+            Some(self.first_seen_places(&mut plan, rows, starts, groups)?)
+        } else {
+            None
+        };
+        let (k, bufs) = self.fold_kernel(keys, aggs, rows, starts, groups, sorted.count, place)?;
         push(&mut plan, k, Groups::Spans, bufs);
         plan.readback = Readback::Columns {
             count: Some(groups),
@@ -260,6 +268,86 @@ impl Lower<'_> {
         Ok((Self::finish(b)?, bufs))
     }
 
+    /// Appends the kernels that give every group (in key order) its place
+    /// in first-appearance order: `group_firsts` writes each group's first
+    /// row (the smallest: the sort is stable) with its index, the radix
+    /// passes of `sort` order them by that row, `group_places` inverts
+    /// the permutation. Returns the scratch of places.
+    fn first_seen_places(
+        &self,
+        plan: &mut KernelPlan,
+        rows: BufferRef,
+        starts: u16,
+        groups: u16,
+    ) -> R<u16> {
+        let scratch = |plan: &mut KernelPlan, name: &str, len| {
+            super::sort::add_scratch(plan, name, DType::U32, len)
+        };
+        let words = [
+            scratch(plan, "first_rows_a", ScratchLen::Positions),
+            scratch(plan, "first_rows_b", ScratchLen::Positions),
+        ];
+        let ids = [
+            scratch(plan, "group_ids_a", ScratchLen::Positions),
+            scratch(plan, "group_ids_b", ScratchLen::Positions),
+        ];
+        let hist = scratch(plan, "first_counts", ScratchLen::PerGroup(256));
+        let offs = scratch(plan, "first_starts", ScratchLen::PerGroup(256));
+        let places = scratch(plan, "group_places", ScratchLen::Positions);
+        // group_firsts
+        let mut b = self.kernel("group_firsts");
+        let mut bufs = vec![
+            rows,
+            BufferRef::Scratch(starts),
+            BufferRef::Scratch(words[0]),
+            BufferRef::Scratch(ids[0]),
+        ];
+        let rb = b.binding("rows", DType::U32, Access::Read);
+        let sb = b.binding("starts", DType::U32, Access::Read);
+        let wb = b.binding("first_rows", DType::U32, Access::ReadWrite);
+        let ib = b.binding("ids", DType::U32, Access::ReadWrite);
+        let gb = Self::count_binding(&mut b, &mut bufs, Some(groups)).expect("groups");
+        let pre = self.preload(&mut b);
+        let (gs, ge) = self.rows_span(&mut b, &pre, Some(gb));
+        self.thread_loop(&mut b, &pre, gs, ge, false, |b, g| {
+            let s = b.assign(DType::U32, Op::Load(sb, g.into()));
+            let r = b.assign(DType::U32, Op::Load(rb, s.into()));
+            b.push(Stmt::Store(wb, g.into(), r.into()));
+            b.push(Stmt::Store(ib, g.into(), g.into()));
+            Ok(())
+        })?;
+        push(plan, Self::finish(b)?, Groups::Spans, bufs);
+        let (_, ids_cur) = self.digit_passes(
+            plan,
+            super::sort::Digits {
+                wt: DType::U32,
+                passes: 4,
+                words,
+                cur: 0,
+                rows: Some((ids, 0)),
+                count: Some(groups),
+                hist,
+                offs,
+            },
+        )?;
+        let sorted_ids = ids[ids_cur.expect("ids carried")];
+        // group_places
+        let mut b = self.kernel("group_places");
+        let mut bufs = vec![BufferRef::Scratch(sorted_ids), BufferRef::Scratch(places)];
+        let ib = b.binding("ids", DType::U32, Access::Read);
+        let pb = b.binding("places", DType::U32, Access::ReadWrite);
+        let gb = Self::count_binding(&mut b, &mut bufs, Some(groups)).expect("groups");
+        let pre = self.preload(&mut b);
+        let (gs, ge) = self.rows_span(&mut b, &pre, Some(gb));
+        self.thread_loop(&mut b, &pre, gs, ge, false, |b, j| {
+            let g = b.assign(DType::U32, Op::Load(ib, j.into()));
+            b.push(Stmt::Store(pb, g.into(), j.into()));
+            Ok(())
+        })?;
+        push(plan, Self::finish(b)?, Groups::Spans, bufs);
+        Ok(places)
+    }
+
     /// `group_fold`: per group, its key (at its first row) and its
     /// aggregates folded over its rows in order.
     fn fold_kernel(
@@ -270,6 +358,7 @@ impl Lower<'_> {
         starts: u16,
         groups: u16,
         count: Option<u16>,
+        place: Option<u16>,
     ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
         let stage = self.stage;
         let mut b = self.kernel("group_fold");
@@ -288,6 +377,10 @@ impl Lower<'_> {
                 b.binding(format!("out{c}"), t, Access::ReadWrite)
             })
             .collect();
+        let place = place.map(|p| {
+            bufs.push(BufferRef::Scratch(p));
+            b.binding("places", DType::U32, Access::Read)
+        });
         // The groups split over the workgroups like rows.
         let gb = Self::count_binding(&mut b, &mut bufs, Some(groups)).expect("groups");
         let cb = Self::count_binding(&mut b, &mut bufs, count);
@@ -315,6 +408,12 @@ impl Lower<'_> {
             })
             .collect();
         self.thread_loop(&mut b, &pre, gs, ge, false, |b, g| {
+            // Where this group's row goes: its key order, or its place
+            // in first-appearance order.
+            let out_at = match place {
+                Some(p) => b.assign(DType::U32, Op::Load(p, g.into())),
+                None => g,
+            };
             let s = b.assign(DType::U32, Op::Load(sb, g.into()));
             let next = b.binary(BinaryOp::Add, g, u32c(1));
             let more = b.binary(BinaryOp::Lt, next, g_total);
@@ -332,7 +431,7 @@ impl Lower<'_> {
                     let z = b.binary(BinaryOp::Eq, k, zero);
                     k = b.select(z, zero, k).into();
                 }
-                b.push(Stmt::Store(outs[c], g.into(), k));
+                b.push(Stmt::Store(outs[c], out_at.into(), k));
             }
             let states: Vec<Vec<Local>> = folded
                 .iter()
@@ -375,7 +474,7 @@ impl Lower<'_> {
                         _ => states[k][0].into(),
                     }
                 };
-                b.push(Stmt::Store(o, g.into(), v));
+                b.push(Stmt::Store(o, out_at.into(), v));
             }
             Ok(())
         })?;

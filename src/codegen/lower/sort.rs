@@ -67,6 +67,25 @@ pub(super) struct Given {
     pub count: u16,
 }
 
+/// Digit passes over words already computed (see
+/// [`Lower::digit_passes`]).
+pub(super) struct Digits {
+    /// The words' type.
+    pub wt: DType,
+    /// Passes (8-bit digits), lowest first.
+    pub passes: u32,
+    /// The two word buffers, `cur` holding the words.
+    pub words: [u16; 2],
+    pub cur: usize,
+    /// The two row buffers carried along and which holds the rows.
+    pub rows: Option<([u16; 2], usize)>,
+    /// Scratch holding the number of items (else every position).
+    pub count: Option<u16>,
+    /// The digit counts and starts per workgroup.
+    pub hist: u16,
+    pub offs: u16,
+}
+
 /// The word buffers of one width and the row indices, ping-ponged by the
 /// passes: `cur` holds the current ones.
 struct PingPong {
@@ -225,8 +244,6 @@ impl Lower<'_> {
         let mut words: BTreeMap<DType, PingPong> = BTreeMap::new();
         // Which row buffer holds the current permutation.
         let mut rows_cur = 0usize;
-        let spine = self.spine_kernel()?;
-        let zero = self.zero_kernel()?;
         let mut first = true;
         for key in keys.iter().rev() {
             let kty = stage.program.ty(key.value);
@@ -261,27 +278,22 @@ impl Lower<'_> {
             };
             digits += kty.size().max(1) as u8;
             passes += key_passes as u8;
-            for pass in 0..key_passes {
-                let shift = pass * 8;
-                let (src, dst) = (pp.cur, 1 - pp.cur);
-                push(plan, zero.clone(), Groups::Spans, vec![s(hist)]);
-                let (k, bufs) = self.count_kernel(wt, shift, s(pp.words[src]), s(hist), count)?;
-                push(plan, k, Groups::Spans, bufs);
-                push(plan, spine.clone(), Groups::One, vec![s(hist), s(offs)]);
-                let moves = carry.map(|r| (s(r[rows_cur]), s(r[1 - rows_cur])));
-                let (k, bufs) = self.scatter_kernel(
+            let moved = self.digit_passes(
+                plan,
+                Digits {
                     wt,
-                    shift,
-                    (s(pp.words[src]), s(pp.words[dst])),
-                    moves,
-                    s(offs),
+                    passes: key_passes,
+                    words: pp.words,
+                    cur: pp.cur,
+                    rows: carry.map(|r| (r, rows_cur)),
                     count,
-                )?;
-                push(plan, k, Groups::Spans, bufs);
-                if carry.is_some() {
-                    rows_cur = 1 - rows_cur;
-                }
-                pp.cur = dst;
+                    hist,
+                    offs,
+                },
+            )?;
+            pp.cur = moved.0;
+            if let Some(r) = moved.1 {
+                rows_cur = r;
             }
             first = false;
         }
@@ -302,6 +314,43 @@ impl Lower<'_> {
             rows: carry.map(|r| s(r[rows_cur])),
             count,
         })
+    }
+
+    /// Appends the passes of `d` (the lowest digits of its words first);
+    /// returns which word buffer, and which row buffer, hold the result.
+    pub(super) fn digit_passes(
+        &self,
+        plan: &mut KernelPlan,
+        d: Digits,
+    ) -> R<(usize, Option<usize>)> {
+        let s = BufferRef::Scratch;
+        let spine = self.spine_kernel()?;
+        let zero = self.zero_kernel()?;
+        let (mut cur, mut rows_cur) = (d.cur, d.rows.map(|r| r.1));
+        for pass in 0..d.passes {
+            let shift = pass * 8;
+            let (src, dst) = (cur, 1 - cur);
+            push(plan, zero.clone(), Groups::Spans, vec![s(d.hist)]);
+            let (k, bufs) = self.count_kernel(d.wt, shift, s(d.words[src]), s(d.hist), d.count)?;
+            push(plan, k, Groups::Spans, bufs);
+            push(plan, spine.clone(), Groups::One, vec![s(d.hist), s(d.offs)]);
+            let moves = match (d.rows, rows_cur) {
+                (Some((r, _)), Some(rc)) => Some((s(r[rc]), s(r[1 - rc]))),
+                _ => None,
+            };
+            let (k, bufs) = self.scatter_kernel(
+                d.wt,
+                shift,
+                (s(d.words[src]), s(d.words[dst])),
+                moves,
+                s(d.offs),
+                d.count,
+            )?;
+            push(plan, k, Groups::Spans, bufs);
+            rows_cur = rows_cur.map(|r| 1 - r);
+            cur = dst;
+        }
+        Ok((cur, rows_cur))
     }
 
     /// This workgroup's span of the sort's rows: of the stage's positions,
@@ -495,6 +544,36 @@ impl Lower<'_> {
         }
     }
 
+    /// The inclusive scan of every invocation's `mine` over the workgroup
+    /// (Hillis–Steele in `scan`: step `2^k` for every `k` below
+    /// log2(workgroup)), and the workgroup's total.
+    fn scan_counts(
+        &self,
+        b: &mut KernelBuilder,
+        scan: crate::codegen::kernel::SharedId,
+        t: Local,
+        mine: Local,
+    ) -> (Local, Local) {
+        b.push(Stmt::StoreShared(scan, t.into(), mine.into()));
+        b.barrier();
+        b.for_(u32c(0), u32c(self.wg.trailing_zeros()), u32c(1), |b, k| {
+            let s = b.binary(BinaryOp::Shl, u32c(1), k);
+            let v = b.assign(DType::U32, Op::LoadShared(scan, t.into()));
+            let has = b.binary(BinaryOp::Ge, t, s);
+            let back = b.binary(BinaryOp::Sub, t, s);
+            let at = b.select(has, back, u32c(0));
+            let o = b.assign(DType::U32, Op::LoadShared(scan, at.into()));
+            let o = b.select(has, o, u32c(0));
+            let sum = b.binary(BinaryOp::Add, v, o);
+            b.barrier();
+            b.push(Stmt::StoreShared(scan, t.into(), sum.into()));
+            b.barrier();
+        });
+        let incl = b.assign(DType::U32, Op::LoadShared(scan, t.into()));
+        let total = b.assign(DType::U32, Op::LoadShared(scan, u32c(self.wg - 1)));
+        (incl, total)
+    }
+
     /// Bits `bit..bit + 2` (a `u32` register) of word `w` as a `u32`.
     fn two_bits_at(b: &mut KernelBuilder, w: Operand, bit: Local) -> Local {
         let wt = b.ty(w);
@@ -530,7 +609,6 @@ impl Lower<'_> {
         ps: &[Local],
         wt: DType,
     ) {
-        let wg = self.wg;
         let t = pre.t;
         let field = (1u32 << PACKED_BITS) - 1;
         b.for_(u32c(shift), u32c(shift + 8), u32c(2), |b, bit| {
@@ -548,24 +626,8 @@ impl Lower<'_> {
                 b.set(mine, Op::Binary(BinaryOp::Add, mine.into(), add.into()));
                 items.push((w, r, d));
             }
-            b.push(Stmt::StoreShared(scan, t.into(), mine.into()));
-            b.barrier();
-            // Inclusive Hillis–Steele scan of the packed counts.
-            b.for_(u32c(0), u32c(wg.trailing_zeros()), u32c(1), |b, k| {
-                let s = b.binary(BinaryOp::Shl, u32c(1), k);
-                let v = b.assign(DType::U32, Op::LoadShared(scan, t.into()));
-                let has = b.binary(BinaryOp::Ge, t, s);
-                let back = b.binary(BinaryOp::Sub, t, s);
-                let at = b.select(has, back, u32c(0));
-                let o = b.assign(DType::U32, Op::LoadShared(scan, at.into()));
-                let o = b.select(has, o, u32c(0));
-                let sum = b.binary(BinaryOp::Add, v, o);
-                b.barrier();
-                b.push(Stmt::StoreShared(scan, t.into(), sum.into()));
-                b.barrier();
-            });
-            let incl = b.assign(DType::U32, Op::LoadShared(scan, t.into()));
-            let total = b.assign(DType::U32, Op::LoadShared(scan, u32c(wg - 1)));
+            // The packed counts scanned over the workgroup.
+            let (incl, total) = self.scan_counts(b, scan, t, mine);
             let excl = b.binary(BinaryOp::Sub, incl, mine);
             let unpack = |b: &mut KernelBuilder, packed: Local, f: u32| {
                 let s = b.binary(BinaryOp::Shr, packed, u32c(f * PACKED_BITS));
@@ -790,25 +852,8 @@ impl Lower<'_> {
                         b.set(zeros, Op::Binary(BinaryOp::Add, zeros.into(), zero.into()));
                         items.push((p, w, r, one, zero));
                     }
-                    b.push(Stmt::StoreShared(scan, t.into(), zeros.into()));
-                    b.barrier();
-                    // Inclusive Hillis–Steele scan of the zero counts: step
-                    // `s = 2^k` for every `k` below log2(workgroup).
-                    b.for_(u32c(0), u32c(wg.trailing_zeros()), u32c(1), |b, k| {
-                        let s = b.binary(BinaryOp::Shl, u32c(1), k);
-                        let v = b.assign(DType::U32, Op::LoadShared(scan, t.into()));
-                        let has = b.binary(BinaryOp::Ge, t, s);
-                        let back = b.binary(BinaryOp::Sub, t, s);
-                        let at = b.select(has, back, u32c(0));
-                        let o = b.assign(DType::U32, Op::LoadShared(scan, at.into()));
-                        let o = b.select(has, o, u32c(0));
-                        let sum = b.binary(BinaryOp::Add, v, o);
-                        b.barrier();
-                        b.push(Stmt::StoreShared(scan, t.into(), sum.into()));
-                        b.barrier();
-                    });
-                    let incl = b.assign(DType::U32, Op::LoadShared(scan, t.into()));
-                    let total = b.assign(DType::U32, Op::LoadShared(scan, u32c(wg - 1)));
+                    // The zero counts scanned over the workgroup.
+                    let (incl, total) = self.scan_counts(b, scan, t, zeros);
                     let before = b.binary(BinaryOp::Sub, incl, zeros);
                     for (p, w, r, one, zero) in items {
                         // Zeros keep their order at the front, ones after them.
