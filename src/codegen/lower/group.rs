@@ -1,6 +1,6 @@
 //! Keyed aggregation on the device (`group_by(..)` of one or several keys
-//! with count, sum, min, max, argmin, argmax, first and last, and the mean
-//! built from them; `distinct`; `value_counts`), sorted by key: the rows
+//! with count, sum, min, max, argmin, argmax, first, last and `m2`, and
+//! the mean, variance and standard deviation built from them; `distinct`; `value_counts`), sorted by key: the rows
 //! sorted by their keys' group words (the radix passes of `sort`,
 //! carrying row indices; `-0.0` is `+0.0`, every NaN one key), then
 //!
@@ -27,7 +27,8 @@
 //! One invocation per group keeps the fold simple and exact; a group of
 //! most of the rows is then one invocation's loop (a segmented reduction
 //! would spread it), which is the next step for speed, not correctness.
-//! `variance` per group is declined.
+//! `variance` per group is Welford's step per row in `f64` (declined
+//! where the device has no `f64`).
 
 use super::sort::push;
 use super::*;
@@ -65,7 +66,8 @@ impl Lower<'_> {
                 | AggKind::Min
                 | AggKind::Max
                 | AggKind::First
-                | AggKind::Last => {}
+                | AggKind::Last
+                | AggKind::M2 => {}
                 // Their row is the survivor's index; the sorted rows are
                 // input positions.
                 AggKind::ArgMin | AggKind::ArgMax if self.stage.predicate.is_none() => {}
@@ -348,6 +350,28 @@ impl Lower<'_> {
         Ok(places)
     }
 
+    /// Welford's step of `semantics::Moments::push` on `[n, mean, m2]`
+    /// (`f64` registers) with the value `x`, the same operations in the
+    /// same order, so a group's `m2` has the bits `cpu-scalar` computes.
+    fn welford(b: &mut KernelBuilder, st: &[Local], x: Operand) {
+        let [n, mean, m2] = [st[0], st[1], st[2]];
+        let x = if b.ty(x) == DType::F64 {
+            x
+        } else {
+            b.assign(DType::F64, Op::Cast(x)).into()
+        };
+        let n1 = b.binary(BinaryOp::Add, n, Scalar::F64(1.0));
+        b.set(n, Op::Copy(n1.into()));
+        let d = b.binary(BinaryOp::Sub, x, mean);
+        let step = b.binary(BinaryOp::Div, d, n);
+        let mean1 = b.binary(BinaryOp::Add, mean, step);
+        b.set(mean, Op::Copy(mean1.into()));
+        let dev = b.binary(BinaryOp::Sub, x, mean);
+        let sq = b.binary(BinaryOp::Mul, d, dev);
+        let m21 = b.binary(BinaryOp::Add, m2, sq);
+        b.set(m2, Op::Copy(m21.into()));
+    }
+
     /// `group_fold`: per group, its key (at its first row) and its
     /// aggregates folded over its rows in order.
     fn fold_kernel(
@@ -435,7 +459,13 @@ impl Lower<'_> {
             }
             let states: Vec<Vec<Local>> = folded
                 .iter()
-                .map(|(_, a, _)| self.new_state(b, &pre, a))
+                .map(|(_, a, _)| match a.kind {
+                    // Welford's count, mean and sum of squared deviations.
+                    AggKind::M2 => (0..3)
+                        .map(|_| b.assign(DType::F64, Op::Copy(Scalar::F64(0.0).into())))
+                        .collect(),
+                    _ => self.new_state(b, &pre, a),
+                })
                 .collect();
             let mut r = Ok(());
             b.for_(s, e, u32c(1), |b, j| {
@@ -444,6 +474,10 @@ impl Lower<'_> {
                     let vals = self.element(b, &pre, &inputs, row)?;
                     for ((_, a, col), st) in folded.iter().zip(&states) {
                         let x = Self::value(&vals, col.expect("a column"))?;
+                        if a.kind == AggKind::M2 {
+                            Self::welford(b, st, x);
+                            continue;
+                        }
                         // Positional aggregates keep the row (no filter
                         // before an arg aggregate: the position).
                         let x = self.lift(b, a, Some(x), row);
@@ -471,6 +505,7 @@ impl Lower<'_> {
                             let row = b.select(none, first, at);
                             b.assign(ty, Op::Cast(row.into())).into()
                         }
+                        AggKind::M2 => states[k][2].into(),
                         _ => states[k][0].into(),
                     }
                 };
