@@ -1,7 +1,8 @@
 //! Composable aggregates (`aggregate`) and the one-pass variance on every
 //! backend: the CPU backends against exact references (integer arithmetic
-//! on data built to be exactly representable), the device backends
-//! declining `m2` with a reason and running the rest.
+//! on data built to be exactly representable), the device backends too
+//! where they have `f64` (tests/device_relational.rs checks them against
+//! `cpu-scalar` on ill-conditioned data).
 
 mod common;
 
@@ -205,23 +206,31 @@ fn aggregates_share_identical_requests_and_an_empty_input_gives_identities() {
 }
 
 #[test]
-fn devices_decline_variance_and_a_query_with_one_runs_on_the_cpu() {
+fn devices_run_variance_where_they_have_f64() {
     let e = common::engine();
     let xs: Vec<f32> = (0..50_000).map(|i| (i % 100) as f32).collect();
     let exact = exact_variance(&(0..50_000).map(|i| i % 100).collect::<Vec<i64>>(), 1.0);
     for k in common::devices(&e) {
-        let forced = e.query(&xs).on(k).no_fallback().fallible().variance();
-        let err = forced.expect_err("a device ran m2");
-        common::assert_declined(k, &err, "no `m2` aggregate");
-        let plan = e.query(&xs).explain().variance().to_string();
-        assert!(plan.contains("no `m2` aggregate"), "{plan}");
-        // The other aggregates of the same query still run on the device.
-        let (s, n) = e
+        // Moments in f64 per invocation, merged by Chan's formula over the
+        // workgroup, the workgroups and the chunks; a device without f64
+        // declines with the missing type.
+        match e.query(&xs).on(k).no_fallback().fallible().variance() {
+            Ok(v) => {
+                let v = v.expect("a variance");
+                assert!(
+                    (v - exact).abs() <= 1e-12 * exact,
+                    "{k:?}: {v} against {exact}"
+                );
+            }
+            Err(err) => common::assert_declined(k, &err, "f64"),
+        }
+        // With the other aggregates of the same query.
+        let (s, n, v) = e
             .query(&xs)
             .on(k)
-            .no_fallback()
-            .aggregate(|x, a| (a.sum(x), a.count()));
+            .aggregate(|x, a| (a.sum(x), a.count(), a.std_dev(x)));
         assert_eq!((s, n), (xs.iter().sum::<f32>(), 50_000));
+        assert!((v.unwrap() - exact.sqrt()).abs() <= 1e-12 * exact.sqrt());
     }
     let (v, m) = e.query(&xs).aggregate(|x, a| (a.variance(x), a.mean(x)));
     assert!((v.unwrap() - exact).abs() <= 1e-12 * exact);

@@ -560,6 +560,69 @@ fn a_device_find_stops_reading_past_the_answer() {
     }
 }
 
+/// The whole-stream variance on the devices: Welford/Chan moments per
+/// invocation, merged over the workgroup, the workgroups and the chunks
+/// (the interpreter runs chunks of 2000), within 1e-10 relative of
+/// `cpu-scalar` (the merges' order differs: on 1e8 + noise the two land
+/// ~1e-11 apart), and within 1e-9 of the exact two-pass variance on that
+/// ill-conditioned data.
+#[test]
+fn variance_on_the_devices_matches_the_cpu() {
+    for (e, k) in devices() {
+        for n in [0, 1, 2, 65, 1500, 4099, 9000] {
+            let xs: Vec<f64> = common::lcg(n, 31)
+                .iter()
+                .map(|&r| 1e8 + (r % 1000) as f64 * 0.25)
+                .collect();
+            let fs: Vec<f32> = common::lcg(n, 7)
+                .iter()
+                .map(|&r| (r % 997) as f32 - 400.0)
+                .collect();
+            let close = |d: Option<f64>, c: Option<f64>, what: &str| match (d, c) {
+                (Some(d), Some(c)) => assert!(
+                    (d - c).abs() <= 1e-10 * c.abs().max(1.0),
+                    "{k:?} n={n} {what}: {d} against {c}"
+                ),
+                (d, c) => assert_eq!(d, c, "{k:?} n={n} {what}"),
+            };
+            // f64 needs the device's f64 (GL declines: then skip).
+            let Ok(d) = e.query(&xs).on(k).no_fallback().fallible().variance() else {
+                continue;
+            };
+            let c = e.query(&xs).on(BackendKind::CpuScalar).variance();
+            close(d, c, "variance of 1e8 + noise");
+            if n > 1 {
+                let m = xs.iter().sum::<f64>() / n as f64;
+                let exact = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1) as f64;
+                let d = d.expect("a variance");
+                assert!(
+                    (d - exact).abs() <= 1e-9 * exact,
+                    "{k:?} n={n}: {d} against {exact}"
+                );
+            }
+            let q = |on: BackendKind| {
+                e.query(&fs)
+                    .on(on)
+                    .no_fallback()
+                    .filter(|x| x.gt(-100.0))
+                    .map(|x| x * 0.5)
+                    .std_dev()
+            };
+            close(q(k), q(BackendKind::CpuScalar), "filter, map, std_dev");
+            let agg = |on: BackendKind| {
+                e.query(&fs)
+                    .on(on)
+                    .no_fallback()
+                    .aggregate(|x, a| (a.variance(x), a.sum(x), a.count()))
+            };
+            let (dv, ds, dc) = agg(k);
+            let (cv, cs, cc) = agg(BackendKind::CpuScalar);
+            close(dv, cv, "variance in an aggregate");
+            assert_eq!((ds, dc), (cs, cc), "{k:?} n={n}");
+        }
+    }
+}
+
 /// A sort of a column already on the device, its result kept there: no
 /// byte crosses to or from the host, and the metrics say so.
 #[test]
@@ -874,7 +937,6 @@ fn variance_and_arg_aggregates_after_a_filter_per_group_on_the_devices() {
             .map(|&r| (r % 7) as i32)
             .collect();
         let vals: Vec<f32> = floats(500, 9);
-        let q = || e.query(&keys).on(k).no_fallback().fallible().zip(&vals);
         // A variance per group: Welford's steps in f64 in the rows' order,
         // as on the CPU (where the device has f64; the interpreter's PTX
         // rounds every step, so it agrees to the bit).

@@ -231,7 +231,7 @@ mod cuda_interp {
         }
         // Most of what the device ran agreed (not undetermined), and a
         // quarter of every case drawn at least: plans the device kernels
-        // decline (joins, first-seen groups, `m2`, big histograms) are a
+        // decline (joins, big histograms, f64 on GL) are a
         // growing share of the draw.
         let s = summary.borrow();
         assert!(

@@ -553,6 +553,8 @@ struct AggState {
     value: Option<Scalar>,
     /// Arg-min/max: the global position of `value`.
     pos: Option<u64>,
+    /// `m2`: the moments so far.
+    moments: Moments,
 }
 
 /// One output column's download of one chunk, in flight.
@@ -712,6 +714,7 @@ fn run_stage<D: PtxDevice>(
             .map(|_| AggState {
                 value: None,
                 pos: None,
+                moments: Moments::EMPTY,
             })
             .collect(),
         Readback::Columns { .. } => Vec::new(),
@@ -825,14 +828,27 @@ fn run_stage<D: PtxDevice>(
                         // Per-chunk counts are u32; the total is a u64.
                         v = Scalar::U64(v.to_bits() as u32 as u64);
                     }
-                    let pos = if a.fields.len() > 1 {
-                        let p = read_scalar(dev, &scratch[a.fields[1] as usize], ty(1), stats)?;
-                        let p = p.to_bits() as u32;
-                        (p != u32::MAX).then_some(c0 as u64 + p as u64)
-                    } else {
-                        None
+                    let field = |dev: &mut D, f: usize, stats: &mut RunStats| {
+                        read_scalar(dev, &scratch[a.fields[f] as usize], ty(f), stats)
                     };
-                    merge_chunk(&a.kind, st, v, pos, params);
+                    let (mut pos, mut moments) = (None, Moments::EMPTY);
+                    match a.kind {
+                        AggKind::ArgMin | AggKind::ArgMax | AggKind::First | AggKind::Last => {
+                            let p = field(dev, 1, stats)?.to_bits() as u32;
+                            pos = (p != u32::MAX).then_some(c0 as u64 + p as u64);
+                        }
+                        AggKind::M2 => {
+                            // Count (`u32` per chunk), mean, m2.
+                            moments = Moments {
+                                n: v.to_bits() as u32 as u64,
+                                mean: field(dev, 1, stats)?.as_f64(),
+                                m2: field(dev, 2, stats)?.as_f64(),
+                            };
+                            v = Scalar::F64(moments.m2);
+                        }
+                        _ => {}
+                    }
+                    merge_chunk(&a.kind, st, v, pos, moments, params);
                 }
                 // Settled by a prefix (a survivor found for `first`, an
                 // `any` true): the later chunks cannot change the result.
@@ -911,10 +927,18 @@ fn run_stage<D: PtxDevice>(
 
 /// Folds one chunk's state into the running state, chunks in order
 /// ([`semantics::merge`](crate::semantics::merge)).
-fn merge_chunk(kind: &AggKind, st: &mut AggState, v: Scalar, pos: Option<u64>, params: &[Scalar]) {
+fn merge_chunk(
+    kind: &AggKind,
+    st: &mut AggState,
+    v: Scalar,
+    pos: Option<u64>,
+    moments: Moments,
+    params: &[Scalar],
+) {
     let Some(acc) = st.value else {
         st.value = Some(v);
         st.pos = pos;
+        st.moments = moments;
         return;
     };
     let m = merge(
@@ -922,17 +946,18 @@ fn merge_chunk(kind: &AggKind, st: &mut AggState, v: Scalar, pos: Option<u64>, p
         Partial {
             value: acc,
             pos: st.pos,
-            moments: Moments::EMPTY,
+            moments: st.moments,
         },
         Partial {
             value: v,
             pos,
-            moments: Moments::EMPTY,
+            moments,
         },
         params,
     );
     st.value = Some(m.value);
     st.pos = m.pos;
+    st.moments = m.moments;
 }
 
 fn finish_agg(kind: &AggKind, column: Option<DType>, st: AggState, params: &[Scalar]) -> Scalar {
@@ -981,10 +1006,32 @@ mod tests {
         let mut st = AggState {
             value: None,
             pos: None,
+            moments: Moments::EMPTY,
         };
-        merge_chunk(&AggKind::ArgMin, &mut st, Scalar::F32(2.0), Some(3), &[]);
-        merge_chunk(&AggKind::ArgMin, &mut st, Scalar::F32(2.0), Some(9), &[]);
-        merge_chunk(&AggKind::ArgMin, &mut st, Scalar::F32(f32::NAN), None, &[]);
+        merge_chunk(
+            &AggKind::ArgMin,
+            &mut st,
+            Scalar::F32(2.0),
+            Some(3),
+            Moments::EMPTY,
+            &[],
+        );
+        merge_chunk(
+            &AggKind::ArgMin,
+            &mut st,
+            Scalar::F32(2.0),
+            Some(9),
+            Moments::EMPTY,
+            &[],
+        );
+        merge_chunk(
+            &AggKind::ArgMin,
+            &mut st,
+            Scalar::F32(f32::NAN),
+            None,
+            Moments::EMPTY,
+            &[],
+        );
         assert_eq!(
             finish_agg(&AggKind::ArgMin, Some(DType::F32), st, &[]),
             Scalar::U64(3)
@@ -992,13 +1039,22 @@ mod tests {
         let mut c = AggState {
             value: None,
             pos: None,
+            moments: Moments::EMPTY,
         };
-        merge_chunk(&AggKind::Count, &mut c, Scalar::U64(5), None, &[]);
+        merge_chunk(
+            &AggKind::Count,
+            &mut c,
+            Scalar::U64(5),
+            None,
+            Moments::EMPTY,
+            &[],
+        );
         merge_chunk(
             &AggKind::Count,
             &mut c,
             Scalar::U64(u32::MAX as u64),
             None,
+            Moments::EMPTY,
             &[],
         );
         assert_eq!(

@@ -121,6 +121,8 @@ struct HostAgg {
     value: Scalar,
     /// Arg-min/max: position of the winner, if any.
     index: Option<u64>,
+    /// `m2`: the moments.
+    moments: Moments,
 }
 
 /// One execution.
@@ -793,21 +795,38 @@ fn decode_agg(kind: &AggKind, column: Option<DType>, fields: &[Vec<u8>], start: 
         AggKind::Count => HostAgg {
             value: Scalar::U64(scalar(DType::U32, &fields[0]).to_bits()),
             index: None,
+            moments: Moments::EMPTY,
         },
         AggKind::Any | AggKind::All => HostAgg {
             value: scalar(DType::Bool, &fields[0]),
             index: None,
+            moments: Moments::EMPTY,
         },
         AggKind::ArgMin | AggKind::ArgMax | AggKind::First | AggKind::Last => {
             let i = scalar(DType::U32, &fields[1]).to_bits() as u32;
             HostAgg {
                 value: scalar(col, &fields[0]),
                 index: (i != u32::MAX).then_some(start + i as u64),
+                moments: Moments::EMPTY,
+            }
+        }
+        AggKind::M2 => {
+            // Count (`u32` per chunk), mean, m2.
+            let moments = Moments {
+                n: scalar(DType::U32, &fields[0]).to_bits() as u32 as u64,
+                mean: scalar(DType::F64, &fields[1]).as_f64(),
+                m2: scalar(DType::F64, &fields[2]).as_f64(),
+            };
+            HostAgg {
+                value: Scalar::F64(moments.m2),
+                index: None,
+                moments,
             }
         }
         _ => HostAgg {
             value: scalar(col, &fields[0]),
             index: None,
+            moments: Moments::EMPTY,
         },
     }
 }
@@ -818,11 +837,12 @@ fn merge_agg(kind: &AggKind, a: HostAgg, b: HostAgg, params: &[Scalar]) -> HostA
     let p = |h: HostAgg| Partial {
         value: h.value,
         pos: h.index,
-        moments: Moments::EMPTY,
+        moments: h.moments,
     };
     let m = merge(kind, p(a), p(b), params);
     HostAgg {
         value: m.value,
         index: m.pos,
+        moments: m.moments,
     }
 }

@@ -25,8 +25,7 @@ impl Lower<'_> {
                 vec![pre.params[&comb.identity].into()]
             }
             AggKind::First | AggKind::Last => vec![c(Scalar::zero(a.ty)), c(Scalar::U32(NONE))],
-            // Declined by `Lower::new`; its merge below is an error.
-            AggKind::M2 => vec![c(Scalar::F64(0.0))],
+            AggKind::M2 => vec![c(Scalar::U32(0)), c(Scalar::F64(0.0)), c(Scalar::F64(0.0))],
         }
     }
 
@@ -37,9 +36,17 @@ impl Lower<'_> {
         x: Option<Operand>,
         i: Local,
     ) -> Vec<Operand> {
-        let _ = b;
         match a.kind {
             AggKind::Count => vec![u32c(1)],
+            AggKind::M2 => {
+                let x = x.expect("column");
+                let x = if b.ty(x) == DType::F64 {
+                    x
+                } else {
+                    b.assign(DType::F64, Op::Cast(x)).into()
+                };
+                vec![u32c(1), x, Operand::Const(Scalar::F64(0.0))]
+            }
             AggKind::ArgMin | AggKind::ArgMax | AggKind::First | AggKind::Last => {
                 vec![x.expect("column"), i.into()]
             }
@@ -119,10 +126,34 @@ impl Lower<'_> {
                 vec![v.into(), i.into()]
             }
             AggKind::M2 => {
-                return err(format!(
-                    "the device kernels have no `{}` aggregate",
-                    a.kind.name()
-                ))
+                // Chan's merge, as `semantics::Moments::merge`; a side
+                // without values leaves the other.
+                let f = |b: &mut KernelBuilder, n: Operand| -> Local {
+                    b.assign(DType::F64, Op::Cast(n))
+                };
+                let n = b.binary(B::Add, acc[0], x[0]);
+                let (na, nb, nf) = (f(b, acc[0]), f(b, x[0]), f(b, n.into()));
+                let d = b.binary(B::Sub, x[1], acc[1]);
+                let wb = b.binary(B::Div, nb, nf);
+                let step = b.binary(B::Mul, d, wb);
+                let mean = b.binary(B::Add, acc[1], step);
+                let dd = b.binary(B::Mul, d, d);
+                let nab = b.binary(B::Mul, na, nb);
+                let w = b.binary(B::Div, nab, nf);
+                let cross = b.binary(B::Mul, dd, w);
+                let m2s = b.binary(B::Add, acc[2], x[2]);
+                let m2 = b.binary(B::Add, m2s, cross);
+                let a_none = b.binary(B::Eq, acc[0], u32c(0));
+                let x_none = b.binary(B::Eq, x[0], u32c(0));
+                let pick = |b: &mut KernelBuilder, merged: Operand, av: Operand, xv: Operand| {
+                    let one = b.select(a_none, xv, merged);
+                    b.select(x_none, av, one).into()
+                };
+                vec![
+                    pick(b, n.into(), acc[0], x[0]),
+                    pick(b, mean.into(), acc[1], x[1]),
+                    pick(b, m2.into(), acc[2], x[2]),
+                ]
             }
         })
     }

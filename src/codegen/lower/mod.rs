@@ -126,6 +126,8 @@ impl Agg {
             AggKind::ArgMin | AggKind::ArgMax | AggKind::First | AggKind::Last => {
                 vec![self.ty, DType::U32]
             }
+            // Count, mean, sum of squared deviations (`semantics::Moments`).
+            AggKind::M2 => vec![DType::U32, DType::F64, DType::F64],
             _ => vec![self.ty],
         }
     }
@@ -182,10 +184,6 @@ fn collect_params(arena: &ExprArena, out: &mut BTreeMap<u16, DType>) {
 fn device_lacks(terminal: &Terminal) -> Option<&'static str> {
     match terminal {
         Terminal::Join { .. } => Some("joins (join, semi_join, anti_join, is_in, not_in)"),
-        Terminal::Reduce(aggs) => aggs.iter().find_map(|a| match a.kind {
-            AggKind::M2 => Some("`m2` aggregate (variance, std_dev)"),
-            _ => None,
-        }),
         _ => None,
     }
 }
