@@ -20,12 +20,14 @@ impl Lower<'_> {
     /// With `settle` (a zero-initialized scratch word; see
     /// [`Lower::settles_early`]) the span is read in tiles of
     /// `workgroup × items × SETTLE_TILES` positions: before each, the
-    /// workgroup reads the
-    /// earliest survivor any workgroup has found (kept complemented, so
-    /// that zero is none and `max` keeps the earliest) and skips the tile
-    /// when it lies past it; after it, an invocation that found one
-    /// publishes it. Every position before the earliest survivor is still
-    /// read, so the result is the one a full pass gives.
+    /// workgroup reads the earliest survivor any workgroup has found (kept
+    /// complemented, so that zero is none and `max` keeps the earliest)
+    /// and skips the tile when it lies past it; after it, an invocation
+    /// that found one publishes it. Every position before the earliest
+    /// survivor is still read, so the result is the one a full pass
+    /// gives. Positions are the chunk's: a later chunk can read a word a
+    /// settled earlier chunk left, which only skips rows that cannot win
+    /// (and the hosts launch no chunk after a settled one).
     pub(super) fn partial_kernel(
         &self,
         name: &str,
