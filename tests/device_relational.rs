@@ -658,7 +658,7 @@ fn a_device_resident_column_sorts_on_the_device() {
 /// falls back to the CPU with the right rows and records the failed
 /// attempt.
 #[test]
-fn faults_in_a_device_sort_fall_back_to_the_cpu() {
+fn faults_in_the_device_relational_kernels_fall_back_to_the_cpu() {
     let xs = floats(1500, 23);
     let ids: Vec<u32> = (0..xs.len() as u32).collect();
     let want = common::engine()
@@ -686,6 +686,40 @@ fn faults_in_a_device_sort_fall_back_to_the_cpu() {
             m.attempts.iter().any(|a| a.backend == k),
             "{k:?} {name}: no failed attempt recorded: {m}"
         );
+        // The selection, the groups and the early exit fall back too.
+        let fell_back = |m: &ExecutionMetrics, what: &str| {
+            assert_ne!(m.backend, k, "{k:?} {name} {what} did not fire");
+        };
+        let (top, m) = e
+            .query(&ids)
+            .on(k)
+            .with_metrics()
+            .zip(&xs)
+            .top_k_by_key(37, |(_, x)| x)
+            .map(|(i, _)| i)
+            .collect::<Vec<_>>();
+        fell_back(&m, "top_k");
+        assert_eq!(top.len(), 37, "{k:?} {name}");
+        let want_top = e
+            .query(&ids)
+            .on(BackendKind::CpuScalar)
+            .zip(&xs)
+            .top_k_by_key(37, |(_, x)| x)
+            .map(|(i, _)| i)
+            .collect::<Vec<_>>();
+        assert_eq!(top, want_top, "{k:?} {name} top_k");
+        let (g, m) = e
+            .query(&ids)
+            .on(k)
+            .zip(&xs)
+            .group_by(|(i, _)| i % 13)
+            .with_metrics()
+            .count();
+        fell_back(&m, "group_by");
+        assert_eq!(g.keys, (0..13).collect::<Vec<u32>>(), "{k:?} {name}");
+        let (f, m) = e.query(&ids).on(k).with_metrics().find(|i| i.gt(700));
+        fell_back(&m, "find");
+        assert_eq!(f, Some(701), "{k:?} {name}");
     };
     if common::devices(&common::engine()).contains(&BackendKind::Wgpu) {
         for (name, _) in faults::faults_of("wgpu") {
