@@ -374,6 +374,7 @@ impl Lower<'_> {
 
     /// `group_fold`: per group, its key (at its first row) and its
     /// aggregates folded over its rows in order.
+    #[allow(clippy::too_many_arguments)]
     fn fold_kernel(
         &self,
         keys: &[crate::expr::Value],
