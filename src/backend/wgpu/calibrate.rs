@@ -31,7 +31,15 @@ impl WgpuBackend {
         &'e self,
         probes: &'e dyn ProbeRunner,
     ) -> Option<WgpuCalibration<'e>> {
-        let open = self.opened().is_some();
+        // On GL, wgpu-hal runs every call of every thread through one
+        // context lock whose waiters panic after 6 s: a probe measuring
+        // the device from its background thread while a query holds the
+        // lock through a long run (llvmpipe sorting a large column) can
+        // panic and lose the device under that query. A GL device is
+        // priced from its class instead (`device_profile`).
+        let open = self
+            .opened()
+            .is_some_and(|g| g.info.backend != wgpu::Backend::Gl);
         let usable = open && *self.faults.lock() == FaultPlan::NONE;
         usable.then_some(WgpuCalibration {
             probes,
