@@ -6,7 +6,10 @@
 //! × 2 positions) and the spans of several workgroups; keys have many
 //! duplicates, NaN/±0/±inf and extreme integers; payload sorts check
 //! stability (ties keep the input order) and "then by" keys; a filter
-//! before the sort; top-k by radix select, ties cut in input order.
+//! before the sort; top-k by radix select, ties cut in input order; the
+//! early-exit terminals (and that `find` stops reading); groups of one
+//! and several keys, in key and first-seen order, with every per-group
+//! aggregate; histograms; the variance; faults in each falling back.
 
 mod common;
 #[path = "support/faults.rs"]
