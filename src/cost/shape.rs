@@ -325,4 +325,25 @@ mod tests {
         assert_eq!(e.transcendental, 1.0);
         assert_eq!(s.ops, e.ops + SQRT_OPS - 1.0);
     }
+
+    #[test]
+    fn a_device_top_k_counts_digits_and_ranks_nothing() {
+        let xs = vec![1.0f32; 10];
+        let sort = xs.compute().sort_desc().explain().collect::<Vec<_>>();
+        let top = xs.compute().top_k(3).explain().collect::<Vec<_>>();
+        let of = |e: &crate::Explain| {
+            PlanShape::of(&e.plan)
+                .stages
+                .iter()
+                .find_map(|s| s.device_sort)
+                .expect("a device sort shape")
+        };
+        let (s, t) = (of(&sort), of(&top));
+        // A sort: four digit passes, each ranking every position.
+        assert_eq!((s.passes, s.ranked), (4.0, 4.0));
+        // A top-k: four digits of the key and four of the position
+        // (tie-break) counted, none ranked; fewer bytes per pass.
+        assert_eq!((t.passes, t.ranked), (8.0, 0.0));
+        assert!(t.pass_bytes < s.pass_bytes, "{t:?} against {s:?}");
+    }
 }
