@@ -222,6 +222,37 @@ impl Lower<'_> {
         result
     }
 
+    /// Sums the `u32` flag `f` of every row in `[ws, we)` over the
+    /// workgroup (`flag` is a `u32` sum) and stores the sum at
+    /// `out[workgroup]`: the first pass of a compaction of flagged rows.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn flag_totals(
+        &self,
+        b: &mut KernelBuilder,
+        pre: &Pre,
+        flag: &Agg,
+        ws: Local,
+        we: Local,
+        out: BindingId,
+        f: impl Fn(&mut KernelBuilder, Local) -> R<Local>,
+    ) -> R<()> {
+        let state = self.new_state(b, pre, flag);
+        self.thread_loop(b, pre, ws, we, false, |b, i| {
+            let x = f(b, i)?;
+            self.merge_into(b, pre, flag, &state, &[x.into()])
+        })?;
+        self.workgroup_reduce(
+            b,
+            pre,
+            std::slice::from_ref(flag),
+            std::slice::from_ref(&state),
+            |b, fin| {
+                b.push(Stmt::Store(out, pre.w.into(), fin[0][0].into()));
+                Ok(())
+            },
+        )
+    }
+
     /// Reduces every invocation's `states` over the workgroup; `sink` runs
     /// in invocation 0 with the workgroup's states.
     #[allow(clippy::redundant_closure_call)] // the closure scopes `?` inside the builder callback

@@ -215,21 +215,9 @@ impl Lower<'_> {
         let count = Self::count_binding(&mut b, &mut bufs, sorted.count);
         let pre = self.preload(&mut b);
         let (ws, we) = self.rows_span(&mut b, &pre, count);
-        let state = self.new_state(&mut b, &pre, flag);
-        self.thread_loop(&mut b, &pre, ws, we, false, |b, i| {
-            let f = self.starts_group(b, &pre, &bounds, sorted, keys, i)?;
-            self.merge_into(b, &pre, flag, &state, &[f.into()])
+        self.flag_totals(&mut b, &pre, flag, ws, we, out, |b, i| {
+            self.starts_group(b, &pre, &bounds, sorted, keys, i)
         })?;
-        self.workgroup_reduce(
-            &mut b,
-            &pre,
-            std::slice::from_ref(flag),
-            std::slice::from_ref(&state),
-            |b, fin| {
-                b.push(Stmt::Store(out, pre.w.into(), fin[0][0].into()));
-                Ok(())
-            },
-        )?;
         Ok((Self::finish(b)?, bufs))
     }
 

@@ -408,17 +408,7 @@ impl Lower<'_> {
         let state = b.binding("state", DType::U32, Access::ReadWrite);
         let totals = b.shared("totals", DType::U32, RADIX);
         let pre = self.preload(&mut b);
-        b.for_(pre.t, u32c(RADIX), u32c(self.wg), |b, d| {
-            let acc = b.assign(DType::U32, Op::Copy(u32c(0)));
-            b.for_(u32c(0), pre.groups, u32c(1), |b, g| {
-                let row = b.binary(BinaryOp::Mul, g, u32c(RADIX));
-                let at = b.binary(BinaryOp::Add, row, d);
-                let c = b.assign(DType::U32, Op::Load(hb, at.into()));
-                b.set(acc, Op::Binary(BinaryOp::Add, acc.into(), c.into()));
-            });
-            b.push(Stmt::StoreShared(totals, d.into(), acc.into()));
-        });
-        b.barrier();
+        self.digit_totals(&mut b, &pre, hb, totals);
         let lead = b.binary(BinaryOp::Eq, pre.t, u32c(0));
         let done = b.assign(DType::U32, Op::Load(state, u32c(DONE)));
         let open = b.binary(BinaryOp::Eq, done, u32c(0));
@@ -523,21 +513,9 @@ impl Lower<'_> {
         let take = b.assign(DType::U32, Op::Load(state, u32c(TAKE)));
         let any = b.binary(BinaryOp::Gt, take, u32c(0));
         let (ws, we) = self.rows_span(&mut b, &pre, count);
-        let acc = self.new_state(&mut b, &pre, flag);
-        self.thread_loop(&mut b, &pre, ws, we, false, |b, i| {
-            let f = Self::taken_flag(b, &words, parts, st, sb, any, i);
-            self.merge_into(b, &pre, flag, &acc, &[f.into()])
+        self.flag_totals(&mut b, &pre, flag, ws, we, out, |b, i| {
+            Ok(Self::taken_flag(b, &words, parts, st, sb, any, i))
         })?;
-        self.workgroup_reduce(
-            &mut b,
-            &pre,
-            std::slice::from_ref(flag),
-            std::slice::from_ref(&acc),
-            |b, fin| {
-                b.push(Stmt::Store(out, pre.w.into(), fin[0][0].into()));
-                Ok(())
-            },
-        )?;
         Ok((Self::finish(b)?, bufs))
     }
 

@@ -726,17 +726,7 @@ impl Lower<'_> {
         let totals = b.shared("totals", DType::U32, RADIX);
         let bases = b.shared("bases", DType::U32, RADIX);
         let pre = self.preload(&mut b);
-        b.for_(pre.t, u32c(RADIX), u32c(self.wg), |b, d| {
-            let acc = b.assign(DType::U32, Op::Copy(u32c(0)));
-            b.for_(u32c(0), pre.groups, u32c(1), |b, g| {
-                let row = b.binary(BinaryOp::Mul, g, u32c(RADIX));
-                let at = b.binary(BinaryOp::Add, row, d);
-                let c = b.assign(DType::U32, Op::Load(hist, at.into()));
-                b.set(acc, Op::Binary(BinaryOp::Add, acc.into(), c.into()));
-            });
-            b.push(Stmt::StoreShared(totals, d.into(), acc.into()));
-        });
-        b.barrier();
+        self.digit_totals(&mut b, &pre, hist, totals);
         let lead = b.binary(BinaryOp::Eq, pre.t, u32c(0));
         b.if_(lead, |b| {
             let acc = b.assign(DType::U32, Op::Copy(u32c(0)));
@@ -758,6 +748,28 @@ impl Lower<'_> {
             });
         });
         Self::finish(b)
+    }
+
+    /// Every digit's count summed over the workgroups' rows of `hist`
+    /// into `totals` (workgroup memory), then a barrier.
+    pub(super) fn digit_totals(
+        &self,
+        b: &mut KernelBuilder,
+        pre: &Pre,
+        hist: BindingId,
+        totals: crate::codegen::kernel::SharedId,
+    ) {
+        b.for_(pre.t, u32c(RADIX), u32c(self.wg), |b, d| {
+            let acc = b.assign(DType::U32, Op::Copy(u32c(0)));
+            b.for_(u32c(0), pre.groups, u32c(1), |b, g| {
+                let row = b.binary(BinaryOp::Mul, g, u32c(RADIX));
+                let at = b.binary(BinaryOp::Add, row, d);
+                let c = b.assign(DType::U32, Op::Load(hist, at.into()));
+                b.set(acc, Op::Binary(BinaryOp::Add, acc.into(), c.into()));
+            });
+            b.push(Stmt::StoreShared(totals, d.into(), acc.into()));
+        });
+        b.barrier();
     }
 
     /// `sort_scatter`: moves this workgroup's span to its digits' output
