@@ -527,8 +527,9 @@ impl Lower<'_> {
         }
     }
 
-    /// Bit `bit` (a `u32` register) of word `w` as a `u32`.
-    fn bit_at(b: &mut KernelBuilder, w: Operand, bit: Local) -> Local {
+    /// The bits `mask` selects from bit `bit` (a `u32` register) up of
+    /// word `w`, as a `u32`.
+    fn bits_at(b: &mut KernelBuilder, w: Operand, bit: Local, mask: u32) -> Local {
         let wt = b.ty(w);
         let by: Operand = if wt == DType::U32 {
             bit.into()
@@ -536,7 +537,7 @@ impl Lower<'_> {
             b.assign(wt, Op::Cast(bit.into())).into()
         };
         let s = b.binary(BinaryOp::Shr, w, by);
-        let d = b.binary(BinaryOp::BitAnd, s, Scalar::U32(1).cast(wt));
+        let d = b.binary(BinaryOp::BitAnd, s, Scalar::U32(mask).cast(wt));
         if wt == DType::U32 {
             d
         } else {
@@ -574,23 +575,6 @@ impl Lower<'_> {
         (incl, total)
     }
 
-    /// Bits `bit..bit + 2` (a `u32` register) of word `w` as a `u32`.
-    fn two_bits_at(b: &mut KernelBuilder, w: Operand, bit: Local) -> Local {
-        let wt = b.ty(w);
-        let by: Operand = if wt == DType::U32 {
-            bit.into()
-        } else {
-            b.assign(wt, Op::Cast(bit.into())).into()
-        };
-        let s = b.binary(BinaryOp::Shr, w, by);
-        let d = b.binary(BinaryOp::BitAnd, s, Scalar::U32(3).cast(wt));
-        if wt == DType::U32 {
-            d
-        } else {
-            b.assign(DType::U32, Op::Cast(d.into()))
-        }
-    }
-
     /// Ranks the tile in workgroup memory (`kw`, with `kr`) stably by the
     /// digit at `shift`, two bits at a time: four splits, each one
     /// workgroup scan of every invocation's counts of three of the four
@@ -617,7 +601,7 @@ impl Lower<'_> {
             for &p in ps {
                 let w = b.assign(wt, Op::LoadShared(kw, p.into()));
                 let r = kr.map(|kr| b.assign(DType::U32, Op::LoadShared(kr, p.into())));
-                let d = Self::two_bits_at(b, w.into(), bit);
+                let d = Self::bits_at(b, w.into(), bit, 3);
                 // 1 << (PACKED_BITS * d) for d < 3, nothing for 3.
                 let sh = b.binary(BinaryOp::Mul, d, u32c(PACKED_BITS));
                 let one = b.binary(BinaryOp::Shl, u32c(1), sh);
@@ -859,7 +843,7 @@ impl Lower<'_> {
                     for &p in &ps {
                         let w = b.assign(wt, Op::LoadShared(kw, p.into()));
                         let r = kr.map(|kr| b.assign(DType::U32, Op::LoadShared(kr, p.into())));
-                        let one = Self::bit_at(b, w.into(), bit);
+                        let one = Self::bits_at(b, w.into(), bit, 1);
                         let zero = b.binary(BinaryOp::Sub, u32c(1), one);
                         b.set(zeros, Op::Binary(BinaryOp::Add, zeros.into(), zero.into()));
                         items.push((p, w, r, one, zero));
