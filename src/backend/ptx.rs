@@ -50,7 +50,7 @@ use crate::codegen::{
 };
 use crate::expr::{DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, StageInput};
-use crate::semantics::{agg_identity, is_settled, merge, Moments, Partial, Settles};
+use crate::semantics::{agg_identity, merge, prefix_settled, Moments, Partial};
 use crate::types::{
     BackendError, BackendKind, Column, ColumnRef, Fault, Phase, PlanError, RunStats,
 };
@@ -852,12 +852,11 @@ fn run_stage<D: PtxDevice>(
                 }
                 // Settled by a prefix (a survivor found for `first`, an
                 // `any` true): the later chunks cannot change the result.
-                if Settles::of(list.iter().map(|a| &a.kind)) == Some(Settles::Prefix)
-                    && list.iter().zip(aggs.iter()).all(|(a, st)| {
-                        st.value
-                            .is_some_and(|v| is_settled(&a.kind, v, st.pos.is_some()))
-                    })
-                {
+                if prefix_settled(
+                    list.iter()
+                        .zip(aggs.iter())
+                        .map(|(a, st)| (&a.kind, st.value, st.pos.is_some())),
+                ) {
                     let end = chunks.last().map_or(c1, |c| c.1);
                     stats.elements_skipped += (end - c1) as u64;
                     break;

@@ -338,6 +338,20 @@ impl Settles {
     }
 }
 
+/// Whether a reduce's states so far settle it by a prefix (its later
+/// elements cannot change it): every aggregate is one a prefix settles
+/// and each state `(kind, value, found)` is settled. The device hosts
+/// launch no chunk after one that does.
+pub fn prefix_settled<'k>(
+    states: impl IntoIterator<Item = (&'k AggKind, Option<Scalar>, bool)>,
+) -> bool {
+    let states: Vec<_> = states.into_iter().collect();
+    Settles::of(states.iter().map(|s| s.0)) == Some(Settles::Prefix)
+        && states
+            .iter()
+            .all(|&(k, v, found)| v.is_some_and(|v| is_settled(k, v, found)))
+}
+
 /// Whether one aggregate's partial is final whatever else is merged into
 /// it from the settling side: a survivor found, an `any` true, an `all`
 /// false.

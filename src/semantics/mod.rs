@@ -8,7 +8,7 @@ pub mod order;
 mod range;
 
 pub use agg::{
-    agg_identity, arg_better, is_settled, merge, AggKind, Aggregate, Combine, Moments, Partial,
-    ScanOp, Settles,
+    agg_identity, arg_better, is_settled, merge, prefix_settled, AggKind, Aggregate, Combine,
+    Moments, Partial, ScanOp, Settles,
 };
 pub use range::RangeOp;

@@ -23,7 +23,7 @@ use crate::codegen::{
 };
 use crate::expr::{DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, Stage, StageInput};
-use crate::semantics::{is_settled, merge, Moments, Partial, Settles};
+use crate::semantics::{merge, prefix_settled, Moments, Partial};
 use crate::types::{Column, ColumnRef, Fault, PlanError, TimingSource};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -661,12 +661,11 @@ impl Exec<'_> {
                     };
                     // Settled by a prefix (a survivor found for `first`, an
                     // `any` true): the later chunks cannot change it.
-                    let settled = Settles::of(list.iter().map(|a| &a.kind))
-                        == Some(Settles::Prefix)
-                        && list
-                            .iter()
+                    let settled = prefix_settled(
+                        list.iter()
                             .zip(&merged)
-                            .all(|(a, h)| is_settled(&a.kind, h.value, h.index.is_some()));
+                            .map(|(a, h)| (&a.kind, Some(h.value), h.index.is_some())),
+                    );
                     aggs = Some(merged);
                     if settled {
                         self.stats.elements_skipped += (range.len - (c0 + n)) as u64;
