@@ -17,13 +17,28 @@
 //! 29 G keys/s on an A100).
 //!
 //! `cargo run --release --example bench_device_relational` (`-- --sizes
-//! 1000000 --rounds 5`).
+//! 1000000 --rounds 5`, `--devices cuda` for one backend, `--details` for
+//! each operation's whole metrics after the table). An operation a
+//! device cannot run (a declined plan, a column past a binding limit)
+//! prints its error in the row and the bench goes on.
 
 use computeq::metrics::Algorithm;
 use computeq::plumbing::{Availability, BackendKind};
 use computeq::prelude::*;
 use computeq::{Config, Engine, ExecutionMetrics};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
+
+/// `f()`, or the message it panicked with (a query run with
+/// `no_fallback` panics where the device fails; the bench reports it).
+fn attempt<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
+        p.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panicked".into())
+    })
+}
 
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
@@ -78,7 +93,10 @@ struct Data {
     groups: Vec<u32>,
 }
 
-type Op = fn(&Engine, BackendKind, &Data, Option<&Resident>) -> (Out, ExecutionMetrics);
+/// One operation: on host data (`None`) or on the resident columns; a
+/// resident result column is downloaded only when `check` asks for it (a
+/// timed round leaves it on the device and drops it).
+type Op = fn(&Engine, BackendKind, &Data, Option<&Resident>, bool) -> (Out, ExecutionMetrics);
 
 struct Resident {
     keys: DeviceArray<u32>,
@@ -87,7 +105,13 @@ struct Resident {
     groups: DeviceArray<u32>,
 }
 
-fn sort_u32(e: &Engine, k: BackendKind, d: &Data, r: Option<&Resident>) -> (Out, ExecutionMetrics) {
+fn sort_u32(
+    e: &Engine,
+    k: BackendKind,
+    d: &Data,
+    r: Option<&Resident>,
+    check: bool,
+) -> (Out, ExecutionMetrics) {
     match r {
         Some(r) => {
             let (a, m) = e
@@ -97,7 +121,14 @@ fn sort_u32(e: &Engine, k: BackendKind, d: &Data, r: Option<&Resident>) -> (Out,
                 .sort()
                 .collect_on_device()
                 .unwrap();
-            (Out::U32(a.to_vec().unwrap()), m)
+            (
+                Out::U32(if check {
+                    a.to_vec().unwrap()
+                } else {
+                    Vec::new()
+                }),
+                m,
+            )
         }
         None => {
             let (v, m) = e
@@ -117,6 +148,7 @@ fn sort_by_key(
     k: BackendKind,
     d: &Data,
     r: Option<&Resident>,
+    check: bool,
 ) -> (Out, ExecutionMetrics) {
     match r {
         Some(r) => {
@@ -129,7 +161,14 @@ fn sort_by_key(
                 .map(|(_, p)| p)
                 .collect_on_device()
                 .unwrap();
-            (Out::U32(a.to_vec().unwrap()), m)
+            (
+                Out::U32(if check {
+                    a.to_vec().unwrap()
+                } else {
+                    Vec::new()
+                }),
+                m,
+            )
         }
         None => {
             let (v, m) = e
@@ -146,7 +185,13 @@ fn sort_by_key(
     }
 }
 
-fn top_k(e: &Engine, k: BackendKind, d: &Data, r: Option<&Resident>) -> (Out, ExecutionMetrics) {
+fn top_k(
+    e: &Engine,
+    k: BackendKind,
+    d: &Data,
+    r: Option<&Resident>,
+    check: bool,
+) -> (Out, ExecutionMetrics) {
     let bits = |v: Vec<f32>| Out::F32(v.into_iter().map(f32::to_bits).collect());
     match r {
         Some(r) => {
@@ -157,7 +202,14 @@ fn top_k(e: &Engine, k: BackendKind, d: &Data, r: Option<&Resident>) -> (Out, Ex
                 .top_k(100)
                 .collect_on_device()
                 .unwrap();
-            (bits(a.to_vec().unwrap()), m)
+            (
+                bits(if check {
+                    a.to_vec().unwrap()
+                } else {
+                    Vec::new()
+                }),
+                m,
+            )
         }
         None => {
             let (v, m) = e
@@ -177,6 +229,7 @@ fn group_sum(
     k: BackendKind,
     d: &Data,
     r: Option<&Resident>,
+    _check: bool,
 ) -> (Out, ExecutionMetrics) {
     let (g, m) = match r {
         Some(r) => e
@@ -211,6 +264,7 @@ fn histogram(
     k: BackendKind,
     d: &Data,
     r: Option<&Resident>,
+    _check: bool,
 ) -> (Out, ExecutionMetrics) {
     let (h, m) = match r {
         Some(r) => e
@@ -237,10 +291,15 @@ fn main() {
         .map(|s| s.split(',').map(|x| x.parse().expect("size")).collect())
         .unwrap_or_else(|| vec![1_000_000]);
     let rounds: usize = arg(&args, "--rounds").map_or(5, |r| r.parse().expect("rounds"));
+    let only = arg(&args, "--devices");
     let e = Engine::with_config(Config::default());
     let devices: Vec<BackendKind> = e
         .backends()
         .into_iter()
+        .filter(|(k, _)| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|d| d == k.to_string()))
+        })
         .filter_map(|(k, a)| match a {
             Availability::Available if matches!(k, BackendKind::Wgpu | BackendKind::Cuda) => {
                 Some(k)
@@ -268,6 +327,7 @@ fn main() {
         "| operation | n | device | algorithm | wall | execute (timing) | passes | per pass | keys/s | model's estimate | cpu-parallel | cpu / device |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut details = Vec::new();
     for &n in &sizes {
         let keys = words(n, 1);
         let data = Data {
@@ -289,7 +349,7 @@ fn main() {
                     .expect("upload")
                     .0
             };
-            let resident = Resident {
+            let resident = match attempt(|| Resident {
                 keys: up(&data.keys),
                 payload: up(&data.payload),
                 floats: e
@@ -301,22 +361,39 @@ fn main() {
                     .expect("upload")
                     .0,
                 groups: up(&data.groups),
+            }) {
+                Ok(r) => r,
+                Err(why) => {
+                    println!("| (all) | {n} | {dev} | upload failed: {why} |");
+                    continue;
+                }
             };
             for (name, op) in ops {
                 // Compile and check once.
-                let (want, _) = op(&e, BackendKind::CpuParallel, &data, None);
-                let (got, m) = op(&e, dev, &data, Some(&resident));
-                assert_eq!(got, want, "{name} n={n} on {dev}: the device disagrees");
+                let (want, _) = op(&e, BackendKind::CpuParallel, &data, None, true);
+                let (got, m) = match attempt(|| op(&e, dev, &data, Some(&resident), true)) {
+                    Ok(r) => r,
+                    Err(why) => {
+                        println!("| {name} | {n} | {dev} | failed: {why} |");
+                        continue;
+                    }
+                };
+                if got != want {
+                    println!(
+                        "| {name} | {n} | {dev} | WRONG: the device disagrees with cpu-parallel |"
+                    );
+                    continue;
+                }
                 let (mut wall, mut exec, mut cpu) = (Vec::new(), Vec::new(), Vec::new());
                 let mut last = m;
                 for _ in 0..rounds {
                     let t = Instant::now();
-                    let (_, m) = op(&e, dev, &data, Some(&resident));
+                    let (_, m) = op(&e, dev, &data, Some(&resident), false);
                     wall.push(t.elapsed().as_secs_f64());
                     exec.push(m.phases.execute.as_secs_f64());
                     last = m;
                     let t = Instant::now();
-                    let _ = op(&e, BackendKind::CpuParallel, &data, None);
+                    let _ = op(&e, BackendKind::CpuParallel, &data, None, false);
                     cpu.push(t.elapsed().as_secs_f64());
                 }
                 let (w, x, c) = (median(wall), median(exec), median(cpu));
@@ -334,7 +411,13 @@ fn main() {
                     ms(c),
                     c / w,
                 );
+                details.push(format!("{name} n={n} on {dev}, last round: {last}"));
             }
+        }
+    }
+    if args.iter().any(|a| a == "--details") {
+        for d in details {
+            println!("{d}");
         }
     }
 }

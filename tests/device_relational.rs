@@ -529,8 +529,17 @@ fn a_device_find_stops_reading_past_the_answer() {
         early * 4 < late,
         "in-kernel early exit: {early} lane-instructions with the answer first, {late} with it last"
     );
-    // Chunks of 2000: the chunks after the answer's are not launched.
-    for (e, k) in devices() {
+    // Every device finds the answer and reads a sum whole; the
+    // interpreter, in chunks of 2000, launches no chunk after the answer's
+    // (a real device runs these 2^16 positions as one chunk).
+    let chunked = interp_engine().0;
+    let mut all: Vec<(Engine, BackendKind, bool)> = common::devices(&common::engine())
+        .into_iter()
+        .map(|k| (common::engine(), k, false))
+        .collect();
+    all.push((chunked, BackendKind::Cuda, true));
+    for (e, k, chunked) in all {
+        let skipped = if chunked { (n - 2000) as u64 } else { 0 };
         let (got, m) = e
             .query(&xs)
             .on(k)
@@ -538,9 +547,7 @@ fn a_device_find_stops_reading_past_the_answer() {
             .with_metrics()
             .find(|x| x.ge(3));
         assert_eq!(got, Some(3), "{k:?}");
-        if k == BackendKind::Cuda {
-            assert_eq!(m.elements_skipped, (n - 2000) as u64, "{k:?}: {m}");
-        }
+        assert_eq!(m.elements_skipped, skipped, "{k:?}: {m}");
         let (any, m) = e
             .query(&xs)
             .on(k)
@@ -548,17 +555,16 @@ fn a_device_find_stops_reading_past_the_answer() {
             .with_metrics()
             .any(|x| x.eq(5));
         assert!(any, "{k:?}");
-        if k == BackendKind::Cuda {
-            assert_eq!(m.elements_skipped, (n - 2000) as u64, "{k:?}: {m}");
-        }
-        // A sum reads every chunk.
-        let (_, m) = e
+        assert_eq!(m.elements_skipped, skipped, "{k:?}: {m}");
+        // A count of survivors reads every chunk.
+        let (count, m) = e
             .query(&xs)
             .on(k)
             .no_fallback()
             .with_metrics()
-            .map(|x| x.cast::<i64>())
-            .sum();
+            .filter(|x| x.lt(7))
+            .count();
+        assert_eq!(count, 7, "{k:?}");
         assert_eq!(m.elements_skipped, 0, "{k:?}: {m}");
     }
 }
@@ -630,31 +636,36 @@ fn variance_on_the_devices_matches_the_cpu() {
 /// byte crosses to or from the host, and the metrics say so.
 #[test]
 fn a_device_resident_column_sorts_on_the_device() {
-    let e = common::engine();
-    if !common::devices(&e).contains(&BackendKind::Wgpu) {
-        return;
-    }
     let xs = floats(3000, 17);
-    let dev = xs.to_device_on(&e).expect("an upload to wgpu");
-    assert_eq!(dev.device(), Some(BackendKind::Wgpu));
-    let (sorted, m) = e
-        .query(&dev)
-        .on(BackendKind::Wgpu)
-        .no_fallback()
-        .sort_desc()
-        .collect_on_device()
-        .expect("a sort on the device");
-    assert_eq!(m.backend, BackendKind::Wgpu);
-    assert!(sorted.is_resident(), "{m}");
-    assert_eq!(m.bytes_uploaded, 0, "{m}");
-    assert_eq!(m.bytes_downloaded, 0, "{m}");
-    assert!(m.bytes_resident > 0, "{m}");
-    let want = e
+    let want = common::engine()
         .query(&xs)
         .on(BackendKind::CpuScalar)
         .sort_desc()
         .collect::<Vec<_>>();
-    assert_eq!(canon32(&sorted.to_vec().unwrap()), canon32(&want));
+    for k in common::devices(&common::engine()) {
+        let e = common::engine();
+        let (dev, _) = e
+            .query(&xs)
+            .on(k)
+            .no_fallback()
+            .map(|x| x)
+            .collect_on_device()
+            .expect("an upload");
+        assert_eq!(dev.device(), Some(k));
+        let (sorted, m) = e
+            .query(&dev)
+            .on(k)
+            .no_fallback()
+            .sort_desc()
+            .collect_on_device()
+            .expect("a sort on the device");
+        assert_eq!(m.backend, k);
+        assert!(sorted.is_resident(), "{m}");
+        assert_eq!(m.bytes_uploaded, 0, "{m}");
+        assert_eq!(m.bytes_downloaded, 0, "{m}");
+        assert!(m.bytes_resident > 0, "{m}");
+        assert_eq!(canon32(&sorted.to_vec().unwrap()), canon32(&want), "{k}");
+    }
 }
 
 /// Every injectable fault of the devices, during a sort's many dispatches,
