@@ -5,9 +5,10 @@ struct Uniforms {
     groups: u32,
     off0: u32,
 }
-@group(0) @binding(2) var<uniform> u: Uniforms;
+@group(0) @binding(3) var<uniform> u: Uniforms;
 @group(0) @binding(0) var<storage, read_write> counts: array<u32>;
 @group(0) @binding(1) var<storage, read_write> starts: array<u32>;
+@group(0) @binding(2) var<storage, read_write> constant: array<u32>;
 var<workgroup> totals: array<u32, 256>;
 var<workgroup> bases: array<u32, 256>;
 
@@ -30,11 +31,14 @@ fn sort_spine(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_i
     var r14: u32;
     var r15: u32;
     var r16: u32;
-    var r17: u32;
+    var r17: bool;
     var r18: u32;
     var r19: u32;
     var r20: u32;
     var r21: u32;
+    var r22: u32;
+    var r23: u32;
+    var r24: u32;
     r0 = u.len;
     r1 = u.span;
     r2 = u.groups;
@@ -55,21 +59,26 @@ fn sort_spine(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_i
     r12 = (r4 == 0u);
     if (r12) {
         r13 = 0u;
-        for (r14 = 0u; r14 < 256u; r14 = r14 + 1u) {
-            bases[r14] = r13;
-            r15 = totals[r14];
-            r13 = (r13 + r15);
+        r14 = 0u;
+        for (r15 = 0u; r15 < 256u; r15 = r15 + 1u) {
+            bases[r15] = r13;
+            r16 = totals[r15];
+            r13 = (r13 + r16);
+            r14 = max(r14, r16);
         }
+        r17 = (r14 == r13);
+        r18 = select(0u, 1u, r17);
+        constant[0u] = r18;
     }
     workgroupBarrier();
-    for (r16 = r4; r16 < 256u; r16 = r16 + 256u) {
-        r17 = bases[r16];
-        for (r18 = 0u; r18 < r2; r18 = r18 + 1u) {
-            r19 = (r18 * 256u);
-            r20 = (r19 + r16);
-            starts[r20] = r17;
-            r21 = counts[r20];
-            r17 = (r17 + r21);
+    for (r19 = r4; r19 < 256u; r19 = r19 + 256u) {
+        r20 = bases[r19];
+        for (r21 = 0u; r21 < r2; r21 = r21 + 1u) {
+            r22 = (r21 * 256u);
+            r23 = (r22 + r19);
+            starts[r23] = r20;
+            r24 = counts[r23];
+            r20 = (r20 + r24);
         }
     }
 }

@@ -6,9 +6,10 @@ struct Uniforms {
     off0: u32,
     off1: u32,
 }
-@group(0) @binding(2) var<uniform> u: Uniforms;
+@group(0) @binding(3) var<uniform> u: Uniforms;
 @group(0) @binding(0) var<storage, read_write> counts: array<u32>;
 @group(0) @binding(1) var<storage, read_write> starts: array<u32>;
+@group(0) @binding(2) var<storage, read_write> constant: array<u32>;
 var<workgroup> totals: array<u32, 256>;
 var<workgroup> bases: array<u32, 256>;
 
@@ -32,11 +33,14 @@ fn sort_spine(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_i
     var r15: u32;
     var r16: u32;
     var r17: u32;
-    var r18: u32;
+    var r18: bool;
     var r19: u32;
     var r20: u32;
     var r21: u32;
     var r22: u32;
+    var r23: u32;
+    var r24: u32;
+    var r25: u32;
     r0 = u.len;
     r1 = u.span;
     r2 = u.groups;
@@ -58,21 +62,26 @@ fn sort_spine(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_i
     r13 = (r5 == 0u);
     if (r13) {
         r14 = 0u;
-        for (r15 = 0u; r15 < 256u; r15 = r15 + 1u) {
-            bases[r15] = r14;
-            r16 = totals[r15];
-            r14 = (r14 + r16);
+        r15 = 0u;
+        for (r16 = 0u; r16 < 256u; r16 = r16 + 1u) {
+            bases[r16] = r14;
+            r17 = totals[r16];
+            r14 = (r14 + r17);
+            r15 = max(r15, r17);
         }
+        r18 = (r15 == r14);
+        r19 = select(0u, 1u, r18);
+        constant[0u] = r19;
     }
     workgroupBarrier();
-    for (r17 = r5; r17 < 256u; r17 = r17 + 256u) {
-        r18 = bases[r17];
-        for (r19 = 0u; r19 < r2; r19 = r19 + 1u) {
-            r20 = (r19 * 256u);
-            r21 = (r20 + r17);
-            starts[r21] = r18;
-            r22 = counts[r21];
-            r18 = (r18 + r22);
+    for (r20 = r5; r20 < 256u; r20 = r20 + 256u) {
+        r21 = bases[r20];
+        for (r22 = 0u; r22 < r2; r22 = r22 + 1u) {
+            r23 = (r22 * 256u);
+            r24 = (r23 + r20);
+            starts[r24] = r21;
+            r25 = counts[r24];
+            r21 = (r21 + r25);
         }
     }
 }
