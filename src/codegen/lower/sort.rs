@@ -351,8 +351,7 @@ impl Lower<'_> {
                 shift,
                 (s(d.words[src]), s(d.words[dst])),
                 moves,
-                s(d.offs),
-                s(constant),
+                (s(d.offs), s(constant)),
                 d.count,
             )?;
             push(plan, k, Groups::Spans, bufs);
@@ -774,15 +773,15 @@ impl Lower<'_> {
 
     /// `sort_scatter`: moves this workgroup's span to its digits' output
     /// positions, tile by tile, ranking each tile stably by 2-bit (or
-    /// one-bit) splits.
+    /// one-bit) splits; `spine` is the spine's output (the starts, the
+    /// constant-digit flag).
     fn scatter_kernel(
         &self,
         wt: DType,
         shift: u32,
         words: (BufferRef, BufferRef),
         moves: Option<(BufferRef, BufferRef)>,
-        starts: BufferRef,
-        constant: BufferRef,
+        spine: (BufferRef, BufferRef),
         count: Option<u16>,
     ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
         let wg = self.wg;
@@ -804,6 +803,7 @@ impl Lower<'_> {
             bufs.push(r);
             b.binding("rows_out", DType::U32, Access::ReadWrite)
         });
+        let (starts, constant) = spine;
         bufs.push(starts);
         let offs = b.binding("starts", DType::U32, Access::Read);
         bufs.push(constant);
