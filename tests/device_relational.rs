@@ -46,8 +46,9 @@ fn interp_engine_chunked(chunk: usize) -> (Engine, Arc<InterpBackend>) {
 /// Every device here: wgpu and CUDA on the default engine when they can
 /// run (skipped with the reason otherwise), and the interpreter.
 fn devices() -> Vec<(Engine, BackendKind)> {
-    // The engine that lists the devices runs the first (an engine's
-    // device probe costs seconds on lavapipe).
+    // The engine that lists the devices runs the first: every engine
+    // opens its own devices and compiles its own pipelines (seconds each
+    // on GL's llvmpipe).
     let e = common::engine();
     let real = common::devices(&e);
     let mut e = Some(e);
@@ -273,7 +274,7 @@ fn constant_digits_are_copied_not_ranked() {
     let narrow: Vec<u32> = spread.iter().map(|&x| x % 251).collect();
     let equal = vec![7u32; n];
     let payload: Vec<u32> = (0..n as u32).collect();
-    // Two engines (each one's device probe costs seconds on lavapipe):
+    // Two engines (each opens its devices and compiles its pipelines):
     // the real devices on one, the counting interpreter.
     let real = common::engine();
     let (interp, b) = interp_engine();
