@@ -98,6 +98,16 @@ struct Data {
 /// timed round leaves it on the device and drops it).
 type Op = fn(&Engine, BackendKind, &Data, Option<&Resident>, bool) -> (Out, ExecutionMetrics);
 
+/// A resident result's values when `check` asks for them (a download),
+/// else nothing (the array is dropped on the device).
+fn fetch<T: Element>(a: DeviceArray<T>, check: bool) -> Vec<T> {
+    if check {
+        a.to_vec().unwrap()
+    } else {
+        Vec::new()
+    }
+}
+
 struct Resident {
     keys: DeviceArray<u32>,
     payload: DeviceArray<u32>,
@@ -121,14 +131,7 @@ fn sort_u32(
                 .sort()
                 .collect_on_device()
                 .unwrap();
-            (
-                Out::U32(if check {
-                    a.to_vec().unwrap()
-                } else {
-                    Vec::new()
-                }),
-                m,
-            )
+            (Out::U32(fetch(a, check)), m)
         }
         None => {
             let (v, m) = e
@@ -161,14 +164,7 @@ fn sort_by_key(
                 .map(|(_, p)| p)
                 .collect_on_device()
                 .unwrap();
-            (
-                Out::U32(if check {
-                    a.to_vec().unwrap()
-                } else {
-                    Vec::new()
-                }),
-                m,
-            )
+            (Out::U32(fetch(a, check)), m)
         }
         None => {
             let (v, m) = e
@@ -202,14 +198,7 @@ fn top_k(
                 .top_k(100)
                 .collect_on_device()
                 .unwrap();
-            (
-                bits(if check {
-                    a.to_vec().unwrap()
-                } else {
-                    Vec::new()
-                }),
-                m,
-            )
+            (bits(fetch(a, check)), m)
         }
         None => {
             let (v, m) = e

@@ -827,146 +827,141 @@ impl Lower<'_> {
         let first_item = b.binary(BinaryOp::Mul, t, u32c(ITEMS));
         let max_word = Operand::Const(Scalar::U64(u64::MAX).cast(wt));
         // A digit every row shares moves no row: the span is copied as
-        // it is, without ranking (the flag is one word of a read-only
-        // binding, the same for every invocation).
+        // it is, without ranking. The flag is one word of a read-only
+        // binding, the same for every invocation; it empties one of the
+        // two loops below.
         let flag = b.assign(DType::U32, Op::Load(constant, u32c(0)));
         let same = b.binary(BinaryOp::Ne, flag, u32c(0));
-        b.if_else(
-            same,
-            |b| {
-                let from = b.binary(BinaryOp::Add, ws, t);
-                b.for_(from, we, u32c(wg), |b, i| {
-                    let w = b.assign(wt, Op::Load(src, i.into()));
-                    b.push(Stmt::Store(dst, i.into(), w.into()));
-                    if let (Some(sr), Some(dr)) = (src_rows, dst_rows) {
-                        let r = b.assign(DType::U32, Op::Load(sr, i.into()));
-                        b.push(Stmt::Store(dr, i.into(), r.into()));
+        let copy_end = b.select(same, we, ws);
+        let we = b.select(same, ws, we);
+        let from = b.binary(BinaryOp::Add, ws, t);
+        b.for_(from, copy_end, u32c(wg), |b, i| {
+            let w = b.assign(wt, Op::Load(src, i.into()));
+            b.push(Stmt::Store(dst, i.into(), w.into()));
+            if let (Some(sr), Some(dr)) = (src_rows, dst_rows) {
+                let r = b.assign(DType::U32, Op::Load(sr, i.into()));
+                b.push(Stmt::Store(dr, i.into(), r.into()));
+            }
+        });
+        b.for_(ws, we, u32c(tile), |b, base| {
+            let rem = b.binary(BinaryOp::Sub, we, base);
+            let tl = b.binary(BinaryOp::Min, rem, u32c(tile));
+            // This invocation's positions in the tile.
+            let ps: Vec<Local> = (0..ITEMS)
+                .map(|j| b.binary(BinaryOp::Add, first_item, u32c(j)))
+                .collect();
+            // Load the tile; positions past its end get the largest word,
+            // which every split keeps at the end.
+            for &p in &ps {
+                let w = b.assign(wt, Op::Copy(max_word));
+                let r = b.assign(DType::U32, Op::Copy(u32c(0)));
+                let valid = b.binary(BinaryOp::Lt, p, tl);
+                b.if_(valid, |b| {
+                    let gi = b.binary(BinaryOp::Add, base, p);
+                    b.set(w, Op::Load(src, gi.into()));
+                    if let Some(sr) = src_rows {
+                        b.set(r, Op::Load(sr, gi.into()));
                     }
                 });
-            },
-            |b| {
-                b.for_(ws, we, u32c(tile), |b, base| {
-                    let rem = b.binary(BinaryOp::Sub, we, base);
-                    let tl = b.binary(BinaryOp::Min, rem, u32c(tile));
-                    // This invocation's positions in the tile.
-                    let ps: Vec<Local> = (0..ITEMS)
-                        .map(|j| b.binary(BinaryOp::Add, first_item, u32c(j)))
-                        .collect();
-                    // Load the tile; positions past its end get the largest word,
-                    // which every split keeps at the end.
-                    for &p in &ps {
-                        let w = b.assign(wt, Op::Copy(max_word));
-                        let r = b.assign(DType::U32, Op::Copy(u32c(0)));
-                        let valid = b.binary(BinaryOp::Lt, p, tl);
-                        b.if_(valid, |b| {
-                            let gi = b.binary(BinaryOp::Add, base, p);
-                            b.set(w, Op::Load(src, gi.into()));
-                            if let Some(sr) = src_rows {
-                                b.set(r, Op::Load(sr, gi.into()));
-                            }
-                        });
-                        b.push(Stmt::StoreShared(kw, p.into(), w.into()));
-                        if let Some(kr) = kr {
-                            b.push(Stmt::StoreShared(kr, p.into(), r.into()));
-                        }
-                    }
-                    b.barrier();
-                    if tile <= MAX_PACKED_TILE {
-                        self.rank_two_bits(b, &pre, shift, kw, kr, scan, &ps, wt);
-                    } else {
-                        // Eight stable one-bit splits rank the tile by this digit.
-                        b.for_(u32c(shift), u32c(shift + 8), u32c(1), |b, bit| {
-                            let mut items = Vec::new();
-                            let zeros = b.assign(DType::U32, Op::Copy(u32c(0)));
-                            for &p in &ps {
-                                let w = b.assign(wt, Op::LoadShared(kw, p.into()));
-                                let r =
-                                    kr.map(|kr| b.assign(DType::U32, Op::LoadShared(kr, p.into())));
-                                let one = Self::bits_at(b, w.into(), bit, 1);
-                                let zero = b.binary(BinaryOp::Sub, u32c(1), one);
-                                b.set(zeros, Op::Binary(BinaryOp::Add, zeros.into(), zero.into()));
-                                items.push((p, w, r, one, zero));
-                            }
-                            // The zero counts scanned over the workgroup.
-                            let (incl, total) = self.scan_counts(b, scan, t, zeros);
-                            let before = b.binary(BinaryOp::Sub, incl, zeros);
-                            for (p, w, r, one, zero) in items {
-                                // Zeros keep their order at the front, ones after them.
-                                let ones_before = b.binary(BinaryOp::Sub, p, before);
-                                let at_one = b.binary(BinaryOp::Add, total, ones_before);
-                                let is_one = b.binary(BinaryOp::Ne, one, u32c(0));
-                                let np = b.select(is_one, at_one, before);
-                                b.push(Stmt::StoreShared(kw, np.into(), w.into()));
-                                if let (Some(kr), Some(r)) = (kr, r) {
-                                    b.push(Stmt::StoreShared(kr, np.into(), r.into()));
-                                }
-                                b.set(
-                                    before,
-                                    Op::Binary(BinaryOp::Add, before.into(), zero.into()),
-                                );
-                            }
-                            b.barrier();
-                        });
-                    }
-                    // The first position of every digit in the ranked tile.
+                b.push(Stmt::StoreShared(kw, p.into(), w.into()));
+                if let Some(kr) = kr {
+                    b.push(Stmt::StoreShared(kr, p.into(), r.into()));
+                }
+            }
+            b.barrier();
+            if tile <= MAX_PACKED_TILE {
+                self.rank_two_bits(b, &pre, shift, kw, kr, scan, &ps, wt);
+            } else {
+                // Eight stable one-bit splits rank the tile by this digit.
+                b.for_(u32c(shift), u32c(shift + 8), u32c(1), |b, bit| {
                     let mut items = Vec::new();
+                    let zeros = b.assign(DType::U32, Op::Copy(u32c(0)));
                     for &p in &ps {
-                        let valid = b.binary(BinaryOp::Lt, p, tl);
                         let w = b.assign(wt, Op::LoadShared(kw, p.into()));
-                        let d = Self::digit(b, w.into(), shift);
-                        let has_prev = b.binary(BinaryOp::Gt, p, u32c(0));
-                        let pm = b.binary(BinaryOp::Sub, p, u32c(1));
-                        let pm = b.select(has_prev, pm, u32c(0));
-                        let pw = b.assign(wt, Op::LoadShared(kw, pm.into()));
-                        let pd = Self::digit(b, pw.into(), shift);
-                        let differs = b.binary(BinaryOp::Ne, pd, d);
-                        let first = b.binary(BinaryOp::Eq, p, u32c(0));
-                        let first = b.binary(BinaryOp::Or, first, differs);
-                        let first = b.binary(BinaryOp::And, first, valid);
-                        b.if_(first, |b| {
-                            b.push(Stmt::StoreShared(start, d.into(), p.into()))
-                        });
-                        items.push((p, valid, w, d));
+                        let r = kr.map(|kr| b.assign(DType::U32, Op::LoadShared(kr, p.into())));
+                        let one = Self::bits_at(b, w.into(), bit, 1);
+                        let zero = b.binary(BinaryOp::Sub, u32c(1), one);
+                        b.set(zeros, Op::Binary(BinaryOp::Add, zeros.into(), zero.into()));
+                        items.push((p, w, r, one, zero));
+                    }
+                    // The zero counts scanned over the workgroup.
+                    let (incl, total) = self.scan_counts(b, scan, t, zeros);
+                    let before = b.binary(BinaryOp::Sub, incl, zeros);
+                    for (p, w, r, one, zero) in items {
+                        // Zeros keep their order at the front, ones after them.
+                        let ones_before = b.binary(BinaryOp::Sub, p, before);
+                        let at_one = b.binary(BinaryOp::Add, total, ones_before);
+                        let is_one = b.binary(BinaryOp::Ne, one, u32c(0));
+                        let np = b.select(is_one, at_one, before);
+                        b.push(Stmt::StoreShared(kw, np.into(), w.into()));
+                        if let (Some(kr), Some(r)) = (kr, r) {
+                            b.push(Stmt::StoreShared(kr, np.into(), r.into()));
+                        }
+                        b.set(
+                            before,
+                            Op::Binary(BinaryOp::Add, before.into(), zero.into()),
+                        );
                     }
                     b.barrier();
-                    // Each row to its digit's running position plus its rank.
-                    for &(p, valid, w, d) in &items {
-                        b.if_(valid, |b| {
-                            let r0 = b.assign(DType::U32, Op::LoadShared(run, d.into()));
-                            let s0 = b.assign(DType::U32, Op::LoadShared(start, d.into()));
-                            let rank = b.binary(BinaryOp::Sub, p, s0);
-                            let at = b.binary(BinaryOp::Add, r0, rank);
-                            b.push(Stmt::Store(dst, at.into(), w.into()));
-                            if let (Some(kr), Some(dr)) = (kr, dst_rows) {
-                                let r = b.assign(DType::U32, Op::LoadShared(kr, p.into()));
-                                b.push(Stmt::Store(dr, at.into(), r.into()));
-                            }
-                        });
+                });
+            }
+            // The first position of every digit in the ranked tile.
+            let mut items = Vec::new();
+            for &p in &ps {
+                let valid = b.binary(BinaryOp::Lt, p, tl);
+                let w = b.assign(wt, Op::LoadShared(kw, p.into()));
+                let d = Self::digit(b, w.into(), shift);
+                let has_prev = b.binary(BinaryOp::Gt, p, u32c(0));
+                let pm = b.binary(BinaryOp::Sub, p, u32c(1));
+                let pm = b.select(has_prev, pm, u32c(0));
+                let pw = b.assign(wt, Op::LoadShared(kw, pm.into()));
+                let pd = Self::digit(b, pw.into(), shift);
+                let differs = b.binary(BinaryOp::Ne, pd, d);
+                let first = b.binary(BinaryOp::Eq, p, u32c(0));
+                let first = b.binary(BinaryOp::Or, first, differs);
+                let first = b.binary(BinaryOp::And, first, valid);
+                b.if_(first, |b| {
+                    b.push(Stmt::StoreShared(start, d.into(), p.into()))
+                });
+                items.push((p, valid, w, d));
+            }
+            b.barrier();
+            // Each row to its digit's running position plus its rank.
+            for &(p, valid, w, d) in &items {
+                b.if_(valid, |b| {
+                    let r0 = b.assign(DType::U32, Op::LoadShared(run, d.into()));
+                    let s0 = b.assign(DType::U32, Op::LoadShared(start, d.into()));
+                    let rank = b.binary(BinaryOp::Sub, p, s0);
+                    let at = b.binary(BinaryOp::Add, r0, rank);
+                    b.push(Stmt::Store(dst, at.into(), w.into()));
+                    if let (Some(kr), Some(dr)) = (kr, dst_rows) {
+                        let r = b.assign(DType::U32, Op::LoadShared(kr, p.into()));
+                        b.push(Stmt::Store(dr, at.into(), r.into()));
                     }
-                    b.barrier();
-                    // The last row of each digit moves the digit's running position.
-                    for &(p, valid, _, d) in &items {
-                        let next = b.binary(BinaryOp::Add, p, u32c(1));
-                        let at_end = b.binary(BinaryOp::Eq, next, tl);
-                        let last_pos = b.binary(BinaryOp::Sub, tl, u32c(1));
-                        let pn = b.binary(BinaryOp::Min, next, last_pos);
-                        let nw = b.assign(wt, Op::LoadShared(kw, pn.into()));
-                        let nd = Self::digit(b, nw.into(), shift);
-                        let differs = b.binary(BinaryOp::Ne, nd, d);
-                        let last = b.binary(BinaryOp::Or, at_end, differs);
-                        let last = b.binary(BinaryOp::And, last, valid);
-                        b.if_(last, |b| {
-                            let r0 = b.assign(DType::U32, Op::LoadShared(run, d.into()));
-                            let s0 = b.assign(DType::U32, Op::LoadShared(start, d.into()));
-                            let n = b.binary(BinaryOp::Sub, next, s0);
-                            let r1 = b.binary(BinaryOp::Add, r0, n);
-                            b.push(Stmt::StoreShared(run, d.into(), r1.into()));
-                        });
-                    }
-                    b.barrier();
-                })
-            },
-        );
+                });
+            }
+            b.barrier();
+            // The last row of each digit moves the digit's running position.
+            for &(p, valid, _, d) in &items {
+                let next = b.binary(BinaryOp::Add, p, u32c(1));
+                let at_end = b.binary(BinaryOp::Eq, next, tl);
+                let last_pos = b.binary(BinaryOp::Sub, tl, u32c(1));
+                let pn = b.binary(BinaryOp::Min, next, last_pos);
+                let nw = b.assign(wt, Op::LoadShared(kw, pn.into()));
+                let nd = Self::digit(b, nw.into(), shift);
+                let differs = b.binary(BinaryOp::Ne, nd, d);
+                let last = b.binary(BinaryOp::Or, at_end, differs);
+                let last = b.binary(BinaryOp::And, last, valid);
+                b.if_(last, |b| {
+                    let r0 = b.assign(DType::U32, Op::LoadShared(run, d.into()));
+                    let s0 = b.assign(DType::U32, Op::LoadShared(start, d.into()));
+                    let n = b.binary(BinaryOp::Sub, next, s0);
+                    let r1 = b.binary(BinaryOp::Add, r0, n);
+                    b.push(Stmt::StoreShared(run, d.into(), r1.into()));
+                });
+            }
+            b.barrier();
+        });
         Ok((Self::finish(b)?, bufs))
     }
 
