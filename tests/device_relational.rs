@@ -1201,3 +1201,143 @@ fn histograms_on_the_devices_match_the_cpu() {
         }
     }
 }
+
+/// Build and probe sides around the interpreter's workgroup (64) and
+/// tile (128), and either the larger.
+fn join_sizes() -> Vec<(usize, usize)> {
+    vec![
+        (0, 5),
+        (5, 0),
+        (1, 1),
+        (63, 65),
+        (129, 513),
+        (1500, 257),
+        (513, 4099),
+    ]
+}
+
+/// Joins on the devices (one key): inner joins in the documented order
+/// (probe order, then build order), semi- and anti-joins, `is_in` and
+/// `not_in`, float keys as group keys (NaN one key, `-0.0` = `+0.0`), a
+/// filter before the join and the query going on after it, against
+/// `cpu-scalar`'s ordered-map join.
+#[test]
+fn joins_on_the_devices_match_the_cpu() {
+    for (e, k) in devices() {
+        // An inner join counts its rows in 64 bits.
+        let wide = wide_ints(&e, k, "joins_on_the_devices_match_the_cpu (inner joins)");
+        for (n, m) in join_sizes() {
+            for range in [5u64, 4000] {
+                if n * m / range as usize > 400_000 {
+                    continue;
+                }
+                let ctx = format!("{k:?} n={n} m={m} range={range}");
+                let key = |n: usize, seed: u64| -> Vec<u32> {
+                    common::lcg(n, seed)
+                        .iter()
+                        .map(|&r| (r % range) as u32)
+                        .collect()
+                };
+                let (pk, bk) = (key(n, 11 + n as u64), key(m, 5 + m as u64));
+                let pv: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+                let bv: Vec<i32> = (0..m as i32).map(|j| -j).collect();
+                let (d, c) = both_with(&e, k, &format!("{ctx} semi"), "device join", |e, k| {
+                    e.query(&pk)
+                        .on(k)
+                        .no_fallback()
+                        .with_metrics()
+                        .semi_join(e.query(&bk), |x| x, |y| y)
+                        .collect::<Vec<u32>>()
+                });
+                assert_eq!(d, c, "{ctx} semi_join");
+                let (d, c) = both_with(&e, k, &format!("{ctx} anti"), "device join", |e, k| {
+                    e.query(&pk)
+                        .on(k)
+                        .no_fallback()
+                        .with_metrics()
+                        .zip(&pv)
+                        .filter(|(x, _)| x.ne(3))
+                        .anti_join(e.query(&bk), |(x, _)| x, |y| y)
+                        .collect::<Vec<(u32, f32)>>()
+                });
+                assert_eq!(d, c, "{ctx} filter then anti_join");
+                let d: Vec<u32> = e.query(&pk).on(k).no_fallback().is_in(&bk).collect();
+                let c: Vec<u32> = e.query(&pk).on(BackendKind::CpuScalar).is_in(&bk).collect();
+                assert_eq!(d, c, "{ctx} is_in");
+                let d = e.query(&pk).on(k).no_fallback().not_in(&bk).count();
+                let c = e.query(&pk).on(BackendKind::CpuScalar).not_in(&bk).count();
+                assert_eq!(d, c, "{ctx} not_in then count");
+                if !wide {
+                    continue;
+                }
+                let (d, c) = both_with(&e, k, &format!("{ctx} inner"), "device join", |e, k| {
+                    e.query(&pk)
+                        .on(k)
+                        .no_fallback()
+                        .with_metrics()
+                        .zip(&pv)
+                        .join(e.query(&bk).zip(&bv), |(x, _)| x, |(y, _)| y)
+                        .collect::<Vec<((u32, f32), (u32, i32))>>()
+                });
+                assert_eq!(d.len(), c.len(), "{ctx} inner join rows");
+                assert!(d == c, "{ctx} inner join");
+                // A filter before, and the query going on after.
+                let (d, c) = both_with(&e, k, &format!("{ctx} then"), "", |e, k| {
+                    e.query(&pk)
+                        .on(k)
+                        .no_fallback()
+                        .with_metrics()
+                        .zip(&pv)
+                        .filter(|(x, _)| x.ne(1))
+                        .join(e.query(&bk).zip(&bv), |(x, _)| x, |(y, _)| y)
+                        .map(|((_, v), (_, w))| v * 2.0 + w.cast::<f32>())
+                        .collect::<Vec<f32>>()
+                });
+                assert_eq!(canon32(&d), canon32(&c), "{ctx} filter, join, map");
+            }
+        }
+        // Float keys join as group keys; wide keys where the device has
+        // 64-bit integers.
+        let probe = [0.0f32, -0.0, f32::NAN, 1.0, -f32::NAN, f32::INFINITY, 2.5];
+        let build = [-0.0f32, f32::NAN, 2.0, f32::INFINITY, 0.0, 2.5, 2.5];
+        let d: Vec<f32> = e
+            .query(&probe)
+            .on(k)
+            .no_fallback()
+            .semi_join(e.query(&build), |x| x, |y| y)
+            .collect();
+        let c: Vec<f32> = e
+            .query(&probe)
+            .on(BackendKind::CpuScalar)
+            .semi_join(e.query(&build), |x| x, |y| y)
+            .collect();
+        assert_eq!(canon32(&d), canon32(&c), "{k:?} float semi_join");
+        if wide {
+            let bi: Vec<u32> = (0..build.len() as u32).collect();
+            let run = |on: BackendKind| -> Vec<(u32, u32)> {
+                e.query(&probe)
+                    .on(on)
+                    .no_fallback()
+                    .enumerate()
+                    .join(e.query(&build).zip(&bi), |(_, x)| x, |(y, _)| y)
+                    .map(|((i, _), (_, j))| (i.cast::<u32>(), j))
+                    .collect()
+            };
+            assert_eq!(
+                run(k),
+                run(BackendKind::CpuScalar),
+                "{k:?} float inner join"
+            );
+            let xs = ints(3000, 7);
+            let ys = ints(700, 8);
+            let run = |on: BackendKind| -> Vec<(i64, i64)> {
+                e.query(&xs)
+                    .on(on)
+                    .no_fallback()
+                    .join(e.query(&ys), |x| x, |y| y)
+                    .collect()
+            };
+            assert_eq!(run(k), run(BackendKind::CpuScalar), "{k:?} i64 inner join");
+        }
+    }
+}

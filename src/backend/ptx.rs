@@ -498,10 +498,18 @@ fn run_stages<D: PtxDevice>(
     let mut produced: Vec<Vec<DeviceData<D::Buffer>>> = Vec::new();
     for (i, stage) in plan.stages.iter().enumerate() {
         let last = i + 1 == plan.stages.len();
+        // A join's build side: query inputs bound after the stage's own.
+        let build = ptx.stages[i]
+            .plan
+            .build
+            .iter()
+            .map(|&n| StageInput::Source(n));
         let stage_inputs: Vec<RunInput<'_, D::Buffer>> = stage
             .inputs
             .iter()
-            .map(|inp| match *inp {
+            .copied()
+            .chain(build)
+            .map(|inp| match inp {
                 StageInput::Source(n) => match &inputs[n as usize] {
                     RunInput::Host(c) => RunInput::Host(*c),
                     RunInput::Device { buffer, dtype, len } => RunInput::Device {
@@ -602,8 +610,27 @@ fn run_stage<D: PtxDevice>(
         stats.algorithm = kp.algorithm;
     }
     let lens: SmallVec<[usize; 4]> = inputs.iter().map(|i| i.len()).collect();
-    let range = stage.resolve_range(&lens, params);
+    // Slots past the stage's own are a join's build side, read whole.
+    let nin = stage.inputs.len();
+    let range = stage.resolve_range(&lens[..nin], params);
     let len = range.len;
+    let build = lens[nin..].iter().copied().min().unwrap_or(0);
+    if build > u32::MAX as usize / 2 {
+        return Err(BackendError::new(
+            BackendKind::Cuda,
+            Phase::Support,
+            format!("a build side of {build} rows is past 2^31 positions"),
+        ));
+    }
+    // Where slot `s` starts and how many elements a chunk of `n` from
+    // position `c0` reads of it.
+    let slot_part = |s: usize, c0: usize, n: usize| {
+        if s < nin {
+            (range.offsets[s] + c0, n)
+        } else {
+            (0, build)
+        }
+    };
     // Large chunks where chunking buys nothing and costs a synchronous read
     // per chunk: inputs all on the device and a per-chunk readback
     // (aggregates, a survivor count).
@@ -642,7 +669,7 @@ fn run_stage<D: PtxDevice>(
     let chunk_cap = chunks.iter().map(|&(a, b)| b - a).max().unwrap_or(0);
     let max_groups = chunks
         .iter()
-        .map(|&(a, b)| kp.launch(b - a).groups)
+        .map(|&(a, b)| kp.launch_with(b - a, build).groups)
         .max()
         .unwrap_or(1) as usize;
     let to_host = sink == Sink::Host && matches!(kp.readback, Readback::Columns { .. });
@@ -650,7 +677,7 @@ fn run_stage<D: PtxDevice>(
     // Scratch, initialised once per stage.
     let mut scratch = Vec::with_capacity(kp.scratch.len());
     for s in &kp.scratch {
-        let n = s.len.elements(chunk_cap, max_groups);
+        let n = s.len.elements(chunk_cap, max_groups, build);
         let size = element_size(s.elem);
         let buf = alloc(dev, n * size, stats)?;
         let init = match s.init {
@@ -676,6 +703,8 @@ fn run_stage<D: PtxDevice>(
     } else {
         (kp.output_rows(len), 1)
     };
+    // Outputs sized on the device are allocated when their rows are known.
+    let out_len = if kp.sized.is_some() { 0 } else { out_len };
     let mut outputs: Vec<SmallVec<[D::Buffer; 2]>> = Vec::with_capacity(kp.outputs.len());
     for &t in &kp.outputs {
         let mut copies = SmallVec::new();
@@ -698,10 +727,10 @@ fn run_stage<D: PtxDevice>(
 
     // Host inputs go through two alternating chunk buffers.
     let mut staging: Vec<Option<[D::Buffer; 2]>> = Vec::with_capacity(inputs.len());
-    for inp in inputs {
+    for (s, inp) in inputs.iter().enumerate() {
         staging.push(match inp {
             RunInput::Host(c) => {
-                let bytes = chunk_cap * element_size(c.dtype());
+                let bytes = slot_part(s, 0, chunk_cap).1 * element_size(c.dtype());
                 Some([alloc(dev, bytes, stats)?, alloc(dev, bytes, stats)?])
             }
             RunInput::Device { .. } => None,
@@ -720,6 +749,8 @@ fn run_stage<D: PtxDevice>(
         Readback::Columns { .. } => Vec::new(),
     };
     let mut written = 0usize;
+    // Rows of outputs sized on the device, once known.
+    let mut sized_rows: Option<usize> = None;
     let zero_offsets = vec![0u32; inputs.len()];
 
     // Host inputs of chunk `ci` into their buffer `ci % 2`.
@@ -727,10 +758,10 @@ fn run_stage<D: PtxDevice>(
         let (c0, c1) = chunks[ci];
         for (s, inp) in inputs.iter().enumerate() {
             if let (RunInput::Host(c), Some(bufs)) = (inp, &staging[s]) {
-                if c1 > c0 {
+                let (first, n) = slot_part(s, c0, c1 - c0);
+                if n > 0 {
                     let t = Instant::now();
-                    let first = range.offsets[s] + c0;
-                    let bytes = c.slice(first..first + (c1 - c0)).device_bytes();
+                    let bytes = c.slice(first..first + n).device_bytes();
                     dev.upload(&bufs[ci % 2], 0, &bytes)?;
                     stats.bytes_uploaded += bytes.len() as u64;
                     stats.transfer_in += t.elapsed();
@@ -743,11 +774,11 @@ fn run_stage<D: PtxDevice>(
 
     for (ci, &(c0, c1)) in chunks.iter().enumerate() {
         let n = c1 - c0;
-        let launch = kp.launch(n);
+        let launch = kp.launch_with(n, build);
         // Inputs of this chunk (host ones uploaded already).
         let mut input_args: Vec<BufferArg<'_, D::Buffer>> = Vec::with_capacity(inputs.len());
         for (s, inp) in inputs.iter().enumerate() {
-            let first = range.offsets[s] + c0;
+            let (first, read) = slot_part(s, c0, n);
             match inp {
                 RunInput::Host(_) => {
                     let bufs = staging[s]
@@ -759,7 +790,7 @@ fn run_stage<D: PtxDevice>(
                     });
                 }
                 RunInput::Device { buffer, dtype, .. } => {
-                    stats.bytes_resident += (n * dtype.size()) as u64;
+                    stats.bytes_resident += (read * dtype.size()) as u64;
                     input_args.push(BufferArg {
                         buffer,
                         offset: first * element_size(*dtype),
@@ -776,6 +807,7 @@ fn run_stage<D: PtxDevice>(
             input_offsets: &zero_offsets,
             index_bases: &index_bases,
             params,
+            build_len: build as u32,
         });
         // Which copy of the outputs this chunk writes, from which element.
         let (out_copy, out_base) = match kp.readback {
@@ -783,7 +815,25 @@ fn run_stage<D: PtxDevice>(
             Readback::Columns { count: Some(_) } => (0, written),
             _ => (0, c0),
         };
-        for d in &kp.dispatches {
+        for (di, d) in kp.dispatches.iter().enumerate() {
+            if let Some(sz) = kp.sized.filter(|sz| sz.after == di) {
+                let ty = kp.scratch[sz.rows as usize].elem;
+                let rows = read_scalar(dev, &scratch[sz.rows as usize], ty, stats)?.to_bits();
+                if rows > u32::MAX as u64 / 2 {
+                    return Err(err(
+                        Phase::Support,
+                        format!(
+                            "a {} of {rows} rows out is past 2^31 positions",
+                            stage.terminal.kind_name()
+                        ),
+                    ));
+                }
+                sized_rows = Some(rows as usize);
+                for (c, &t) in kp.outputs.iter().enumerate() {
+                    outputs[c] =
+                        smallvec::smallvec![alloc(dev, rows as usize * element_size(t), stats)?];
+                }
+            }
             let args: Vec<BufferArg<'_, D::Buffer>> = d
                 .buffers
                 .iter()
@@ -865,7 +915,7 @@ fn run_stage<D: PtxDevice>(
             Readback::Columns { count: Some(c) } => {
                 let k = read_scalar(dev, &scratch[*c as usize], DType::U32, stats)?;
                 chunk_out = k.to_bits() as usize;
-                if chunk_out > kp.output_rows(n) {
+                if chunk_out > sized_rows.unwrap_or(kp.output_rows(n)) {
                     return Err(err(
                         Phase::Execute,
                         format!("chunk {ci} of {n} positions reports {chunk_out} survivors"),

@@ -28,6 +28,8 @@ pub enum UniformSource {
     /// A row limit: query parameter slot `p` (a `u64`) as a `u32`,
     /// saturated (a device run has fewer than `2^32` positions).
     Limit(u16),
+    /// Rows of a join's build side (see [`KernelPlan::build`]).
+    BuildLen,
 }
 
 /// One field of the uniform block.
@@ -64,6 +66,8 @@ pub struct UniformValues<'a> {
     pub index_bases: &'a [u64],
     /// Query parameters by slot.
     pub params: &'a [Scalar],
+    /// Rows of a join's build side (0 without one).
+    pub build_len: u32,
 }
 
 impl UniformLayout {
@@ -96,6 +100,7 @@ impl UniformLayout {
         for (slot, &o) in self.slots.iter().zip(&offs) {
             let value = match slot.source {
                 UniformSource::Len => Scalar::U32(v.len),
+                UniformSource::BuildLen => Scalar::U32(v.build_len),
                 UniformSource::Span => Scalar::U32(v.span),
                 UniformSource::Groups => Scalar::U32(v.groups),
                 UniformSource::InputOffset(s) => Scalar::U32(v.input_offsets[s as usize]),
@@ -141,13 +146,16 @@ pub enum ScratchLen {
     PerGroup(u32),
     /// Exactly `n` (a selection's state).
     Exactly(u32),
+    /// One per row of a join's build side (its sorted words and rows).
+    Build,
 }
 
 impl ScratchLen {
     /// Elements of a buffer for a run of `len` positions in `groups`
-    /// workgroups.
-    pub fn elements(self, len: usize, groups: usize) -> usize {
+    /// workgroups, with `build` rows on a join's build side.
+    pub fn elements(self, len: usize, groups: usize, build: usize) -> usize {
         match self {
+            ScratchLen::Build => build.max(1),
             ScratchLen::Groups => groups,
             ScratchLen::One => 1,
             ScratchLen::Positions => len.max(1),
@@ -264,6 +272,25 @@ pub struct KernelPlan {
     /// keys), read back through the readback's `count`; `None`: one per
     /// position.
     pub fixed_rows: Option<u32>,
+    /// Query inputs bound whole after the stage's own input slots, as
+    /// input slots `stage.inputs.len()..`: a join's build side (its keys,
+    /// then the columns an inner join adds), of equal length (the shortest
+    /// bounds the rows, [`UniformSource::BuildLen`]).
+    pub build: Vec<u16>,
+    /// Outputs whose rows only the device knows (an inner join's matches):
+    /// the executor runs the dispatches before `after`, reads the row
+    /// count from scratch `rows` (a `u32` or `u64`), allocates the outputs
+    /// (none of those dispatches binds one) and runs the rest.
+    pub sized: Option<SizedOutputs>,
+}
+
+/// See [`KernelPlan::sized`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SizedOutputs {
+    /// Dispatches that run before the outputs exist.
+    pub after: usize,
+    /// Scratch holding the number of output rows.
+    pub rows: u16,
 }
 
 impl KernelPlan {
@@ -277,9 +304,20 @@ impl KernelPlan {
     /// each over a contiguous span. Depends only on `len`, so a result never
     /// depends on anything but the input.
     pub fn launch(&self, len: usize) -> Launch {
+        self.launch_with(len, 0)
+    }
+
+    /// The grid for a run of `len` positions and `build` rows on a join's
+    /// build side: workgroups for the larger of the two (the build side is
+    /// sorted by the same span-wide dispatches), each over a contiguous
+    /// span of the `len` positions.
+    pub fn launch_with(&self, len: usize, build: usize) -> Launch {
         let wg = self.kernels[0].workgroup_size as usize;
         let per_group = wg * self.items_per_thread as usize;
-        let groups = len.div_ceil(per_group).clamp(1, self.max_groups as usize);
+        let groups = len
+            .max(build)
+            .div_ceil(per_group)
+            .clamp(1, self.max_groups as usize);
         Launch {
             groups: groups as u32,
             span: len.div_ceil(groups) as u32,
@@ -310,6 +348,16 @@ impl fmt::Display for KernelPlan {
         }
         if self.whole {
             writeln!(f, "whole")?;
+        }
+        if !self.build.is_empty() {
+            writeln!(f, "build inputs {:?}", self.build)?;
+        }
+        if let Some(s) = self.sized {
+            writeln!(
+                f,
+                "outputs sized by scratch {} after {} dispatches",
+                s.rows, s.after
+            )?;
         }
         writeln!(f, "readback {:?}", self.readback)?;
         for k in &self.kernels {

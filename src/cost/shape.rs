@@ -94,6 +94,19 @@ impl DeviceSort {
                     .sum();
                 (keys.clone(), 4.0, 4.0 + 2.0 * word)
             }
+            // A device join sorts the build side's key words (priced as if
+            // it had the probe side's rows: the shape knows one length),
+            // then searches them twice per probe row (about 2 log2 m
+            // scattered reads, priced as 64 bytes) and writes the counts,
+            // first matches and the rows out.
+            Terminal::Join { keys, kind, .. } if keys.len() == 1 => {
+                let rows = if *kind == crate::plan::JoinKind::Inner {
+                    4.0
+                } else {
+                    0.0
+                };
+                (keys.clone(), rows, 64.0 + 8.0)
+            }
             _ => return None,
         };
         let (mut passes, mut pass_bytes) = (0.0, 0.0);

@@ -72,6 +72,11 @@ pub enum Algorithm {
         /// join) rather than the build side.
         probe_side: bool,
     },
+    /// A join on a device: the build side's key words sorted with the
+    /// device radix sort (carrying its rows), each probe row's matches
+    /// found by two binary searches, their counts scanned into output
+    /// positions, the pairs written in probe order.
+    DeviceSortMergeJoin(Passes),
     /// Selection of the first `rows` rows (top-k) without a full sort.
     Select {
         /// The row limit.
@@ -105,6 +110,11 @@ impl fmt::Display for Algorithm {
             Algorithm::DeviceRadixSelect { select, sort } => write!(
                 f,
                 "device radix select ({select} digit passes), then lsd-radix of the selected rows ({sort} digit passes)"
+            ),
+            Algorithm::DeviceSortMergeJoin(p) => write!(
+                f,
+                "device join: build side by lsd-radix sort ({} digit passes), binary-searched per probe row",
+                p.passes
             ),
             Algorithm::Select { rows } => write!(f, "top-k selection of {rows} rows"),
             Algorithm::DirectIndex { span } => write!(f, "direct index over {span} key values"),

@@ -18,8 +18,8 @@ use super::pipeline::{BindKey, Pipeline, PipelineCache};
 use super::transfer::{device_size, download_many, encode_readback, finish_readback, upload};
 use crate::backend::{BackendError, BackendKind, Input, Phase, RunStats};
 use crate::codegen::{
-    lower_plan, BufferRef, Groups, KernelPlan, Readback, ScratchInit, ScratchLen, UniformSource,
-    UniformValues,
+    lower_plan, BufferRef, Dispatch, Groups, KernelPlan, Launch, Readback, ScratchInit, ScratchLen,
+    UniformSource, UniformValues,
 };
 use crate::expr::{DType, Scalar};
 use crate::plan::{AggKind, PhysicalPlan, PlanOutput, Stage, StageInput};
@@ -184,10 +184,14 @@ impl Exec<'_> {
         let mut held: Vec<Vec<Held>> = Vec::new();
         for (i, stage) in plan.stages.iter().enumerate() {
             let last = i + 1 == plan.stages.len();
+            // A join's build side: query inputs bound after the stage's own.
+            let build = art.plans[i].build.iter().map(|&n| StageInput::Source(n));
             let srcs: Vec<Src<'_>> = stage
                 .inputs
                 .iter()
-                .map(|inp| match *inp {
+                .copied()
+                .chain(build)
+                .map(|inp| match inp {
                     StageInput::Source(n) => {
                         let n = n as usize;
                         match (&host_inputs[n], &inputs[n]) {
@@ -250,6 +254,68 @@ impl Exec<'_> {
         Ok(b)
     }
 
+    /// Runs `dispatches` (those before a plan's outputs exist,
+    /// [`KernelPlan::sized`]) in a submission of their own; returns the
+    /// rows out, read from scratch `rows`.
+    #[allow(clippy::too_many_arguments)]
+    fn sized_rows(
+        &mut self,
+        kp: &KernelPlan,
+        pipes: &[Arc<Pipeline>],
+        dispatches: &[Dispatch],
+        bind: &dyn Fn(BufferRef, &[PooledBuffer]) -> (wgpu::Buffer, u64, u64),
+        uniform: &PooledBuffer,
+        launch: Launch,
+        rows: u16,
+    ) -> Result<u64, BackendError> {
+        self.faults.check(Phase::Execute)?;
+        let t = Instant::now();
+        let device = &self.gpu.device;
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("computeq sizing"),
+        });
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("computeq sizing"),
+                timestamp_writes: None,
+            });
+            let mut key = BindKey::new();
+            for d in dispatches {
+                key.clear();
+                for &r in &d.buffers {
+                    key.push(bind(r, &[]));
+                }
+                key.push((uniform.buffer().clone(), 0, 0));
+                let pipe = &pipes[d.kernel];
+                let group = pipe.bind_group(device, &key);
+                pass.set_pipeline(&pipe.pipeline);
+                pass.set_bind_group(0, &group, &[]);
+                let groups = match d.groups {
+                    Groups::Spans => launch.groups,
+                    Groups::One => 1,
+                };
+                pass.dispatch_workgroups(groups, 1, 1);
+                self.stats.launches += 1;
+            }
+        }
+        self.gpu.queue.submit([enc.finish()]);
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(error(Phase::Execute, format!("dispatch rejected: {e}")));
+        }
+        let (buf, _, _) = bind(BufferRef::Scratch(rows), &[]);
+        let size = device_size(kp.scratch[rows as usize].elem);
+        let bytes = download_many(self.gpu, self.pool, &self.faults, &[(&buf, 0, size as u64)])?;
+        if let Some(e) = self.gpu.lost_message() {
+            return Err(error(Phase::Execute, e));
+        }
+        self.stats.bytes_downloaded += size as u64;
+        self.stats.execute += t.elapsed();
+        let mut w = [0u8; 8];
+        w[..size].copy_from_slice(&bytes[0][..size]);
+        Ok(u64::from_le_bytes(w))
+    }
+
     /// Positions per chunk so that every binding of the stage fits.
     fn chunk_len(&self, kp: &KernelPlan, srcs: &[Src<'_>]) -> usize {
         let widest = srcs
@@ -282,10 +348,13 @@ impl Exec<'_> {
             self.stats.algorithm = kp.algorithm;
         }
         let lens: SmallVec<[usize; 4]> = srcs.iter().map(Src::len).collect();
-        let range = stage.resolve_range(&lens, params);
+        // Slots past the stage's own are a join's build side, read whole.
+        let nin = stage.inputs.len();
+        let range = stage.resolve_range(&lens[..nin], params);
+        let build = lens[nin..].iter().copied().min().unwrap_or(0);
         let chunk = self.chunk_len(kp, srcs);
         let chunks = range.len.div_ceil(chunk).max(1);
-        if kp.whole && chunks > 1 {
+        if kp.whole && (chunks > 1 || build > chunk) {
             return Err(error(
                 Phase::Support,
                 format!(
@@ -348,7 +417,7 @@ impl Exec<'_> {
         for c in 0..chunks {
             let c0 = c * chunk;
             let n = chunk.min(range.len - c0.min(range.len));
-            let launch = kp.launch(n);
+            let launch = kp.launch_with(n, build);
 
             // Upload.
             self.faults.check(Phase::Upload)?;
@@ -358,10 +427,14 @@ impl Exec<'_> {
             let mut input_offsets: Vec<u32> = Vec::new();
             let mut is_resident: Vec<bool> = Vec::new();
             for (s, src) in srcs.iter().enumerate() {
-                let first = range.offsets[s] + c0;
+                let (first, count) = if s < nin {
+                    (range.offsets[s] + c0, n)
+                } else {
+                    (0, build)
+                };
                 match *src {
                     Src::Host(col) => {
-                        let part = col.slice(first.min(col.len())..(first + n).min(col.len()));
+                        let part = col.slice(first.min(col.len())..(first + count).min(col.len()));
                         let (buf, bytes) = upload(self.gpu, self.pool, &self.faults, part, false)?;
                         self.stats.bytes_uploaded += bytes;
                         input_bufs.push((buf, 0, None));
@@ -381,7 +454,7 @@ impl Exec<'_> {
                             (aligned, Some(size))
                         };
                         input_offsets.push(((byte - offset) / elem) as u32);
-                        self.stats.bytes_resident += n as u64 * elem;
+                        self.stats.bytes_resident += count as u64 * elem;
                         resident.push((d, offset, size.unwrap_or(0)));
                         is_resident.push(true);
                     }
@@ -407,22 +480,19 @@ impl Exec<'_> {
                 input_offsets: &input_offsets,
                 index_bases: &index_bases,
                 params,
+                build_len: build as u32,
             });
             self.stats.transfer_in += t_in.elapsed();
 
-            // Outputs and scratch.
+            // Scratch, then the outputs (after the dispatches that size
+            // them, for outputs only the device can size).
             let keep = want == Want::Device && chunks == 1;
-            let mut outputs = Vec::new();
-            for &t in &kp.outputs {
-                let rows = kp.output_rows(n);
-                outputs.push(self.alloc((rows * device_size(t)) as u64, STORAGE, keep)?);
-            }
             let mut scratch = Vec::new();
             for (j, s) in kp.scratch.iter().enumerate() {
                 scratch.push(match persistent[j] {
                     Some(_) => None,
                     None => {
-                        let elems = s.len.elements(n, launch.groups as usize);
+                        let elems = s.len.elements(n, launch.groups as usize, build);
                         Some(self.alloc((elems * device_size(s.elem)) as u64, STORAGE, false)?)
                     }
                 });
@@ -431,6 +501,60 @@ impl Exec<'_> {
             self.gpu
                 .queue
                 .write_buffer(uniform.buffer(), 0, &uniform_bytes);
+            // What dispatch buffer `r` binds.
+            let bind = |r: BufferRef, outputs: &[PooledBuffer]| -> (wgpu::Buffer, u64, u64) {
+                match r {
+                    BufferRef::Input(s) => {
+                        let s = s as usize;
+                        if is_resident[s] {
+                            let k = is_resident[..s].iter().filter(|&&x| x).count();
+                            let (col, offset, size) = resident[k];
+                            (col.buffer.buffer().clone(), offset, size)
+                        } else {
+                            let k = is_resident[..s].iter().filter(|&&x| !x).count();
+                            (input_bufs[k].0.buffer().clone(), 0, 0)
+                        }
+                    }
+                    BufferRef::Output(o) => (outputs[o as usize].buffer().clone(), 0, 0),
+                    BufferRef::Scratch(j) => {
+                        let j = j as usize;
+                        let b = persistent[j]
+                            .as_ref()
+                            .or(scratch[j].as_ref())
+                            .expect("scratch allocated");
+                        (b.buffer().clone(), 0, 0)
+                    }
+                }
+            };
+            let (first_dispatch, sized_rows) = match kp.sized {
+                None => (0, None),
+                Some(sz) => {
+                    let rows = self.sized_rows(
+                        kp,
+                        pipes,
+                        &kp.dispatches[..sz.after],
+                        &bind,
+                        &uniform,
+                        launch,
+                        sz.rows,
+                    )?;
+                    if rows > u32::MAX as u64 / 2 {
+                        return Err(error(
+                            Phase::Support,
+                            format!(
+                                "a {} of {rows} rows out is past 2^31 positions",
+                                stage.terminal.kind_name()
+                            ),
+                        ));
+                    }
+                    (sz.after, Some(rows as usize))
+                }
+            };
+            let mut outputs = Vec::new();
+            for &t in &kp.outputs {
+                let rows = sized_rows.unwrap_or(kp.output_rows(n));
+                outputs.push(self.alloc((rows * device_size(t)) as u64, STORAGE, keep)?);
+            }
 
             // Dispatch, timed by the device's timestamps when it has them:
             // then the readback rides in the same submission (one wait);
@@ -469,32 +593,11 @@ impl Exec<'_> {
                     }),
                 });
                 let mut key = BindKey::new();
-                for d in &kp.dispatches {
+                for d in &kp.dispatches[first_dispatch..] {
                     let pipe = &pipes[d.kernel];
                     key.clear();
-                    for r in &d.buffers {
-                        key.push(match *r {
-                            BufferRef::Input(s) => {
-                                let s = s as usize;
-                                if is_resident[s] {
-                                    let k = is_resident[..s].iter().filter(|&&x| x).count();
-                                    let (col, offset, size) = resident[k];
-                                    (col.buffer.buffer().clone(), offset, size)
-                                } else {
-                                    let k = is_resident[..s].iter().filter(|&&x| !x).count();
-                                    (input_bufs[k].0.buffer().clone(), 0, 0)
-                                }
-                            }
-                            BufferRef::Output(o) => (outputs[o as usize].buffer().clone(), 0, 0),
-                            BufferRef::Scratch(j) => {
-                                let j = j as usize;
-                                let b = persistent[j]
-                                    .as_ref()
-                                    .or(scratch[j].as_ref())
-                                    .expect("scratch allocated");
-                                (b.buffer().clone(), 0, 0)
-                            }
-                        });
+                    for &r in &d.buffers {
+                        key.push(bind(r, &outputs));
                     }
                     key.push((uniform.buffer().clone(), 0, 0));
                     let group = pipe.bind_group(device, &key);

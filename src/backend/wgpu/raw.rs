@@ -81,6 +81,7 @@ impl WgpuBackend {
             input_offsets: &[0],
             index_bases: &[],
             params,
+            build_len: 0,
         });
         let get = |size: u64, usage| {
             self.pool
@@ -92,7 +93,7 @@ impl WgpuBackend {
         let mut scratch = Vec::new();
         let mut inits = Vec::new();
         for (j, s) in kp.scratch.iter().enumerate() {
-            let elems = s.len.elements(n, launch.groups as usize);
+            let elems = s.len.elements(n, launch.groups as usize, 0);
             scratch.push(get((elems * device_size(s.elem)) as u64, STORAGE)?);
             if s.init != ScratchInit::Undefined {
                 let value = match s.init {

@@ -40,6 +40,7 @@ mod blocks;
 mod count;
 mod element;
 mod group;
+mod join;
 mod select;
 mod shapes;
 mod sort;
@@ -183,7 +184,7 @@ fn collect_params(arena: &ExprArena, out: &mut BTreeMap<u16, DType>) {
 /// What the device kernels cannot compute yet in `terminal`, in words.
 fn device_lacks(terminal: &Terminal) -> Option<&'static str> {
     match terminal {
-        Terminal::Join { .. } => Some("joins (join, semi_join, anti_join, is_in, not_in)"),
+        Terminal::Join { keys, .. } if keys.len() != 1 => Some("joins on several keys"),
         _ => None,
     }
 }
@@ -255,6 +256,18 @@ impl<'a> Lower<'a> {
                 ty: DType::U32,
             });
         }
+        if let Terminal::Join { build, .. } = &stage.terminal {
+            slots.push(UniformSlot {
+                source: UniformSource::BuildLen,
+                ty: DType::U32,
+            });
+            for j in 0..build.len() {
+                slots.push(UniformSlot {
+                    source: UniformSource::InputOffset((stage.inputs.len() + j) as u16),
+                    ty: DType::U32,
+                });
+            }
+        }
         let fields = slots
             .iter()
             .map(|s| UniformField {
@@ -266,6 +279,7 @@ impl<'a> Lower<'a> {
                     UniformSource::IndexBase(e) => format!("index{e}"),
                     UniformSource::Param(p) => format!("p{p}"),
                     UniformSource::Limit(p) => format!("limit{p}"),
+                    UniformSource::BuildLen => "build_len".into(),
                 },
                 ty: s.ty,
             })

@@ -402,6 +402,15 @@ impl Lower<'_> {
         {
             return self.group_plan(keys, aggs, *first_seen);
         }
+        if let Terminal::Join {
+            kind,
+            keys,
+            columns,
+            build,
+        } = &stage.terminal
+        {
+            return self.join_plan(*kind, keys, columns, build);
+        }
         let mut kernels = Vec::new();
         let mut dispatches = Vec::new();
         let mut scratch = Vec::new();
@@ -470,13 +479,12 @@ impl Lower<'_> {
                 add(self.final_kernel(&aggs, &parts)?, Groups::One);
                 Readback::Aggregates(readback)
             }
-            // Planned above (sorts, top-k, groups, key counts) or declined
-            // by `Lower::new` (joins).
+            // Planned above (sorts, top-k, groups, key counts, joins).
             Terminal::CountByKey { .. } | Terminal::Group { .. } => {
                 return err("a key count or group reached the shapes of other stages")
             }
             Terminal::Sort { .. } => return err("a sort reached the shapes of other stages"),
-            Terminal::Join { .. } => return err("the device kernels have no joins"),
+            Terminal::Join { .. } => return err("a join reached the shapes of other stages"),
             Terminal::Collect(cols) if stage.predicate.is_none() => {
                 add(self.store_kernel(cols)?, Groups::Spans);
                 Readback::Columns { count: None }
@@ -621,6 +629,8 @@ impl Lower<'_> {
             whole: false,
             algorithm: None,
             fixed_rows: None,
+            build: Vec::new(),
+            sized: None,
         })
     }
 }

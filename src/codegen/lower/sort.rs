@@ -39,7 +39,7 @@ use crate::semantics::order::{self, SortKey};
 /// Positions per invocation in a scatter tile.
 const ITEMS: u32 = 2;
 /// Digits of one pass.
-const RADIX: u32 = 256;
+pub(super) const RADIX: u32 = 256;
 /// Bits per count in a 2-bit split's packed word (three counts per word).
 const PACKED_BITS: u32 = 10;
 /// Largest tile whose counts fit [`PACKED_BITS`]; larger tiles rank by
@@ -129,6 +129,8 @@ impl Lower<'_> {
             whole: true,
             algorithm: None,
             fixed_rows: None,
+            build: Vec::new(),
+            sized: None,
         }
     }
 
@@ -471,7 +473,19 @@ impl Lower<'_> {
         group: bool,
     ) -> R<Local> {
         let vals = self.element(b, pre, inputs, at)?;
-        let mut v = Self::value(&vals, key.value)?;
+        let v = Self::value(&vals, key.value)?;
+        Ok(Self::word_of(b, v, wt, group, key.descending))
+    }
+
+    /// The order-preserving word (of type `wt`) of value `v` (as a group
+    /// word with `group`; complemented when `descending`).
+    pub(super) fn word_of(
+        b: &mut KernelBuilder,
+        mut v: Operand,
+        wt: DType,
+        group: bool,
+        descending: bool,
+    ) -> Local {
         let ty = b.ty(v);
         if group && ty.is_float() {
             // Group keys: `-0.0` is `+0.0`.
@@ -502,11 +516,11 @@ impl Lower<'_> {
                 b.select(neg, flipped, set)
             }
         };
-        Ok(if key.descending {
+        if descending {
             b.assign(wt, Op::Unary(UnaryOp::BitNot, w.into()))
         } else {
             w
-        })
+        }
     }
 
     /// `sort_zero`: clears this workgroup's row of digit counts.
