@@ -24,7 +24,7 @@ use computeq::plumbing::codegen::ptx::{self, PtxModule, PtxOptions};
 use computeq::plumbing::codegen::{lower_stage, Caps};
 use computeq::plumbing::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
 use computeq::plumbing::{
-    AggKind, Aggregate, Combine, PhysicalPlan, PlanOutput, RangeOp, ScanOp, Stage, StageInput,
+    AggKind, Aggregate, Combine, JoinKind, PhysicalPlan, PlanOutput, RangeOp, ScanOp, Stage, StageInput,
     Terminal,
 };
 use computeq::plumbing::{BackendError, BackendKind, Phase, RunStats};
@@ -425,6 +425,38 @@ const NUMERIC: [DType; 6] = [
     DType::F64,
 ];
 
+/// A join of inputs `0` (key) and `1` with a build side of query inputs
+/// `2` (key) and `3`, both of type `t`.
+fn join_plan(t: DType, kind: JoinKind) -> PhysicalPlan {
+    one_stage(&[t, DType::F32], 0, |_, x| {
+        (
+            None,
+            Terminal::Join {
+                kind,
+                keys: smallvec![x[0]],
+                columns: smallvec![x[0], x[1]],
+                build: smallvec![(2, t), (3, DType::U32)],
+            },
+        )
+    })
+}
+
+/// ptxas takes a device join's kernels (the build side's sort, the
+/// probe's searches, the emit) on every key type and join kind.
+#[test]
+fn ptxas_accepts_every_join() {
+    let Some(ptxas) = ptxas() else { return };
+    for t in NUMERIC {
+        let mut kernels = Vec::new();
+        for kind in [JoinKind::Inner, JoinKind::Semi, JoinKind::Anti] {
+            let plan = join_plan(t, kind);
+            kernels.extend(lower_stage(&plan.stages[0], &cuda_caps()).unwrap().kernels);
+        }
+        let m = ptx::write_module(&kernels, &PtxOptions::default()).unwrap();
+        ptxas_check(&ptxas, &format!("joins-{t}"), &m.text).unwrap();
+    }
+}
+
 #[test]
 fn ptxas_accepts_every_shape_on_every_type() {
     let Some(ptxas) = ptxas() else { return };
@@ -808,6 +840,9 @@ fn golden_ptx() {
                 )
             }),
         ),
+        // A join: the build side sorted, searched per probe row, the
+        // pairs written.
+        ("join_i32", join_plan(DType::I32, JoinKind::Inner)),
         (
             "math_f32",
             one_stage(&[DType::F32, DType::F32], 0, |p, x| {

@@ -1261,6 +1261,19 @@ fn golden_plans() -> Vec<(&'static str, CompiledPlan)> {
                 },
             )
         }),
+        ("join_i32", {
+            let s = StageBuilder::new(&[DType::I32, DType::F32]);
+            let (k, v) = (s.x(0), s.x(1));
+            s.finish(
+                None,
+                Terminal::Join {
+                    kind: computeq::plumbing::JoinKind::Inner,
+                    keys: smallvec![k],
+                    columns: smallvec![k, v],
+                    build: smallvec![(2, DType::I32), (3, DType::U32)],
+                },
+            )
+        }),
     ]
 }
 

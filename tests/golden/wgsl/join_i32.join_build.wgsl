@@ -1,0 +1,80 @@
+// computeq kernel `join_build`
+struct Uniforms {
+    len: u32,
+    span: u32,
+    groups: u32,
+    off0: u32,
+    off1: u32,
+    build_len: u32,
+    off2: u32,
+    off3: u32,
+}
+@group(0) @binding(4) var<uniform> u: Uniforms;
+@group(0) @binding(0) var<storage, read> build_key: array<i32>;
+@group(0) @binding(1) var<storage, read_write> words: array<u32>;
+@group(0) @binding(2) var<storage, read_write> rows: array<u32>;
+@group(0) @binding(3) var<storage, read_write> count: array<u32>;
+fn cq_div_u32(a: u32, b: u32) -> u32 {
+    if (b == 0u) { return 0u; }
+    return a / b;
+}
+
+@compute @workgroup_size(256)
+fn join_build(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(global_invocation_id) gid: vec3<u32>) {
+    var r0: u32;
+    var r1: u32;
+    var r2: u32;
+    var r3: u32;
+    var r4: u32;
+    var r5: u32;
+    var r6: u32;
+    var r7: u32;
+    var r8: u32;
+    var r9: u32;
+    var r10: u32;
+    var r11: u32;
+    var r12: u32;
+    var r13: u32;
+    var r14: u32;
+    var r15: u32;
+    var r16: u32;
+    var r17: u32;
+    var r18: u32;
+    var r19: i32;
+    var r20: u32;
+    var r21: u32;
+    var r22: bool;
+    var r23: bool;
+    var r24: bool;
+    r0 = u.len;
+    r1 = u.span;
+    r2 = u.groups;
+    r3 = u.off0;
+    r4 = u.off1;
+    r5 = lid.x;
+    r6 = wid.x;
+    r7 = u.build_len;
+    r8 = u.off2;
+    r9 = (r2 - 1u);
+    r10 = (r7 + r9);
+    r11 = cq_div_u32(r10, r2);
+    r12 = (r6 * r11);
+    r13 = min(r12, r7);
+    r14 = (r13 + r11);
+    r15 = min(r14, r7);
+    r16 = (r13 + r5);
+    for (r17 = r16; r17 < r15; r17 = r17 + 256u) {
+        r18 = (r17 + r8);
+        r19 = build_key[r18];
+        r20 = bitcast<u32>(r19);
+        r21 = (r20 ^ 2147483648u);
+        words[r17] = r21;
+        rows[r17] = r17;
+    }
+    r22 = (r6 == 0u);
+    r23 = (r5 == 0u);
+    r24 = (r22 & r23);
+    if (r24) {
+        count[0u] = r7;
+    }
+}
