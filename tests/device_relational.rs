@@ -784,6 +784,8 @@ fn faults_in_the_device_relational_kernels_fall_back_to_the_cpu() {
         .sort_by_key(|(x, _)| x.desc())
         .collect::<Vec<_>>();
     let want: (Vec<f32>, Vec<u32>) = want.into_iter().unzip();
+    let probe: Vec<u32> = ids.iter().map(|i| i % 97).collect();
+    let build: Vec<u32> = (0..300u32).map(|j| j * 7 % 131).collect();
     let check = |e: &Engine, k: BackendKind, name: &str| {
         let (got, m) = e
             .query(&xs)
@@ -836,6 +838,28 @@ fn faults_in_the_device_relational_kernels_fall_back_to_the_cpu() {
         let (f, m) = e.query(&ids).on(k).with_metrics().find(|i| i.gt(700));
         fell_back(&m, "find");
         assert_eq!(f, Some(701), "{k:?} {name}");
+        // A join: the build side's sort, the probe, the sizing read and
+        // the emit all run under the fault.
+        let join = |on: BackendKind| {
+            e.query(&probe)
+                .on(on)
+                .with_metrics()
+                .zip(&ids)
+                .join(e.query(&build), |(x, _)| x, |y| y)
+                .collect::<Vec<_>>()
+        };
+        let (j, m) = join(k);
+        fell_back(&m, "join");
+        assert_eq!(j, join(BackendKind::CpuScalar).0, "{k:?} {name} join");
+        let (s, m) = e
+            .query(&probe)
+            .on(k)
+            .with_metrics()
+            .semi_join(e.query(&build), |x| x, |y| y)
+            .count();
+        fell_back(&m, "semi_join");
+        let want = probe.iter().filter(|&&x| build.contains(&x)).count();
+        assert_eq!(s, want, "{k:?} {name} semi_join");
     };
     if common::devices(&common::engine()).contains(&BackendKind::Wgpu) {
         for (name, _) in faults::faults_of("wgpu") {
