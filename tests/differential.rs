@@ -231,7 +231,7 @@ mod cuda_interp {
         }
         // Most of what the device ran agreed (not undetermined), and a
         // quarter of every case drawn at least: plans the device kernels
-        // decline (joins, big histograms, f64 on GL) are a
+        // decline (joins of several keys, big histograms, f64 on GL) are a
         // growing share of the draw.
         let s = summary.borrow();
         assert!(
@@ -532,6 +532,14 @@ pub fn fixed_pipelines(t: DType, len: usize, seed: u64) -> Vec<Case> {
             ],
             Term::Collect,
         ),
+        // An inner join: each row once per match among the build side's
+        // first rows, in build order, then a sum over the pairs.
+        c(
+            Dist::Ties,
+            vec![Step::Join { partner: 0 }, Step::Map(x2p1.clone())],
+            Term::Collect,
+        ),
+        c(Dist::Specials, vec![Step::Join { partner: 1 }], Term::Sum),
     ];
     if t.is_int() {
         // Bit operations: a key's mix of shifts, masks and `!`, the shift

@@ -24,8 +24,8 @@ use computeq::plumbing::codegen::ptx::{self, PtxModule, PtxOptions};
 use computeq::plumbing::codegen::{lower_stage, Caps};
 use computeq::plumbing::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
 use computeq::plumbing::{
-    AggKind, Aggregate, Combine, JoinKind, PhysicalPlan, PlanOutput, RangeOp, ScanOp, Stage, StageInput,
-    Terminal,
+    AggKind, Aggregate, Combine, JoinKind, PhysicalPlan, PlanOutput, RangeOp, ScanOp, Stage,
+    StageInput, Terminal,
 };
 use computeq::plumbing::{BackendError, BackendKind, Phase, RunStats};
 use computeq::plumbing::{Column, ColumnRef};

@@ -214,7 +214,16 @@ pub enum Step {
         partner: usize,
         anti: bool,
     },
+    /// `.join(p.compute().take(JOIN_BUILD), |x| x, |y| y.cast()).map(|(x, _)| x)`:
+    /// an inner join, each row once per match in build order (a build
+    /// side of a few rows keeps the output bounded).
+    Join {
+        partner: usize,
+    },
 }
+
+/// Rows of an inner join's build side in the random suite.
+pub const JOIN_BUILD: usize = 4;
 
 /// The terminal.
 #[derive(Clone, Debug, PartialEq)]
@@ -416,6 +425,10 @@ impl fmt::Display for Case {
                     ".{}(p{partner}.compute(), |x| x, |y| y.cast())",
                     if *anti { "anti_join" } else { "semi_join" }
                 )?,
+                Step::Join { partner } => write!(
+                    f,
+                    ".join(p{partner}.compute().take({JOIN_BUILD}), |x| x, |y| y.cast()).map(|(x, _)| x)"
+                )?,
                 Step::ScanSum { exclusive: false } => write!(f, ".scan_sum()")?,
                 Step::ScanSum { exclusive: true } => write!(f, ".scan_sum_exclusive()")?,
                 Step::Scan { comb, exclusive } => write!(
@@ -503,6 +516,7 @@ pub enum RawStep {
     Scan(u8, bool),
     Sort(bool),
     SemiJoin(u8, bool),
+    Join(u8),
 }
 
 #[derive(Clone, Debug)]
@@ -593,6 +607,7 @@ fn raw_step() -> impl Strategy<Value = RawStep> {
         2 => (any::<u8>(), any::<bool>()).prop_map(|(c, x)| RawStep::Scan(c, x)),
         1 => any::<bool>().prop_map(RawStep::Sort),
         1 => (any::<u8>(), any::<bool>()).prop_map(|(p, a)| RawStep::SemiJoin(p, a)),
+        1 => any::<u8>().prop_map(RawStep::Join),
     ]
 }
 
@@ -956,6 +971,9 @@ pub fn elaborate(r: &RawCase) -> Case {
             RawStep::SemiJoin(p, a) => Step::SemiJoin {
                 partner: *p as usize % 2,
                 anti: *a,
+            },
+            RawStep::Join(p) => Step::Join {
+                partner: *p as usize % 2,
             },
             RawStep::Scan(c, x) => Step::Scan {
                 comb: COMBS[*c as usize % 6],

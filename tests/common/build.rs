@@ -340,6 +340,7 @@ fn apply<'a, T: Stream>(q: Query<'a, Expr<T>>, step: &Step, inputs: &'a Inputs) 
         Step::SemiJoin { partner, anti } => {
             with_partner!(inputs, *partner, v => wrap(semi_join(q, v, *anti)))
         }
+        Step::Join { partner } => with_partner!(inputs, *partner, v => wrap(inner_join(q, v))),
         Step::ScanSum { exclusive: false } => wrap(q.scan_sum()),
         Step::ScanSum { exclusive: true } => wrap(q.scan_sum_exclusive()),
         Step::Scan {
@@ -369,6 +370,16 @@ where
     } else {
         q.semi_join(side, |x| x, |y| y.cast::<T>())
     }
+}
+
+/// An inner join with the first rows of a partner cast to the stream's
+/// type, keeping the probe side's value: each row once per match.
+fn inner_join<'a, T: Num, Z: IntoSource<'a>>(q: Query<'a, Expr<T>>, other: Z) -> Query<'a, Expr<T>>
+where
+    Z::Elem: El,
+{
+    let side = other.compute().take(super::ast::JOIN_BUILD);
+    q.join(side, |x| x, |y| y.cast::<T>()).map(|(x, _)| x)
 }
 
 fn zip_map<'a, T: Num, Z: IntoSource<'a>>(

@@ -1116,6 +1116,21 @@ pub fn run(case: &Case, inputs: &Inputs, p: &Profile) -> Oracle {
                     .filter(|x| set.contains(&group_key(x.v)) != *anti)
                     .collect()
             }
+            Step::Join { partner } => {
+                if let Some(at) = s.iter().position(|x| x.e != 0.0 || x.z) {
+                    undetermined("a join key", at);
+                }
+                let c = &inputs.partners[*partner];
+                let build: Vec<i128> = (0..c.len().min(super::ast::JOIN_BUILD))
+                    .map(|i| group_key(cast(c.get(i), t)))
+                    .collect();
+                s.into_iter()
+                    .flat_map(|x| {
+                        let n = build.iter().filter(|&&k| k == group_key(x.v)).count();
+                        std::iter::repeat_n(x, n)
+                    })
+                    .collect()
+            }
             Step::ScanSum { exclusive } => scan(p, Comb::Add, *exclusive, t, &s),
             Step::Scan { comb, exclusive } => scan(p, *comb, *exclusive, t, &s),
         };
