@@ -1,8 +1,10 @@
 //! The relational operators on the device backends, on columns already on
 //! the device, results kept there where they are columns: `sort` of `u32`
 //! keys, `sort_by_key` of `u32` keys carrying a `u32` payload, `top_k(100)`
-//! of `f32`, `group_by` of 10^3 `u32` keys summing `f32` values, and
-//! `histogram(256)`. Per operation: the wall time, the device's execute
+//! of `f32`, `group_by` of 10^3 `u32` keys summing `f32` values,
+//! `histogram(256)`, an inner `join` of those 10^3 keys (with a payload)
+//! against a host build side of 500 of them, and a `semi_join` of the keys
+//! against a build side of a quarter of them. Per operation: the wall time, the device's execute
 //! time (from GPU timestamp queries where the adapter has them, else host
 //! timers: the `timing` column says which), the digit passes and the
 //! execute time per pass, keys per second, the cost model's estimate for
@@ -67,7 +69,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Digit passes of a device algorithm (0 when it has none).
 fn passes(a: Option<Algorithm>) -> u32 {
     match a {
-        Some(Algorithm::DeviceRadix(p)) | Some(Algorithm::DeviceSortGroups(p)) => p.passes as u32,
+        Some(Algorithm::DeviceRadix(p))
+        | Some(Algorithm::DeviceSortGroups(p))
+        | Some(Algorithm::DeviceSortMergeJoin(p)) => p.passes as u32,
         Some(Algorithm::DeviceRadixSelect { select, sort }) => select as u32 + sort as u32,
         _ => 0,
     }
@@ -91,6 +95,11 @@ struct Data {
     payload: Vec<u32>,
     floats: Vec<f32>,
     groups: Vec<u32>,
+    /// A join's build side: every other group key, and a value per key.
+    build_keys: Vec<u32>,
+    build_vals: Vec<u32>,
+    /// A semi-join's build side: the first quarter of the keys.
+    quarter: Vec<u32>,
 }
 
 /// One operation: on host data (`None`) or on the resident columns; a
@@ -274,6 +283,73 @@ fn histogram(
     (Out::Counts(c), m)
 }
 
+fn join(
+    e: &Engine,
+    k: BackendKind,
+    d: &Data,
+    r: Option<&Resident>,
+    check: bool,
+) -> (Out, ExecutionMetrics) {
+    let build = || e.query(&d.build_keys).zip(&d.build_vals);
+    match r {
+        Some(r) => {
+            let (a, m) = e
+                .query(&r.groups)
+                .on(k)
+                .no_fallback()
+                .zip(&r.payload)
+                .join(build(), |(g, _)| g, |(b, _)| b)
+                .map(|((_, p), (_, v))| p ^ v)
+                .collect_on_device()
+                .unwrap();
+            (Out::U32(fetch(a, check)), m)
+        }
+        None => {
+            let (v, m) = e
+                .query(&d.groups)
+                .on(k)
+                .no_fallback()
+                .with_metrics()
+                .zip(&d.payload)
+                .join(build(), |(g, _)| g, |(b, _)| b)
+                .map(|((_, p), (_, v))| p ^ v)
+                .collect::<Vec<_>>();
+            (Out::U32(v), m)
+        }
+    }
+}
+
+fn semi_join(
+    e: &Engine,
+    k: BackendKind,
+    d: &Data,
+    r: Option<&Resident>,
+    check: bool,
+) -> (Out, ExecutionMetrics) {
+    match r {
+        Some(r) => {
+            let (a, m) = e
+                .query(&r.keys)
+                .on(k)
+                .no_fallback()
+                .semi_join(e.query(&d.quarter), |x| x, |y| y)
+                .collect_on_device()
+                .unwrap();
+            (Out::U32(fetch(a, check)), m)
+        }
+        None => {
+            let (v, m) = e
+                .query(&d.keys)
+                .on(k)
+                .no_fallback()
+                .with_metrics()
+                .semi_join(e.query(&d.quarter), |x| x, |y| y)
+                .collect::<Vec<_>>();
+            (Out::U32(v), m)
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let sizes: Vec<usize> = arg(&args, "--sizes")
@@ -302,12 +378,14 @@ fn main() {
             _ => None,
         })
         .collect();
-    let ops: [(&str, Op); 5] = [
+    let ops: [(&str, Op); 7] = [
         ("sort u32", sort_u32),
         ("sort_by_key u32+u32", sort_by_key),
         ("top_k(100) f32", top_k),
         ("group_by 10^3 keys sum f32", group_sum),
         ("histogram(256) f32", histogram),
+        ("join 10^3 keys x 500 build rows", join),
+        ("semi_join n/4 build rows", semi_join),
     ];
     println!(
         "computeq device relational bench: sizes {sizes:?}, {rounds} rounds, columns resident on the device; cpu = cpu-parallel over host data, same rounds"
@@ -326,6 +404,9 @@ fn main() {
                 .map(|&w| (w as f32 / u32::MAX as f32 - 0.5) * 10.0)
                 .collect(),
             groups: keys.iter().map(|&k| k % 1000).collect(),
+            build_keys: (0..1000).step_by(2).collect(),
+            build_vals: (0..500).map(|j| j * 7919).collect(),
+            quarter: keys[..n / 4].to_vec(),
             keys,
         };
         for &dev in &devices {
