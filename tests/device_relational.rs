@@ -1320,6 +1320,59 @@ fn joins_on_the_devices_match_the_cpu() {
                 assert_eq!(canon32(&d), canon32(&c), "{ctx} filter, join, map");
             }
         }
+        // Two keys (a u32 and a float with NaN and ±0), build rows in
+        // build order per match.
+        let a: Vec<u32> = common::lcg(700, 3)
+            .iter()
+            .map(|&r| (r % 5) as u32)
+            .collect();
+        let f: Vec<f32> = floats(700, 4).iter().map(|x| (x * 0.5).round()).collect();
+        let ba: Vec<u32> = common::lcg(300, 6)
+            .iter()
+            .map(|&r| (r % 5) as u32)
+            .collect();
+        let bf: Vec<f32> = floats(300, 7).iter().map(|x| (x * 0.5).round()).collect();
+        let bi: Vec<u32> = (0..300).collect();
+        let run = |on: BackendKind| {
+            e.query(&a)
+                .on(on)
+                .no_fallback()
+                .with_metrics()
+                .zip(&f)
+                .semi_join(e.query(&ba).zip(&bf), |k| k, |k| k)
+                .collect::<Vec<(u32, f32)>>()
+        };
+        let ((d, m), (c, _)) = (run(k), run(BackendKind::CpuScalar));
+        assert!(
+            m.algorithm
+                .is_some_and(|a| a.to_string().starts_with("device join")),
+            "{m}"
+        );
+        let bits = |v: &[(u32, f32)]| {
+            v.iter()
+                .map(|&(a, f)| (a, canon32(&[f])))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(bits(&d), bits(&c), "{k:?} two-key semi_join");
+        if wide {
+            let run = |on: BackendKind| -> Vec<(u32, u32)> {
+                e.query(&a)
+                    .on(on)
+                    .no_fallback()
+                    .zip(&f)
+                    .enumerate()
+                    .join(
+                        e.query(&ba).zip(&bf).zip(&bi),
+                        |(_, (a, f))| (f, a),
+                        |((a, f), _)| (f, a),
+                    )
+                    .map(|((i, _), (_, j))| (i.cast::<u32>(), j))
+                    .collect()
+            };
+            let (d, c) = (run(k), run(BackendKind::CpuScalar));
+            assert!(!d.is_empty(), "{k:?}");
+            assert_eq!(d, c, "{k:?} two-key inner join");
+        }
         // Float keys join as group keys; wide keys where the device has
         // 64-bit integers.
         let probe = [0.0f32, -0.0, f32::NAN, 1.0, -f32::NAN, f32::INFINITY, 2.5];

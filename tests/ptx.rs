@@ -452,6 +452,19 @@ fn ptxas_accepts_every_join() {
             let plan = join_plan(t, kind);
             kernels.extend(lower_stage(&plan.stages[0], &cuda_caps()).unwrap().kernels);
         }
+        // Two keys: the searches compare both keys' words at sorted rows.
+        let two = one_stage(&[t, DType::F32], 0, |_, x| {
+            (
+                None,
+                Terminal::Join {
+                    kind: JoinKind::Inner,
+                    keys: smallvec![x[0], x[1]],
+                    columns: smallvec![x[1]],
+                    build: smallvec![(2, t), (3, DType::F32), (4, DType::U64)],
+                },
+            )
+        });
+        kernels.extend(lower_stage(&two.stages[0], &cuda_caps()).unwrap().kernels);
         let m = ptx::write_module(&kernels, &PtxOptions::default()).unwrap();
         ptxas_check(&ptxas, &format!("joins-{t}"), &m.text).unwrap();
     }

@@ -1,15 +1,19 @@
 //! Joins on the device (`join`, `semi_join`/`is_in`, `anti_join`/
-//! `not_in`) on one key, in the order `relational::join` documents: probe
-//! order, and the build rows matching one probe row in build order.
+//! `not_in`), in the order `relational::join` documents: probe order, and
+//! the build rows matching one probe row in build order.
 //!
 //! - `join_build`: the build side's key as group words (`-0.0` is `+0.0`,
 //!   every NaN one key), with its row indices for an inner join; then the
 //!   digit passes of `sort` order them (stable, so equal keys keep build
-//!   order);
-//! - `join_probe`: each probe position's key word (after the stage's
-//!   predicate) is looked up by two binary searches over the sorted words:
-//!   the first match and the number of matches (an inner join), or
-//!   whether there is one (a semi- or anti-join), summed per workgroup;
+//!   order). Several keys are sorted least significant first, each key's
+//!   words computed at the permutation the keys after it left (as
+//!   `sort` does), the rows always carried;
+//! - `join_probe`: each probe position's key words (after the stage's
+//!   predicate) are looked up by two binary searches: over the sorted
+//!   words of one key, or over the sorted rows of several, comparing the
+//!   keys' words at each row in order; they give the first match and the
+//!   number of matches (an inner join), or whether there is one (a semi-
+//!   or anti-join), summed per workgroup;
 //! - `scan_blocks`: the sums' exclusive scan over workgroups, and the
 //!   number of rows out (a `u64` for an inner join: a probe row may match
 //!   every build row);
@@ -31,6 +35,25 @@ use crate::semantics::order::{self, JoinKind};
 /// Iterations of a binary search over fewer than `2^32` words.
 const SEARCH_STEPS: u32 = 32;
 
+/// What the probe's binary searches read.
+#[derive(Clone)]
+enum Sorted {
+    /// One key: its sorted words.
+    Words(BufferRef),
+    /// Several keys: the sorted build rows; the keys' words are computed
+    /// at each row read (build inputs `0..`, with their types).
+    Rows(BufferRef, Vec<(DType, DType)>),
+}
+
+/// The word type of a key of type `ty`.
+fn word_type(ty: DType) -> DType {
+    if order::is_narrow(ty) {
+        DType::U32
+    } else {
+        DType::U64
+    }
+}
+
 impl Lower<'_> {
     /// The plan of a join stage on one key, or why the device kernels
     /// cannot run it.
@@ -41,39 +64,40 @@ impl Lower<'_> {
         columns: &[crate::expr::Value],
         build: &[(u16, DType)],
     ) -> R<KernelPlan> {
-        let key = keys[0];
-        let kty = self.stage.program.ty(key);
-        let Some(&(_, bty)) = build.first() else {
-            return err("a join without build keys");
-        };
-        if bty != kty {
-            return err(format!(
-                "join keys of two types ({kty} and {bty}): they run on the CPU backends"
-            ));
+        let types: Vec<DType> = keys.iter().map(|&k| self.stage.program.ty(k)).collect();
+        if build.len() < keys.len() {
+            return err("a join without its build keys");
         }
-        let wt = if order::is_narrow(kty) {
-            DType::U32
-        } else {
-            DType::U64
-        };
+        for (&kty, &(_, bty)) in types.iter().zip(build) {
+            if bty != kty {
+                return err(format!(
+                    "join keys of two types ({kty} and {bty}): they run on the CPU backends"
+                ));
+            }
+        }
         let inner = kind == JoinKind::Inner;
         // An inner join's rows are counted in `u64`: a probe row may
         // match every build row.
         let cty = if inner { DType::U64 } else { DType::U32 };
-        if (wt == DType::U64 || inner) && !self.caps.int64 {
-            return Err(LowerError(Decline::MissingType {
-                dtype: if wt == DType::U64 { kty } else { DType::U64 },
-                feature: "SHADER_INT64",
-            }));
+        if !self.caps.int64 {
+            if let Some(&wide) = types.iter().find(|&&t| word_type(t) == DType::U64) {
+                return Err(LowerError(Decline::MissingType {
+                    dtype: wide,
+                    feature: "SHADER_INT64",
+                }));
+            }
+            if inner {
+                return Err(LowerError(Decline::MissingType {
+                    dtype: DType::U64,
+                    feature: "SHADER_INT64",
+                }));
+            }
         }
+        let several = keys.len() > 1;
         let mut plan = self.whole_plan();
         plan.build = build.iter().map(|&(k, _)| k).collect();
         let s = BufferRef::Scratch;
-        let words = [
-            add_scratch(&mut plan, "build_words_a", wt, ScratchLen::Build),
-            add_scratch(&mut plan, "build_words_b", wt, ScratchLen::Build),
-        ];
-        let rows = inner.then(|| {
+        let rows = (inner || several).then(|| {
             [
                 add_scratch(&mut plan, "build_rows_a", DType::U32, ScratchLen::Build),
                 add_scratch(&mut plan, "build_rows_b", DType::U32, ScratchLen::Build),
@@ -92,28 +116,67 @@ impl Lower<'_> {
             DType::U32,
             ScratchLen::PerGroup(RADIX),
         );
-        let (k, bufs) =
-            self.join_build_kernel(kty, wt, s(words[0]), rows.map(|r| s(r[0])), count)?;
-        push(&mut plan, k, Groups::Spans, bufs);
-        let passes = if kty == DType::Bool {
-            1
+        // Least significant key first; each later one's words at the
+        // permutation so far.
+        let mut words: BTreeMap<DType, [u16; 2]> = BTreeMap::new();
+        let (mut rows_cur, mut sorted_words) = (0usize, None);
+        let (mut passes, mut digits) = (0u32, 0u32);
+        for (j, &kty) in types.iter().enumerate().rev() {
+            let wt = word_type(kty);
+            let pair = *words.entry(wt).or_insert_with(|| {
+                [
+                    add_scratch(
+                        &mut plan,
+                        &format!("build_words_{wt}_a"),
+                        wt,
+                        ScratchLen::Build,
+                    ),
+                    add_scratch(
+                        &mut plan,
+                        &format!("build_words_{wt}_b"),
+                        wt,
+                        ScratchLen::Build,
+                    ),
+                ]
+            });
+            let first = j + 1 == keys.len();
+            let at = rows.map(|r| (s(r[rows_cur]), first));
+            let (k, bufs) = self.join_build_kernel(j, kty, wt, s(pair[0]), at, count)?;
+            push(&mut plan, k, Groups::Spans, bufs);
+            let key_passes = if kty == DType::Bool {
+                1
+            } else {
+                wt.size() as u32
+            };
+            passes += key_passes;
+            digits += kty.size().max(1) as u32;
+            let (cur, moved) = self.digit_passes(
+                &mut plan,
+                Digits {
+                    wt,
+                    passes: key_passes,
+                    words: pair,
+                    cur: 0,
+                    rows: rows.map(|r| (r, rows_cur)),
+                    count: Some(count),
+                    hist,
+                    offs,
+                },
+            )?;
+            if let Some(r) = moved {
+                rows_cur = r;
+            }
+            sorted_words = Some(s(pair[cur]));
+        }
+        let sorted_rows = rows.map(|r| s(r[rows_cur]));
+        let sorted = if several {
+            Sorted::Rows(
+                sorted_rows.expect("rows carried"),
+                types.iter().map(|&t| (t, word_type(t))).collect(),
+            )
         } else {
-            wt.size() as u32
+            Sorted::Words(sorted_words.expect("a key"))
         };
-        let (cur, rows_cur) = self.digit_passes(
-            &mut plan,
-            Digits {
-                wt,
-                passes,
-                words,
-                cur: 0,
-                rows: rows.map(|r| (r, 0)),
-                count: Some(count),
-                hist,
-                offs,
-            },
-        )?;
-        let sorted_rows = rows.zip(rows_cur).map(|(r, c)| s(r[c]));
 
         let matches = add_scratch(
             &mut plan,
@@ -130,7 +193,7 @@ impl Lower<'_> {
             ty: cty,
         };
         let (k, bufs) =
-            self.join_probe_kernel(kind, key, wt, &sum, s(words[cur]), matches, first, totals)?;
+            self.join_probe_kernel(kind, keys, &sorted, &sum, matches, first, totals)?;
         push(&mut plan, k, Groups::Spans, bufs);
         let (k, bufs) = self.blocks_kernel(&sum, totals, total, false)?;
         push(&mut plan, k, Groups::One, bufs);
@@ -140,11 +203,13 @@ impl Lower<'_> {
                 rows: total,
             });
         }
-        let added = if inner { build.len() - 1 } else { 0 };
+        let nk = keys.len();
+        let added = if inner { build.len() - nk } else { 0 };
         let (k, bufs) = self.join_emit_kernel(
             &sum,
             columns,
-            &build[1..1 + added],
+            nk,
+            &build[nk..nk + added],
             matches,
             first.zip(sorted_rows),
             totals,
@@ -154,7 +219,7 @@ impl Lower<'_> {
         plan.algorithm = Some(crate::types::Algorithm::DeviceSortMergeJoin(
             crate::types::Passes {
                 passes: passes as u8,
-                digits: kty.size().max(1) as u8,
+                digits: digits as u8,
             },
         ));
         Ok(plan)
@@ -171,39 +236,55 @@ impl Lower<'_> {
         b.assign(DType::U32, Op::Uniform(self.field(slot)))
     }
 
-    /// `join_build`: the group word of every build row's key (and the row
-    /// itself, when carried); invocation 0 of workgroup 0 stores the
-    /// build side's rows in `count` for the digit passes.
+    /// `join_build`: the group word of build key `j` at every build row:
+    /// at the row `rows` names (the permutation the later keys left), or
+    /// with `(rows, true)` at the row itself, starting the identity
+    /// permutation in `rows`. Invocation 0 of workgroup 0 stores the build
+    /// side's rows in `count` for the digit passes.
     fn join_build_kernel(
         &self,
+        j: usize,
         kty: DType,
         wt: DType,
         words: BufferRef,
-        rows: Option<BufferRef>,
+        rows: Option<(BufferRef, bool)>,
         count: u16,
     ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
         let mut b = self.kernel("join_build");
-        let mut bufs = vec![BufferRef::Input(self.stage.inputs.len() as u16), words];
+        let mut bufs = vec![
+            BufferRef::Input((self.stage.inputs.len() + j) as u16),
+            words,
+        ];
         let key_in = b.binding("build_key", kty, Access::Read);
         let out = b.binding("words", wt, Access::ReadWrite);
-        let rows = rows.map(|r| {
+        let rows = rows.map(|(r, ident)| {
             bufs.push(r);
-            b.binding("rows", DType::U32, Access::ReadWrite)
+            let access = if ident {
+                Access::ReadWrite
+            } else {
+                Access::Read
+            };
+            (b.binding("rows", DType::U32, access), ident)
         });
         bufs.push(BufferRef::Scratch(count));
         let cb = b.binding("count", DType::U32, Access::ReadWrite);
         let pre = self.preload(&mut b);
         let m = self.build_len(&mut b);
-        let off = self.build_offset(&mut b, 0);
+        let off = self.build_offset(&mut b, j);
         let (ws, we) = self.split(&mut b, &pre, m.into());
-        self.thread_loop(&mut b, &pre, ws, we, false, |b, j| {
-            let at = b.binary(BinaryOp::Add, j, off);
+        self.thread_loop(&mut b, &pre, ws, we, false, |b, i| {
+            let row = match rows {
+                Some((r, false)) => b.assign(DType::U32, Op::Load(r, i.into())),
+                Some((r, true)) => {
+                    b.push(Stmt::Store(r, i.into(), i.into()));
+                    i
+                }
+                None => i,
+            };
+            let at = b.binary(BinaryOp::Add, row, off);
             let v = b.assign(kty, Op::Load(key_in, at.into()));
             let w = Self::word_of(b, v.into(), wt, true, false);
-            b.push(Stmt::Store(out, j.into(), w.into()));
-            if let Some(r) = rows {
-                b.push(Stmt::Store(r, j.into(), j.into()));
-            }
+            b.push(Stmt::Store(out, i.into(), w.into()));
             Ok(())
         })?;
         let w0 = b.binary(BinaryOp::Eq, pre.w, u32c(0));
@@ -213,17 +294,14 @@ impl Lower<'_> {
         Ok((Self::finish(b)?, bufs))
     }
 
-    /// The first of the `n` sorted words from `from` that is not below
-    /// `w` (`upper`: not at or below it), by binary search.
+    /// The first of the `n` sorted positions from `from` where `before`
+    /// (a `bool` of the position) turns false, by binary search.
     fn search(
         b: &mut KernelBuilder,
-        words: BindingId,
         from: Operand,
         n: Operand,
-        w: Local,
-        upper: bool,
+        before: &mut dyn FnMut(&mut KernelBuilder, Local) -> Local,
     ) -> Local {
-        let wt = b.ty(w);
         let lo = b.assign(DType::U32, Op::Copy(from));
         let left = b.assign(DType::U32, Op::Copy(n));
         b.for_(u32c(0), u32c(SEARCH_STEPS), u32c(1), |b, _| {
@@ -231,12 +309,7 @@ impl Lower<'_> {
             b.if_(more, |b| {
                 let half = b.binary(BinaryOp::Shr, left, u32c(1));
                 let mid = b.binary(BinaryOp::Add, lo, half);
-                let wm = b.assign(wt, Op::Load(words, mid.into()));
-                let right = if upper {
-                    b.binary(BinaryOp::Le, wm, w)
-                } else {
-                    b.binary(BinaryOp::Lt, wm, w)
-                };
+                let right = before(b, mid);
                 let past = b.binary(BinaryOp::Add, mid, u32c(1));
                 let rest = b.binary(BinaryOp::Sub, left, half);
                 let rest = b.binary(BinaryOp::Sub, rest, u32c(1));
@@ -249,6 +322,26 @@ impl Lower<'_> {
         lo
     }
 
+    /// Whether the words `build` come before the words `probe` in the
+    /// keys' order (`or_equal`: or are equal).
+    fn words_before(
+        b: &mut KernelBuilder,
+        build: &[Local],
+        probe: &[Local],
+        or_equal: bool,
+    ) -> Local {
+        let last = build.len() - 1;
+        let op = if or_equal { BinaryOp::Le } else { BinaryOp::Lt };
+        let mut acc = b.binary(op, build[last], probe[last]);
+        for j in (0..last).rev() {
+            let lt = b.binary(BinaryOp::Lt, build[j], probe[j]);
+            let eq = b.binary(BinaryOp::Eq, build[j], probe[j]);
+            let tie = b.binary(BinaryOp::And, eq, acc);
+            acc = b.binary(BinaryOp::Or, lt, tie);
+        }
+        acc
+    }
+
     /// `join_probe`: every position's matches (0 where the predicate drops
     /// it) into `matches`, the first match into `first` (an inner join),
     /// and the workgroup's sum into `totals`.
@@ -256,10 +349,9 @@ impl Lower<'_> {
     fn join_probe_kernel(
         &self,
         kind: JoinKind,
-        key: crate::expr::Value,
-        wt: DType,
+        keys: &[crate::expr::Value],
+        sorted: &Sorted,
         sum: &Agg,
-        words: BufferRef,
         matches: u16,
         first: Option<u16>,
         totals: u16,
@@ -267,8 +359,38 @@ impl Lower<'_> {
         let mut b = self.kernel("join_probe");
         let mut bufs = Vec::new();
         let inputs = self.input_bindings(&mut b, &mut bufs);
-        bufs.extend([words, BufferRef::Scratch(matches)]);
-        let wb = b.binding("words", wt, Access::Read);
+        let nin = self.stage.inputs.len();
+        // What the searches read: the sorted words, or the sorted rows
+        // and the build keys.
+        enum Bound {
+            Words(BindingId, DType),
+            Rows(BindingId, Vec<(BindingId, DType, DType)>),
+        }
+        let bound = match sorted {
+            Sorted::Words(w) => {
+                bufs.push(*w);
+                let wt = word_type(self.stage.program.ty(keys[0]));
+                Bound::Words(b.binding("words", wt, Access::Read), wt)
+            }
+            Sorted::Rows(r, types) => {
+                bufs.push(*r);
+                let rb = b.binding("rows", DType::U32, Access::Read);
+                let ks = types
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &(kty, wt))| {
+                        bufs.push(BufferRef::Input((nin + j) as u16));
+                        (
+                            b.binding(format!("build_key{j}"), kty, Access::Read),
+                            kty,
+                            wt,
+                        )
+                    })
+                    .collect();
+                Bound::Rows(rb, ks)
+            }
+        };
+        bufs.push(BufferRef::Scratch(matches));
         let mb = b.binding("matches", DType::U32, Access::ReadWrite);
         let fb = first.map(|f| {
             bufs.push(BufferRef::Scratch(f));
@@ -278,14 +400,52 @@ impl Lower<'_> {
         let tb = b.binding("totals", sum.ty, Access::ReadWrite);
         let pre = self.preload(&mut b);
         let m = self.build_len(&mut b);
+        let offs: Vec<Local> = match &bound {
+            Bound::Words(..) => Vec::new(),
+            Bound::Rows(_, ks) => (0..ks.len())
+                .map(|j| self.build_offset(&mut b, j))
+                .collect(),
+        };
         let (ws, we) = self.span(&mut b, &pre);
         self.flag_totals(&mut b, &pre, sum, ws, we, tb, |b, i| {
             let vals = self.element(b, &pre, &inputs, i)?;
-            let v = Self::value(&vals, key)?;
-            let w = Self::word_of(b, v, wt, true, false);
-            let lo = Self::search(b, wb, u32c(0), m.into(), w, false);
+            let probe: Vec<Local> = keys
+                .iter()
+                .map(|&k| {
+                    let v = Self::value(&vals, k)?;
+                    let wt = word_type(self.stage.program.ty(k));
+                    Ok(Self::word_of(b, v, wt, true, false))
+                })
+                .collect::<R<_>>()?;
+            let before = |or_equal: bool| {
+                let bound = &bound;
+                let probe = &probe;
+                let offs = &offs;
+                move |b: &mut KernelBuilder, mid: Local| -> Local {
+                    match bound {
+                        Bound::Words(wb, wt) => {
+                            let w = b.assign(*wt, Op::Load(*wb, mid.into()));
+                            Self::words_before(b, &[w], probe, or_equal)
+                        }
+                        Bound::Rows(rb, ks) => {
+                            let r = b.assign(DType::U32, Op::Load(*rb, mid.into()));
+                            let words: Vec<Local> = ks
+                                .iter()
+                                .zip(offs)
+                                .map(|(&(kb, kty, wt), &off)| {
+                                    let at = b.binary(BinaryOp::Add, r, off);
+                                    let v = b.assign(kty, Op::Load(kb, at.into()));
+                                    Self::word_of(b, v.into(), wt, true, false)
+                                })
+                                .collect();
+                            Self::words_before(b, &words, probe, or_equal)
+                        }
+                    }
+                }
+            };
+            let lo = Self::search(b, u32c(0), m.into(), &mut before(false));
             let rest = b.binary(BinaryOp::Sub, m, lo);
-            let hi = Self::search(b, wb, lo.into(), rest.into(), w, true);
+            let hi = Self::search(b, lo.into(), rest.into(), &mut before(true));
             let n = b.binary(BinaryOp::Sub, hi, lo);
             let hit = match kind {
                 JoinKind::Inner => n,
@@ -322,10 +482,12 @@ impl Lower<'_> {
     /// probe `columns`, then (with `pairs`: the first match per position
     /// and the sorted build rows) the build side's `added` columns at
     /// each matching build row.
+    #[allow(clippy::too_many_arguments)]
     fn join_emit_kernel(
         &self,
         sum: &Agg,
         columns: &[crate::expr::Value],
+        nk: usize,
         added: &[(u16, DType)],
         matches: u16,
         pairs: Option<(u16, BufferRef)>,
@@ -335,13 +497,13 @@ impl Lower<'_> {
         let mut bufs = Vec::new();
         let inputs = self.input_bindings(&mut b, &mut bufs);
         let nin = self.stage.inputs.len();
-        // The added columns are build inputs `1..` (input 0 is the key).
+        // The added columns are build inputs `nk..` (the keys come first).
         let build_in: Vec<BindingId> = added
             .iter()
             .enumerate()
             .map(|(j, &(_, ty))| {
-                bufs.push(BufferRef::Input((nin + 1 + j) as u16));
-                b.binding(format!("build{}", j + 1), ty, Access::Read)
+                bufs.push(BufferRef::Input((nin + nk + j) as u16));
+                b.binding(format!("build{}", nk + j), ty, Access::Read)
             })
             .collect();
         bufs.push(BufferRef::Scratch(matches));
@@ -367,7 +529,7 @@ impl Lower<'_> {
             .collect();
         let pre = self.preload(&mut b);
         let offs: Vec<Local> = (0..added.len())
-            .map(|j| self.build_offset(&mut b, 1 + j))
+            .map(|j| self.build_offset(&mut b, nk + j))
             .collect();
         let (ws, we) = self.span(&mut b, &pre);
         let carry = b.assign(sum.ty, Op::Load(tb, pre.w.into()));

@@ -181,21 +181,8 @@ fn collect_params(arena: &ExprArena, out: &mut BTreeMap<u16, DType>) {
     }
 }
 
-/// What the device kernels cannot compute yet in `terminal`, in words.
-fn device_lacks(terminal: &Terminal) -> Option<&'static str> {
-    match terminal {
-        Terminal::Join { keys, .. } if keys.len() != 1 => Some("joins on several keys"),
-        _ => None,
-    }
-}
-
 impl<'a> Lower<'a> {
     fn new(stage: &'a Stage, caps: &'a Caps) -> R<Lower<'a>> {
-        if let Some(missing) = device_lacks(&stage.terminal) {
-            return Err(LowerError(Decline::Other(
-                format!("the device kernels have no {missing}: it runs on the CPU backends").into(),
-            )));
-        }
         let mut params = BTreeMap::new();
         collect_params(&stage.program, &mut params);
         let mut note_combine = |c: &Combine, ty: DType| {

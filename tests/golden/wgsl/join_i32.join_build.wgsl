@@ -64,12 +64,12 @@ fn join_build(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_i
     r15 = min(r14, r7);
     r16 = (r13 + r5);
     for (r17 = r16; r17 < r15; r17 = r17 + 256u) {
+        rows[r17] = r17;
         r18 = (r17 + r8);
         r19 = build_key[r18];
         r20 = bitcast<u32>(r19);
         r21 = (r20 ^ 2147483648u);
         words[r17] = r21;
-        rows[r17] = r17;
     }
     r22 = (r6 == 0u);
     r23 = (r5 == 0u);
