@@ -359,4 +359,32 @@ mod tests {
         assert_eq!((t.passes, t.ranked), (8.0, 0.0));
         assert!(t.pass_bytes < s.pass_bytes, "{t:?} against {s:?}");
     }
+
+    #[test]
+    fn a_device_join_prices_the_build_sides_sort_and_the_searches() {
+        let (xs, ys) = (vec![1u32; 10], vec![1u64; 4]);
+        let semi = xs
+            .compute()
+            .semi_join(ys.compute(), |x| x, |y| y.cast::<u32>())
+            .explain()
+            .collect::<Vec<_>>();
+        let inner = xs
+            .compute()
+            .join(ys.compute(), |x| x.cast::<u64>(), |y| y)
+            .explain()
+            .collect::<Vec<_>>();
+        let of = |e: &crate::Explain| {
+            PlanShape::of(&e.plan)
+                .stages
+                .iter()
+                .find_map(|s| s.device_sort)
+                .expect("a device join shape")
+        };
+        let (s, i) = (of(&semi), of(&inner));
+        // The key's digit passes (4 for a u32 key, 8 for a u64 one); an
+        // inner join carries the build rows through them.
+        assert_eq!((s.passes, i.passes), (4.0, 8.0));
+        assert!(i.pass_bytes > 2.0 * s.pass_bytes, "{i:?} against {s:?}");
+        assert!(s.other_bytes >= 64.0, "the searches are priced: {s:?}");
+    }
 }
