@@ -1226,6 +1226,71 @@ fn histograms_on_the_devices_match_the_cpu() {
     }
 }
 
+/// Group counts, `value_counts`, arg aggregates per group and histograms
+/// need no 64-bit integers on the device: without them (wgpu on GL, and
+/// the interpreter lowered as if it had none) their `u64` columns are
+/// written as two `u32` halves, the histogram's sums over workgroups
+/// carried from the low word to the high one.
+#[test]
+fn counts_need_no_64_bit_integers_on_the_devices() {
+    let mut all = devices();
+    let narrow = Caps {
+        workgroup_size: 64,
+        items_per_thread: 2,
+        max_groups: 8,
+        int64: false,
+        ..cuda_caps()
+    };
+    let b = Arc::new(InterpBackend::new(narrow, 2000).with_ptxas(ptx_interp::ptxas::find()));
+    all.push((common::engine().with_backend(b), BackendKind::Cuda));
+    for (e, k) in all {
+        for n in lengths() {
+            let ctx = format!("{k:?} n={n}");
+            let keys: Vec<i32> = common::lcg(n, 5)
+                .iter()
+                .map(|&r| (r % 37) as i32 - 18)
+                .collect();
+            let vals: Vec<f32> = floats(n, 9);
+            let run = |on: BackendKind| {
+                let q = || e.query(&keys).on(on).no_fallback().zip(&vals);
+                let (c, m) = q().with_metrics().group_by(|(k, _)| k).count();
+                let a = q()
+                    .group_by(|(k, _)| k)
+                    .agg(|(_, v), a| (a.count(), a.argmin(v), a.argmax(v), a.max(v)));
+                let h = e.query(&vals).on(on).no_fallback().histogram(7, -3.3, 2.9);
+                let v = e.query(&keys).on(on).no_fallback().value_counts();
+                (c, a, h, v, m)
+            };
+            let (dc, da, dh, dv, m) = run(k);
+            let (cc, ca, ch, cv, _) = run(BackendKind::CpuScalar);
+            let alg = m.algorithm.map(|a| a.to_string()).unwrap_or_default();
+            assert!(alg.starts_with("device groups"), "{ctx}: {m}");
+            assert_eq!((dc.keys, dc.values), (cc.keys, cc.values), "{ctx} count");
+            assert_eq!(da.keys, ca.keys, "{ctx} agg keys");
+            let strip = |v: Vec<(u64, Option<usize>, Option<usize>, Option<f32>)>| {
+                v.into_iter()
+                    .map(|(c, i, j, x)| (c, i, j, x.map(|x| canon32(&[x]))))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                strip(da.values),
+                strip(ca.values),
+                "{ctx} count, argmin, argmax"
+            );
+            assert_eq!(
+                (dh.counts, dh.below, dh.above, dh.nan),
+                (ch.counts, ch.below, ch.above, ch.nan),
+                "{ctx} histogram"
+            );
+            assert_eq!(
+                (dv.keys, dv.values),
+                (cv.keys, cv.values),
+                "{ctx} value_counts"
+            );
+        }
+    }
+}
+
 /// Build and probe sides around the interpreter's workgroup (64) and
 /// tile (128), and either the larger.
 fn join_sizes() -> Vec<(usize, usize)> {

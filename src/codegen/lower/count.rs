@@ -119,25 +119,63 @@ impl Lower<'_> {
     }
 
     /// `count_sum`: each key's counts over the workgroups, in 64 bits; the
-    /// keys split over the workgroups.
+    /// keys split over the workgroups. Without 64-bit integers (GL) the
+    /// sum is kept as two `u32` words with a carry and stored as the
+    /// `u64`'s little-endian halves (the output binding seen as words).
     fn count_sum_kernel(&self, keys: u32) -> R<crate::codegen::kernel::Kernel> {
         let mut b = self.kernel("count_sum");
         let rows = b.binding("counts", DType::U32, Access::ReadWrite);
-        let out = b.binding("out0", DType::U64, Access::ReadWrite);
+        let wide = self.caps.int64;
+        let out = b.binding(
+            "out0",
+            if wide { DType::U64 } else { DType::U32 },
+            Access::ReadWrite,
+        );
         let pre = self.preload(&mut b);
         let (ks, ke) = self.split(&mut b, &pre, u32c(keys));
         self.thread_loop(&mut b, &pre, ks, ke, false, |b, d| {
-            let acc = b.assign(DType::U64, Op::Copy(Operand::Const(Scalar::U64(0))));
-            b.for_(u32c(0), pre.groups, u32c(1), |b, g| {
-                let row = b.binary(BinaryOp::Mul, g, u32c(keys));
-                let at = b.binary(BinaryOp::Add, row, d);
-                let c = b.assign(DType::U32, Op::Load(rows, at.into()));
-                let c = b.assign(DType::U64, Op::Cast(c.into()));
-                b.set(acc, Op::Binary(BinaryOp::Add, acc.into(), c.into()));
-            });
-            b.push(Stmt::Store(out, d.into(), acc.into()));
+            if wide {
+                let acc = b.assign(DType::U64, Op::Copy(Operand::Const(Scalar::U64(0))));
+                b.for_(u32c(0), pre.groups, u32c(1), |b, g| {
+                    let row = b.binary(BinaryOp::Mul, g, u32c(keys));
+                    let at = b.binary(BinaryOp::Add, row, d);
+                    let c = b.assign(DType::U32, Op::Load(rows, at.into()));
+                    let c = b.assign(DType::U64, Op::Cast(c.into()));
+                    b.set(acc, Op::Binary(BinaryOp::Add, acc.into(), c.into()));
+                });
+                b.push(Stmt::Store(out, d.into(), acc.into()));
+            } else {
+                let lo = b.assign(DType::U32, Op::Copy(u32c(0)));
+                let hi = b.assign(DType::U32, Op::Copy(u32c(0)));
+                b.for_(u32c(0), pre.groups, u32c(1), |b, g| {
+                    let row = b.binary(BinaryOp::Mul, g, u32c(keys));
+                    let at = b.binary(BinaryOp::Add, row, d);
+                    let c = b.assign(DType::U32, Op::Load(rows, at.into()));
+                    let sum = b.binary(BinaryOp::Add, lo, c);
+                    let wrapped = b.binary(BinaryOp::Lt, sum, lo);
+                    let carry = b.select(wrapped, u32c(1), u32c(0));
+                    b.set(hi, Op::Binary(BinaryOp::Add, hi.into(), carry.into()));
+                    b.set(lo, Op::Copy(sum.into()));
+                });
+                Self::store_u64_halves(b, out, d, lo.into(), hi.into());
+            }
             Ok(())
         })?;
         Self::finish(b)
+    }
+
+    /// Stores the `u64` of halves `lo`, `hi` at element `at` of a `u64`
+    /// column bound as `u32` words (little-endian: the low word first).
+    pub(super) fn store_u64_halves(
+        b: &mut KernelBuilder,
+        out: BindingId,
+        at: Local,
+        lo: Operand,
+        hi: Operand,
+    ) {
+        let w = b.binary(BinaryOp::Mul, at, u32c(2));
+        b.push(Stmt::Store(out, w.into(), lo));
+        let w1 = b.binary(BinaryOp::Add, w, u32c(1));
+        b.push(Stmt::Store(out, w1.into(), hi));
     }
 }

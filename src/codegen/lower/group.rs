@@ -382,11 +382,27 @@ impl Lower<'_> {
         bufs.push(BufferRef::Scratch(starts));
         let sb = b.binding("starts", DType::U32, Access::Read);
         let outputs = stage.output_dtypes();
+        // Without 64-bit integers (GL), a count's or an arg aggregate's
+        // `u64` column is bound as `u32` words and written as halves:
+        // its values are below 2^32.
+        let m = keys.len();
+        let halves: Vec<bool> = (0..outputs.len())
+            .map(|c| {
+                !self.caps.int64
+                    && c >= m
+                    && outputs[c] == DType::U64
+                    && matches!(
+                        aggs[c - m].kind,
+                        AggKind::Count | AggKind::ArgMin | AggKind::ArgMax
+                    )
+            })
+            .collect();
         let outs: Vec<BindingId> = outputs
             .iter()
             .enumerate()
             .map(|(c, &t)| {
                 bufs.push(BufferRef::Output(c as u16));
+                let t = if halves[c] { DType::U32 } else { t };
                 b.binding(format!("out{c}"), t, Access::ReadWrite)
             })
             .collect();
@@ -476,13 +492,21 @@ impl Lower<'_> {
                 })();
             });
             r?;
-            let m = keys.len();
             for (j, a) in aggs.iter().enumerate() {
                 let o = outs[m + j];
                 let ty = outputs[m + j];
-                let v: Operand = if a.kind == AggKind::Count {
+                // A `u32` value of a column written as halves.
+                let narrow = |b: &mut KernelBuilder, v: Local| -> Option<Operand> {
+                    if halves[m + j] {
+                        Self::store_u64_halves(b, o, out_at, v.into(), u32c(0));
+                        None
+                    } else {
+                        Some(b.assign(ty, Op::Cast(v.into())).into())
+                    }
+                };
+                let v: Option<Operand> = if a.kind == AggKind::Count {
                     let c = b.binary(BinaryOp::Sub, e, s);
-                    b.assign(ty, Op::Cast(c.into())).into()
+                    narrow(b, c)
                 } else {
                     let k = folded.iter().position(|(i, ..)| *i == j).expect("folded");
                     match a.kind {
@@ -492,13 +516,15 @@ impl Lower<'_> {
                             let at = states[k][1];
                             let none = b.binary(BinaryOp::Eq, at, u32c(u32::MAX));
                             let row = b.select(none, first, at);
-                            b.assign(ty, Op::Cast(row.into())).into()
+                            narrow(b, row)
                         }
-                        AggKind::M2 => states[k][2].into(),
-                        _ => states[k][0].into(),
+                        AggKind::M2 => Some(states[k][2].into()),
+                        _ => Some(states[k][0].into()),
                     }
                 };
-                b.push(Stmt::Store(o, out_at.into(), v));
+                if let Some(v) = v {
+                    b.push(Stmt::Store(o, out_at.into(), v));
+                }
             }
             Ok(())
         })?;
