@@ -568,6 +568,62 @@ fn atomics_count_every_thread() {
     assert_eq!(o, (0..n as u32).collect::<Vec<_>>());
 }
 
+/// Shared-memory atomics: every thread adds 1 to bin `tid % 4` of a
+/// workgroup array (cleared first), then thread `t < 4` writes bin `t` to
+/// `out[ctaid * 4 + t]`; the barrier between the adds and the reads is
+/// what `BARRIER` names (a plain read among the atomics is a race).
+const SHARED_ATOMICS: &str = ptx!(
+    r#"
+.visible .entry shared_atomics(
+	.param .u64 out
+)
+.reqntid 64, 1, 1
+{
+	.reg .pred %p<2>;
+	.reg .b32 %r<10>;
+	.reg .b64 %rd<4>;
+	.shared .align 8 .b8 bins[16];
+	ld.param.u64 %rd0, [out];
+	cvta.to.global.u64 %rd0, %rd0;
+	mov.u32 %r0, %tid.x;
+	mov.u32 %r1, %ctaid.x;
+	mov.u32 %r2, bins;
+	setp.lt.u32 %p0, %r0, 4;
+	mad.lo.u32 %r3, %r0, 4, %r2;
+	@%p0 st.shared.u32 [%r3], 0;
+	bar.sync 0;
+	and.b32 %r4, %r0, 3;
+	mad.lo.u32 %r5, %r4, 4, %r2;
+	atom.shared.add.u32 %r6, [%r5], 1;
+	BARRIER
+	@!%p0 bra $L_done;
+	ld.shared.u32 %r7, [%r3];
+	mad.lo.u32 %r8, %r1, 4, %r0;
+	mul.wide.u32 %rd1, %r8, 4;
+	add.u64 %rd2, %rd0, %rd1;
+	st.global.u32 [%rd2], %r7;
+$L_done:
+	ret;
+}
+"#
+);
+
+#[test]
+fn shared_atomics_count_and_race_with_plain_accesses() {
+    let grid = 3u32;
+    let mut mem = Memory::default();
+    let out = words32(&mut mem, 12);
+    let src = SHARED_ATOMICS.replace("BARRIER", "bar.sync 0;");
+    run(&src, "shared_atomics", grid, 64, &[ptr(out)], &mut mem).unwrap();
+    assert_eq!(read_u32s(&mem, out, 12), vec![16; 12]);
+    // Without the barrier the reads race with the other threads' adds.
+    let mut mem = Memory::default();
+    let out = words32(&mut mem, 12);
+    let src = SHARED_ATOMICS.replace("BARRIER", "");
+    let e = run(&src, "shared_atomics", grid, 64, &[ptr(out)], &mut mem).unwrap_err();
+    assert!(e.contains("race"), "{e}");
+}
+
 // ------------------------------------------------------------------ 5. predicates and branches
 
 const BRANCHES: &str = ptx!(

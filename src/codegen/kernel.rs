@@ -110,6 +110,9 @@ pub struct SharedArray {
     pub elem: DType,
     /// Number of elements.
     pub len: u32,
+    /// Updated by [`Op::AtomicShared`] (a `u32` or `i32` array): every
+    /// load and store of it is atomic too (WGSL's `atomic<T>`).
+    pub atomic: bool,
 }
 
 /// Values provided by the launch, all `u32`, first dimension only.
@@ -285,6 +288,18 @@ pub enum Op {
     LoadShared(SharedId, Operand),
     /// A subgroup collective.
     Subgroup(SubgroupOp, Operand),
+    /// An atomic operation on element `index` of an atomic shared array
+    /// (workgroup memory); yields the previous value.
+    AtomicShared {
+        /// What to do.
+        op: AtomicOp,
+        /// The atomic shared array.
+        shared: SharedId,
+        /// Element index (`u32`).
+        index: Operand,
+        /// The operand.
+        value: Operand,
+    },
     /// An atomic operation on element `index`; yields the previous value.
     Atomic {
         /// What to do.
@@ -612,6 +627,31 @@ impl Kernel {
                 }
                 b.elem
             }
+            Op::AtomicShared {
+                shared,
+                index,
+                value,
+                ..
+            } => {
+                let a = self
+                    .shared
+                    .get(shared.index())
+                    .ok_or_else(|| KernelError::Undeclared {
+                        what: "shared array",
+                        name: shared.to_string(),
+                    })?;
+                if !a.atomic
+                    || !matches!(a.elem, DType::U32 | DType::I32)
+                    || t(value) != a.elem
+                    || t(index) != DType::U32
+                {
+                    return Err(KernelError::IllTyped {
+                        what: "shared atomic",
+                        target: shared.to_string(),
+                    });
+                }
+                a.elem
+            }
         })
     }
 
@@ -756,7 +796,9 @@ pub fn op_operands(op: &Op) -> Vec<Operand> {
         | Op::Subgroup(_, a) => vec![a],
         Op::Binary(_, a, b) => vec![a, b],
         Op::Select(a, b, c) | Op::MulAdd(a, b, c) => vec![a, b, c],
-        Op::Atomic { index, value, .. } => vec![index, value],
+        Op::Atomic { index, value, .. } | Op::AtomicShared { index, value, .. } => {
+            vec![index, value]
+        }
         Op::Builtin(_) | Op::Uniform(_) => vec![],
     }
 }
@@ -802,6 +844,12 @@ impl fmt::Display for Op {
                 index,
                 value,
             } => write!(f, "atomic.{} {binding}[{index}], {value}", op.name()),
+            Op::AtomicShared {
+                op,
+                shared,
+                index,
+                value,
+            } => write!(f, "atomic.{} {shared}[{index}], {value}", op.name()),
         }
     }
 }
@@ -922,8 +970,17 @@ impl KernelBuilder {
             name: name.into(),
             elem,
             len,
+            atomic: false,
         });
         SharedId::new(self.kernel.shared.len() - 1)
+    }
+
+    /// Declares a shared array of `u32` or `i32` updated by
+    /// [`Op::AtomicShared`].
+    pub fn shared_atomic(&mut self, name: impl Into<String>, elem: DType, len: u32) -> SharedId {
+        let id = self.shared(name, elem, len);
+        self.kernel.shared[id.index()].atomic = true;
+        id
     }
 
     /// A new register.

@@ -132,6 +132,9 @@ struct Shadow {
     write_epoch: u32,
     reader: u32,
     read_epoch: u32,
+    /// The epoch of the last atomic update (atomics of several threads
+    /// between two barriers are not a race; a plain access among them is).
+    atomic_epoch: u32,
 }
 
 const MANY: u32 = u32::MAX;
@@ -891,24 +894,19 @@ impl<'m> Block<'m> {
                 let size = (ty.bits() / 8) as usize;
                 let old = mem.read(addr, size).map_err(|e| err(ins, e))?;
                 let v = val(self, t, 2, ty)?;
-                let new = match op {
-                    AtomOp::Add => old.wrapping_add(v),
-                    AtomOp::Or => old | v,
-                    AtomOp::Exch => v,
-                    AtomOp::Min | AtomOp::Max => {
-                        let less = if ty.is_signed_int() {
-                            sext(ty, v) < sext(ty, old)
-                        } else {
-                            v < old
-                        };
-                        if (op == AtomOp::Min) == less {
-                            v
-                        } else {
-                            old
-                        }
-                    }
+                mem.write(addr, size, mask(ty, atom_apply(op, ty, old, v)))
+                    .map_err(|e| err(ins, e))?;
+                set!(0, ty, old);
+            }
+            Op::AtomShared(op, ty) => {
+                let Operand::Addr(Base::Reg(r), off) = &a[1] else {
+                    return Err(err(ins, "atomic needs a register address"));
                 };
-                mem.write(addr, size, mask(ty, new))
+                let addr = (t.frames.last().unwrap().regs[*r] as u32).wrapping_add(*off as u32);
+                let size = (ty.bits() / 8) as usize;
+                let v = val(self, t, 2, ty)?;
+                let old = self
+                    .shared_atomic(addr, size, tid, |old| mask(ty, atom_apply(op, ty, old, v)))
                     .map_err(|e| err(ins, e))?;
                 set!(0, ty, old);
             }
@@ -936,6 +934,7 @@ impl<'m> Block<'m> {
 
     fn shared_read(&mut self, addr: u32, size: usize, tid: u32) -> Result<u64, String> {
         let a = self.shared_check(addr, size)?;
+        self.atomic_race(a, size, tid)?;
         let me = tid + 1;
         for w in a / 4..(a + size) / 4 {
             let s = &mut self.shadow[w];
@@ -958,8 +957,52 @@ impl<'m> Block<'m> {
         Ok(u64::from_le_bytes(v))
     }
 
+    /// An atomic read-modify-write of a shared word: racing only with
+    /// plain accesses of other threads since the last barrier.
+    fn shared_atomic(
+        &mut self,
+        addr: u32,
+        size: usize,
+        tid: u32,
+        f: impl FnOnce(u64) -> u64,
+    ) -> Result<u64, String> {
+        let a = self.shared_check(addr, size)?;
+        let me = tid + 1;
+        for w in a / 4..(a + size) / 4 {
+            let s = &mut self.shadow[w];
+            let wrote = s.write_epoch == self.epoch && s.writer != me;
+            let read = s.read_epoch == self.epoch && s.reader != me;
+            if wrote || read {
+                return Err(format!(
+                    "race: thread {tid} updates shared byte {} atomically, another thread accessed it plainly since the last barrier",
+                    w * 4
+                ));
+            }
+            s.atomic_epoch = self.epoch;
+        }
+        let mut v = [0u8; 8];
+        v[..size].copy_from_slice(&self.shared[a..a + size]);
+        let old = u64::from_le_bytes(v);
+        self.shared[a..a + size].copy_from_slice(&f(old).to_le_bytes()[..size]);
+        Ok(old)
+    }
+
+    /// A plain access of a word updated atomically since the last barrier.
+    fn atomic_race(&self, a: usize, size: usize, tid: u32) -> Result<(), String> {
+        for w in a / 4..(a + size) / 4 {
+            if self.shadow[w].atomic_epoch == self.epoch {
+                return Err(format!(
+                    "race: thread {tid} accesses shared byte {} plainly, updated atomically since the last barrier",
+                    w * 4
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn shared_write(&mut self, addr: u32, size: usize, value: u64, tid: u32) -> Result<(), String> {
         let a = self.shared_check(addr, size)?;
+        self.atomic_race(a, size, tid)?;
         let me = tid + 1;
         for w in a / 4..(a + size) / 4 {
             let s = &mut self.shadow[w];
@@ -981,6 +1024,27 @@ impl<'m> Block<'m> {
         }
         self.shared[a..a + size].copy_from_slice(&value.to_le_bytes()[..size]);
         Ok(())
+    }
+}
+
+/// The new value of an atomic `op` on `old` with operand `v`.
+fn atom_apply(op: AtomOp, ty: Ty, old: u64, v: u64) -> u64 {
+    match op {
+        AtomOp::Add => old.wrapping_add(v),
+        AtomOp::Or => old | v,
+        AtomOp::Exch => v,
+        AtomOp::Min | AtomOp::Max => {
+            let less = if ty.is_signed_int() {
+                sext(ty, v) < sext(ty, old)
+            } else {
+                v < old
+            };
+            if (op == AtomOp::Min) == less {
+                v
+            } else {
+                old
+            }
+        }
     }
 }
 

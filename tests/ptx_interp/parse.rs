@@ -149,7 +149,11 @@ pub enum Op {
     Shr(Ty),
     Setp(Cmp, Ty),
     Selp(Ty),
-    Cvt { rnd: Option<Rnd>, dst: Ty, src: Ty },
+    Cvt {
+        rnd: Option<Rnd>,
+        dst: Ty,
+        src: Ty,
+    },
     Copysign(Ty),
     Bra,
     Ret,
@@ -157,6 +161,8 @@ pub enum Op {
     Shfl(ShflMode),
     Vote(bool),
     Atom(AtomOp, Ty),
+    /// An atomic on a shared-window address (32-bit register).
+    AtomShared(AtomOp, Ty),
     Call,
 }
 
@@ -704,7 +710,7 @@ fn decode(op: &str) -> R<Op> {
             "any" => false,
             _ => return bad(),
         }),
-        ["atom", "global", a, _] => {
+        ["atom", space @ ("global" | "shared"), a, _] => {
             let t = t1(3)?;
             let a = match *a {
                 "add" if matches!(t, Ty::U32 | Ty::U64 | Ty::S32) => AtomOp::Add,
@@ -714,7 +720,11 @@ fn decode(op: &str) -> R<Op> {
                 "exch" if matches!(t, Ty::B32 | Ty::B64) => AtomOp::Exch,
                 _ => return bad(),
             };
-            Op::Atom(a, t)
+            if *space == "shared" {
+                Op::AtomShared(a, t)
+            } else {
+                Op::Atom(a, t)
+            }
         }
         _ => return bad(),
     };
@@ -902,7 +912,7 @@ fn check_types(f: &Function, ins: &Instr) -> R<()> {
             (Op::Cvt { src, .. }, _) => Some(*src),
             (Op::Vote(_), _) => Some(Ty::Pred),
             (Op::Shfl(_), _) => Some(Ty::B32),
-            (Op::Atom(_, t), 0 | 2) => Some(*t),
+            (Op::Atom(_, t) | Op::AtomShared(_, t), 0 | 2) => Some(*t),
             (
                 Op::Add(t)
                 | Op::Sub(t)
@@ -946,7 +956,9 @@ fn check_types(f: &Function, ins: &Instr) -> R<()> {
             }
             Operand::Addr(Base::Reg(r), _) => {
                 let t = match ins.op {
-                    Op::Ld(Space::Shared, _) | Op::St(Space::Shared, _) => Ty::U32,
+                    Op::Ld(Space::Shared, _) | Op::St(Space::Shared, _) | Op::AtomShared(..) => {
+                        Ty::U32
+                    }
                     _ => Ty::U64,
                 };
                 need(*r, t)?;

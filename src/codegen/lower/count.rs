@@ -1,14 +1,16 @@
 //! Key counts on the device (`histogram`): every workgroup counts its
-//! span's keys into its own row of counters (atomic adds: counting
-//! commutes, so no result depends on their order), then each key's counts
-//! are summed over the workgroups in 64 bits. The key (already a bin, with
-//! CUB HistogramEven's below/above/NaN bins) is the stage's element
-//! program; a key past the last counts in the last, as on the CPU.
+//! span's keys into bins in workgroup memory (atomic adds: counting
+//! commutes, so no result depends on their order) and writes them as its
+//! row of counters, then each key's counts are summed over the workgroups
+//! in 64 bits. The key (already a bin, with CUB HistogramEven's
+//! below/above/NaN bins) is the stage's element program; a key past the
+//! last counts in the last, as on the CPU.
 
 use super::sort::push;
 use super::*;
 
-/// Most keys the device counts (a row of counters per workgroup).
+/// Most keys the device counts: their bins fill the 16 KiB of workgroup
+/// memory every WebGPU adapter has.
 pub(super) const MAX_KEYS: u32 = 4096;
 
 impl Lower<'_> {
@@ -34,14 +36,7 @@ impl Lower<'_> {
         };
         let rows = scratch("key_counts", ScratchLen::PerGroup(keys));
         let rows_out = scratch("keys", ScratchLen::One);
-        let k = self.count_zero_kernel(keys)?;
-        push(
-            &mut plan,
-            k,
-            Groups::Spans,
-            vec![BufferRef::Scratch(rows), BufferRef::Scratch(rows_out)],
-        );
-        let (k, bufs) = self.count_keys_kernel(key, keys, rows)?;
+        let (k, bufs) = self.count_keys_kernel(key, keys, rows, rows_out)?;
         push(&mut plan, k, Groups::Spans, bufs);
         let k = self.count_sum_kernel(keys)?;
         push(
@@ -56,52 +51,40 @@ impl Lower<'_> {
         Ok(plan)
     }
 
-    /// `count_zero`: clears this workgroup's row; the first writes the
+    /// `count_keys`: this workgroup's span counted into bins in workgroup
+    /// memory, then written as its row; the first workgroup writes the
     /// number of rows the outputs hold.
-    fn count_zero_kernel(&self, keys: u32) -> R<crate::codegen::kernel::Kernel> {
-        let mut b = self.kernel("count_zero");
-        let rows = b.binding("counts", DType::U32, Access::ReadWrite);
-        let n = b.binding("keys", DType::U32, Access::ReadWrite);
-        let pre = self.preload(&mut b);
-        let row = b.binary(BinaryOp::Mul, pre.w, u32c(keys));
-        b.for_(pre.t, u32c(keys), u32c(self.wg), |b, d| {
-            let at = b.binary(BinaryOp::Add, row, d);
-            b.push(Stmt::Store(rows, at.into(), u32c(0)));
-        });
-        let first = b.binary(BinaryOp::Eq, pre.w, u32c(0));
-        let lead = b.binary(BinaryOp::Eq, pre.t, u32c(0));
-        let both = b.binary(BinaryOp::And, first, lead);
-        b.if_(both, |b| b.push(Stmt::Store(n, u32c(0), u32c(keys))));
-        Self::finish(b)
-    }
-
-    /// `count_keys`: this workgroup's span counted into its row.
     fn count_keys_kernel(
         &self,
         key: crate::expr::Value,
         keys: u32,
         rows: u16,
+        rows_out: u16,
     ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
         let mut b = self.kernel("count_keys");
         let mut bufs = Vec::new();
         let inputs = self.input_bindings(&mut b, &mut bufs);
-        bufs.push(BufferRef::Scratch(rows));
-        let counts = b.binding("counts", DType::U32, Access::Atomic);
+        bufs.extend([BufferRef::Scratch(rows), BufferRef::Scratch(rows_out)]);
+        let counts = b.binding("counts", DType::U32, Access::ReadWrite);
+        let n = b.binding("keys", DType::U32, Access::ReadWrite);
+        let bins = b.shared_atomic("bins", DType::U32, keys);
         let pre = self.preload(&mut b);
-        let row = b.binary(BinaryOp::Mul, pre.w, u32c(keys));
+        b.for_(pre.t, u32c(keys), u32c(self.wg), |b, d| {
+            b.push(Stmt::StoreShared(bins, d.into(), u32c(0)));
+        });
+        b.barrier();
         let (ws, we) = self.span(&mut b, &pre);
         self.thread_loop(&mut b, &pre, ws, we, false, |b, i| {
             let vals = self.element(b, &pre, &inputs, i)?;
             let k = Self::value(&vals, key)?;
             let k = b.binary(BinaryOp::Min, k, u32c(keys - 1));
-            let at = b.binary(BinaryOp::Add, row, k);
             let add = |b: &mut KernelBuilder| {
                 b.assign(
                     DType::U32,
-                    Op::Atomic {
+                    Op::AtomicShared {
                         op: crate::codegen::kernel::AtomicOp::Add,
-                        binding: counts,
-                        index: at.into(),
+                        shared: bins,
+                        index: k.into(),
                         value: u32c(1),
                     },
                 );
@@ -115,6 +98,17 @@ impl Lower<'_> {
             }
             Ok(())
         })?;
+        b.barrier();
+        let row = b.binary(BinaryOp::Mul, pre.w, u32c(keys));
+        b.for_(pre.t, u32c(keys), u32c(self.wg), |b, d| {
+            let c = b.assign(DType::U32, Op::LoadShared(bins, d.into()));
+            let at = b.binary(BinaryOp::Add, row, d);
+            b.push(Stmt::Store(counts, at.into(), c.into()));
+        });
+        let first = b.binary(BinaryOp::Eq, pre.w, u32c(0));
+        let lead = b.binary(BinaryOp::Eq, pre.t, u32c(0));
+        let both = b.binary(BinaryOp::And, first, lead);
+        b.if_(both, |b| b.push(Stmt::Store(n, u32c(0), u32c(keys))));
         Ok((Self::finish(b)?, bufs))
     }
 

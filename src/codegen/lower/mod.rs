@@ -499,15 +499,15 @@ pub(crate) mod tests {
                 columns: cols.iter().copied().collect(),
                 fetch: None,
             };
-        // `m` (f32) alone: its words, four digit passes of four dispatches
-        // (zero, count, spine, scatter), the decode.
+        // `m` (f32) alone: its words, four digit passes of three
+        // dispatches (count, spine, scatter), the decode.
         let kp = lower_stage(
             &stage(|m, _| sort(&[(m, false)], &[m]), false),
             &Caps::default(),
         )
         .unwrap();
         assert!(kp.whole);
-        assert_eq!(kp.dispatches.len(), 1 + 4 * 4 + 1);
+        assert_eq!(kp.dispatches.len(), 1 + 4 * 3 + 1);
         assert_eq!(kp.kernels.first().unwrap().name, "sort_words");
         assert_eq!(kp.kernels.last().unwrap().name, "sort_decode");
         assert_eq!(
@@ -515,13 +515,13 @@ pub(crate) mod tests {
             "device lsd-radix (reduce-then-scan) 4 of 4 digit passes"
         );
         // Two keys carrying rows: the bool key takes one pass (its word
-        // is 0 or 1), `m` four; the zero and spine kernels are shared.
+        // is 0 or 1), `m` four; the spine kernel is shared.
         let kp = lower_stage(
             &stage(|m, g| sort(&[(g, true), (m, false)], &[m, g]), false),
             &Caps::default(),
         )
         .unwrap();
-        assert_eq!(kp.dispatches.len(), 1 + 4 * 4 + 1 + 4 + 1);
+        assert_eq!(kp.dispatches.len(), 1 + 4 * 3 + 1 + 3 + 1);
         let names: Vec<&str> = kp.kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(names.iter().filter(|n| **n == "sort_spine").count(), 1);
         assert!(names.contains(&"sort_rekey") && names.contains(&"sort_gather"));
@@ -584,7 +584,7 @@ pub(crate) mod tests {
             &Caps::default(),
         )
         .unwrap();
-        assert_eq!(kp.dispatches.len(), 3 + 1 + 4 * 4 + 1);
+        assert_eq!(kp.dispatches.len(), 3 + 1 + 4 * 3 + 1);
         assert!(matches!(kp.readback, Readback::Columns { count: Some(_) }));
         assert_eq!(kp.kernels[2].name, "compact_rows");
         let top = stage(

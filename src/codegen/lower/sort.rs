@@ -12,12 +12,12 @@
 //! left, so ties keep the order of the less significant keys and of the
 //! input.
 //!
-//! One digit pass is four dispatches:
+//! One digit pass is three dispatches:
 //!
-//! - `sort_zero`: every workgroup clears its row of 256 digit counts;
-//! - `sort_count`: every workgroup counts the digits of its span (atomic
-//!   adds into its own row: counting commutes, so the result does not
-//!   depend on their order);
+//! - `sort_count`: every workgroup counts the digits of its span into 256
+//!   bins in workgroup memory (atomic adds: counting commutes, so the
+//!   result does not depend on their order) and writes them as its row of
+//!   digit counts;
 //! - `sort_spine`: one workgroup turns the counts into the first output
 //!   position of every (workgroup, digit), digit-major;
 //! - `sort_scatter`: every workgroup walks its span in tiles of
@@ -327,7 +327,6 @@ impl Lower<'_> {
     ) -> R<(usize, Option<usize>)> {
         let s = BufferRef::Scratch;
         let spine = self.spine_kernel()?;
-        let zero = self.zero_kernel()?;
         // Whether a pass's digit is the same in every row (its spine
         // writes it, its scatter reads it).
         let constant = add_scratch(plan, "constant_digit", DType::U32, ScratchLen::One);
@@ -335,7 +334,6 @@ impl Lower<'_> {
         for pass in 0..d.passes {
             let shift = pass * 8;
             let (src, dst) = (cur, 1 - cur);
-            push(plan, zero.clone(), Groups::Spans, vec![s(d.hist)]);
             let (k, bufs) = self.count_kernel(d.wt, shift, s(d.words[src]), s(d.hist), d.count)?;
             push(plan, k, Groups::Spans, bufs);
             push(
@@ -699,26 +697,36 @@ impl Lower<'_> {
         let mut b = self.kernel(&format!("sort_count_{wt}_{shift}"));
         let mut bufs = vec![words, counts];
         let words = b.binding("words", wt, Access::Read);
-        let hist = b.binding("counts", DType::U32, Access::Atomic);
+        let hist = b.binding("counts", DType::U32, Access::ReadWrite);
         let count = Self::count_binding(&mut b, &mut bufs, count);
+        let bins = b.shared_atomic("bins", DType::U32, RADIX);
         let pre = self.preload(&mut b);
-        let row = b.binary(BinaryOp::Mul, pre.w, u32c(RADIX));
+        b.for_(pre.t, u32c(RADIX), u32c(self.wg), |b, d| {
+            b.push(Stmt::StoreShared(bins, d.into(), u32c(0)));
+        });
+        b.barrier();
         let (ws, we) = self.rows_span(&mut b, &pre, count);
         self.thread_loop(&mut b, &pre, ws, we, false, |b, i| {
             let w = b.assign(wt, Op::Load(words, i.into()));
             let d = Self::digit(b, w.into(), shift);
-            let at = b.binary(BinaryOp::Add, row, d);
             b.assign(
                 DType::U32,
-                Op::Atomic {
+                Op::AtomicShared {
                     op: crate::codegen::kernel::AtomicOp::Add,
-                    binding: hist,
-                    index: at.into(),
+                    shared: bins,
+                    index: d.into(),
                     value: u32c(1),
                 },
             );
             Ok(())
         })?;
+        b.barrier();
+        let row = b.binary(BinaryOp::Mul, pre.w, u32c(RADIX));
+        b.for_(pre.t, u32c(RADIX), u32c(self.wg), |b, d| {
+            let c = b.assign(DType::U32, Op::LoadShared(bins, d.into()));
+            let at = b.binary(BinaryOp::Add, row, d);
+            b.push(Stmt::Store(hist, at.into(), c.into()));
+        });
         Ok((Self::finish(b)?, bufs))
     }
 

@@ -642,6 +642,24 @@ impl<'k, 'h> KernelWriter<'k, 'h> {
                 };
                 self.ins(format!("atom.global.{name}.{t} {d}, [{addr}], {v}"));
             }
+            Op::AtomicShared {
+                op,
+                shared,
+                index,
+                value,
+            } => {
+                let elem = self.k.shared[shared.index()].elem;
+                let addr = self.shared_addr(shared.index(), *index);
+                let v = self.src(*value);
+                let (name, t) = match op {
+                    AtomicOp::Add => ("add", "u32"),
+                    AtomicOp::Min => ("min", ity(elem)),
+                    AtomicOp::Max => ("max", ity(elem)),
+                    AtomicOp::Or => ("or", mty(elem)),
+                    AtomicOp::Exchange => ("exch", mty(elem)),
+                };
+                self.ins(format!("atom.shared.{name}.{t} {d}, [{addr}], {v}"));
+            }
         }
     }
 

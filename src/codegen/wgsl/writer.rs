@@ -203,12 +203,12 @@ impl<W: Write> WgslWriter<W> {
         // arrays were clobbered), where lavapipe and llvmpipe did not.
         for s in &k.shared {
             let n = self.namer.call(&s.name);
-            writeln!(
-                self.out,
-                "var<workgroup> {n}: array<{}, {}>;",
-                storage_type(s.elem),
-                s.len
-            )?;
+            let elem = if s.atomic {
+                format!("atomic<{}>", storage_type(s.elem))
+            } else {
+                storage_type(s.elem).to_string()
+            };
+            writeln!(self.out, "var<workgroup> {n}: array<{elem}, {}>;", s.len)?;
             self.shared.push(n);
         }
         for h in helpers(k) {
@@ -273,6 +273,13 @@ impl<W: Write> WgslWriter<W> {
                         self.operand(*i)
                     )?;
                 }
+                Stmt::StoreShared(a, i, v) if k.shared[a.index()].atomic => writeln!(
+                    self.out,
+                    "{pad}atomicStore(&{}[{}], {});",
+                    self.shared[a.index()],
+                    self.operand(*i),
+                    self.operand(*v)
+                )?,
                 Stmt::StoreShared(a, i, v) => {
                     let v = if k.shared[a.index()].elem == DType::Bool {
                         format!("select(0u, 1u, {})", self.operand(*v))
@@ -431,6 +438,9 @@ impl<W: Write> WgslWriter<W> {
                     v
                 }
             }
+            Op::LoadShared(s, i) if k.shared[s.index()].atomic => {
+                format!("atomicLoad(&{}[{}])", self.shared[s.index()], o(i))
+            }
             Op::LoadShared(s, i) => {
                 let v = format!("{}[{}]", self.shared[s.index()], o(i));
                 if k.shared[s.index()].elem == DType::Bool {
@@ -467,6 +477,26 @@ impl<W: Write> WgslWriter<W> {
                 format!(
                     "{f}(&{}[{}], {})",
                     self.bindings[binding.index()],
+                    o(index),
+                    o(value)
+                )
+            }
+            Op::AtomicShared {
+                op,
+                shared,
+                index,
+                value,
+            } => {
+                let f = match op {
+                    AtomicOp::Add => "atomicAdd",
+                    AtomicOp::Min => "atomicMin",
+                    AtomicOp::Max => "atomicMax",
+                    AtomicOp::Or => "atomicOr",
+                    AtomicOp::Exchange => "atomicExchange",
+                };
+                format!(
+                    "{f}(&{}[{}], {})",
+                    self.shared[shared.index()],
                     o(index),
                     o(value)
                 )

@@ -11,8 +11,9 @@ struct Uniforms {
 }
 @group(0) @binding(3) var<uniform> u: Uniforms;
 @group(0) @binding(0) var<storage, read> words: array<u32>;
-@group(0) @binding(1) var<storage, read_write> counts: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> counts: array<u32>;
 @group(0) @binding(2) var<storage, read> count: array<u32>;
+var<workgroup> bins: array<atomic<u32>, 256>;
 fn cq_div_u32(a: u32, b: u32) -> u32 {
     if (b == 0u) { return 0u; }
     return a / b;
@@ -43,6 +44,9 @@ fn sort_count_u32_0(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workg
     var r20: u32;
     var r21: u32;
     var r22: u32;
+    var r23: u32;
+    var r24: u32;
+    var r25: u32;
     r0 = u.len;
     r1 = u.span;
     r2 = u.groups;
@@ -50,7 +54,10 @@ fn sort_count_u32_0(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workg
     r4 = u.off1;
     r5 = lid.x;
     r6 = wid.x;
-    r7 = (r6 * 256u);
+    for (r7 = r5; r7 < 256u; r7 = r7 + 256u) {
+        atomicStore(&bins[r7], 0u);
+    }
+    workgroupBarrier();
     r8 = count[0u];
     r9 = (r2 - 1u);
     r10 = (r8 + r9);
@@ -64,7 +71,13 @@ fn sort_count_u32_0(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workg
         r18 = words[r17];
         r19 = (r18 >> (bitcast<u32>(0u) & 31u));
         r20 = (r19 & 255u);
-        r21 = (r7 + r20);
-        r22 = atomicAdd(&counts[r21], 1u);
+        r21 = atomicAdd(&bins[r20], 1u);
+    }
+    workgroupBarrier();
+    r22 = (r6 * 256u);
+    for (r23 = r5; r23 < 256u; r23 = r23 + 256u) {
+        r24 = atomicLoad(&bins[r23]);
+        r25 = (r22 + r23);
+        counts[r25] = r24;
     }
 }

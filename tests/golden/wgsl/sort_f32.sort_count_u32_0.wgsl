@@ -7,7 +7,8 @@ struct Uniforms {
 }
 @group(0) @binding(2) var<uniform> u: Uniforms;
 @group(0) @binding(0) var<storage, read> words: array<u32>;
-@group(0) @binding(1) var<storage, read_write> counts: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> counts: array<u32>;
+var<workgroup> bins: array<atomic<u32>, 256>;
 
 @compute @workgroup_size(256)
 fn sort_count_u32_0(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(global_invocation_id) gid: vec3<u32>) {
@@ -29,13 +30,19 @@ fn sort_count_u32_0(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workg
     var r15: u32;
     var r16: u32;
     var r17: u32;
+    var r18: u32;
+    var r19: u32;
+    var r20: u32;
     r0 = u.len;
     r1 = u.span;
     r2 = u.groups;
     r3 = u.off0;
     r4 = lid.x;
     r5 = wid.x;
-    r6 = (r5 * 256u);
+    for (r6 = r4; r6 < 256u; r6 = r6 + 256u) {
+        atomicStore(&bins[r6], 0u);
+    }
+    workgroupBarrier();
     r7 = (r5 * r1);
     r8 = min(r7, r0);
     r9 = (r8 + r1);
@@ -45,7 +52,13 @@ fn sort_count_u32_0(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workg
         r13 = words[r12];
         r14 = (r13 >> (bitcast<u32>(0u) & 31u));
         r15 = (r14 & 255u);
-        r16 = (r6 + r15);
-        r17 = atomicAdd(&counts[r16], 1u);
+        r16 = atomicAdd(&bins[r15], 1u);
+    }
+    workgroupBarrier();
+    r17 = (r5 * 256u);
+    for (r18 = r4; r18 < 256u; r18 = r18 + 256u) {
+        r19 = atomicLoad(&bins[r18]);
+        r20 = (r17 + r18);
+        counts[r20] = r19;
     }
 }

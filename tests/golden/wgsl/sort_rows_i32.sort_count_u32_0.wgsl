@@ -8,7 +8,8 @@ struct Uniforms {
 }
 @group(0) @binding(2) var<uniform> u: Uniforms;
 @group(0) @binding(0) var<storage, read> words: array<u32>;
-@group(0) @binding(1) var<storage, read_write> counts: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> counts: array<u32>;
+var<workgroup> bins: array<atomic<u32>, 256>;
 
 @compute @workgroup_size(256)
 fn sort_count_u32_0(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(global_invocation_id) gid: vec3<u32>) {
@@ -31,6 +32,9 @@ fn sort_count_u32_0(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workg
     var r16: u32;
     var r17: u32;
     var r18: u32;
+    var r19: u32;
+    var r20: u32;
+    var r21: u32;
     r0 = u.len;
     r1 = u.span;
     r2 = u.groups;
@@ -38,7 +42,10 @@ fn sort_count_u32_0(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workg
     r4 = u.off1;
     r5 = lid.x;
     r6 = wid.x;
-    r7 = (r6 * 256u);
+    for (r7 = r5; r7 < 256u; r7 = r7 + 256u) {
+        atomicStore(&bins[r7], 0u);
+    }
+    workgroupBarrier();
     r8 = (r6 * r1);
     r9 = min(r8, r0);
     r10 = (r9 + r1);
@@ -48,7 +55,13 @@ fn sort_count_u32_0(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workg
         r14 = words[r13];
         r15 = (r14 >> (bitcast<u32>(0u) & 31u));
         r16 = (r15 & 255u);
-        r17 = (r7 + r16);
-        r18 = atomicAdd(&counts[r17], 1u);
+        r17 = atomicAdd(&bins[r16], 1u);
+    }
+    workgroupBarrier();
+    r18 = (r6 * 256u);
+    for (r19 = r5; r19 < 256u; r19 = r19 + 256u) {
+        r20 = atomicLoad(&bins[r19]);
+        r21 = (r18 + r19);
+        counts[r21] = r20;
     }
 }
