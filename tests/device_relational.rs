@@ -9,7 +9,9 @@
 //! before the sort; top-k by radix select, ties cut in input order; the
 //! early-exit terminals (and that `find` stops reading); groups of one
 //! and several keys, in key and first-seen order, with every per-group
-//! aggregate; histograms; the variance; faults in each falling back.
+//! aggregate; histograms; counts without 64-bit integers; joins (inner,
+//! semi, anti, one key and two); the variance; faults in each falling
+//! back.
 
 mod common;
 #[path = "support/faults.rs"]
@@ -1305,7 +1307,7 @@ fn join_sizes() -> Vec<(usize, usize)> {
     ]
 }
 
-/// Joins on the devices (one key): inner joins in the documented order
+/// Joins on the devices (one key, and two): inner joins in the documented order
 /// (probe order, then build order), semi- and anti-joins, `is_in` and
 /// `not_in`, float keys as group keys (NaN one key, `-0.0` = `+0.0`), a
 /// filter before the join and the query going on after it, against
