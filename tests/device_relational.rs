@@ -772,6 +772,80 @@ fn a_device_resident_column_sorts_on_the_device() {
     }
 }
 
+/// A join of columns resident on the device, its result kept there: no
+/// byte goes up, and only the row counts come down (an inner join's
+/// sizing read and the survivor count).
+#[test]
+fn a_join_of_resident_columns_stays_on_the_device() {
+    let pk: Vec<u32> = common::lcg(3000, 1)
+        .iter()
+        .map(|&r| (r % 700) as u32)
+        .collect();
+    let pv: Vec<u32> = (0..3000).collect();
+    let bk: Vec<u32> = common::lcg(500, 2)
+        .iter()
+        .map(|&r| (r % 900) as u32)
+        .collect();
+    let bv: Vec<u32> = (0..500).map(|j| j * 3).collect();
+    let want: Vec<(u32, u32)> = common::engine()
+        .query(&pk)
+        .on(BackendKind::CpuScalar)
+        .zip(&pv)
+        .join(common::engine().query(&bk).zip(&bv), |(k, _)| k, |(k, _)| k)
+        .map(|((_, v), (_, w))| (v, w))
+        .collect();
+    for k in common::devices(&common::engine()) {
+        let e = common::engine();
+        if !wide_ints(&e, k, "a_join_of_resident_columns_stays_on_the_device") {
+            continue;
+        }
+        let up = |v: &Vec<u32>| {
+            e.query(v)
+                .on(k)
+                .no_fallback()
+                .map(|x| x)
+                .collect_on_device()
+                .expect("an upload")
+                .0
+        };
+        let (dpk, dpv, dbk, dbv) = (up(&pk), up(&pv), up(&bk), up(&bv));
+        let ((v, w), m) = {
+            let q = || {
+                e.query(&dpk).on(k).no_fallback().zip(&dpv).join(
+                    e.query(&dbk).zip(&dbv),
+                    |(k, _)| k,
+                    |(k, _)| k,
+                )
+            };
+            let (v, m) = q()
+                .map(|((_, v), _)| v)
+                .collect_on_device()
+                .expect("a join on the device");
+            let (w, _) = q()
+                .map(|(_, (_, w))| w)
+                .collect_on_device()
+                .expect("a join on the device");
+            ((v, w), m)
+        };
+        assert_eq!(m.backend, k);
+        assert!(
+            m.algorithm
+                .is_some_and(|a| a.to_string().starts_with("device join")),
+            "{m}"
+        );
+        assert!(v.is_resident() && w.is_resident(), "{m}");
+        assert_eq!(m.bytes_uploaded, 0, "{m}");
+        assert!(m.bytes_downloaded <= 16, "only row counts come down: {m}");
+        let got: Vec<(u32, u32)> = v
+            .to_vec()
+            .unwrap()
+            .into_iter()
+            .zip(w.to_vec().unwrap())
+            .collect();
+        assert_eq!(got, want, "{k}");
+    }
+}
+
 /// Every injectable fault of the devices, during a sort's many dispatches,
 /// falls back to the CPU with the right rows and records the failed
 /// attempt.
