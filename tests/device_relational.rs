@@ -1302,6 +1302,9 @@ fn histograms_on_the_devices_match_the_cpu() {
     }
 }
 
+/// A group's count, argmin, argmax and max.
+type PerGroup = (u64, Option<usize>, Option<usize>, Option<f32>);
+
 /// Group counts, `value_counts`, arg aggregates per group and histograms
 /// need no 64-bit integers on the device: without them (wgpu on GL, and
 /// the interpreter lowered as if it had none) their `u64` columns are
@@ -1343,7 +1346,7 @@ fn counts_need_no_64_bit_integers_on_the_devices() {
             assert!(alg.starts_with("device groups"), "{ctx}: {m}");
             assert_eq!((dc.keys, dc.values), (cc.keys, cc.values), "{ctx} count");
             assert_eq!(da.keys, ca.keys, "{ctx} agg keys");
-            let strip = |v: Vec<(u64, Option<usize>, Option<usize>, Option<f32>)>| {
+            let strip = |v: Vec<PerGroup>| {
                 v.into_iter()
                     .map(|(c, i, j, x)| (c, i, j, x.map(|x| canon32(&[x]))))
                     .collect::<Vec<_>>()

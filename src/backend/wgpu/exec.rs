@@ -144,6 +144,10 @@ pub(crate) struct Exec<'a> {
     pub stats: &'a mut RunStats,
 }
 
+/// What a dispatch's buffer binds (buffer, offset, size), given the
+/// run's outputs.
+type BindFn<'a> = dyn Fn(BufferRef, &[PooledBuffer]) -> (wgpu::Buffer, u64, u64) + 'a;
+
 impl Exec<'_> {
     /// Runs every stage; the last one's output is the result.
     pub fn run(
@@ -263,7 +267,7 @@ impl Exec<'_> {
         kp: &KernelPlan,
         pipes: &[Arc<Pipeline>],
         dispatches: &[Dispatch],
-        bind: &dyn Fn(BufferRef, &[PooledBuffer]) -> (wgpu::Buffer, u64, u64),
+        bind: &BindFn<'_>,
         uniform: &PooledBuffer,
         launch: Launch,
         rows: u16,
