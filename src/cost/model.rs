@@ -422,8 +422,8 @@ impl CostModel {
                     // scan or compaction three launches and a second read.
                     let (l, reread) = match (s.end, s.device_sort) {
                         // A radix sort: its words, three launches per digit
-                        // (count, spine, scatter; a top-k's selection:
-                        // zero, count, pick), the final store; each pass
+                        // (count, spine, scatter; a top-k's selection two:
+                        // count, pick), the final store; each pass
                         // moves the words (and rows) again.
                         (_, Some((passes, bytes, _))) => (2.0 + 3.0 * passes, bytes),
                         (StageEnd::Reduce, _) => {

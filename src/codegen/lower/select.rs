@@ -7,12 +7,12 @@
 //! ranked by the composite of its words, most significant key first, then
 //! its input position (so ties keep input order, as `cpu-scalar`'s stable
 //! sort does). The selection walks that composite one 8-bit digit at a
-//! time, most significant first, in three dispatches per digit:
+//! time, most significant first, in two dispatches per digit:
 //!
-//! - `sort_zero`: clears the workgroups' digit counts;
 //! - `select_count`: every workgroup counts the digits of its rows whose
-//!   higher digits equal the threshold chosen so far (atomic adds into its
-//!   own row: counting commutes);
+//!   higher digits equal the threshold chosen so far into bins in
+//!   workgroup memory (atomic adds: counting commutes) and writes them as
+//!   its row of counts;
 //! - `select_digit`: one workgroup sums the counts and picks the digit
 //!   where the rows still needed are reached; when that digit's rows are
 //!   exactly the ones still needed, every row at or below the threshold is
@@ -131,11 +131,9 @@ impl Lower<'_> {
         );
         let (k, bufs) = self.select_init_kernel(fetch, parts.len(), st, sel, state, count)?;
         push(&mut plan, k, Groups::One, bufs);
-        let zero = self.zero_kernel()?;
         let mut select_passes = 0u8;
         for j in 0..parts.len() {
             for &shift in parts[j].shifts {
-                push(&mut plan, zero.clone(), Groups::Spans, vec![s(hist)]);
                 let (k, bufs) =
                     self.select_count_kernel(&parts[..=j], shift, st, sel, state, hist, count)?;
                 push(&mut plan, k, Groups::Spans, bufs);
@@ -314,10 +312,14 @@ impl Lower<'_> {
         ]);
         let sb = b.binding("threshold", st, Access::Read);
         let state = b.binding("state", DType::U32, Access::Read);
-        let hb = b.binding("counts", DType::U32, Access::Atomic);
+        let hb = b.binding("counts", DType::U32, Access::ReadWrite);
         let count = Self::count_binding(&mut b, &mut bufs, count);
+        let bins = b.shared_atomic("bins", DType::U32, RADIX);
         let pre = self.preload(&mut b);
-        let row = b.binary(BinaryOp::Mul, pre.w, u32c(RADIX));
+        b.for_(pre.t, u32c(RADIX), u32c(self.wg), |b, d| {
+            b.push(Stmt::StoreShared(bins, d.into(), u32c(0)));
+        });
+        b.barrier();
         let done = b.assign(DType::U32, Op::Load(state, u32c(DONE)));
         let open = b.binary(BinaryOp::Eq, done, u32c(0));
         let (ws, we) = self.rows_span(&mut b, &pre, count);
@@ -360,14 +362,13 @@ impl Lower<'_> {
                     and(b, eq);
                 }
                 let d = Self::digit(b, w.into(), shift);
-                let at = b.binary(BinaryOp::Add, row, d);
                 let add = |b: &mut KernelBuilder| {
                     b.assign(
                         DType::U32,
-                        Op::Atomic {
+                        Op::AtomicShared {
                             op: AtomicOp::Add,
-                            binding: hb,
-                            index: at.into(),
+                            shared: bins,
+                            index: d.into(),
                             value: u32c(1),
                         },
                     );
@@ -380,6 +381,15 @@ impl Lower<'_> {
             });
         });
         result?;
+        // Every row of counts is written, settled or not (`open` is the
+        // same in every invocation: the barriers are uniform).
+        b.barrier();
+        let row = b.binary(BinaryOp::Mul, pre.w, u32c(RADIX));
+        b.for_(pre.t, u32c(RADIX), u32c(self.wg), |b, d| {
+            let c = b.assign(DType::U32, Op::LoadShared(bins, d.into()));
+            let at = b.binary(BinaryOp::Add, row, d);
+            b.push(Stmt::Store(hb, at.into(), c.into()));
+        });
         Ok((Self::finish(b)?, bufs))
     }
 

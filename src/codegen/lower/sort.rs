@@ -521,19 +521,6 @@ impl Lower<'_> {
         }
     }
 
-    /// `sort_zero`: clears this workgroup's row of digit counts.
-    pub(super) fn zero_kernel(&self) -> R<crate::codegen::kernel::Kernel> {
-        let mut b = self.kernel("sort_zero");
-        let hist = b.binding("counts", DType::U32, Access::ReadWrite);
-        let pre = self.preload(&mut b);
-        let row = b.binary(BinaryOp::Mul, pre.w, u32c(RADIX));
-        b.for_(pre.t, u32c(RADIX), u32c(self.wg), |b, d| {
-            let at = b.binary(BinaryOp::Add, row, d);
-            b.push(Stmt::Store(hist, at.into(), u32c(0)));
-        });
-        Self::finish(b)
-    }
-
     /// Digit `shift / 8` of word `w` as a `u32`.
     pub(super) fn digit(b: &mut KernelBuilder, w: Operand, shift: u32) -> Local {
         let wt = b.ty(w);
