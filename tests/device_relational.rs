@@ -1302,6 +1302,105 @@ fn histograms_on_the_devices_match_the_cpu() {
     }
 }
 
+/// A group's count, min, max, argmin, argmax, first and last.
+type ExactAggs = (
+    u64,
+    Option<f32>,
+    Option<f32>,
+    Option<usize>,
+    Option<usize>,
+    Option<f32>,
+    Option<f32>,
+);
+
+/// A few large groups (a workgroup's rows or more each on average) are
+/// folded by a workgroup each (`group_fold_wide`), many small ones by an
+/// invocation each: both against `cpu-scalar`, integers and positions
+/// exactly, float sums within `n · ε · Σ|x|` (the wide fold adds in
+/// another order), variances within 1e-9.
+#[test]
+fn few_large_groups_fold_by_workgroups() {
+    for (e, k) in devices() {
+        if !wide_ints(&e, k, "few_large_groups_fold_by_workgroups") {
+            continue;
+        }
+        for (n, distinct) in [(6000usize, 3u64), (6000, 1), (6000, 2000), (300, 2)] {
+            let ctx = format!("{k:?} n={n} keys={distinct}");
+            let keys: Vec<u32> = common::lcg(n, 21)
+                .iter()
+                .map(|&r| (r % distinct) as u32)
+                .collect();
+            let vals: Vec<f32> = common::lcg(n, 22)
+                .iter()
+                .map(|&r| (r % 20_001) as f32 / 7.0 - 1000.0)
+                .collect();
+            let ints: Vec<i32> = common::lcg(n, 23).iter().map(|&r| r as i32).collect();
+            let run = |on: BackendKind| {
+                let q = || e.query(&keys).on(on).no_fallback().zip(&vals);
+                let exact = q().group_by(|(k, _)| k).agg(|(_, v), a| {
+                    (
+                        a.count(),
+                        a.min(v),
+                        a.max(v),
+                        a.argmin(v),
+                        a.argmax(v),
+                        a.first(v),
+                        a.last(v),
+                    )
+                });
+                let (sums, m) = q()
+                    .with_metrics()
+                    .group_by(|(k, _)| k)
+                    .agg(|(_, v), a| (a.sum(v), a.variance(v)));
+                let wide = e
+                    .query(&keys)
+                    .on(on)
+                    .no_fallback()
+                    .zip(&ints)
+                    .group_by(|(k, _)| k)
+                    .agg(|(_, v), a| a.sum(v));
+                (exact, sums, wide, m)
+            };
+            let (de, ds, dw, m) = run(k);
+            let (ce, cs, cw, _) = run(BackendKind::CpuScalar);
+            let alg = m.algorithm.map(|a| a.to_string()).unwrap_or_default();
+            assert!(alg.starts_with("device groups"), "{ctx}: {m}");
+            let bits = |v: &[ExactAggs]| {
+                v.iter()
+                    .map(|t| {
+                        (
+                            t.0,
+                            t.1.map(f32::to_bits),
+                            t.2.map(f32::to_bits),
+                            t.3,
+                            t.4,
+                            t.5.map(f32::to_bits),
+                            t.6.map(f32::to_bits),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(de.keys, ce.keys, "{ctx}");
+            assert_eq!(bits(&de.values), bits(&ce.values), "{ctx} exact aggregates");
+            assert_eq!((dw.keys, dw.values), (cw.keys, cw.values), "{ctx} i32 sums");
+            let abs: f64 = vals.iter().map(|v| v.abs() as f64).sum();
+            let tol = n as f64 * f32::EPSILON as f64 * abs;
+            for ((dsum, dvar), (csum, cvar)) in ds.values.iter().zip(&cs.values) {
+                assert!(
+                    ((dsum - csum) as f64).abs() <= tol,
+                    "{ctx} sum {dsum} {csum}"
+                );
+                match (dvar, cvar) {
+                    (Some(x), Some(y)) => {
+                        assert!((x - y).abs() <= 1e-9 * y.abs().max(1.0), "{ctx} {x} {y}")
+                    }
+                    (x, y) => assert_eq!(x.is_some(), y.is_some(), "{ctx}"),
+                }
+            }
+        }
+    }
+}
+
 /// A group's count, argmin, argmax and max.
 type PerGroup = (u64, Option<usize>, Option<usize>, Option<f32>);
 

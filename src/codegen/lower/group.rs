@@ -12,23 +12,27 @@
 //!   groups;
 //! - `group_starts`: each workgroup writes its groups' first positions, in
 //!   order (a span scan of the boundary flags);
-//! - `group_fold`: one invocation per group folds its rows in input order
-//!   (the sort is stable), so every float sum adds in the order
-//!   `cpu-scalar` does and the results are the same bits; the keys are the
-//!   group's first row's; positional aggregates keep the row's position
-//!   (declined after a filter for argmin/argmax, whose row counts
-//!   survivors).
+//! - `group_fold`: when the groups are small (on average under a
+//!   workgroup's rows), one invocation per group folds its rows in input
+//!   order (the sort is stable), so every float sum adds in the order
+//!   `cpu-scalar` does and the results are the same bits;
+//! - `group_fold_wide`: when they are large, one workgroup per group, each
+//!   invocation folding a stride of its rows in order and the workgroup
+//!   reducing them in a fixed order (float sums within the documented
+//!   tolerance, the same on every run); both are dispatched and the
+//!   groups' count on the device picks the one that works. The keys are
+//!   the group's first row's; positional aggregates keep the row's
+//!   position (declined after a filter for argmin/argmax, whose row
+//!   counts survivors).
 //!
 //! In first-appearance order, each group's first row (the smallest, as
 //! the sort is stable) is radix-sorted with the group's index
 //! (`group_firsts`, the digit passes of `sort`, `group_places`), and the
 //! fold writes each group at its place.
 //!
-//! One invocation per group keeps the fold simple and exact; a group of
-//! most of the rows is then one invocation's loop (a segmented reduction
-//! would spread it), which is the next step for speed, not correctness.
-//! `variance` per group is Welford's step per row in `f64` (declined
-//! where the device has no `f64`).
+//! `variance` per group is Welford's step per row in `f64` (merged by
+//! Chan's formula across a workgroup in the wide fold; declined where the
+//! device has no `f64`).
 
 use super::sort::push;
 use super::*;
@@ -116,8 +120,11 @@ impl Lower<'_> {
         } else {
             None
         };
-        let (k, bufs) = self.fold_kernel(keys, aggs, rows, starts, groups, sorted.count, place)?;
-        push(&mut plan, k, Groups::Spans, bufs);
+        for wide in [false, true] {
+            let (k, bufs) =
+                self.fold_kernel(keys, aggs, rows, starts, groups, sorted.count, place, wide)?;
+            push(&mut plan, k, Groups::Spans, bufs);
+        }
         plan.readback = Readback::Columns {
             count: Some(groups),
         };
@@ -360,9 +367,16 @@ impl Lower<'_> {
         b.set(m2, Op::Copy(m21.into()));
     }
 
-    /// `group_fold`: per group, its key (at its first row) and its
-    /// aggregates folded over its rows in order.
-    #[allow(clippy::too_many_arguments)]
+    /// `group_fold` (`wide` false): per group, one invocation folds its
+    /// rows in order, with its key at its first row. `group_fold_wide`
+    /// (`wide` true): per group, one workgroup folds its rows (each
+    /// invocation a stride of them in order, then the workgroup's
+    /// reduction in a fixed order). Both are dispatched; which one works is
+    /// decided on the device from the groups' average size: when it is at
+    /// least a workgroup, each group is a workgroup's (a few large groups
+    /// would otherwise be a few invocations' long loops), else an
+    /// invocation's. Either way the result depends only on the input.
+    #[allow(clippy::too_many_arguments, clippy::redundant_closure_call)]
     fn fold_kernel(
         &self,
         keys: &[crate::expr::Value],
@@ -372,9 +386,14 @@ impl Lower<'_> {
         groups: u16,
         count: Option<u16>,
         place: Option<u16>,
+        wide: bool,
     ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
         let stage = self.stage;
-        let mut b = self.kernel("group_fold");
+        let mut b = self.kernel(if wide {
+            "group_fold_wide"
+        } else {
+            "group_fold"
+        });
         let mut bufs = Vec::new();
         let inputs = self.input_bindings(&mut b, &mut bufs);
         bufs.push(rows);
@@ -419,7 +438,11 @@ impl Lower<'_> {
             None => pre.len,
         };
         let g_total = b.assign(DType::U32, Op::Load(gb, u32c(0)));
-        let (gs, ge) = self.rows_span(&mut b, &pre, Some(gb));
+        // Groups of a workgroup's rows or more on average: the wide fold.
+        let per = b.binary(BinaryOp::Div, n, u32c(self.wg));
+        let some = b.binary(BinaryOp::Gt, g_total, u32c(0));
+        let big = b.binary(BinaryOp::Le, g_total, per);
+        let is_wide = b.binary(BinaryOp::And, some, big);
         let folded: Vec<(usize, Agg, Option<crate::expr::Value>)> = aggs
             .iter()
             .enumerate()
@@ -436,20 +459,23 @@ impl Lower<'_> {
                 )
             })
             .collect();
-        self.thread_loop(&mut b, &pre, gs, ge, false, |b, g| {
-            // Where this group's row goes: its key order, or its place
-            // in first-appearance order.
-            let out_at = match place {
-                Some(p) => b.assign(DType::U32, Op::Load(p, g.into())),
-                None => g,
-            };
+        // Group `g`'s first sorted position and the end of its rows.
+        let bounds = |b: &mut KernelBuilder, g: Local| -> (Local, Local) {
             let s = b.assign(DType::U32, Op::Load(sb, g.into()));
             let next = b.binary(BinaryOp::Add, g, u32c(1));
             let more = b.binary(BinaryOp::Lt, next, g_total);
             let last = b.binary(BinaryOp::Sub, g_total, u32c(1));
             let at = b.binary(BinaryOp::Min, next, last);
             let ns = b.assign(DType::U32, Op::Load(sb, at.into()));
-            let e = b.select(more, ns, n);
+            (s, b.select(more, ns, n))
+        };
+        // Writes group `g`'s row: its key at its first row, its count,
+        // and the folded aggregates' states.
+        let write = |b: &mut KernelBuilder, g: Local, s: Local, e: Local, states: &[Vec<Local>]| {
+            let out_at = match place {
+                Some(p) => b.assign(DType::U32, Op::Load(p, g.into())),
+                None => g,
+            };
             let first = b.assign(DType::U32, Op::Load(rows, s.into()));
             let vals = self.element(b, &pre, &inputs, first)?;
             for (c, &key) in keys.iter().enumerate() {
@@ -462,36 +488,6 @@ impl Lower<'_> {
                 }
                 b.push(Stmt::Store(outs[c], out_at.into(), k));
             }
-            let states: Vec<Vec<Local>> = folded
-                .iter()
-                .map(|(_, a, _)| match a.kind {
-                    // Welford's count, mean and sum of squared deviations.
-                    AggKind::M2 => (0..3)
-                        .map(|_| b.assign(DType::F64, Op::Copy(Scalar::F64(0.0).into())))
-                        .collect(),
-                    _ => self.new_state(b, &pre, a),
-                })
-                .collect();
-            let mut r = Ok(());
-            b.for_(s, e, u32c(1), |b, j| {
-                r = (|| {
-                    let row = b.assign(DType::U32, Op::Load(rows, j.into()));
-                    let vals = self.element(b, &pre, &inputs, row)?;
-                    for ((_, a, col), st) in folded.iter().zip(&states) {
-                        let x = Self::value(&vals, col.expect("a column"))?;
-                        if a.kind == AggKind::M2 {
-                            Self::welford(b, st, x);
-                            continue;
-                        }
-                        // Positional aggregates keep the row (no filter
-                        // before an arg aggregate: the position).
-                        let x = self.lift(b, a, Some(x), row);
-                        self.merge_into(b, &pre, a, st, &x)?;
-                    }
-                    Ok(())
-                })();
-            });
-            r?;
             for (j, a) in aggs.iter().enumerate() {
                 let o = outs[m + j];
                 let ty = outputs[m + j];
@@ -527,7 +523,75 @@ impl Lower<'_> {
                 }
             }
             Ok(())
-        })?;
+        };
+        // One row's contribution to the folded states.
+        let fold_row = |b: &mut KernelBuilder, j: Local, states: &[Vec<Local>], welford: bool| {
+            let row = b.assign(DType::U32, Op::Load(rows, j.into()));
+            let vals = self.element(b, &pre, &inputs, row)?;
+            for ((_, a, col), st) in folded.iter().zip(states) {
+                let x = Self::value(&vals, col.expect("a column"))?;
+                if a.kind == AggKind::M2 && welford {
+                    Self::welford(b, st, x);
+                    continue;
+                }
+                // Positional aggregates keep the row (no filter before an
+                // arg aggregate: the position).
+                let x = self.lift(b, a, Some(x), row);
+                self.merge_into(b, &pre, a, st, &x)?;
+            }
+            Ok(())
+        };
+        let mut result = Ok(());
+        if wide {
+            let fold_aggs: Vec<Agg> = folded.iter().map(|(_, a, _)| a.clone()).collect();
+            b.if_(is_wide, |b| {
+                b.for_(pre.w, g_total, pre.groups, |b, g| {
+                    result = (|| {
+                        // The last group's reduction read the shared
+                        // states: every invocation is past it.
+                        b.barrier();
+                        let (s, e) = bounds(b, g);
+                        let states: Vec<Vec<Local>> = fold_aggs
+                            .iter()
+                            .map(|a| self.new_state(b, &pre, a))
+                            .collect();
+                        let from = b.binary(BinaryOp::Add, s, pre.t);
+                        let mut r = Ok(());
+                        b.for_(from, e, u32c(self.wg), |b, j| {
+                            r = fold_row(b, j, &states, false);
+                        });
+                        r?;
+                        self.workgroup_reduce(b, &pre, &fold_aggs, &states, |b, fin| {
+                            write(b, g, s, e, fin)
+                        })
+                    })();
+                });
+            });
+        } else {
+            let narrow = b.assign(DType::Bool, Op::Unary(UnaryOp::Not, is_wide.into()));
+            let (gs, ge) = self.rows_span(&mut b, &pre, Some(gb));
+            b.if_(narrow, |b| {
+                result = self.thread_loop(b, &pre, gs, ge, false, |b, g| {
+                    let (s, e) = bounds(b, g);
+                    let states: Vec<Vec<Local>> = folded
+                        .iter()
+                        .map(|(_, a, _)| match a.kind {
+                            // Welford's count, mean and sum of squared
+                            // deviations.
+                            AggKind::M2 => (0..3)
+                                .map(|_| b.assign(DType::F64, Op::Copy(Scalar::F64(0.0).into())))
+                                .collect(),
+                            _ => self.new_state(b, &pre, a),
+                        })
+                        .collect();
+                    let mut r = Ok(());
+                    b.for_(s, e, u32c(1), |b, j| r = fold_row(b, j, &states, true));
+                    r?;
+                    write(b, g, s, e, &states)
+                });
+            });
+        }
+        result?;
         Ok((Self::finish(b)?, bufs))
     }
 }
