@@ -146,6 +146,8 @@ fn resident_workload(engines: &[Engine; 2], shape: &'static str, n: usize) -> Op
     if !arrays.iter().all(|a| a.is_resident()) {
         return None;
     }
+    // A semi-join's build side: every third key of 0..1000.
+    let set: Vec<u32> = (0..1000).step_by(3).collect();
     let run: Run = Box::new(move |e: &Engine, i: usize, on: Option<BackendKind>| {
         let q = e.query(&arrays[i]);
         let q = match on {
@@ -163,6 +165,13 @@ fn resident_workload(engines: &[Engine; 2], shape: &'static str, n: usize) -> Op
                 q.with_metrics()
                     .group_by(|x| (x * 1000.0).cast::<u32>())
                     .sum()
+                    .1
+            }
+            "semi_join" => {
+                q.map(|x| (x * 1000.0).cast::<u32>())
+                    .semi_join(e.query(&set), |x| x, |y| y)
+                    .collect_on_device()
+                    .expect("semi_join")
                     .1
             }
             _ => {
@@ -222,6 +231,7 @@ fn suite(engines: &[Engine; 2], quick: bool, device: bool) -> Vec<Workload> {
             ("sort", 1_000_000),
             ("top_k", 1_000_000),
             ("group_sum", 1_000_000),
+            ("semi_join", 1_000_000),
         ] {
             if let Some(x) = resident_workload(engines, shape, n) {
                 w.push(x);
