@@ -50,6 +50,20 @@ enum Bounds {
 use crate::plan::Aggregate;
 use crate::semantics::order::SortKey;
 
+/// Which groups a fold kernel folds (see [`Lower::fold_kernel`]).
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Fold {
+    /// The small groups, one invocation each.
+    Narrow,
+    /// The large groups, one workgroup each.
+    Wide,
+    /// Every group, one invocation each (no wide fold in the plan).
+    Every,
+}
+
+/// Workgroup memory a wide fold may use: WebGPU's guaranteed minimum.
+const WIDE_SHARED_MAX: u32 = 16 << 10;
+
 impl Lower<'_> {
     /// The plan of a group stage, or why the device kernels cannot run it.
     pub(super) fn group_plan(
@@ -120,10 +134,17 @@ impl Lower<'_> {
         } else {
             None
         };
-        for wide in [false, true] {
-            let (k, bufs) =
-                self.fold_kernel(keys, aggs, rows, starts, groups, sorted.count, place, wide)?;
-            push(&mut plan, k, Groups::Spans, bufs);
+        // The wide fold where its reduction's states fit the workgroup
+        // memory every adapter has; else the one-invocation fold takes
+        // every group.
+        let fold =
+            |mode| self.fold_kernel(keys, aggs, rows, starts, groups, sorted.count, place, mode);
+        let wide = fold(Fold::Wide)?;
+        let fits = wide.0.needs().shared_bytes <= WIDE_SHARED_MAX;
+        let (k, bufs) = fold(if fits { Fold::Narrow } else { Fold::Every })?;
+        push(&mut plan, k, Groups::Spans, bufs);
+        if fits {
+            push(&mut plan, wide.0, Groups::Spans, wide.1);
         }
         plan.readback = Readback::Columns {
             count: Some(groups),
@@ -367,15 +388,17 @@ impl Lower<'_> {
         b.set(m2, Op::Copy(m21.into()));
     }
 
-    /// `group_fold` (`wide` false): per group, one invocation folds its
-    /// rows in order, with its key at its first row. `group_fold_wide`
-    /// (`wide` true): per group, one workgroup folds its rows (each
-    /// invocation a stride of them in order, then the workgroup's
-    /// reduction in a fixed order). Both are dispatched; which one works is
-    /// decided on the device from the groups' average size: when it is at
-    /// least a workgroup, each group is a workgroup's (a few large groups
-    /// would otherwise be a few invocations' long loops), else an
-    /// invocation's. Either way the result depends only on the input.
+    /// `group_fold` ([`Fold::Narrow`], [`Fold::Every`]): per group, one
+    /// invocation folds its rows in order, with its key at its first row.
+    /// `group_fold_wide` ([`Fold::Wide`]): per group, one workgroup folds
+    /// its rows (each invocation a stride of them in order, then the
+    /// workgroup's reduction in a fixed order). Both are dispatched; which
+    /// one works is decided on the device from the groups' average size:
+    /// when it is at least a workgroup, each group is a workgroup's (a few
+    /// large groups would otherwise be a few invocations' long loops),
+    /// else an invocation's. Either way the result depends only on the
+    /// input. `Fold::Every` folds every group by invocations (a plan
+    /// whose wide fold would not fit in workgroup memory).
     #[allow(clippy::too_many_arguments, clippy::redundant_closure_call)]
     fn fold_kernel(
         &self,
@@ -386,9 +409,10 @@ impl Lower<'_> {
         groups: u16,
         count: Option<u16>,
         place: Option<u16>,
-        wide: bool,
+        mode: Fold,
     ) -> R<(crate::codegen::kernel::Kernel, Vec<BufferRef>)> {
         let stage = self.stage;
+        let wide = mode == Fold::Wide;
         let mut b = self.kernel(if wide {
             "group_fold_wide"
         } else {
@@ -568,7 +592,10 @@ impl Lower<'_> {
                 });
             });
         } else {
-            let narrow = b.assign(DType::Bool, Op::Unary(UnaryOp::Not, is_wide.into()));
+            let narrow = match mode {
+                Fold::Every => b.assign(DType::Bool, Op::Copy(Scalar::Bool(true).into())),
+                _ => b.assign(DType::Bool, Op::Unary(UnaryOp::Not, is_wide.into())),
+            };
             let (gs, ge) = self.rows_span(&mut b, &pre, Some(gb));
             b.if_(narrow, |b| {
                 result = self.thread_loop(b, &pre, gs, ge, false, |b, g| {

@@ -554,8 +554,13 @@ pub(crate) mod tests {
         for k in ["group_bounds", "scan_blocks", "group_starts", "group_fold"] {
             assert!(names.contains(&k), "{names:?}");
         }
-        let last = kp.dispatches.last().unwrap().kernel;
-        assert_eq!(kp.kernels[last].name, "group_fold");
+        // Both folds: by invocations for small groups, by workgroups for
+        // large ones.
+        let folds: Vec<&str> = kp.dispatches[kp.dispatches.len() - 2..]
+            .iter()
+            .map(|d| kp.kernels[d.kernel].name.as_str())
+            .collect();
+        assert_eq!(folds, ["group_fold", "group_fold_wide"]);
         assert!(matches!(kp.readback, Readback::Columns { count: Some(_) }));
         assert!(kp
             .algorithm
@@ -564,6 +569,28 @@ pub(crate) mod tests {
             .starts_with("device groups"));
         for k in &kp.kernels {
             k.verify().unwrap();
+        }
+        // A wide fold whose states would not fit in 16 KiB of workgroup
+        // memory is left out: the invocations fold every group.
+        let heavy = stage(
+            |m, _| Terminal::Group {
+                keys: smallvec![m],
+                aggs: (0..6)
+                    .map(|_| crate::plan::Aggregate {
+                        kind: AggKind::M2,
+                        column: Some(m),
+                    })
+                    .collect(),
+                first_seen: false,
+            },
+            false,
+        );
+        let kp = lower_stage(&heavy, &Caps::default()).unwrap();
+        let names: Vec<&str> = kp.kernels.iter().map(|k| k.name.as_str()).collect();
+        assert!(names.contains(&"group_fold"), "{names:?}");
+        assert!(!names.contains(&"group_fold_wide"), "{names:?}");
+        for k in &kp.kernels {
+            assert!(k.needs().shared_bytes <= 16 << 10, "{}", k.name);
         }
         // Key counts: a row of counters per workgroup, summed per key;
         // the outputs hold the keys whatever the run's length.
