@@ -1661,3 +1661,40 @@ fn joins_on_the_devices_match_the_cpu() {
         }
     }
 }
+
+/// Join keys past 128 bits together are the same error whichever backend
+/// is asked (the plan is refused before any backend runs; the device
+/// lowering declines such keys too), and 128 bits join on the devices.
+#[test]
+fn join_keys_past_128_bits_are_the_same_error_everywhere() {
+    let xs: Vec<u64> = (0..50).collect();
+    let ys: Vec<u64> = (0..50).rev().collect();
+    for (e, k) in devices() {
+        if !wide_ints(
+            &e,
+            k,
+            "join_keys_past_128_bits_are_the_same_error_everywhere",
+        ) {
+            continue;
+        }
+        let three = |on: BackendKind, fallback: bool| {
+            let q = e.query(&xs).on(on).fallible();
+            let q = if fallback { q } else { q.no_fallback() };
+            q.semi_join(e.query(&ys), |x| (x, x, x), |y| (y, y, y))
+                .count()
+        };
+        for (on, fallback) in [(k, false), (k, true), (BackendKind::CpuScalar, false)] {
+            let err = three(on, fallback).unwrap_err();
+            assert!(err.to_string().contains("128 bits"), "{on:?}: {err}");
+        }
+        let two = |on: BackendKind| {
+            e.query(&xs)
+                .on(on)
+                .no_fallback()
+                .semi_join(e.query(&ys), |x| (x, x), |y| (y, y))
+                .count()
+        };
+        assert_eq!(two(k), two(BackendKind::CpuScalar), "{k:?}");
+        assert_eq!(two(k), 50);
+    }
+}

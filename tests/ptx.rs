@@ -470,6 +470,28 @@ fn ptxas_accepts_every_join() {
     }
 }
 
+/// The device lowering declines join keys past 128 bits together (the
+/// CPU backends' limit) and takes 128.
+#[test]
+fn device_joins_decline_keys_past_128_bits() {
+    let join = |keys: usize| {
+        one_stage(&vec![DType::U64; keys], 0, |_, x| {
+            (
+                None,
+                Terminal::Join {
+                    kind: JoinKind::Semi,
+                    keys: x.iter().copied().collect(),
+                    columns: smallvec![x[0]],
+                    build: (0..keys).map(|j| ((keys + j) as u16, DType::U64)).collect(),
+                },
+            )
+        })
+    };
+    assert!(lower_stage(&join(2).stages[0], &cuda_caps()).is_ok());
+    let e = lower_stage(&join(3).stages[0], &cuda_caps()).unwrap_err();
+    assert!(e.to_string().contains("128 bits"), "{e}");
+}
+
 #[test]
 fn ptxas_accepts_every_shape_on_every_type() {
     let Some(ptxas) = ptxas() else { return };

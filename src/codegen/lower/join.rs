@@ -68,6 +68,12 @@ impl Lower<'_> {
         if build.len() < keys.len() {
             return err("a join without its build keys");
         }
+        // The CPU backends' limit, kept here so that every backend takes
+        // the same joins (the CPU reports the error).
+        let bits: usize = types.iter().map(|&t| word_type(t).size() * 8).sum();
+        if keys.is_empty() || bits > 128 {
+            return err("join keys of 1 to 128 bits together: the CPU backends report the error");
+        }
         for (&kty, &(_, bty)) in types.iter().zip(build) {
             if bty != kty {
                 return err(format!(
