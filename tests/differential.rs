@@ -491,6 +491,13 @@ pub fn fixed_pipelines(t: DType, len: usize, seed: u64) -> Vec<Case> {
             Term::Histogram,
         ),
         c(Dist::Wide, vec![], Term::Histogram),
+        // Groups: NaN and ±0 keys, many ties, after a filter.
+        c(Dist::Specials, vec![], Term::ValueCounts),
+        c(
+            Dist::Ties,
+            vec![Step::Filter(positive.clone())],
+            Term::ValueCounts,
+        ),
         // Sorts at the block and radix boundaries: ties, NaN and ±0 keys,
         // then position-dependent work and a scan over the sorted order.
         c(

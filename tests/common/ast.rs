@@ -240,6 +240,9 @@ pub enum Term {
     Last,
     /// `.histogram(16, -4.0, 4.0)`: counts per bin, below, above, NaN.
     Histogram,
+    /// `.value_counts()`: the distinct values as group keys (`-0.0` is
+    /// `+0.0`, every NaN one key), sorted, with their counts.
+    ValueCounts,
     Reduce(Comb),
     Any(Ex),
     All(Ex),
@@ -451,6 +454,7 @@ impl fmt::Display for Case {
             Term::First => write!(f, ".first()"),
             Term::Last => write!(f, ".last()"),
             Term::Histogram => write!(f, ".histogram(16, -4.0, 4.0)"),
+            Term::ValueCounts => write!(f, ".value_counts()"),
             Term::Reduce(c) => write!(f, ".reduce({}, {c})", identity_name(*c, t)),
             Term::Any(e) => write!(f, ".any(|x| {e})"),
             Term::All(e) => write!(f, ".all(|x| {e})"),
@@ -530,6 +534,7 @@ pub enum RawTerm {
     First,
     Last,
     Histogram,
+    ValueCounts,
     Reduce(u8),
     Any(RawEx),
     All(RawEx),
@@ -622,6 +627,7 @@ fn raw_term() -> impl Strategy<Value = RawTerm> {
         1 => Just(RawTerm::First),
         1 => Just(RawTerm::Last),
         1 => Just(RawTerm::Histogram),
+        1 => Just(RawTerm::ValueCounts),
         2 => any::<u8>().prop_map(RawTerm::Reduce),
         1 => raw_pred().prop_map(RawTerm::Any),
         1 => raw_pred().prop_map(RawTerm::All),
@@ -993,6 +999,7 @@ pub fn elaborate(r: &RawCase) -> Case {
         RawTerm::First => Term::First,
         RawTerm::Last => Term::Last,
         RawTerm::Histogram => Term::Histogram,
+        RawTerm::ValueCounts => Term::ValueCounts,
         RawTerm::Reduce(c) => Term::Reduce(COMBS[*c as usize % 6]),
         RawTerm::Any(e) => Term::Any(pred(e)),
         RawTerm::All(e) => Term::All(pred(e)),

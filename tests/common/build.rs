@@ -475,6 +475,18 @@ fn terminal<'a, T: Num>(
             v.extend([h.below, h.above, h.nan]);
             Out::Counts(v)
         }
+        Term::ValueCounts => {
+            // The counts, then each key's group key (its place in the
+            // keys' order), compared as one list.
+            let g = q.value_counts()?;
+            let mut v = g.values;
+            v.extend(
+                g.keys
+                    .iter()
+                    .map(|k| super::oracle::group_key(k.val()) as u64),
+            );
+            Out::Counts(v)
+        }
         Term::Reduce(c) => Out::Val(q.reduce(identity::<T>(*c), |a, b| combine(*c, a, b))?.val()),
         Term::Any(e) => Out::Bool(q.any(|x| pred(e, x))?),
         Term::All(e) => Out::Bool(q.all(|x| pred(e, x))?),

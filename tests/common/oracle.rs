@@ -1146,7 +1146,7 @@ pub fn run(case: &Case, inputs: &Inputs, p: &Profile) -> Oracle {
 /// and `bool`; floats by IEEE total order with every NaN one value above
 /// `+inf` (so `-0.0` before `+0.0`).
 /// A group (and join) key: `-0.0` is `+0.0`, every NaN one key.
-fn group_key(v: Val) -> i128 {
+pub fn group_key(v: Val) -> i128 {
     match v {
         // A float pattern compares with `==`: it matches -0.0 too.
         Val::F32(0.0) => total_order(Val::F32(0.0)),
@@ -1396,6 +1396,17 @@ fn terminal(ev: &Eval<'_>, case: &Case, t: DType, s: &[Sh], inputs: &Inputs) -> 
         Term::First => Expect::Opt(s.first().copied()),
         Term::Last => Expect::Opt(s.last().copied()),
         Term::Histogram => Expect::Counts(histogram(s), s.iter().all(|x| x.e == 0.0)),
+        Term::ValueCounts => {
+            let mut groups: std::collections::BTreeMap<i128, u64> = Default::default();
+            for x in s {
+                *groups.entry(group_key(x.v)).or_default() += 1;
+            }
+            let mut v: Vec<u64> = groups.values().copied().collect();
+            v.extend(groups.keys().map(|&k| k as u64));
+            // Determined when every value is exact (the sign of a zero does
+            // not matter: -0.0 is +0.0).
+            Expect::Counts(v, s.iter().all(|x| x.e == 0.0))
+        }
         Term::Any(e) | Term::All(e) => {
             let any = matches!(case.term, Term::Any(_));
             let ps: Vec<Sh> = s.iter().map(|&x| pred(e, x)).collect();
