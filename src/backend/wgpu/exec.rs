@@ -542,11 +542,17 @@ impl Exec<'_> {
                         launch,
                         sz.rows,
                     )?;
-                    if rows > u32::MAX as u64 / 2 {
+                    let widest = kp
+                        .outputs
+                        .iter()
+                        .map(|&t| device_size(t))
+                        .max()
+                        .unwrap_or(4);
+                    if rows > u32::MAX as u64 / 2 || rows * widest as u64 > self.gpu.max_binding() {
                         return Err(error(
                             Phase::Support,
                             format!(
-                                "a {} of {rows} rows out is past 2^31 positions",
+                                "a {} of {rows} rows out is past 2^31 positions or one binding",
                                 stage.terminal.kind_name()
                             ),
                         ));
