@@ -284,24 +284,16 @@ impl Exec<'_> {
                 label: Some("computeq sizing"),
                 timestamp_writes: None,
             });
-            let mut key = BindKey::new();
-            for d in dispatches {
-                key.clear();
-                for &r in &d.buffers {
-                    key.push(bind(r, &[]));
-                }
-                key.push((uniform.buffer().clone(), 0, 0));
-                let pipe = &pipes[d.kernel];
-                let group = pipe.bind_group(device, &key);
-                pass.set_pipeline(&pipe.pipeline);
-                pass.set_bind_group(0, &group, &[]);
-                let groups = match d.groups {
-                    Groups::Spans => launch.groups,
-                    Groups::One => 1,
-                };
-                pass.dispatch_workgroups(groups, 1, 1);
-                self.stats.launches += 1;
-            }
+            self.stats.launches += encode_dispatches(
+                &mut pass,
+                device,
+                pipes,
+                dispatches,
+                bind,
+                &[],
+                uniform,
+                launch,
+            );
         }
         self.gpu.queue.submit([enc.finish()]);
         if let Some(e) = pollster::block_on(scope.pop()) {
@@ -602,24 +594,16 @@ impl Exec<'_> {
                         end_of_pass_write_index: Some(1),
                     }),
                 });
-                let mut key = BindKey::new();
-                for d in &kp.dispatches[first_dispatch..] {
-                    let pipe = &pipes[d.kernel];
-                    key.clear();
-                    for &r in &d.buffers {
-                        key.push(bind(r, &outputs));
-                    }
-                    key.push((uniform.buffer().clone(), 0, 0));
-                    let group = pipe.bind_group(device, &key);
-                    pass.set_pipeline(&pipe.pipeline);
-                    pass.set_bind_group(0, &group, &[]);
-                    let groups = match d.groups {
-                        Groups::Spans => launch.groups,
-                        Groups::One => 1,
-                    };
-                    pass.dispatch_workgroups(groups, 1, 1);
-                    self.stats.launches += 1;
-                }
+                self.stats.launches += encode_dispatches(
+                    &mut pass,
+                    device,
+                    pipes,
+                    &kp.dispatches[first_dispatch..],
+                    &bind,
+                    &outputs,
+                    &uniform,
+                    launch,
+                );
             }
             if let (Some(t), Some(r)) = (ts, &resolve) {
                 enc.resolve_query_set(&t.set, 0..2, r.buffer(), 0);
@@ -888,6 +872,39 @@ impl Exec<'_> {
             },
         })
     }
+}
+
+/// Records `dispatches` into `pass`, each bound as `bind` says (with the
+/// run's `outputs`) and the uniform block last; returns how many.
+#[allow(clippy::too_many_arguments)]
+fn encode_dispatches(
+    pass: &mut wgpu::ComputePass<'_>,
+    device: &wgpu::Device,
+    pipes: &[Arc<Pipeline>],
+    dispatches: &[Dispatch],
+    bind: &BindFn<'_>,
+    outputs: &[PooledBuffer],
+    uniform: &PooledBuffer,
+    launch: Launch,
+) -> u32 {
+    let mut key = BindKey::new();
+    for d in dispatches {
+        key.clear();
+        for &r in &d.buffers {
+            key.push(bind(r, outputs));
+        }
+        key.push((uniform.buffer().clone(), 0, 0));
+        let pipe = &pipes[d.kernel];
+        let group = pipe.bind_group(device, &key);
+        pass.set_pipeline(&pipe.pipeline);
+        pass.set_bind_group(0, &group, &[]);
+        let groups = match d.groups {
+            Groups::Spans => launch.groups,
+            Groups::One => 1,
+        };
+        pass.dispatch_workgroups(groups, 1, 1);
+    }
+    dispatches.len() as u32
 }
 
 fn scalar(t: DType, bytes: &[u8]) -> Scalar {

@@ -633,13 +633,7 @@ impl<'k, 'h> KernelWriter<'k, 'h> {
                 let elem = self.k.bindings[binding.index()].elem;
                 let addr = self.global_addr(binding.index(), *index);
                 let v = self.src(*value);
-                let (name, t) = match op {
-                    AtomicOp::Add => ("add", if elem.size() == 8 { "u64" } else { "u32" }),
-                    AtomicOp::Min => ("min", ity(elem)),
-                    AtomicOp::Max => ("max", ity(elem)),
-                    AtomicOp::Or => ("or", mty(elem)),
-                    AtomicOp::Exchange => ("exch", mty(elem)),
-                };
+                let (name, t) = atom_op(*op, elem);
                 self.ins(format!("atom.global.{name}.{t} {d}, [{addr}], {v}"));
             }
             Op::AtomicShared {
@@ -651,13 +645,7 @@ impl<'k, 'h> KernelWriter<'k, 'h> {
                 let elem = self.k.shared[shared.index()].elem;
                 let addr = self.shared_addr(shared.index(), *index);
                 let v = self.src(*value);
-                let (name, t) = match op {
-                    AtomicOp::Add => ("add", "u32"),
-                    AtomicOp::Min => ("min", ity(elem)),
-                    AtomicOp::Max => ("max", ity(elem)),
-                    AtomicOp::Or => ("or", mty(elem)),
-                    AtomicOp::Exchange => ("exch", mty(elem)),
-                };
+                let (name, t) = atom_op(*op, elem);
                 self.ins(format!("atom.shared.{name}.{t} {d}, [{addr}], {v}"));
             }
         }
@@ -1084,6 +1072,17 @@ impl<'k, 'h> KernelWriter<'k, 'h> {
 }
 
 /// The math helpers `k` calls.
+/// The PTX name and type suffix of an atomic operation on `elem`.
+fn atom_op(op: AtomicOp, elem: DType) -> (&'static str, &'static str) {
+    match op {
+        AtomicOp::Add => ("add", if elem.size() == 8 { "u64" } else { "u32" }),
+        AtomicOp::Min => ("min", ity(elem)),
+        AtomicOp::Max => ("max", ity(elem)),
+        AtomicOp::Or => ("or", mty(elem)),
+        AtomicOp::Exchange => ("exch", mty(elem)),
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn helpers_of(k: &Kernel) -> BTreeSet<MathFn> {
     use crate::codegen::kernel::visit;

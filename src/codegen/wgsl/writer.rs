@@ -467,15 +467,9 @@ impl<W: Write> WgslWriter<W> {
                 index,
                 value,
             } => {
-                let f = match op {
-                    AtomicOp::Add => "atomicAdd",
-                    AtomicOp::Min => "atomicMin",
-                    AtomicOp::Max => "atomicMax",
-                    AtomicOp::Or => "atomicOr",
-                    AtomicOp::Exchange => "atomicExchange",
-                };
                 format!(
-                    "{f}(&{}[{}], {})",
+                    "{}(&{}[{}], {})",
+                    atomic_fn(*op),
                     self.bindings[binding.index()],
                     o(index),
                     o(value)
@@ -487,15 +481,9 @@ impl<W: Write> WgslWriter<W> {
                 index,
                 value,
             } => {
-                let f = match op {
-                    AtomicOp::Add => "atomicAdd",
-                    AtomicOp::Min => "atomicMin",
-                    AtomicOp::Max => "atomicMax",
-                    AtomicOp::Or => "atomicOr",
-                    AtomicOp::Exchange => "atomicExchange",
-                };
                 format!(
-                    "{f}(&{}[{}], {})",
+                    "{}(&{}[{}], {})",
+                    atomic_fn(*op),
                     self.shared[shared.index()],
                     o(index),
                     o(value)
@@ -672,6 +660,17 @@ fn helpers(k: &Kernel) -> BTreeSet<Helper> {
         }
     });
     set
+}
+
+/// The WGSL built-in of an atomic operation.
+fn atomic_fn(op: AtomicOp) -> &'static str {
+    match op {
+        AtomicOp::Add => "atomicAdd",
+        AtomicOp::Min => "atomicMin",
+        AtomicOp::Max => "atomicMax",
+        AtomicOp::Or => "atomicOr",
+        AtomicOp::Exchange => "atomicExchange",
+    }
 }
 
 #[cfg(test)]
