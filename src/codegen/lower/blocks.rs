@@ -4,6 +4,7 @@
 //! scan (see the module doc of `lower`).
 
 use super::*;
+use crate::codegen::kernel::SharedId;
 
 impl Lower<'_> {
     // ----- monoid operations -----
@@ -184,6 +185,34 @@ impl Lower<'_> {
     }
 
     // ----- building blocks -----
+
+    /// Clears `n` bins in workgroup memory, then waits for every
+    /// invocation (the counting that follows adds into them).
+    pub(super) fn clear_bins(&self, b: &mut KernelBuilder, pre: &Pre, bins: SharedId, n: u32) {
+        b.for_(pre.t, u32c(n), u32c(self.wg), |b, d| {
+            b.push(Stmt::StoreShared(bins, d.into(), u32c(0)));
+        });
+        b.barrier();
+    }
+
+    /// Waits for every invocation's counting, then writes the `n` bins as
+    /// this workgroup's row of `out` (`[workgroup * n, ..)`).
+    pub(super) fn store_bins(
+        &self,
+        b: &mut KernelBuilder,
+        pre: &Pre,
+        bins: SharedId,
+        n: u32,
+        out: BindingId,
+    ) {
+        b.barrier();
+        let row = b.binary(BinaryOp::Mul, pre.w, u32c(n));
+        b.for_(pre.t, u32c(n), u32c(self.wg), |b, d| {
+            let c = b.assign(DType::U32, Op::LoadShared(bins, d.into()));
+            let at = b.binary(BinaryOp::Add, row, d);
+            b.push(Stmt::Store(out, at.into(), c.into()));
+        });
+    }
 
     /// `(ws, we)` of this workgroup's span.
     pub(super) fn span(&self, b: &mut KernelBuilder, pre: &Pre) -> (Local, Local) {

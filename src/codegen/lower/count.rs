@@ -69,10 +69,7 @@ impl Lower<'_> {
         let n = b.binding("keys", DType::U32, Access::ReadWrite);
         let bins = b.shared_atomic("bins", DType::U32, keys);
         let pre = self.preload(&mut b);
-        b.for_(pre.t, u32c(keys), u32c(self.wg), |b, d| {
-            b.push(Stmt::StoreShared(bins, d.into(), u32c(0)));
-        });
-        b.barrier();
+        self.clear_bins(&mut b, &pre, bins, keys);
         let (ws, we) = self.span(&mut b, &pre);
         self.thread_loop(&mut b, &pre, ws, we, false, |b, i| {
             let vals = self.element(b, &pre, &inputs, i)?;
@@ -98,13 +95,7 @@ impl Lower<'_> {
             }
             Ok(())
         })?;
-        b.barrier();
-        let row = b.binary(BinaryOp::Mul, pre.w, u32c(keys));
-        b.for_(pre.t, u32c(keys), u32c(self.wg), |b, d| {
-            let c = b.assign(DType::U32, Op::LoadShared(bins, d.into()));
-            let at = b.binary(BinaryOp::Add, row, d);
-            b.push(Stmt::Store(counts, at.into(), c.into()));
-        });
+        self.store_bins(&mut b, &pre, bins, keys, counts);
         let first = b.binary(BinaryOp::Eq, pre.w, u32c(0));
         let lead = b.binary(BinaryOp::Eq, pre.t, u32c(0));
         let both = b.binary(BinaryOp::And, first, lead);

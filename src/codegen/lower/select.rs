@@ -316,10 +316,7 @@ impl Lower<'_> {
         let count = Self::count_binding(&mut b, &mut bufs, count);
         let bins = b.shared_atomic("bins", DType::U32, RADIX);
         let pre = self.preload(&mut b);
-        b.for_(pre.t, u32c(RADIX), u32c(self.wg), |b, d| {
-            b.push(Stmt::StoreShared(bins, d.into(), u32c(0)));
-        });
-        b.barrier();
+        self.clear_bins(&mut b, &pre, bins, RADIX);
         let done = b.assign(DType::U32, Op::Load(state, u32c(DONE)));
         let open = b.binary(BinaryOp::Eq, done, u32c(0));
         let (ws, we) = self.rows_span(&mut b, &pre, count);
@@ -383,13 +380,7 @@ impl Lower<'_> {
         result?;
         // Every row of counts is written, settled or not (`open` is the
         // same in every invocation: the barriers are uniform).
-        b.barrier();
-        let row = b.binary(BinaryOp::Mul, pre.w, u32c(RADIX));
-        b.for_(pre.t, u32c(RADIX), u32c(self.wg), |b, d| {
-            let c = b.assign(DType::U32, Op::LoadShared(bins, d.into()));
-            let at = b.binary(BinaryOp::Add, row, d);
-            b.push(Stmt::Store(hb, at.into(), c.into()));
-        });
+        self.store_bins(&mut b, &pre, bins, RADIX, hb);
         Ok((Self::finish(b)?, bufs))
     }
 

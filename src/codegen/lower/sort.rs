@@ -688,10 +688,7 @@ impl Lower<'_> {
         let count = Self::count_binding(&mut b, &mut bufs, count);
         let bins = b.shared_atomic("bins", DType::U32, RADIX);
         let pre = self.preload(&mut b);
-        b.for_(pre.t, u32c(RADIX), u32c(self.wg), |b, d| {
-            b.push(Stmt::StoreShared(bins, d.into(), u32c(0)));
-        });
-        b.barrier();
+        self.clear_bins(&mut b, &pre, bins, RADIX);
         let (ws, we) = self.rows_span(&mut b, &pre, count);
         self.thread_loop(&mut b, &pre, ws, we, false, |b, i| {
             let w = b.assign(wt, Op::Load(words, i.into()));
@@ -707,13 +704,7 @@ impl Lower<'_> {
             );
             Ok(())
         })?;
-        b.barrier();
-        let row = b.binary(BinaryOp::Mul, pre.w, u32c(RADIX));
-        b.for_(pre.t, u32c(RADIX), u32c(self.wg), |b, d| {
-            let c = b.assign(DType::U32, Op::LoadShared(bins, d.into()));
-            let at = b.binary(BinaryOp::Add, row, d);
-            b.push(Stmt::Store(hist, at.into(), c.into()));
-        });
+        self.store_bins(&mut b, &pre, bins, RADIX, hist);
         Ok((Self::finish(b)?, bufs))
     }
 
