@@ -304,8 +304,9 @@ impl Driver for Parallel {
     fn count_by_key(&self, run: &KeyRun<'_, '_>, acct: &Acct) -> Vec<u64> {
         let (_, tasks) = self.tasks(run.leaves());
         let slots: Vec<OnceLock<Vec<u64>>> = tasks.iter().map(|_| OnceLock::new()).collect();
-        // Per task its counts and sub-counts (`count_leaves`), and the total.
-        acct.alloc(((tasks.len() * (SUB_COUNTS + 1) + 1) * run.keys * 8) as u64);
+        // Per task its counts and `u32` sub-counts (`count_leaves`), and
+        // the total.
+        acct.alloc(((tasks.len() * (SUB_COUNTS * 4 + 8) + 8) * run.keys) as u64);
         self.run(run, &tasks, acct, &|st, i, lo, hi| {
             let mut counts = vec![0u64; run.keys];
             run.count_leaves(st, &mut counts, lo, hi);

@@ -20,7 +20,7 @@ use super::lanes::{
     OutSlice, Regs,
 };
 use super::program::{
-    AccInit, AggProgram, BlockProgram, ChainOp, Col, Fused, Instr, Operand, StageProgram,
+    AccInit, AggProgram, Bins, BlockProgram, ChainOp, Col, Fused, Instr, Operand, StageProgram,
     TermProgram,
 };
 use super::scan;
@@ -1084,6 +1084,8 @@ pub(crate) struct KeyRun<'r, 'a> {
     key: &'r Col,
     /// Number of keys (at least 1); a larger key counts in the last.
     pub(crate) keys: usize,
+    /// `key` is a histogram's float column, binned by one kernel.
+    bins: Option<&'r Bins>,
 }
 
 macro_rules! run_view {
@@ -1123,10 +1125,11 @@ impl<'a> StageRun<'a> {
                 op,
                 exclusive: *exclusive,
             }),
-            TermProgram::CountByKey { key, keys } => RunKind::CountByKey(KeyRun {
+            TermProgram::CountByKey { key, keys, bins } => RunKind::CountByKey(KeyRun {
                 run: self,
                 key,
                 keys: *keys as usize,
+                bins: bins.as_ref(),
             }),
         }
     }
@@ -1141,21 +1144,109 @@ impl KeyRun<'_, '_> {
         if start == end {
             return;
         }
-        let mut sub = vec![0u64; kernels::SUB_COUNTS * self.keys];
+        let mut sub = SubCounts::new(self.keys);
+        match self.bins {
+            None => {
+                let mut pos = start;
+                while pos < end {
+                    let n = (end - pos).min(BLOCK);
+                    self.run_instrs(&mut st.regs, pos, n);
+                    let keys = self.col::<u32>(Some(self.key), &st.regs, pos, n);
+                    let mask = self.mask(&st.regs, pos, n);
+                    isa::count_keys(self.isa, sub.block(counts), keys, mask);
+                    pos += n;
+                }
+            }
+            Some(b) => {
+                with_float!(self.key.ty, T => self.count_bins::<T>(st, &mut sub, counts, b, start, end), else ())
+            }
+        }
+        sub.flush(counts);
+    }
+
+    /// `count_leaves`'s blocks over `start..end` when the key is a
+    /// histogram's: one kernel computes a block's keys from the float
+    /// column, another counts them.
+    fn count_bins<T: FloatLane + CastTo<i32>>(
+        &self,
+        st: &mut Exec,
+        sub: &mut SubCounts,
+        counts: &mut [u64],
+        b: &Bins,
+        start: usize,
+        end: usize,
+    ) {
+        let float = |o: Operand| match self.operand::<T>(o, &st.regs, 0, 0) {
+            Op::Splat(v) => v,
+            Op::Slice(_) => T::default(),
+        };
+        let int = |o: Operand| match self.operand::<i32>(o, &st.regs, 0, 0) {
+            Op::Splat(v) => v,
+            Op::Slice(_) => 0,
+        };
+        let p = kernels::BinParams {
+            lo: float(b.lo),
+            scale: float(b.scale),
+            hi: float(b.hi),
+            lo_cmp: float(b.lo_cmp),
+            last: int(b.last),
+            below: int(b.below),
+            above: int(b.above),
+            nan: int(b.nan),
+        };
+        let last_key = self.keys.saturating_sub(1) as u32;
+        let mut keys = vec![0u32; BLOCK];
         let mut pos = start;
         while pos < end {
             let n = (end - pos).min(BLOCK);
             self.run_instrs(&mut st.regs, pos, n);
-            let keys = self.col::<u32>(Some(self.key), &st.regs, pos, n);
+            let x = self.col::<T>(Some(self.key), &st.regs, pos, n);
+            let keys = &mut keys[..x.len()];
+            isa::bin_keys(self.isa, x, keys, p, last_key);
             let mask = self.mask(&st.regs, pos, n);
-            isa::count_keys(self.isa, &mut sub, keys, mask);
+            isa::count_clamped_keys(self.isa, sub.block(counts), keys, mask);
             pos += n;
         }
-        for part in sub.chunks_exact(self.keys) {
-            for (c, s) in counts.iter_mut().zip(part) {
-                *c += s;
+    }
+}
+
+/// The `u32` sub-counts a count's blocks increment ([`kernels::count_keys`]),
+/// added to the `u64` counts before they could wrap.
+struct SubCounts {
+    sub: Vec<u32>,
+    /// Positions counted since the last flush.
+    since: usize,
+}
+
+impl SubCounts {
+    fn new(keys: usize) -> SubCounts {
+        SubCounts {
+            sub: vec![0; kernels::SUB_COUNTS * keys],
+            since: 0,
+        }
+    }
+
+    /// The sub-counts for one more block (at most `BLOCK` positions).
+    fn block(&mut self, counts: &mut [u64]) -> &mut [u32] {
+        if self.since > (u32::MAX as usize) - BLOCK {
+            self.flush(counts);
+        }
+        self.since += BLOCK;
+        &mut self.sub
+    }
+
+    /// Adds the sub-counts to `counts` and clears them.
+    fn flush(&mut self, counts: &mut [u64]) {
+        if counts.is_empty() {
+            return;
+        }
+        for part in self.sub.chunks_exact_mut(counts.len()) {
+            for (c, s) in counts.iter_mut().zip(part.iter_mut()) {
+                *c += *s as u64;
+                *s = 0;
             }
         }
+        self.since = 0;
     }
 }
 
@@ -2090,8 +2181,8 @@ impl Driver for Sequential {
 
     fn count_by_key(&self, run: &KeyRun<'_, '_>, acct: &Acct) -> Vec<u64> {
         acct.task();
-        // The result and the sub-counts of `count_leaves`.
-        acct.alloc(run.state_bytes() + ((kernels::SUB_COUNTS + 1) * run.keys * 8) as u64);
+        // The result and the `u32` sub-counts of `count_leaves`.
+        acct.alloc(run.state_bytes() + ((kernels::SUB_COUNTS * 4 + 8) * run.keys) as u64);
         let mut counts = vec![0u64; run.keys];
         run.with_state(|st| run.count_leaves(st, &mut counts, 0, run.leaves()));
         counts

@@ -17,8 +17,8 @@
 //! units share out, and a call per block of `BLOCK` lanes costs nothing
 //! measurable (`docs/performance.md`, build time).
 
-use super::kernels::{self, ArgState, Keep, Op, Slot, LANES};
-use super::lanes::{Lane, Num};
+use super::kernels::{self, ArgState, BinParams, Keep, Op, Slot, LANES};
+use super::lanes::{CastTo, FloatLane, Lane, Num};
 
 /// The instruction set the block loops are compiled for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -159,8 +159,18 @@ entry! {
     /// [`kernels::all`].
     fn all[](x: &[bool], mask: Option<&[bool]>) -> bool = kernels::all;
     /// [`kernels::count_keys`].
-    fn count_keys[](counts: &mut [u64], keys: &[u32], mask: Option<&[bool]>) -> ()
+    fn count_keys[](counts: &mut [u32], keys: &[u32], mask: Option<&[bool]>) -> ()
         = kernels::count_keys;
+    /// [`kernels::bin_keys`].
+    fn bin_keys[T: FloatLane + CastTo<i32>](
+        x: &[T],
+        out: &mut [u32],
+        p: BinParams<T>,
+        last_key: u32,
+    ) -> () = kernels::bin_keys;
+    /// [`kernels::count_clamped_keys`].
+    fn count_clamped_keys[](counts: &mut [u32], keys: &[u32], mask: Option<&[bool]>) -> ()
+        = kernels::count_clamped_keys;
     /// [`kernels::moments`].
     fn moments[T: kernels::ToF64](x: &[T], mask: Option<&[bool]>) -> crate::semantics::Moments
         = kernels::moments;

@@ -7,7 +7,7 @@
 //! and the element kernels say so (they return whether they wrote every lane
 //! of the output).
 
-use super::lanes::{Lane, Num};
+use super::lanes::{CastTo, FloatLane, Lane, Num};
 use std::mem::MaybeUninit;
 
 /// Lanes of a reduction accumulator: independent partial results, so that
@@ -686,6 +686,48 @@ pub(crate) fn moments<T: ToF64>(x: &[T], mask: Option<&[bool]>) -> crate::semant
     })
 }
 
+/// A run's values of a histogram key's uniforms (`program::Bins`).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct BinParams<T> {
+    pub(crate) lo: T,
+    pub(crate) scale: T,
+    pub(crate) hi: T,
+    pub(crate) lo_cmp: T,
+    pub(crate) last: i32,
+    pub(crate) below: i32,
+    pub(crate) above: i32,
+    pub(crate) nan: i32,
+}
+
+/// A histogram's key, `program::Bins`'s expression with each operation
+/// rounded as written (no FMA) and the cast as Rust's `as`: the key the
+/// block instructions it stands for compute.
+#[inline(always)]
+fn bin_key<T: FloatLane + CastTo<i32>>(v: T, p: &BinParams<T>) -> u32 {
+    let t = T::f_floor(T::n_mul(T::n_sub(v, p.lo), p.scale));
+    let inside = t.cast_to().min(p.last);
+    let k = if v >= p.hi { p.above } else { inside };
+    let k = if v < p.lo_cmp { p.below } else { k };
+    #[allow(clippy::eq_op)]
+    let k = if v != v { p.nan } else { k };
+    k as u32
+}
+
+/// The histogram keys of `x` ([`bin_key`]), each at most `last_key`
+/// (a larger key counts in the last slot, as [`count_keys`] counts it),
+/// in vector registers: the keys of a block for [`count_clamped_keys`].
+#[inline(always)]
+pub(crate) fn bin_keys<T: FloatLane + CastTo<i32>>(
+    x: &[T],
+    out: &mut [u32],
+    p: BinParams<T>,
+    last_key: u32,
+) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = bin_key(v, &p).min(last_key);
+    }
+}
+
 /// Sub-counts per key that [`count_keys`] spreads increments over.
 pub(crate) const SUB_COUNTS: usize = 4;
 
@@ -694,14 +736,31 @@ pub(crate) const SUB_COUNTS: usize = 4;
 /// of `counts.len() / SUB_COUNTS` keys, and position `j` counts in array
 /// `j % SUB_COUNTS`: runs of equal keys then increment different memory,
 /// not one counter through store-to-load forwarding. The caller sums the
-/// arrays.
+/// arrays, in time to keep them from wrapping (`u32`: half the bytes of
+/// `u64` counts in the core's first cache).
 #[inline(always)]
-pub(crate) fn count_keys(counts: &mut [u64], keys: &[u32], mask: Option<&[bool]>) {
+pub(crate) fn count_keys(counts: &mut [u32], keys: &[u32], mask: Option<&[bool]>) {
+    let n = counts.len() / SUB_COUNTS;
+    increments(counts, keys, mask, |k| {
+        (k as usize).min(n.saturating_sub(1))
+    })
+}
+
+/// [`count_keys`] of keys already within the counts (from [`bin_keys`]):
+/// no clamp per increment, which the scalar loop pays for and the vector
+/// one does not. (A key past the end would be an index panic, not a
+/// wrong count; [`bin_keys`] clamps.)
+#[inline(always)]
+pub(crate) fn count_clamped_keys(counts: &mut [u32], keys: &[u32], mask: Option<&[bool]>) {
+    increments(counts, keys, mask, |k| k as usize)
+}
+
+#[inline(always)]
+fn increments(counts: &mut [u32], keys: &[u32], mask: Option<&[bool]>, at: impl Fn(u32) -> usize) {
     let n = counts.len() / SUB_COUNTS;
     if n == 0 {
         return;
     }
-    let at = |k: u32| (k as usize).min(n - 1);
     let (c0, rest) = counts.split_at_mut(n);
     let (c1, rest) = rest.split_at_mut(n);
     let (c2, c3) = rest.split_at_mut(n);
@@ -722,13 +781,13 @@ pub(crate) fn count_keys(counts: &mut [u64], keys: &[u32], mask: Option<&[bool]>
             let mut ch = keys.chunks_exact(SUB_COUNTS);
             let mut mk = m.chunks_exact(SUB_COUNTS);
             for (k, m) in (&mut ch).zip(&mut mk) {
-                c0[at(k[0])] += m[0] as u64;
-                c1[at(k[1])] += m[1] as u64;
-                c2[at(k[2])] += m[2] as u64;
-                c3[at(k[3])] += m[3] as u64;
+                c0[at(k[0])] += m[0] as u32;
+                c1[at(k[1])] += m[1] as u32;
+                c2[at(k[2])] += m[2] as u32;
+                c3[at(k[3])] += m[3] as u32;
             }
             for (&k, &keep) in ch.remainder().iter().zip(mk.remainder()) {
-                c0[at(k)] += keep as u64;
+                c0[at(k)] += keep as u32;
             }
         }
     }

@@ -332,11 +332,94 @@ pub(crate) enum TermProgram {
         op: Box<ScanOp>,
         exclusive: bool,
     },
-    /// Counts per value of a `u32` key column, `keys` of them.
+    /// Counts per value of a `u32` key column, `keys` of them; with
+    /// `bins`, `key` is the float column a histogram's key is computed
+    /// from, by one kernel per block.
     CountByKey {
         key: Col,
         keys: u32,
+        bins: Option<Bins>,
     },
+}
+
+/// A histogram's key over a float column `v` ([`crate::Query::histogram`]),
+/// `select(v != v, nan, select(v < lo_cmp, below, select(v >= hi, above,
+/// min(floor((v - lo) * scale) as i32, last)))) as u32` with every other
+/// operand uniform, computed by one kernel (`kernels::bin_keys`) instead
+/// of a dozen block instructions, each a pass over the block. The kernel
+/// evaluates that same expression, rounding each operation as written, so
+/// the keys are those of the instructions it replaces.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) struct Bins {
+    pub(crate) lo: Operand,
+    pub(crate) scale: Operand,
+    pub(crate) last: Operand,
+    pub(crate) hi: Operand,
+    pub(crate) lo_cmp: Operand,
+    pub(crate) below: Operand,
+    pub(crate) above: Operand,
+    pub(crate) nan: Operand,
+}
+
+/// [`Bins`] as values of the stage's program, before registers.
+#[derive(Copy, Clone, Debug, PartialEq)]
+struct BinValues {
+    /// The float column.
+    v: Value,
+    /// `lo, scale, last, hi, lo_cmp, below, above, nan`.
+    uniforms: [Value; 8],
+}
+
+/// The histogram key shape of [`Bins`] at `key`, if `key` has it.
+fn bin_values(prog: &ExprArena, key: Value, uniform: &[bool]) -> Option<BinValues> {
+    let node = |v: Value| prog.get(v).node;
+    let is_i32 = |v: Value| prog.ty(v) == DType::I32;
+    let u = |v: Value| uniform[v.index()];
+    // One `select(v op k, a, rest)` of the chain: `(k, a, rest)`.
+    let select = |s: Value, op: BinaryOp, v: Value| -> Option<(Value, Value, Value)> {
+        let Node::Select(c, a, rest) = node(s) else {
+            return None;
+        };
+        let Node::Binary(o, x, k) = node(c) else {
+            return None;
+        };
+        (o == op && x == v && is_i32(s) && u(a)).then_some((k, a, rest))
+    };
+    let Node::Cast(s) = node(key) else {
+        return None;
+    };
+    if prog.ty(key) != DType::U32 || !is_i32(s) {
+        return None;
+    }
+    let Node::Select(c, nan, s) = node(s) else {
+        return None;
+    };
+    let Node::Binary(BinaryOp::Ne, v, v2) = node(c) else {
+        return None;
+    };
+    if v != v2 || !prog.ty(v).is_float() || u(v) || !u(nan) {
+        return None;
+    }
+    let (lo_cmp, below, s) = select(s, BinaryOp::Lt, v)?;
+    let (hi, above, m) = select(s, BinaryOp::Ge, v)?;
+    let Node::Binary(BinaryOp::Min, f, last) = node(m) else {
+        return None;
+    };
+    let Node::Cast(fl) = node(f) else {
+        return None;
+    };
+    let Node::Unary(UnaryOp::Floor, p) = node(fl) else {
+        return None;
+    };
+    let Node::Binary(BinaryOp::Mul, d, scale) = node(p) else {
+        return None;
+    };
+    let Node::Binary(BinaryOp::Sub, v3, lo) = node(d) else {
+        return None;
+    };
+    let uniforms = [lo, scale, last, hi, lo_cmp, below, above, nan];
+    (v3 == v && is_i32(m) && is_i32(f) && uniforms.iter().all(|&x| u(x)))
+        .then_some(BinValues { v, uniforms })
 }
 
 /// A register filled once per run with a uniform value.
@@ -678,16 +761,24 @@ struct Fusion {
     inner: Vec<Option<FoldedOp>>,
     /// The predicate `x cmp k` the fused sum evaluates itself.
     keep: Option<FoldedOp>,
+    /// A count by a histogram's key, computed by one kernel from its
+    /// float column.
+    bins: Option<BinValues>,
 }
 
 impl Fusion {
     fn find(stage: &Stage, roots: &[Value], uniform: &[bool]) -> Fusion {
         let n = stage.program.len();
         if !matches!(stage.terminal, Terminal::Reduce(_)) {
+            let bins = match stage.terminal {
+                Terminal::CountByKey { key, .. } => bin_values(&stage.program, key, uniform),
+                _ => None,
+            };
             return Fusion {
                 sum: vec![None; n],
                 inner: vec![None; n],
                 keep: None,
+                bins,
             };
         }
         // Read by one reader only: the condition of every fusion case.
@@ -695,7 +786,12 @@ impl Fusion {
         let sum = fuse_sum_columns(stage, &uses, uniform);
         let inner = fuse_inner_operations(stage, &uses, uniform, &sum);
         let keep = fused_predicate(stage, &sum, uniform, &uses);
-        Fusion { sum, inner, keep }
+        Fusion {
+            sum,
+            inner,
+            keep,
+            bins: None,
+        }
     }
 
     /// The roots left to compute into registers, and the values that must
@@ -706,13 +802,19 @@ impl Fusion {
         stage: &Stage,
         roots: &[Value],
     ) -> (SmallVec<[Value; 8]>, SmallVec<[Value; 8]>) {
+        let bins = |r: Value| match (&stage.terminal, self.bins) {
+            (Terminal::CountByKey { key, .. }, Some(b)) if *key == r => b.v,
+            _ => r,
+        };
         let unfused: SmallVec<[Value; 8]> = roots
             .iter()
             .copied()
             .filter(|r| self.sum[r.index()].is_none())
             .filter(|r| self.keep.is_none() || Some(*r) != stage.predicate)
+            .map(bins)
             .collect();
         let mut live = unfused.clone();
+        live.extend(self.bins.iter().flat_map(|b| b.uniforms));
         for (x, y) in roots
             .iter()
             .filter_map(|r| self.sum[r.index()].map(|(_, x, y)| (x, y)))
@@ -1064,9 +1166,29 @@ fn terminal_program(stage: &Stage, fusion: &Fusion, code: &Code) -> Result<TermP
             op: Box::new(op.clone()),
             exclusive: *exclusive,
         },
-        Terminal::CountByKey { key, keys } => TermProgram::CountByKey {
-            key: code.col(prog, *key)?,
-            keys: (*keys).max(1),
+        Terminal::CountByKey { key, keys } => match fusion.bins {
+            Some(b) => {
+                let u = |i: usize| code.col(prog, b.uniforms[i]).map(|c| c.src);
+                TermProgram::CountByKey {
+                    key: code.col(prog, b.v)?,
+                    keys: (*keys).max(1),
+                    bins: Some(Bins {
+                        lo: u(0)?,
+                        scale: u(1)?,
+                        last: u(2)?,
+                        hi: u(3)?,
+                        lo_cmp: u(4)?,
+                        below: u(5)?,
+                        above: u(6)?,
+                        nan: u(7)?,
+                    }),
+                }
+            }
+            None => TermProgram::CountByKey {
+                key: code.col(prog, *key)?,
+                keys: (*keys).max(1),
+                bins: None,
+            },
         },
     })
 }
@@ -1263,8 +1385,17 @@ impl fmt::Display for StageProgram {
                 }
                 writeln!(f)
             }
-            TermProgram::CountByKey { key, keys } => {
-                writeln!(f, "  count_by_key: {}:{} keys={keys}", key.src, key.ty)
+            TermProgram::CountByKey { key, keys, bins } => {
+                let bins = if bins.is_some() {
+                    " (histogram bins)"
+                } else {
+                    ""
+                };
+                writeln!(
+                    f,
+                    "  count_by_key: {}:{} keys={keys}{bins}",
+                    key.src, key.ty
+                )
             }
             TermProgram::Collect(cols) => {
                 write!(

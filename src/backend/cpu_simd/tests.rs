@@ -1391,3 +1391,144 @@ fn bench_sum_affine_against_hand_written_simd() {
 fn the_cost_model_knows_the_leaf() {
     assert_eq!(crate::cost::PARALLEL_LEAF, super::LEAF as f64);
 }
+
+/// A histogram's key over input 0 of type `ty` (the shape `histogram`
+/// traces), its uniforms params 0..8, with `lt` as the below test (`Le`
+/// for a key of another shape).
+fn histogram_key(ty: DType, below_op: BinaryOp) -> (P, Value) {
+    let mut p = P::default();
+    let x = p.input(0, ty);
+    let v = if ty.is_float() {
+        x
+    } else {
+        p.cast(x, DType::F64)
+    };
+    let fty = if ty == DType::F32 {
+        DType::F32
+    } else {
+        DType::F64
+    };
+    let lo = p.param(0, fty);
+    let d = p.bin(BinaryOp::Sub, v, lo);
+    let scale = p.param(1, fty);
+    let m = p.bin(BinaryOp::Mul, d, scale);
+    let f = p.un(UnaryOp::Floor, m);
+    let i = p.cast(f, DType::I32);
+    let last = p.param(2, DType::I32);
+    let inside = p.bin(BinaryOp::Min, i, last);
+    let hi = p.param(3, fty);
+    let ge = p.bin(BinaryOp::Ge, v, hi);
+    let above = p.param(4, DType::I32);
+    let k = p.node(Node::Select(ge, above, inside));
+    let lo_cmp = p.param(5, fty);
+    let lt = p.bin(below_op, v, lo_cmp);
+    let below = p.param(6, DType::I32);
+    let k = p.node(Node::Select(lt, below, k));
+    let ne = p.bin(BinaryOp::Ne, v, v);
+    let nan = p.param(7, DType::I32);
+    let k = p.node(Node::Select(ne, nan, k));
+    let key = p.cast(k, DType::U32);
+    (p, key)
+}
+
+#[test]
+fn histogram_keys_are_one_kernel_with_the_instructions_results() {
+    // Values at and around the bounds, NaN, infinities, -0.0, values past
+    // i32 once scaled, subnormals, and a spread between.
+    let mut xs: Vec<f64> = vec![
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        -0.0,
+        0.0,
+        -1.0,
+        3.0,
+        3.0 - 1e-7,
+        -1.0 - 1e-9,
+        1e30,
+        -1e30,
+        5e-324,
+        2.999_999_9,
+    ];
+    xs.extend((0..3 * LEAF + 517).map(|i| (i as f64 * 0.618_034).fract() * 5.0 - 1.5));
+    let narrow: Vec<f32> = xs.iter().map(|&x| x as f32).collect();
+    let ints: Vec<i32> = xs.iter().map(|&x| (x * 1e6) as i32).collect();
+    // lo, scale, last, hi, above, lo_cmp, below, nan: the histogram's own
+    // uniforms (7 bins over [-1, 3)), then ones no histogram has (the
+    // kernel must follow the expression, not the histogram's intent).
+    let sets: [[f64; 8]; 2] = [
+        [-1.0, 7.0 / 4.0, 6.0, 3.0, 8.0, -1.0, 7.0, 9.0],
+        [
+            0.5,
+            1e9,
+            1_000_000.0,
+            2.0,
+            -3.0,
+            -0.5,
+            2_000_000_000.0,
+            -7.0,
+        ],
+    ];
+    for (ty, col) in [
+        (DType::F32, ColumnRef::F32(&narrow)),
+        (DType::F64, ColumnRef::F64(&xs)),
+        (DType::I32, ColumnRef::I32(&ints)),
+    ] {
+        let fty = if ty == DType::F32 {
+            DType::F32
+        } else {
+            DType::F64
+        };
+        for set in &sets {
+            let params: Vec<Scalar> = set
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| match i {
+                    2 | 4 | 6 | 7 => Scalar::I32(v as i32),
+                    _ => Scalar::F64(v).cast(fty),
+                })
+                .collect();
+            for (below_op, filtered) in [
+                (BinaryOp::Lt, false),
+                (BinaryOp::Lt, true),
+                (BinaryOp::Le, false),
+            ] {
+                let (mut p, key) = histogram_key(ty, below_op);
+                let predicate = filtered.then(|| {
+                    let x = p.input(0, ty);
+                    let z = p.konst(Scalar::F64(0.25).cast(ty));
+                    p.bin(BinaryOp::Gt, x, z)
+                });
+                let pl = plan(
+                    &[ty],
+                    8,
+                    vec![stage(
+                        1,
+                        p,
+                        predicate,
+                        Terminal::CountByKey { key, keys: 12 },
+                    )],
+                );
+                let prog = BlockProgram::compile(&pl).unwrap();
+                let fused = matches!(
+                    prog.stages[0].terminal,
+                    program::TermProgram::CountByKey { bins: Some(_), .. }
+                );
+                assert_eq!(fused, below_op == BinaryOp::Lt, "{ty:?} {below_op:?}");
+                if fused && ty.is_float() && !filtered {
+                    assert!(prog.stages[0].instrs.is_empty(), "{prog:?}");
+                }
+                for n in LENGTHS {
+                    let n = n.min(xs.len());
+                    let col = match col {
+                        ColumnRef::F32(c) => ColumnRef::F32(&c[..n]),
+                        ColumnRef::F64(c) => ColumnRef::F64(&c[..n]),
+                        ColumnRef::I32(c) => ColumnRef::I32(&c[..n]),
+                        _ => unreachable!(),
+                    };
+                    check(pl.clone(), &[col], &params, false);
+                }
+            }
+        }
+    }
+}
