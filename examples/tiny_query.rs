@@ -13,7 +13,7 @@
 //! run's clock (metrics, learning, the run log, freeing the result).
 //!
 //! `cargo run --release --example tiny_query [-- PIPELINE N RUNS]`, with
-//! PIPELINE one of p1..p5, p7 (`histogram(256, 0, 1)`) or g1 (`group_by(key).agg(sum)` over 1,000 sparse
+//! PIPELINE one of p1..p5, p6 (`variance()`), p7 (`histogram(256, 0, 1)`) or g1 (`group_by(key).agg(sum)` over 1,000 sparse
 //! keys; default p1 1000 200000).
 
 use computeq::prelude::*;
@@ -47,6 +47,7 @@ fn main() {
             black_box(v).len()
         }),
         "p5" => Box::new(|| black_box(xs.compute().zip(&ys).map(|(x, y)| x * y).sum()) as usize),
+        "p6" => Box::new(|| black_box(xs.compute().variance()).map_or(0, |v| v as usize)),
         "p7" => Box::new(|| {
             black_box(xs.compute().histogram(256, 0.0, 1.0))
                 .counts

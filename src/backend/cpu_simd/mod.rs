@@ -26,6 +26,9 @@
 //!   whole leaf per call. (Prefetching the next block's lines during the
 //!   fold instead was tried and measured slower: the software prefetches
 //!   hold L1 miss buffers the hardware streamer would have used.)
+//!   A histogram's key (a chain of a dozen compares, selects, a floor and
+//!   a cast over one float column) is one kernel too (`program::Bins`):
+//!   a block's keys in vector registers, then the increments.
 //! * **Leaves.** Positions are cut into fixed leaves of [`LEAF`] positions
 //!   ([`LEAF_BLOCKS`] blocks). A reduction folds each leaf into [`LANES`]
 //!   independent accumulator lanes (lane `j` takes positions `j`, `j + 32`,
