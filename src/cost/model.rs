@@ -120,6 +120,8 @@ struct StageWork {
     write: f64,
     /// Element operations (simple, transcendental) over all positions.
     ops: f64,
+    /// `ops` as `cpu-simd` and `cpu-parallel` run them.
+    simd_ops: f64,
     trans: f64,
     end: StageEnd,
     /// Lanes per vector relative to 32-bit types (0.5 for a 64-bit stage).
@@ -149,6 +151,7 @@ fn stage_work(e: &EstimateInput<'_>) -> Work {
             read: n * (s.source_bytes + s.stage_bytes),
             write: outputs * s.out_bytes,
             ops: n * s.ops,
+            simd_ops: n * s.simd_ops,
             trans: n * s.transcendental,
             end: s.end,
             lanes: if s.wide { 0.5 } else { 1.0 },
@@ -337,8 +340,8 @@ impl CostModel {
                         StageEnd::Compact | StageEnd::Scan => s.n * c.scan_element,
                         _ => 0.0,
                     };
-                    let cpu =
-                        (s.ops * c.simd_op + s.trans * c.simd_transcendental) / s.lanes + extra;
+                    let cpu = (s.simd_ops * c.simd_op + s.trans * c.simd_transcendental) / s.lanes
+                        + extra;
                     compute += (bytes / bw(bytes, false)).max(cpu) + fault(s.write);
                 }
                 Estimate {
@@ -373,7 +376,7 @@ impl CostModel {
                         StageEnd::Scan => s.n * c.scan_element,
                         _ => 0.0,
                     };
-                    let cpu = ((s.ops * passes.min(1.5) * c.simd_op
+                    let cpu = ((s.simd_ops * passes.min(1.5) * c.simd_op
                         + s.trans * c.simd_transcendental)
                         / s.lanes
                         + extra)
@@ -547,6 +550,7 @@ mod tests {
         let shape = PlanShape {
             stages: smallvec::smallvec![StageShape {
                 ops: 2.0,
+                simd_ops: 2.0,
                 transcendental: 0.0,
                 source_bytes: 4.0,
                 stage_bytes: 0.0,
@@ -636,6 +640,7 @@ mod tests {
         let (w, mut shape) = compaction(1 << 22);
         shape.stages.push(StageShape {
             ops: 1.0,
+            simd_ops: 1.0,
             transcendental: 0.0,
             source_bytes: 0.0,
             stage_bytes: 4.0,

@@ -3,6 +3,7 @@
 //! Produced by `optimize`, read by `cost`, `select`, `codegen` and the
 //! backends; nothing downstream changes a plan.
 
+pub(crate) mod bins;
 mod compiled;
 mod stage;
 

@@ -7,6 +7,7 @@
 use super::exec::{identity_lanes, Identity, Lanes};
 use super::lanes::dtype_index;
 use crate::expr::{BinaryOp, DType, ExprArena, Node, UnaryOp, Value};
+use crate::plan::bins::{bin_values, uniform_values, BinValues};
 use crate::plan::{AggKind, Aggregate, Combine, PhysicalPlan, RangeOp, ScanOp, Stage, Terminal};
 use crate::types::{Fault, PlanError};
 use smallvec::SmallVec;
@@ -361,67 +362,6 @@ pub(crate) struct Bins {
     pub(crate) nan: Operand,
 }
 
-/// [`Bins`] as values of the stage's program, before registers.
-#[derive(Copy, Clone, Debug, PartialEq)]
-struct BinValues {
-    /// The float column.
-    v: Value,
-    /// `lo, scale, last, hi, lo_cmp, below, above, nan`.
-    uniforms: [Value; 8],
-}
-
-/// The histogram key shape of [`Bins`] at `key`, if `key` has it.
-fn bin_values(prog: &ExprArena, key: Value, uniform: &[bool]) -> Option<BinValues> {
-    let node = |v: Value| prog.get(v).node;
-    let is_i32 = |v: Value| prog.ty(v) == DType::I32;
-    let u = |v: Value| uniform[v.index()];
-    // One `select(v op k, a, rest)` of the chain: `(k, a, rest)`.
-    let select = |s: Value, op: BinaryOp, v: Value| -> Option<(Value, Value, Value)> {
-        let Node::Select(c, a, rest) = node(s) else {
-            return None;
-        };
-        let Node::Binary(o, x, k) = node(c) else {
-            return None;
-        };
-        (o == op && x == v && is_i32(s) && u(a)).then_some((k, a, rest))
-    };
-    let Node::Cast(s) = node(key) else {
-        return None;
-    };
-    if prog.ty(key) != DType::U32 || !is_i32(s) {
-        return None;
-    }
-    let Node::Select(c, nan, s) = node(s) else {
-        return None;
-    };
-    let Node::Binary(BinaryOp::Ne, v, v2) = node(c) else {
-        return None;
-    };
-    if v != v2 || !prog.ty(v).is_float() || u(v) || !u(nan) {
-        return None;
-    }
-    let (lo_cmp, below, s) = select(s, BinaryOp::Lt, v)?;
-    let (hi, above, m) = select(s, BinaryOp::Ge, v)?;
-    let Node::Binary(BinaryOp::Min, f, last) = node(m) else {
-        return None;
-    };
-    let Node::Cast(fl) = node(f) else {
-        return None;
-    };
-    let Node::Unary(UnaryOp::Floor, p) = node(fl) else {
-        return None;
-    };
-    let Node::Binary(BinaryOp::Mul, d, scale) = node(p) else {
-        return None;
-    };
-    let Node::Binary(BinaryOp::Sub, v3, lo) = node(d) else {
-        return None;
-    };
-    let uniforms = [lo, scale, last, hi, lo_cmp, below, above, nan];
-    (v3 == v && is_i32(m) && is_i32(f) && uniforms.iter().all(|&x| u(x)))
-        .then_some(BinValues { v, uniforms })
-}
-
 /// A register filled once per run with a uniform value.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub(crate) struct SplatReg {
@@ -735,20 +675,6 @@ fn roots(stage: &Stage, params_needed: &mut usize) -> Result<SmallVec<[Value; 8]
         }
     }
     Ok(roots)
-}
-
-/// Per value, whether it depends on no position (parameters, constants
-/// and what is computed only from them): evaluated once per run.
-fn uniform_values(prog: &ExprArena) -> Vec<bool> {
-    let mut uniform = vec![false; prog.len()];
-    for (v, d) in prog.iter() {
-        uniform[v.index()] = match d.node {
-            Node::Param(_) | Node::Const(_) => true,
-            Node::Input(_) | Node::Index(_) => false,
-            ref node => node.operands().iter().all(|o| uniform[o.index()]),
-        };
-    }
-    uniform
 }
 
 /// What terminal fusion takes out of the instruction list (the module
