@@ -38,6 +38,11 @@ pub(crate) struct BinValues {
 /// The histogram key shape at `key`, if `key` has it (`uniform`: per
 /// value, from [`uniform_values`]).
 pub(crate) fn bin_values(prog: &ExprArena, key: Value, uniform: &[bool]) -> Option<BinValues> {
+    // Never a panic on a plan not yet checked (the cost model sees plans
+    // before a backend compiles them): every value below is then in range.
+    if key.index() >= prog.len() || uniform.len() != prog.len() || prog.verify().is_err() {
+        return None;
+    }
     let node = |v: Value| prog.get(v).node;
     let is_i32 = |v: Value| prog.ty(v) == DType::I32;
     let u = |v: Value| uniform[v.index()];
