@@ -31,8 +31,51 @@ pub(crate) const KEY_OPS: f64 = 12.0;
 pub(crate) struct BinValues {
     /// The float column.
     pub(crate) v: Value,
-    /// `lo, scale, last, hi, lo_cmp, below, above, nan`.
-    pub(crate) uniforms: [Value; 8],
+    pub(crate) uniforms: BinUniforms<Value>,
+}
+
+/// The uniform operands of a histogram's key ([`BinValues`]), as values of
+/// the program or as whatever a backend reads them from.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) struct BinUniforms<U> {
+    pub(crate) lo: U,
+    pub(crate) scale: U,
+    pub(crate) last: U,
+    pub(crate) hi: U,
+    pub(crate) lo_cmp: U,
+    pub(crate) below: U,
+    pub(crate) above: U,
+    pub(crate) nan: U,
+}
+
+impl<U: Copy> BinUniforms<U> {
+    /// Every operand.
+    pub(crate) fn all(&self) -> [U; 8] {
+        [
+            self.lo,
+            self.scale,
+            self.last,
+            self.hi,
+            self.lo_cmp,
+            self.below,
+            self.above,
+            self.nan,
+        ]
+    }
+
+    /// Each operand through `f`, the first error if any.
+    pub(crate) fn try_map<W, E>(&self, f: impl Fn(U) -> Result<W, E>) -> Result<BinUniforms<W>, E> {
+        Ok(BinUniforms {
+            lo: f(self.lo)?,
+            scale: f(self.scale)?,
+            last: f(self.last)?,
+            hi: f(self.hi)?,
+            lo_cmp: f(self.lo_cmp)?,
+            below: f(self.below)?,
+            above: f(self.above)?,
+            nan: f(self.nan)?,
+        })
+    }
 }
 
 /// The histogram key shape at `key`, if `key` has it (`uniform`: per
@@ -88,7 +131,16 @@ pub(crate) fn bin_values(prog: &ExprArena, key: Value, uniform: &[bool]) -> Opti
     let Node::Binary(BinaryOp::Sub, v3, lo) = node(d) else {
         return None;
     };
-    let uniforms = [lo, scale, last, hi, lo_cmp, below, above, nan];
-    (v3 == v && is_i32(m) && is_i32(f) && uniforms.iter().all(|&x| u(x)))
+    let uniforms = BinUniforms {
+        lo,
+        scale,
+        last,
+        hi,
+        lo_cmp,
+        below,
+        above,
+        nan,
+    };
+    (v3 == v && is_i32(m) && is_i32(f) && uniforms.all().iter().all(|&x| u(x)))
         .then_some(BinValues { v, uniforms })
 }

@@ -7,7 +7,7 @@
 use super::exec::{identity_lanes, Identity, Lanes};
 use super::lanes::dtype_index;
 use crate::expr::{BinaryOp, DType, ExprArena, Node, UnaryOp, Value};
-use crate::plan::bins::{bin_values, uniform_values, BinValues};
+use crate::plan::bins::{bin_values, uniform_values, BinUniforms, BinValues};
 use crate::plan::{AggKind, Aggregate, Combine, PhysicalPlan, RangeOp, ScanOp, Stage, Terminal};
 use crate::types::{Fault, PlanError};
 use smallvec::SmallVec;
@@ -343,24 +343,12 @@ pub(crate) enum TermProgram {
     },
 }
 
-/// A histogram's key over a float column `v` ([`crate::Query::histogram`]),
-/// `select(v != v, nan, select(v < lo_cmp, below, select(v >= hi, above,
-/// min(floor((v - lo) * scale) as i32, last)))) as u32` with every other
-/// operand uniform, computed by one kernel (`kernels::bin_keys`) instead
-/// of a dozen block instructions, each a pass over the block. The kernel
-/// evaluates that same expression, rounding each operation as written, so
-/// the keys are those of the instructions it replaces.
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub(crate) struct Bins {
-    pub(crate) lo: Operand,
-    pub(crate) scale: Operand,
-    pub(crate) last: Operand,
-    pub(crate) hi: Operand,
-    pub(crate) lo_cmp: Operand,
-    pub(crate) below: Operand,
-    pub(crate) above: Operand,
-    pub(crate) nan: Operand,
-}
+/// The uniforms of a histogram's key (`plan::bins::BinValues`) as
+/// operands: the key is computed by one kernel (`kernels::bin_keys`)
+/// instead of a dozen block instructions, each a pass over the block. The
+/// kernel evaluates the same expression, rounding each operation as
+/// written, so the keys are those of the instructions it replaces.
+pub(crate) type Bins = BinUniforms<Operand>;
 
 /// A register filled once per run with a uniform value.
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -740,7 +728,7 @@ impl Fusion {
             .map(bins)
             .collect();
         let mut live = unfused.clone();
-        live.extend(self.bins.iter().flat_map(|b| b.uniforms));
+        live.extend(self.bins.iter().flat_map(|b| b.uniforms.all()));
         for (x, y) in roots
             .iter()
             .filter_map(|r| self.sum[r.index()].map(|(_, x, y)| (x, y)))
@@ -1093,23 +1081,11 @@ fn terminal_program(stage: &Stage, fusion: &Fusion, code: &Code) -> Result<TermP
             exclusive: *exclusive,
         },
         Terminal::CountByKey { key, keys } => match fusion.bins {
-            Some(b) => {
-                let u = |i: usize| code.col(prog, b.uniforms[i]).map(|c| c.src);
-                TermProgram::CountByKey {
-                    key: code.col(prog, b.v)?,
-                    keys: (*keys).max(1),
-                    bins: Some(Bins {
-                        lo: u(0)?,
-                        scale: u(1)?,
-                        last: u(2)?,
-                        hi: u(3)?,
-                        lo_cmp: u(4)?,
-                        below: u(5)?,
-                        above: u(6)?,
-                        nan: u(7)?,
-                    }),
-                }
-            }
+            Some(b) => TermProgram::CountByKey {
+                key: code.col(prog, b.v)?,
+                keys: (*keys).max(1),
+                bins: Some(b.uniforms.try_map(|u| code.col(prog, u).map(|c| c.src))?),
+            },
             None => TermProgram::CountByKey {
                 key: code.col(prog, *key)?,
                 keys: (*keys).max(1),
