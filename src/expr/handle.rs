@@ -408,7 +408,11 @@ impl<A: Shape, B: Shape> Shape for (A, B) {
     fn host_from_columns(cols: &mut Vec<crate::types::Column>) -> Vec<Self::Host> {
         let a = A::host_from_columns(cols);
         let b = B::host_from_columns(cols);
-        a.into_iter().zip(b).collect()
+        // A large output on huge pages: its first writes fault 2 MiB at
+        // a time, not 4 KiB.
+        let mut out = crate::types::vec_for_output(a.len().min(b.len()));
+        out.extend(a.into_iter().zip(b));
+        out
     }
     fn host_from_scalars(s: &[Scalar]) -> Self::Host {
         (

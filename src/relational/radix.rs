@@ -10,7 +10,18 @@
 use rayon::prelude::*;
 
 /// An unsigned word sorted by its bytes.
-pub(crate) trait Word: Copy + Ord + Send + Sync + Default + 'static {
+pub(crate) trait Word:
+    Copy
+    + Ord
+    + Send
+    + Sync
+    + Default
+    + std::ops::BitAnd<Output = Self>
+    + std::ops::BitOr<Output = Self>
+    + std::ops::BitXor<Output = Self>
+    + std::ops::Not<Output = Self>
+    + 'static
+{
     /// Byte `d` (0: least significant).
     fn byte(self, d: usize) -> usize;
 }
@@ -40,19 +51,60 @@ pub(crate) fn scratch<W: Word>(n: usize) -> Vec<W> {
     v
 }
 
+/// `f` of every element of `src`: in a zeroed buffer advised to use huge
+/// pages when large (its first touch faults a few large pages rather than
+/// thousands of small ones), filled across threads when `parallel`.
+pub(crate) fn map_slice<T, U>(src: &[T], parallel: bool, f: impl Fn(T) -> U + Sync) -> Vec<U>
+where
+    T: Copy + Sync,
+    U: Copy + Default + Send,
+{
+    let n = src.len();
+    let mut v: Vec<U> = vec![U::default(); n];
+    let bytes = n * std::mem::size_of::<U>();
+    if bytes >= crate::types::HUGE_PAGE_MIN_BYTES {
+        // SAFETY: the range is this vector's own allocation.
+        unsafe { crate::types::advise_huge_pages(v.as_ptr().cast(), bytes) };
+    }
+    let fill = |(d, s): (&mut [U], &[T])| {
+        for (d, &s) in d.iter_mut().zip(s) {
+            *d = f(s);
+        }
+    };
+    const CHUNK: usize = 1 << 16;
+    if parallel && n >= 2 * CHUNK {
+        v.par_chunks_mut(CHUNK)
+            .zip(src.par_chunks(CHUNK))
+            .for_each(fill);
+    } else {
+        fill((&mut v, src));
+    }
+    v
+}
+
 /// Histograms of digits `digits` of `v`, one per digit: one pass, the
-/// counts of every digit kept on the stack (four or eight digits
-/// unrolled).
+/// counts of every digit kept on the stack (the digits unrolled).
 fn histograms<W: Word>(v: &[W], digits: std::ops::Range<usize>) -> Vec<[usize; 256]> {
+    let s = digits.start;
     match digits.len() {
-        4 => hist_n::<W, 4>(v, digits.start),
-        8 => hist_n::<W, 8>(v, digits.start),
+        0 => Vec::new(),
+        1 => hist_n::<W, 1>(v, s),
+        2 => hist_n::<W, 2>(v, s),
+        3 => hist_n::<W, 3>(v, s),
+        4 => hist_n::<W, 4>(v, s),
+        5 => hist_n::<W, 5>(v, s),
+        6 => hist_n::<W, 6>(v, s),
+        7 => hist_n::<W, 7>(v, s),
+        8 => hist_n::<W, 8>(v, s),
         _ => {
-            let mut h = vec![[0usize; 256]; digits.len()];
-            for &w in v {
-                for (k, d) in digits.clone().enumerate() {
-                    h[k][w.byte(d)] += 1;
-                }
+            // Wider words (`u128` keys of 16 bytes): digits in groups of
+            // eight.
+            let mut h = Vec::with_capacity(digits.len());
+            let mut d = s;
+            while d < digits.end {
+                let k = (digits.end - d).min(8);
+                h.extend(histograms(v, d..d + k));
+                d += k;
             }
             h
         }
@@ -117,13 +169,23 @@ fn exclusive(counts: &[usize; 256]) -> [usize; 256] {
 /// Sorts `v` stably by digits `digits` (bytes, least significant first),
 /// using `tmp` (same length) as scratch; the result is in `v`.
 pub(crate) fn lsd<W: Word>(v: &mut [W], tmp: &mut [W], digits: std::ops::Range<usize>) -> Passes {
+    let (done, in_tmp) = lsd_into(v, tmp, digits);
+    if in_tmp {
+        v.copy_from_slice(tmp);
+    }
+    done
+}
+
+/// [`lsd`], leaving the result where the last scatter wrote it: in `tmp`
+/// when the second value is true.
+fn lsd_into<W: Word>(v: &mut [W], tmp: &mut [W], digits: std::ops::Range<usize>) -> (Passes, bool) {
     let n = v.len();
     let mut done = Passes {
         passes: 0,
         digits: digits.len() as u8,
     };
     if n < 2 {
-        return done;
+        return (done, false);
     }
     let hist = histograms(v, digits.clone());
     let (mut src, mut dst) = (&mut *v, &mut *tmp);
@@ -136,11 +198,20 @@ pub(crate) fn lsd<W: Word>(v: &mut [W], tmp: &mut [W], digits: std::ops::Range<u
         std::mem::swap(&mut src, &mut dst);
         done.passes += 1;
     }
-    if done.passes % 2 == 1 {
-        // The last scatter wrote `tmp`.
-        v.copy_from_slice(tmp);
+    (done, done.passes % 2 == 1)
+}
+
+/// The counts of digit `d` over `c`, and the AND and the OR of its words
+/// (the bits where they differ tell which digits are constant).
+fn top_counts<W: Word>(c: &[W], d: usize) -> ([usize; 256], W, W) {
+    let mut h = [0u32; 256];
+    let (mut and, mut or) = (!W::default(), W::default());
+    for &w in c {
+        h[w.byte(d)] += 1;
+        and = and & w;
+        or = or | w;
     }
-    done
+    (h.map(|x| x as usize), and, or)
 }
 
 /// [`lsd`] across threads: chunks count their top-digit buckets and
@@ -150,38 +221,48 @@ pub(crate) fn msd_lsd<W: Word>(mut v: Vec<W>, digits: std::ops::Range<usize>) ->
     let n = v.len();
     let threads = rayon::current_num_threads().max(1);
     let chunk = n.div_ceil(threads * 4).max(1 << 14);
-    // The histograms of every digit, per chunk, in parallel.
-    let per_chunk: Vec<Vec<[usize; 256]>> = v
-        .par_chunks(chunk)
-        .map(|c| histograms(c, digits.clone()))
-        .collect();
-    let mut total = vec![[0usize; 256]; digits.len()];
-    for h in &per_chunk {
-        for (t, c) in total.iter_mut().zip(h) {
-            for b in 0..256 {
-                t[b] += c[b];
-            }
+    let none = Passes {
+        passes: 0,
+        digits: digits.len() as u8,
+    };
+    if n < 2 || digits.is_empty() || n > u32::MAX as usize {
+        let mut tmp = scratch(n);
+        let p = lsd(&mut v, &mut tmp, digits);
+        return (v, p);
+    }
+    // Per chunk, in parallel: the counts of the top digit, and which
+    // digits vary. A constant top digit (keys of a small range) is
+    // counted again at the highest digit that varies.
+    let count = |d: usize| -> Vec<([usize; 256], W, W)> {
+        v.par_chunks(chunk).map(|c| top_counts(c, d)).collect()
+    };
+    let mut per_chunk = count(digits.end - 1);
+    let (and, or) = per_chunk
+        .iter()
+        .fold((!W::default(), W::default()), |(a, o), c| {
+            (a & c.1, o | c.2)
+        });
+    let varying = and ^ or;
+    let Some(d) = digits.clone().rev().find(|&d| varying.byte(d) != 0) else {
+        return (v, none);
+    };
+    if d != digits.end - 1 {
+        per_chunk = count(d);
+    }
+    let mut total = [0usize; 256];
+    for (h, _, _) in &per_chunk {
+        for b in 0..256 {
+            total[b] += h[b];
         }
     }
-    let constant = |k: usize| total[k].contains(&n);
-    let Some(top) = (0..digits.len()).rev().find(|&k| !constant(k)) else {
-        return (
-            v,
-            Passes {
-                passes: 0,
-                digits: digits.len() as u8,
-            },
-        );
-    };
-    let d = digits.start + top;
     // Each chunk's start in every bucket: the bucket's start plus the
     // earlier chunks' counts in it.
     let mut starts: Vec<[usize; 256]> = Vec::with_capacity(per_chunk.len());
-    let mut run = exclusive(&total[top]);
-    for h in &per_chunk {
+    let mut run = exclusive(&total);
+    for (h, _, _) in &per_chunk {
         starts.push(run);
         for b in 0..256 {
-            run[b] += h[top][b];
+            run[b] += h[b];
         }
     }
     let mut dst: Vec<W> = scratch(n);
@@ -201,26 +282,43 @@ pub(crate) fn msd_lsd<W: Word>(mut v: Vec<W>, digits: std::ops::Range<usize>) ->
                 }
             });
     }
-    // Every bucket on its own, by the digits below the top one.
+    // Every bucket on its own, by the digits below the top one; the
+    // sorted words end in `dst` or, after an odd number of passes, in
+    // `v`: the buffer most buckets end in is the result, the others are
+    // copied into it.
     let lower = digits.start..d;
     let mut buckets: Vec<(&mut [W], &mut [W])> = Vec::with_capacity(256);
     let (mut rest, mut spare) = (&mut dst[..], &mut v[..]);
-    for &count in &total[top] {
+    for &count in &total {
         let (a, r) = rest.split_at_mut(count);
         let (t, s) = spare.split_at_mut(count);
         rest = r;
         spare = s;
-        if a.len() > 1 {
-            buckets.push((a, t));
-        }
+        buckets.push((a, t));
     }
-    let inner = buckets
-        .into_par_iter()
-        .map(|(a, t)| lsd(a, t, lower.clone()).passes)
-        .max()
-        .unwrap_or(0);
+    let ends: Vec<(u8, bool)> = buckets
+        .par_iter_mut()
+        .map(|(a, t)| {
+            let (p, in_tmp) = lsd_into(a, t, lower.clone());
+            (p.passes, in_tmp)
+        })
+        .collect();
+    let in_v = ends.iter().filter(|e| e.1).count() * 2 > ends.len();
+    buckets
+        .par_iter_mut()
+        .zip(&ends)
+        .filter(|(_, e)| e.1 != in_v)
+        .for_each(|((a, t), _)| {
+            if in_v {
+                t.copy_from_slice(a);
+            } else {
+                a.copy_from_slice(t);
+            }
+        });
+    drop(buckets);
+    let inner = ends.iter().map(|e| e.0).max().unwrap_or(0);
     (
-        dst,
+        if in_v { v } else { dst },
         Passes {
             passes: 1 + inner,
             digits: digits.len() as u8,
@@ -268,6 +366,9 @@ mod tests {
             (1000, 0xffff_ffff),
             (70_000, 0xff),
             (70_000, 0xf0f0),
+            // Two varying digits below the top one: an even number of
+            // passes leaves the buckets in the top scatter's buffer.
+            (70_000, 0x00ff_ffff),
         ] {
             let v = words(n, n as u64 + 7, mask);
             let mut want = v.clone();
@@ -279,6 +380,30 @@ mod tests {
             assert!(p.passes <= 4);
             let (b, _) = msd_lsd(v, 4..8);
             assert_eq!(b, want, "msd_lsd n={n}");
+        }
+        // Buckets that end in different buffers: the top digit's bucket 0
+        // has one word repeated (no lower pass), the others random lower
+        // digits (three passes); and keys with a constant top digit.
+        let mut st = 99u32;
+        let mixed: Vec<u32> = (0..100_000u32)
+            .map(|i| {
+                st = st.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                if i % 3 == 0 {
+                    0x0012_3456
+                } else {
+                    st | 0x0100_0000
+                }
+            })
+            .collect();
+        for v in [
+            mixed.clone(),
+            mixed.iter().map(|&w| w & 0x00ff_ffff).collect(),
+        ] {
+            let mut want = v.clone();
+            want.sort_unstable();
+            let (got, p) = msd_lsd(v, 0..4);
+            assert_eq!(got, want, "msd_lsd of mixed buckets");
+            assert!(p.passes <= 4);
         }
         // A key range of one byte needs one pass.
         let mut a = words(5000, 3, 0xff);

@@ -63,27 +63,6 @@ pub(crate) fn sort(
     (gather_all(columns, &perm, parallel), alg)
 }
 
-/// The raw bits of a 4-byte (or `bool`) value.
-fn bits32(c: ColumnRef<'_>) -> Option<Vec<u32>> {
-    Some(match c {
-        ColumnRef::F32(v) => v.iter().map(|x| x.to_bits()).collect(),
-        ColumnRef::U32(v) => v.to_vec(),
-        ColumnRef::I32(v) => v.iter().map(|&x| x as u32).collect(),
-        ColumnRef::Bool(v) => v.iter().map(|&x| x as u32).collect(),
-        _ => return None,
-    })
-}
-
-/// The column of `ty` whose raw bits are `b`.
-fn of_bits32(ty: DType, b: impl Iterator<Item = u32>) -> Column {
-    match ty {
-        DType::F32 => Column::F32(b.map(f32::from_bits).collect()),
-        DType::U32 => Column::U32(b.collect()),
-        DType::I32 => Column::I32(b.map(|x| x as i32).collect()),
-        _ => Column::Bool(b.map(|x| x != 0).collect()),
-    }
-}
-
 /// One 32-bit key and one other 4-byte column: the key's word and the
 /// column's bits travel together in one `u64` sorted by its high half (a
 /// stable sort needs no position), then both come back out of the words:
@@ -104,14 +83,14 @@ fn sort_packed(
     if others.next().is_some() {
         return None;
     }
-    let payload = bits32(columns[p])?;
-    let w = words32(*k);
-    let v: Vec<u64> = w
-        .iter()
-        .zip(&payload)
-        .map(|(&k, &p)| (k as u64) << 32 | p as u64)
-        .collect();
-    drop((w, payload));
+    if !matches!(
+        columns[p].dtype(),
+        DType::F32 | DType::U32 | DType::I32 | DType::Bool
+    ) {
+        return None;
+    }
+    let mut v = map_words32(*k, parallel, |w| (w as u64) << 32);
+    or_bits32(&mut v, columns[p], parallel);
     let (v, alg) = sort_words(v, 4..8, parallel);
     let v = &v[..limit];
     let flip = if k.descending { u32::MAX } else { 0 };
@@ -119,9 +98,31 @@ fn sort_packed(
     let cols = column_key
         .iter()
         .enumerate()
-        .map(|(j, c)| match c {
-            Some(_) => decode32(key_ty, v.iter().map(|&x| (x >> 32) as u32 ^ flip)),
-            None => of_bits32(columns[j].dtype(), v.iter().map(|&x| x as u32)),
+        .map(|(j, c)| {
+            // The key's words decode to its values; the other column's
+            // half is its raw bits. Built across threads when `parallel`,
+            // on huge pages when large.
+            let key = c.is_some();
+            let (ty, shift, mask) = if key {
+                (key_ty, 32, flip)
+            } else {
+                (columns[j].dtype(), 0, 0)
+            };
+            let bits = move |x: u64| (x >> shift) as u32 ^ mask;
+            match ty {
+                DType::F32 if key => Column::F32(radix::map_slice(v, parallel, |x| {
+                    order::f32_of_word(bits(x))
+                })),
+                DType::F32 => {
+                    Column::F32(radix::map_slice(v, parallel, |x| f32::from_bits(bits(x))))
+                }
+                DType::U32 => Column::U32(radix::map_slice(v, parallel, bits)),
+                DType::I32 if key => Column::I32(radix::map_slice(v, parallel, |x| {
+                    (bits(x) ^ 0x8000_0000) as i32
+                })),
+                DType::I32 => Column::I32(radix::map_slice(v, parallel, |x| bits(x) as i32)),
+                _ => Column::Bool(radix::map_slice(v, parallel, |x| bits(x) != 0)),
+            }
         })
         .collect();
     Some((cols, alg))
@@ -158,26 +159,59 @@ fn reference_order(keys: &[Key<'_>], n: usize, limit: usize) -> Vec<usize> {
     rows
 }
 
-/// The word of row `i` of a narrow key (complemented when descending).
-fn words32(k: Key<'_>) -> Vec<u32> {
+/// The word of every row of a narrow key (complemented when descending),
+/// computed across threads when `parallel`.
+fn words32(k: Key<'_>, parallel: bool) -> Vec<u32> {
+    map_words32(k, parallel, |w| w)
+}
+
+/// `f` of the word of every row of a narrow key, in one pass.
+fn map_words32<W: Word>(k: Key<'_>, parallel: bool, f: impl Fn(u32) -> W + Sync) -> Vec<W> {
     let flip = if k.descending { u32::MAX } else { 0 };
     match k.col {
-        ColumnRef::F32(v) => v.iter().map(|&x| order::f32_word(x) ^ flip).collect(),
-        ColumnRef::U32(v) => v.iter().map(|&x| x ^ flip).collect(),
-        ColumnRef::I32(v) => v.iter().map(|&x| (x as u32 ^ 0x8000_0000) ^ flip).collect(),
-        ColumnRef::Bool(v) => v.iter().map(|&x| x as u32 ^ flip).collect(),
+        ColumnRef::F32(v) => radix::map_slice(v, parallel, |x| f(order::f32_word(x) ^ flip)),
+        ColumnRef::U32(v) => radix::map_slice(v, parallel, |x| f(x ^ flip)),
+        ColumnRef::I32(v) => radix::map_slice(v, parallel, |x| f((x as u32 ^ 0x8000_0000) ^ flip)),
+        ColumnRef::Bool(v) => radix::map_slice(v, parallel, |x| f(x as u32 ^ flip)),
         other => (0..other.len())
-            .map(|i| order::ordered_bits(other.get(i)) as u32 ^ flip)
+            .map(|i| f(order::ordered_bits(other.get(i)) as u32 ^ flip))
             .collect(),
     }
 }
 
-fn words64(k: Key<'_>) -> Vec<u64> {
+/// ORs the raw bits of a 4-byte (or `bool`) column into the low halves
+/// of `v`; false (and `v` unchanged) for a column of another width.
+fn or_bits32(v: &mut [u64], c: ColumnRef<'_>, parallel: bool) -> bool {
+    fn or<T: Copy + Sync>(v: &mut [u64], c: &[T], parallel: bool, bits: impl Fn(T) -> u32 + Sync) {
+        let apply = |(d, s): (&mut [u64], &[T])| {
+            for (d, &s) in d.iter_mut().zip(s) {
+                *d |= bits(s) as u64;
+            }
+        };
+        if parallel && v.len() >= 1 << 16 {
+            v.par_chunks_mut(1 << 16)
+                .zip(c.par_chunks(1 << 16))
+                .for_each(apply);
+        } else {
+            apply((v, c));
+        }
+    }
+    match c {
+        ColumnRef::F32(x) => or(v, x, parallel, f32::to_bits),
+        ColumnRef::U32(x) => or(v, x, parallel, |x| x),
+        ColumnRef::I32(x) => or(v, x, parallel, |x| x as u32),
+        ColumnRef::Bool(x) => or(v, x, parallel, u32::from),
+        _ => return false,
+    }
+    true
+}
+
+fn words64(k: Key<'_>, parallel: bool) -> Vec<u64> {
     let flip = if k.descending { u64::MAX } else { 0 };
     match k.col {
-        ColumnRef::F64(v) => v.iter().map(|&x| order::f64_word(x) ^ flip).collect(),
-        ColumnRef::U64(v) => v.iter().map(|&x| x ^ flip).collect(),
-        ColumnRef::I64(v) => v.iter().map(|&x| (x as u64 ^ (1 << 63)) ^ flip).collect(),
+        ColumnRef::F64(v) => radix::map_slice(v, parallel, |x| order::f64_word(x) ^ flip),
+        ColumnRef::U64(v) => radix::map_slice(v, parallel, |x| x ^ flip),
+        ColumnRef::I64(v) => radix::map_slice(v, parallel, |x| (x as u64 ^ (1 << 63)) ^ flip),
         other => (0..other.len())
             .map(|i| order::ordered_bits(other.get(i)) ^ flip)
             .collect(),
@@ -210,13 +244,13 @@ fn sort_words<W: Word>(
 fn sort_values(k: Key<'_>, parallel: bool) -> (Column, Algorithm) {
     let ty = k.col.dtype();
     if order::is_narrow(ty) {
-        let (w, alg) = sort_words(words32(k), 0..4, parallel);
+        let (w, alg) = sort_words(words32(k, parallel), 0..4, parallel);
         let flip = if k.descending { u32::MAX } else { 0 };
         // Decoded in place: `into_iter().map().collect()` of same-sized
         // elements reuses the words' allocation (no new pages to fault).
         (decode32(ty, w.into_iter().map(move |x| x ^ flip)), alg)
     } else {
-        let (w, alg) = sort_words(words64(k), 0..8, parallel);
+        let (w, alg) = sort_words(words64(k, parallel), 0..8, parallel);
         let flip = if k.descending { u64::MAX } else { 0 };
         let col = match ty {
             DType::F64 => Column::F64(
@@ -244,19 +278,17 @@ fn permutation(keys: &[Key<'_>], n: usize, parallel: bool) -> (Vec<u32>, Algorit
     for &k in keys.iter().rev() {
         let at = |i: usize| perm.as_ref().map_or(i, |p| p[i] as usize);
         let next: Vec<u32> = if order::is_narrow(k.col.dtype()) {
-            let w = words32(k);
-            let v: Vec<u64> = (0..n).map(|i| (w[at(i)] as u64) << 32 | i as u64).collect();
+            let w = words32(k, parallel);
+            let v: Vec<u64> = output((0..n).map(|i| (w[at(i)] as u64) << 32 | i as u64));
             let (v, a) = sort_words(v, 4..8, parallel);
             alg = a;
-            v.iter().map(|&x| at(x as u32 as usize) as u32).collect()
+            output(v.iter().map(|&x| at(x as u32 as usize) as u32))
         } else {
-            let w = words64(k);
-            let v: Vec<u128> = (0..n)
-                .map(|i| (w[at(i)] as u128) << 32 | i as u128)
-                .collect();
+            let w = words64(k, parallel);
+            let v: Vec<u128> = output((0..n).map(|i| (w[at(i)] as u128) << 32 | i as u128));
             let (v, a) = sort_words(v, 4..12, parallel);
             alg = a;
-            v.iter().map(|&x| at(x as u32 as usize) as u32).collect()
+            output(v.iter().map(|&x| at(x as u32 as usize) as u32))
         };
         if let Algorithm::LsdRadix(p) | Algorithm::MsdLsdRadix(p) = alg {
             passes.passes += p.passes;
@@ -319,9 +351,12 @@ fn select(keys: &[Key<'_>], n: usize, limit: usize, parallel: bool) -> (Vec<u32>
     let mut words: Vec<(Vec<u64>, u32)> = Vec::with_capacity(keys.len());
     for &k in keys {
         if order::is_narrow(k.col.dtype()) {
-            words.push((words32(k).into_iter().map(u64::from).collect(), 32));
+            words.push((
+                words32(k, parallel).into_iter().map(u64::from).collect(),
+                32,
+            ));
         } else {
-            words.push((words64(k), 64));
+            words.push((words64(k, parallel), 64));
         }
     }
     let word = |i: usize| {
@@ -416,16 +451,24 @@ fn merge_smallest<W: Word + Into<u128>>(
     all.into_iter().map(|w| w.into() as u32).collect()
 }
 
+/// The items of `it`, in a vector on huge pages when large (its first
+/// writes fault 2 MiB at a time, not 4 KiB).
+fn output<T>(it: impl ExactSizeIterator<Item = T>) -> Vec<T> {
+    let mut v = crate::types::vec_for_output(it.len());
+    v.extend(it);
+    v
+}
+
 macro_rules! gather_col {
     ($col:expr, $idx:expr, $perm:expr) => {
         match $col {
-            ColumnRef::Bool(v) => Column::Bool($perm.iter().map(|&i| v[$idx(i)]).collect()),
-            ColumnRef::I32(v) => Column::I32($perm.iter().map(|&i| v[$idx(i)]).collect()),
-            ColumnRef::U32(v) => Column::U32($perm.iter().map(|&i| v[$idx(i)]).collect()),
-            ColumnRef::I64(v) => Column::I64($perm.iter().map(|&i| v[$idx(i)]).collect()),
-            ColumnRef::U64(v) => Column::U64($perm.iter().map(|&i| v[$idx(i)]).collect()),
-            ColumnRef::F32(v) => Column::F32($perm.iter().map(|&i| v[$idx(i)]).collect()),
-            ColumnRef::F64(v) => Column::F64($perm.iter().map(|&i| v[$idx(i)]).collect()),
+            ColumnRef::Bool(v) => Column::Bool(output($perm.iter().map(|&i| v[$idx(i)]))),
+            ColumnRef::I32(v) => Column::I32(output($perm.iter().map(|&i| v[$idx(i)]))),
+            ColumnRef::U32(v) => Column::U32(output($perm.iter().map(|&i| v[$idx(i)]))),
+            ColumnRef::I64(v) => Column::I64(output($perm.iter().map(|&i| v[$idx(i)]))),
+            ColumnRef::U64(v) => Column::U64(output($perm.iter().map(|&i| v[$idx(i)]))),
+            ColumnRef::F32(v) => Column::F32(output($perm.iter().map(|&i| v[$idx(i)]))),
+            ColumnRef::F64(v) => Column::F64(output($perm.iter().map(|&i| v[$idx(i)]))),
         }
     };
 }

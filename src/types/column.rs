@@ -306,6 +306,18 @@ impl Column {
     }
 }
 
+/// An empty vector with room for an output of `len` elements, huge pages
+/// for a large one (as [`Column::for_output`]).
+pub(crate) fn vec_for_output<T>(len: usize) -> Vec<T> {
+    let v: Vec<T> = Vec::with_capacity(len);
+    let bytes = len * std::mem::size_of::<T>();
+    if bytes >= HUGE_PAGE_MIN_BYTES {
+        // SAFETY: the range is this vector's own (unused) allocation.
+        unsafe { advise_huge_pages(v.as_ptr().cast(), bytes) };
+    }
+    v
+}
+
 /// Columns from this size on are advised to use huge pages: four huge
 /// pages, so that the unaligned ends (kept on small pages) are a small part.
 pub(crate) const HUGE_PAGE_MIN_BYTES: usize = 8 << 20;
