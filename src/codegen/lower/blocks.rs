@@ -65,6 +65,19 @@ impl Lower<'_> {
     ) -> R<Vec<Operand>> {
         use BinaryOp as B;
         Ok(match &a.kind {
+            AggKind::Sum | AggKind::Count if a.saturating => {
+                // Unsigned: the sum wrapped exactly when it is below an
+                // addend.
+                let s = b.binary(B::Add, acc[0], x[0]);
+                let wrapped = b.binary(B::Lt, s, acc[0]);
+                let max = match a.ty {
+                    DType::U32 => Scalar::U32(u32::MAX),
+                    DType::U64 => Scalar::U64(u64::MAX),
+                    other => return err(format!("a saturating sum of {other}")),
+                };
+                let max = Operand::Const(max);
+                vec![b.select(wrapped, max, s).into()]
+            }
             AggKind::Sum | AggKind::Count => vec![b.binary(B::Add, acc[0], x[0]).into()],
             AggKind::Min => vec![b.binary(B::Min, acc[0], x[0]).into()],
             AggKind::Max => vec![b.binary(B::Max, acc[0], x[0]).into()],

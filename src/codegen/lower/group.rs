@@ -120,6 +120,7 @@ impl Lower<'_> {
         let flag = Agg {
             kind: AggKind::Sum,
             ty: DType::U32,
+            saturating: false,
         };
         let (k, bufs) = self.bounds_kernel(&flag, &sorted, keys, totals)?;
         push(&mut plan, k, Groups::Spans, bufs);
@@ -478,6 +479,7 @@ impl Lower<'_> {
                     Agg {
                         kind: a.kind.clone(),
                         ty: stage.program.ty(col),
+                        saturating: false,
                     },
                     a.column,
                 )

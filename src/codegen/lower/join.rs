@@ -16,7 +16,7 @@
 //!   or anti-join), summed per workgroup;
 //! - `scan_blocks`: the sums' exclusive scan over workgroups, and the
 //!   number of rows out (a `u64` for an inner join: a probe row may match
-//!   every build row);
+//!   every build row; without 64-bit integers a `u32` that saturates);
 //! - `join_emit`: each workgroup scans its span's counts from its prefix
 //!   and writes each probe row's pairs at its position: the probe columns,
 //!   then (inner) the build columns at the sorted build rows.
@@ -83,18 +83,16 @@ impl Lower<'_> {
         }
         let inner = kind == JoinKind::Inner;
         // An inner join's rows are counted in `u64`: a probe row may
-        // match every build row.
-        let cty = if inner { DType::U64 } else { DType::U32 };
+        // match every build row. Without 64-bit integers (GL) they are
+        // counted in `u32` sums that saturate: a count of 2^32 - 1 or more
+        // is past every binding, and the executor declines the join
+        // before its outputs exist (it never wraps to a small count).
+        let wide_count = inner && self.caps.int64;
+        let cty = if wide_count { DType::U64 } else { DType::U32 };
         if !self.caps.int64 {
             if let Some(&wide) = types.iter().find(|&&t| word_type(t) == DType::U64) {
                 return Err(LowerError(Decline::MissingType {
                     dtype: wide,
-                    feature: "SHADER_INT64",
-                }));
-            }
-            if inner {
-                return Err(LowerError(Decline::MissingType {
-                    dtype: DType::U64,
                     feature: "SHADER_INT64",
                 }));
             }
@@ -197,6 +195,7 @@ impl Lower<'_> {
         let sum = Agg {
             kind: AggKind::Sum,
             ty: cty,
+            saturating: inner && !wide_count,
         };
         let (k, bufs) =
             self.join_probe_kernel(kind, keys, &sorted, &sum, matches, first, totals)?;

@@ -115,6 +115,11 @@ struct Agg {
     kind: AggKind,
     /// Type of the aggregated column (`u32` for count).
     ty: DType,
+    /// A sum or count that stops at the type's maximum instead of
+    /// wrapping (an inner join's rows out counted in `u32` where the
+    /// device has no 64-bit integers: a saturated count is past any
+    /// binding, and the executor declines it).
+    saturating: bool,
 }
 
 const NONE: u32 = u32::MAX;
@@ -137,6 +142,9 @@ impl Agg {
     fn subgroup_op(&self) -> Option<crate::codegen::kernel::SubgroupOp> {
         use crate::codegen::kernel::SubgroupOp as S;
         let narrow = matches!(self.ty, DType::I32 | DType::U32);
+        if self.saturating {
+            return None;
+        }
         match self.kind {
             AggKind::Count => Some(S::Add),
             AggKind::Any => Some(S::Any),
@@ -677,6 +685,63 @@ pub(crate) mod tests {
         assert_eq!(kp.launch(1 << 30).groups, 1024);
         let l = kp.launch(1_000_001);
         assert!(l.groups as usize * l.span as usize >= 1_000_001);
+    }
+
+    /// Without 64-bit integers an inner join of 32-bit keys lowers to
+    /// kernels of 32-bit types, its rows out summed in `u32` with
+    /// saturation (a semi-join's 0/1 flags need none); a 64-bit key is
+    /// declined.
+    #[test]
+    fn an_inner_join_without_64_bit_integers_counts_in_saturating_u32() {
+        use crate::semantics::order::JoinKind;
+        let join = |kind: JoinKind, key: DType| {
+            let mut p = ExprArena::new();
+            let k = p.push_typed(Node::Input(0), key).unwrap();
+            Stage {
+                inputs: smallvec![StageInput::Source(0)],
+                enumerates: 0,
+                range: smallvec![RangeOp::Join(0)],
+                program: p,
+                predicate: None,
+                terminal: Terminal::Join {
+                    kind,
+                    keys: smallvec![k],
+                    columns: smallvec![k],
+                    build: smallvec![(1, key), (2, DType::F32)],
+                },
+            }
+        };
+        let narrow = Caps {
+            int64: false,
+            f64: false,
+            ..Caps::default()
+        };
+        // The saturating add: a compare of the sum with an addend and a
+        // select of `u32::MAX`, in the blocks' scan of the counts.
+        let saturates = |k: &crate::codegen::kernel::Kernel| {
+            format!("{k:?}").contains(&format!("{:?}", Scalar::U32(u32::MAX)))
+        };
+        let kp = lower_stage(&join(JoinKind::Inner, DType::U32), &narrow).unwrap();
+        assert!(kp.kernels.iter().all(|k| !k.needs().int64));
+        let blocks = kp.kernels.iter().find(|k| k.name == "scan_blocks").unwrap();
+        assert!(saturates(blocks), "{blocks:?}");
+        assert!(kp.sized.is_some());
+        // With 64-bit integers the count is a `u64` and wraps nowhere.
+        let kp = lower_stage(&join(JoinKind::Inner, DType::U32), &Caps::default()).unwrap();
+        let blocks = kp.kernels.iter().find(|k| k.name == "scan_blocks").unwrap();
+        assert!(!saturates(blocks));
+        let kp = lower_stage(&join(JoinKind::Semi, DType::U32), &narrow).unwrap();
+        let blocks = kp.kernels.iter().find(|k| k.name == "scan_blocks").unwrap();
+        assert!(!saturates(blocks));
+        assert_eq!(
+            lower_stage(&join(JoinKind::Inner, DType::U64), &narrow)
+                .unwrap_err()
+                .0,
+            Decline::MissingType {
+                dtype: DType::U64,
+                feature: "SHADER_INT64"
+            }
+        );
     }
 
     #[test]

@@ -146,6 +146,7 @@ impl Lower<'_> {
         let flag = Agg {
             kind: AggKind::Sum,
             ty: DType::U32,
+            saturating: false,
         };
         let totals = add_scratch(&mut plan, "select_totals", DType::U32, ScratchLen::Groups);
         let taken = add_scratch(&mut plan, "selected", DType::U32, ScratchLen::One);

@@ -442,6 +442,7 @@ impl Lower<'_> {
                     .map(|a| Agg {
                         kind: a.kind.clone(),
                         ty: a.column.map(|c| stage.program.ty(c)).unwrap_or(DType::U32),
+                        saturating: false,
                     })
                     .collect();
                 let columns: Vec<_> = list.iter().map(|a| a.column).collect();
@@ -493,6 +494,7 @@ impl Lower<'_> {
                 let count = Agg {
                     kind: AggKind::Count,
                     ty: DType::U32,
+                    saturating: false,
                 };
                 let totals = new_scratch(
                     "totals".into(),
@@ -549,6 +551,7 @@ impl Lower<'_> {
                 let sum = Agg {
                     kind: AggKind::Sum,
                     ty: DType::U32,
+                    saturating: false,
                 };
                 add(
                     self.apply_kernel("compact_scatter", &sum, totals, &outputs, &flag, &emit)?,
@@ -571,7 +574,11 @@ impl Lower<'_> {
                         (AggKind::Custom(c.clone()), ScratchInit::Param(c.identity))
                     }
                 };
-                let agg = Agg { kind, ty };
+                let agg = Agg {
+                    kind,
+                    ty,
+                    saturating: false,
+                };
                 let totals = new_scratch(
                     "totals".into(),
                     ty,

@@ -153,6 +153,7 @@ impl Lower<'_> {
         let count = Agg {
             kind: AggKind::Count,
             ty: DType::U32,
+            saturating: false,
         };
         let (k, bufs) = self.partial_kernel(
             "compact_count",
@@ -182,6 +183,7 @@ impl Lower<'_> {
         let sum = Agg {
             kind: AggKind::Sum,
             ty: DType::U32,
+            saturating: false,
         };
         let (k, mut bufs) =
             self.apply_kernel("compact_rows", &sum, totals, &[DType::U32], &flag, &emit)?;
