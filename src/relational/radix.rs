@@ -225,6 +225,8 @@ pub(crate) fn msd_lsd<W: Word>(mut v: Vec<W>, digits: std::ops::Range<usize>) ->
         passes: 0,
         digits: digits.len() as u8,
     };
+    // (The chunks count in `u32`: more words than that sort on one
+    // thread.)
     if n < 2 || digits.is_empty() || n > u32::MAX as usize {
         let mut tmp = scratch(n);
         let p = lsd(&mut v, &mut tmp, digits);

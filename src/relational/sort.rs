@@ -90,7 +90,8 @@ fn sort_packed(
         return None;
     }
     let mut v = map_words32(*k, parallel, |w| (w as u64) << 32);
-    or_bits32(&mut v, columns[p], parallel);
+    let packed = or_bits32(&mut v, columns[p], parallel);
+    debug_assert!(packed, "a 4-byte payload (checked above)");
     let (v, alg) = sort_words(v, 4..8, parallel);
     let v = &v[..limit];
     let flip = if k.descending { u32::MAX } else { 0 };
@@ -351,10 +352,7 @@ fn select(keys: &[Key<'_>], n: usize, limit: usize, parallel: bool) -> (Vec<u32>
     let mut words: Vec<(Vec<u64>, u32)> = Vec::with_capacity(keys.len());
     for &k in keys {
         if order::is_narrow(k.col.dtype()) {
-            words.push((
-                words32(k, parallel).into_iter().map(u64::from).collect(),
-                32,
-            ));
+            words.push((map_words32(k, parallel, u64::from), 32));
         } else {
             words.push((words64(k, parallel), 64));
         }
