@@ -1,6 +1,6 @@
 //! LSD radix sort with 8-bit digits over unsigned words, and its parallel
-//! form: an MSD partition on the top digit across threads, then LSD
-//! inside every bucket.
+//! form: an MSD partition on the 8 bits below the highest bit that varies
+//! across threads, then LSD inside every bucket.
 //!
 //! One counting pass finds the histograms of every digit; a digit that is
 //! the same in every word is skipped (keys of a small range, the position
@@ -24,6 +24,10 @@ pub(crate) trait Word:
 {
     /// Byte `d` (0: least significant).
     fn byte(self, d: usize) -> usize;
+    /// The 8 bits from bit `shift` up.
+    fn bits8(self, shift: u32) -> usize;
+    /// The highest set bit of bits `lo..hi`, if any.
+    fn top_bit(self, lo: u32, hi: u32) -> Option<u32>;
 }
 
 macro_rules! word {
@@ -32,6 +36,19 @@ macro_rules! word {
             #[inline(always)]
             fn byte(self, d: usize) -> usize {
                 ((self >> (8 * d)) & 0xff) as usize
+            }
+            #[inline(always)]
+            fn bits8(self, shift: u32) -> usize {
+                ((self >> shift) & 0xff) as usize
+            }
+            fn top_bit(self, lo: u32, hi: u32) -> Option<u32> {
+                let below_hi = if hi >= <$t>::BITS {
+                    self
+                } else {
+                    self & ((1 << hi) - 1)
+                };
+                let x = below_hi.checked_shr(lo).unwrap_or(0);
+                (x != 0).then(|| lo + <$t>::BITS - 1 - x.leading_zeros())
             }
         }
     )*};
@@ -201,13 +218,14 @@ fn lsd_into<W: Word>(v: &mut [W], tmp: &mut [W], digits: std::ops::Range<usize>)
     (done, done.passes % 2 == 1)
 }
 
-/// The counts of digit `d` over `c`, and the AND and the OR of its words
-/// (the bits where they differ tell which digits are constant).
-fn top_counts<W: Word>(c: &[W], d: usize) -> ([usize; 256], W, W) {
+/// The counts of the 8 bits from bit `shift` over `c`, and the AND and
+/// the OR of its words (the bits where they differ tell which are
+/// constant).
+fn top_counts<W: Word>(c: &[W], shift: u32) -> ([usize; 256], W, W) {
     let mut h = [0u32; 256];
     let (mut and, mut or) = (!W::default(), W::default());
     for &w in c {
-        h[w.byte(d)] += 1;
+        h[w.bits8(shift)] += 1;
         and = and & w;
         or = or | w;
     }
@@ -232,24 +250,27 @@ pub(crate) fn msd_lsd<W: Word>(mut v: Vec<W>, digits: std::ops::Range<usize>) ->
         let p = lsd(&mut v, &mut tmp, digits);
         return (v, p);
     }
-    // Per chunk, in parallel: the counts of the top digit, and which
-    // digits vary. A constant top digit (keys of a small range) is
-    // counted again at the highest digit that varies.
-    let count = |d: usize| -> Vec<([usize; 256], W, W)> {
-        v.par_chunks(chunk).map(|c| top_counts(c, d)).collect()
+    // Per chunk, in parallel: the counts of the top byte, and which bits
+    // vary. The buckets are the 8 bits below the highest bit that varies
+    // (counted again when that is not the top byte's): keys of a small
+    // range, or floats of a few exponents, still spread over 256 buckets
+    // rather than the few values their highest varying byte takes.
+    let count = |shift: u32| -> Vec<([usize; 256], W, W)> {
+        v.par_chunks(chunk).map(|c| top_counts(c, shift)).collect()
     };
-    let mut per_chunk = count(digits.end - 1);
+    let (lo, hi) = (8 * digits.start as u32, 8 * digits.end as u32);
+    let mut per_chunk = count(hi - 8);
     let (and, or) = per_chunk
         .iter()
         .fold((!W::default(), W::default()), |(a, o), c| {
             (a & c.1, o | c.2)
         });
-    let varying = and ^ or;
-    let Some(d) = digits.clone().rev().find(|&d| varying.byte(d) != 0) else {
+    let Some(top) = (and ^ or).top_bit(lo, hi) else {
         return (v, none);
     };
-    if d != digits.end - 1 {
-        per_chunk = count(d);
+    let shift = top.saturating_sub(7).max(lo);
+    if shift != hi - 8 {
+        per_chunk = count(shift);
     }
     let mut total = [0usize; 256];
     for (h, _, _) in &per_chunk {
@@ -275,7 +296,7 @@ pub(crate) fn msd_lsd<W: Word>(mut v: Vec<W>, digits: std::ops::Range<usize>) ->
             .for_each(|(c, s)| {
                 let mut o = *s;
                 for &w in c {
-                    let b = w.byte(d);
+                    let b = w.bits8(shift);
                     // SAFETY: chunk `c` owns positions `s[b]..s[b] + its
                     // count of bucket b` of every bucket, disjoint from
                     // every other chunk's, all below `n`.
@@ -284,11 +305,12 @@ pub(crate) fn msd_lsd<W: Word>(mut v: Vec<W>, digits: std::ops::Range<usize>) ->
                 }
             });
     }
-    // Every bucket on its own, by the digits below the top one; the
+    // Every bucket on its own, by the bytes with bits below the buckets'
+    // (a byte that overlaps them is constant in a bucket there); the
     // sorted words end in `dst` or, after an odd number of passes, in
     // `v`: the buffer most buckets end in is the result, the others are
     // copied into it.
-    let lower = digits.start..d;
+    let lower = digits.start..(shift as usize).div_ceil(8);
     let mut buckets: Vec<(&mut [W], &mut [W])> = Vec::with_capacity(256);
     let (mut rest, mut spare) = (&mut dst[..], &mut v[..]);
     for &count in &total {
@@ -397,9 +419,18 @@ mod tests {
                 }
             })
             .collect();
+        // Buckets that are not bytes: keys below 2^20 (bits 12..20), and
+        // the words of floats in [0, 1) (a few exponents: bits 19..27).
+        let small: Vec<u32> = mixed.iter().map(|&w| w & 0x000f_ffff).collect();
+        let floats: Vec<u32> = mixed
+            .iter()
+            .map(|&w| crate::semantics::order::f32_word((w >> 8) as f32 / (1 << 24) as f32))
+            .collect();
         for v in [
             mixed.clone(),
             mixed.iter().map(|&w| w & 0x00ff_ffff).collect(),
+            small,
+            floats,
         ] {
             let mut want = v.clone();
             want.sort_unstable();
