@@ -23,7 +23,10 @@ pub(crate) trait Word:
     + 'static
 {
     /// Byte `d` (0: least significant).
-    fn byte(self, d: usize) -> usize;
+    #[inline(always)]
+    fn byte(self, d: usize) -> usize {
+        self.bits8(8 * d as u32)
+    }
     /// The 8 bits from bit `shift` up.
     fn bits8(self, shift: u32) -> usize;
     /// The highest set bit of bits `lo..hi`, if any.
@@ -33,10 +36,6 @@ pub(crate) trait Word:
 macro_rules! word {
     ($($t:ty),*) => {$(
         impl Word for $t {
-            #[inline(always)]
-            fn byte(self, d: usize) -> usize {
-                ((self >> (8 * d)) & 0xff) as usize
-            }
             #[inline(always)]
             fn bits8(self, shift: u32) -> usize {
                 ((self >> shift) & 0xff) as usize
@@ -83,20 +82,34 @@ where
         // SAFETY: the range is this vector's own allocation.
         unsafe { crate::types::advise_huge_pages(v.as_ptr().cast(), bytes) };
     }
-    let fill = |(d, s): (&mut [U], &[T])| {
+    zip_apply(&mut v, src, parallel, |d, s| *d = f(s));
+    v
+}
+
+/// `f(&mut dst[i], src[i])` for every position both have, in chunks
+/// across threads when `parallel` and long enough.
+pub(crate) fn zip_apply<T, U>(
+    dst: &mut [U],
+    src: &[T],
+    parallel: bool,
+    f: impl Fn(&mut U, T) + Sync,
+) where
+    T: Copy + Sync,
+    U: Send,
+{
+    const CHUNK: usize = 1 << 16;
+    let apply = |(d, s): (&mut [U], &[T])| {
         for (d, &s) in d.iter_mut().zip(s) {
-            *d = f(s);
+            f(d, s);
         }
     };
-    const CHUNK: usize = 1 << 16;
-    if parallel && n >= 2 * CHUNK {
-        v.par_chunks_mut(CHUNK)
+    if parallel && dst.len() >= 2 * CHUNK {
+        dst.par_chunks_mut(CHUNK)
             .zip(src.par_chunks(CHUNK))
-            .for_each(fill);
+            .for_each(apply);
     } else {
-        fill((&mut v, src));
+        apply((dst, src));
     }
-    v
 }
 
 /// Histograms of digits `digits` of `v`, one per digit: one pass, the

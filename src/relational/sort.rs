@@ -184,18 +184,7 @@ fn map_words32<W: Word>(k: Key<'_>, parallel: bool, f: impl Fn(u32) -> W + Sync)
 /// of `v`; false (and `v` unchanged) for a column of another width.
 fn or_bits32(v: &mut [u64], c: ColumnRef<'_>, parallel: bool) -> bool {
     fn or<T: Copy + Sync>(v: &mut [u64], c: &[T], parallel: bool, bits: impl Fn(T) -> u32 + Sync) {
-        let apply = |(d, s): (&mut [u64], &[T])| {
-            for (d, &s) in d.iter_mut().zip(s) {
-                *d |= bits(s) as u64;
-            }
-        };
-        if parallel && v.len() >= 1 << 16 {
-            v.par_chunks_mut(1 << 16)
-                .zip(c.par_chunks(1 << 16))
-                .for_each(apply);
-        } else {
-            apply((v, c));
-        }
+        radix::zip_apply(v, c, parallel, |d, s| *d |= bits(s) as u64);
     }
     match c {
         ColumnRef::F32(x) => or(v, x, parallel, f32::to_bits),
