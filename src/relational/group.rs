@@ -7,9 +7,10 @@
 //!   into key-range partitions each grouped in its own cache-sized table
 //!   ([`super::partition`]).
 //! - **One key and one count, sum, min or max, few groups**: grouped and
-//!   folded in one pass per thread, the accumulator in the hash table
-//!   beside its key (the hand-written loop's shape; `cpu-parallel`: one
-//!   table per chunk of rows, merged in chunk order).
+//!   folded in one pass per thread, the accumulator in a cuckoo table
+//!   beside its key ([`super::slots`]: two loads and a select per row, no
+//!   probe loop; `cpu-parallel`: one table per chunk of rows, merged in
+//!   chunk order).
 //! - **Otherwise** every row gets a group index, by a direct index (the
 //!   key's word minus the smallest, when the keys span a small dense
 //!   range: no hashing at all) or a hash table from key words to groups in
@@ -22,6 +23,7 @@
 //! `(word, group)` integers sorted), or in the order of their first row.
 
 use super::partition::Sample;
+use super::slots::{SlotWord, Slots};
 use super::sort::gather;
 use super::{Algorithm, Strategy};
 use crate::expr::eval;
@@ -318,7 +320,7 @@ type FusedGroups<W, T> = (Vec<(W, usize)>, Vec<T>);
 /// Rows `lo..hi` grouped and folded in one pass: the hand-written loop's
 /// shape, no group index per row.
 #[inline(always)]
-fn hash_fold<W: Copy + Eq + Hash, T: Folded>(
+fn hash_fold<W: SlotWord, T: Folded>(
     lo: usize,
     hi: usize,
     word: &impl Fn(usize) -> W,
@@ -330,28 +332,34 @@ fn hash_fold<W: Copy + Eq + Hash, T: Folded>(
     // The accumulator lives in the table beside its key (one random
     // access per row, as in the hand-written loop); the group's index
     // only orders the groups at the end.
-    let mut map: FxHashMap<W, (T, u32)> =
-        FxHashMap::with_capacity_and_hasher(cap, Default::default());
+    let mut table: Slots<W, T> = Slots::with_groups(cap, init);
     let mut groups = Vec::with_capacity(cap);
-    for i in lo..hi {
-        let w = word(i);
-        let e = map.entry(w).or_insert_with(|| {
-            groups.push((w, i));
-            (init, (groups.len() - 1) as u32)
-        });
-        e.0 = e.0.fold(val(i), op);
+    // One loop per fold, so the row's fold is not a match.
+    macro_rules! fold_rows {
+        ($op:expr) => {
+            for i in lo..hi {
+                let w = word(i);
+                let (s, new) = table.slot(w);
+                if new {
+                    groups.push((w, i));
+                }
+                let a = table.val(s);
+                *a = a.fold(val(i), $op);
+            }
+        };
     }
-    let mut accs: Vec<T> = vec![init; groups.len()];
-    for (t, g) in map.into_values() {
-        accs[g as usize] = t;
+    match op {
+        FoldOp::Add => fold_rows!(FoldOp::Add),
+        FoldOp::Min => fold_rows!(FoldOp::Min),
+        FoldOp::Max => fold_rows!(FoldOp::Max),
     }
-    (groups, accs)
+    (groups, table.into_vals())
 }
 
 /// [`hash_fold`] over chunks of rows across threads (when `parallel`),
 /// merged in chunk order: groups in first-appearance order. `cap`: the
 /// groups expected (the tables are made that large at once).
-fn hash_fold_all<W: Copy + Eq + Hash + Into<u128> + Send + Sync, T: Folded>(
+fn hash_fold_all<W: SlotWord + Hash + Into<u128> + Send + Sync, T: Folded>(
     n: usize,
     parallel: bool,
     cap: usize,
@@ -493,7 +501,7 @@ enum Expect {
 
 /// `cap`: the groups expected, or to check the key first (dense or
 /// many groups: not this path) and estimate them.
-fn fused_with<W: Copy + Eq + Hash + Into<u64> + Into<u128> + Send + Sync>(
+fn fused_with<W: SlotWord + Hash + Into<u64> + Into<u128> + Send + Sync>(
     n: usize,
     parallel: bool,
     a: &GroupAgg<'_>,

@@ -10,6 +10,7 @@ mod group;
 mod join;
 mod partition;
 mod radix;
+mod slots;
 mod sort;
 
 use crate::expr::{Node, Value};

@@ -1,0 +1,334 @@
+//! A cuckoo table from key words to groups, for grouping rows whose groups
+//! fit in cache: every word sits in one of its two home slots, so a row
+//! finds its group with two loads, a compare and a select, no probe loop
+//! and no branch that depends on where the word lives (the hand-written
+//! `FxHashMap` loop probes a control group and branches on the match).
+//!
+//! A slot carries the word, its group (numbered in first-appearance order)
+//! and a value of the caller's (a fold's accumulator), which move together
+//! when an insert displaces a word. An empty slot holds a *filler*: a word
+//! whose homes are both other slots, so no lookup can ever match it and no
+//! separate "occupied" test is needed on the hot path.
+
+/// A key word: 32 or 64 bits, hashed as 64.
+pub(super) trait SlotWord: Copy + Eq {
+    fn wide(self) -> u64;
+    fn narrow(x: u64) -> Self;
+}
+
+impl SlotWord for u32 {
+    #[inline(always)]
+    fn wide(self) -> u64 {
+        self as u64
+    }
+    #[inline(always)]
+    fn narrow(x: u64) -> Self {
+        x as u32
+    }
+}
+
+impl SlotWord for u64 {
+    #[inline(always)]
+    fn wide(self) -> u64 {
+        self
+    }
+    #[inline(always)]
+    fn narrow(x: u64) -> Self {
+        x
+    }
+}
+
+/// The group of an empty slot.
+const EMPTY: u32 = u32::MAX;
+
+/// Displacements tried by an insert before the table is rebuilt with new
+/// hash functions (or larger).
+const MAX_KICKS: usize = 64;
+
+/// The two home slots of `w` under multipliers `mul`, in a table of
+/// `1 << (64 - shift)` slots.
+#[inline(always)]
+fn homes<W: SlotWord>(mul: [u64; 2], shift: u32, w: W) -> (usize, usize) {
+    let x = w.wide();
+    (
+        (x.wrapping_mul(mul[0]) >> shift) as usize,
+        (x.wrapping_mul(mul[1]) >> shift) as usize,
+    )
+}
+
+/// A word neither of whose homes is slot `s`: what an empty slot holds.
+fn filler<W: SlotWord>(mul: [u64; 2], shift: u32, s: usize) -> W {
+    (0u64..)
+        .map(|c| W::narrow((s as u64).wrapping_add(c)))
+        .find(|&w| {
+            let (a, b) = homes(mul, shift, w);
+            a != s && b != s
+        })
+        .expect("an odd multiplier sends some word outside any one slot")
+}
+
+/// Cuckoo table of `W` words to groups, each slot with a `T`.
+pub(super) struct Slots<W, T> {
+    keys: Vec<W>,
+    group: Vec<u32>,
+    vals: Vec<T>,
+    /// Multipliers of the two hash functions (odd).
+    mul: [u64; 2],
+    /// `64 - log2(slots)`: a hash's top bits index a slot.
+    shift: u32,
+    /// Groups stored.
+    len: usize,
+    /// The value of a new group.
+    init: T,
+}
+
+impl<W: SlotWord, T: Copy> Slots<W, T> {
+    /// A table for about `groups` groups (it grows past them), new groups'
+    /// values starting at `init`.
+    pub(super) fn with_groups(groups: usize, init: T) -> Self {
+        let slots = (groups.max(16) * 4).next_power_of_two();
+        let mut t = Slots {
+            keys: Vec::new(),
+            group: Vec::new(),
+            vals: Vec::new(),
+            mul: [0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F],
+            shift: 0,
+            len: 0,
+            init,
+        };
+        t.clear(slots);
+        t
+    }
+
+    /// Empties the table to `slots` slots (a power of two), with fillers.
+    fn clear(&mut self, slots: usize) {
+        debug_assert!(slots.is_power_of_two() && slots >= 2);
+        self.shift = 64 - slots.trailing_zeros();
+        self.keys.clear();
+        let (mul, shift) = (self.mul, self.shift);
+        self.keys
+            .extend((0..slots).map(|s| filler::<W>(mul, shift, s)));
+        self.group.clear();
+        self.group.resize(slots, EMPTY);
+        self.vals.clear();
+        self.vals.resize(slots, self.init);
+        self.len = 0;
+    }
+
+    /// The two home slots of `w`.
+    #[inline(always)]
+    fn homes(&self, w: W) -> (usize, usize) {
+        homes(self.mul, self.shift, w)
+    }
+
+    /// The slot of `w`, inserted as a new group (in first-appearance
+    /// order) when absent; `true` when it was new.
+    #[inline(always)]
+    pub(super) fn slot(&mut self, w: W) -> (usize, bool) {
+        let (a, b) = self.homes(w);
+        debug_assert!(a < self.keys.len() && b < self.keys.len());
+        // SAFETY: a home is a hash's top `64 - shift` bits, below
+        // `1 << (64 - shift) == keys.len()` (see `clear`).
+        let ka = unsafe { *self.keys.get_unchecked(a) };
+        // A select, not a branch: which home holds a word is a coin toss.
+        // Whether the word is present is read again from the selected slot
+        // (in cache): testing both homes compiles to a branch on the first.
+        let s = std::hint::select_unpredictable(ka == w, a, b);
+        // SAFETY: as above.
+        if unsafe { *self.keys.get_unchecked(s) } == w {
+            (s, false)
+        } else {
+            (self.insert(w), true)
+        }
+    }
+
+    /// The value of slot `s` (from [`Slots::slot`]).
+    #[inline(always)]
+    pub(super) fn val(&mut self, s: usize) -> &mut T {
+        debug_assert!(s < self.vals.len());
+        // SAFETY: `s` came from `slot`, below `keys.len() == vals.len()`.
+        unsafe { self.vals.get_unchecked_mut(s) }
+    }
+
+    /// Inserts `w` (absent) as the next group; its slot.
+    #[cold]
+    #[inline(never)]
+    fn insert(&mut self, w: W) -> usize {
+        assert!(self.len < EMPTY as usize, "more than 2^32 - 1 groups");
+        if (self.len + 1) * 3 > self.keys.len() {
+            self.rebuild(self.keys.len() * 2);
+        }
+        let g = self.len as u32;
+        self.len += 1;
+        let mut item = (w, g, self.init);
+        let mut tries = 0;
+        while let Some(homeless) = self.place(item) {
+            // A cycle of displacements: new hash functions, and from the
+            // third try a larger table (a rare event below a third full).
+            item = homeless;
+            tries += 1;
+            self.mul = [
+                self.mul[0].wrapping_mul(0xD6E8_FEB8_6659_FD93) | 1,
+                self.mul[1].wrapping_mul(0xFF51_AFD7_ED55_8CCD) | 1,
+            ];
+            let slots = self.keys.len() << (tries >= 3) as u32;
+            let placed = self.len - 1;
+            self.rebuild(slots);
+            self.len = placed + 1;
+        }
+        self.find(w).expect("a placed word is found")
+    }
+
+    /// The slot of `w`, if present (the cold path's lookup).
+    fn find(&self, w: W) -> Option<usize> {
+        let (a, b) = self.homes(w);
+        [a, b]
+            .into_iter()
+            .find(|&s| self.group[s] != EMPTY && self.keys[s] == w)
+    }
+
+    /// Places `item` by displacing words along their other homes; the
+    /// word left without a slot after `MAX_KICKS` displacements, if any.
+    fn place(&mut self, mut item: (W, u32, T)) -> Option<(W, u32, T)> {
+        let (a, b) = self.homes(item.0);
+        let mut s = if self.group[a] == EMPTY || self.group[b] != EMPTY {
+            a
+        } else {
+            b
+        };
+        for _ in 0..MAX_KICKS {
+            let was = self.group[s];
+            let old = (self.keys[s], was, self.vals[s]);
+            (self.keys[s], self.group[s], self.vals[s]) = item;
+            if was == EMPTY {
+                return None;
+            }
+            item = old;
+            let (a, b) = self.homes(item.0);
+            s = if s == a { b } else { a };
+        }
+        Some(item)
+    }
+
+    /// Re-places every stored word (keeping groups and values) in a table
+    /// of `slots` slots with the current hash functions, changing them
+    /// until every word has a slot. `len` is left at the groups placed.
+    fn rebuild(&mut self, slots: usize) {
+        let items: Vec<(W, u32, T)> = (0..self.keys.len())
+            .filter(|&s| self.group[s] != EMPTY)
+            .map(|s| (self.keys[s], self.group[s], self.vals[s]))
+            .collect();
+        let mut slots = slots;
+        let mut tries = 0;
+        'again: loop {
+            self.clear(slots);
+            for &item in &items {
+                if self.place(item).is_some() {
+                    tries += 1;
+                    self.mul = [
+                        self.mul[0].wrapping_mul(0xD6E8_FEB8_6659_FD93) | 1,
+                        self.mul[1].wrapping_mul(0xFF51_AFD7_ED55_8CCD) | 1,
+                    ];
+                    if tries % 3 == 0 {
+                        slots *= 2;
+                    }
+                    continue 'again;
+                }
+            }
+            self.len = items.len();
+            return;
+        }
+    }
+
+    /// The groups' values, by group.
+    pub(super) fn into_vals(self) -> Vec<T> {
+        let mut vals = vec![self.init; self.len];
+        for (&g, &v) in self.group.iter().zip(&self.vals) {
+            if g != EMPTY {
+                vals[g as usize] = v;
+            }
+        }
+        vals
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustc_hash::FxHashMap;
+
+    /// Counts per word through the table, against a map: groups numbered
+    /// in first-appearance order, every row's value folded into its own.
+    fn check<W: SlotWord + std::hash::Hash + std::fmt::Debug>(words: &[W], cap: usize) {
+        let mut t: Slots<W, u64> = Slots::with_groups(cap, 0);
+        let mut order = Vec::new();
+        for &w in words {
+            let (s, new) = t.slot(w);
+            if new {
+                order.push(w);
+            }
+            *t.val(s) += 1;
+        }
+        let mut want: FxHashMap<W, u64> = FxHashMap::default();
+        let mut want_order = Vec::new();
+        for &w in words {
+            let c = want.entry(w).or_insert(0);
+            if *c == 0 {
+                want_order.push(w);
+            }
+            *c += 1;
+        }
+        assert_eq!(order, want_order);
+        let counts: Vec<u64> = want_order.iter().map(|w| want[w]).collect();
+        assert_eq!(t.into_vals(), counts);
+    }
+
+    #[test]
+    fn words_find_their_groups_in_first_appearance_order() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let pool: Vec<u64> = (0..1000).map(|_| next()).collect();
+        let rows: Vec<u64> = (0..20_000)
+            .map(|_| pool[(next() % 1000) as usize])
+            .collect();
+        check(&rows, 1000);
+        // Expected far fewer groups than come: the table grows.
+        check(&rows, 4);
+        let narrow: Vec<u32> = rows.iter().map(|&w| w as u32).collect();
+        check(&narrow, 1000);
+        check(&narrow, 1);
+        // Small words are what the fillers are made of: none is taken for
+        // a stored word.
+        let small: Vec<u32> = (0..5000u32).map(|i| i % 300).collect();
+        check(&small, 16);
+        let small: Vec<u64> = (0..5000u64).rev().map(|i| i % 700).collect();
+        check(&small, 700);
+    }
+
+    #[test]
+    fn words_sharing_both_homes_force_new_hash_functions() {
+        // Words whose two homes are the same pair in the first table:
+        // more than two of them cannot all stay, so inserting them takes
+        // rebuilds with other multipliers (or a larger table).
+        let t: Slots<u32, u64> = Slots::with_groups(16, 0);
+        let target = t.homes(12345);
+        let clash: Vec<u32> = (0u32..)
+            .filter(|&w| t.homes(w) == target)
+            .take(12)
+            .collect();
+        assert_eq!(clash.len(), 12);
+        let rows: Vec<u32> = clash.iter().chain(&clash).chain(&clash).copied().collect();
+        check(&rows, 16);
+        let mut t = t;
+        let first = t.mul;
+        for &w in &clash {
+            t.slot(w);
+        }
+        assert_ne!(t.mul, first, "the clash took new hash functions");
+    }
+}
