@@ -335,23 +335,11 @@ fn hash_fold<W: SlotWord, T: Folded>(
     let mut table: Slots<W, T> = Slots::with_groups(cap, init);
     let mut groups = Vec::with_capacity(cap);
     // One loop per fold, so the row's fold is not a match.
-    macro_rules! fold_rows {
-        ($op:expr) => {
-            for i in lo..hi {
-                let w = word(i);
-                let (s, new) = table.slot(w);
-                if new {
-                    groups.push((w, i));
-                }
-                let a = table.val(s);
-                *a = a.fold(val(i), $op);
-            }
-        };
-    }
+    let first = |w, i| groups.push((w, i));
     match op {
-        FoldOp::Add => fold_rows!(FoldOp::Add),
-        FoldOp::Min => fold_rows!(FoldOp::Min),
-        FoldOp::Max => fold_rows!(FoldOp::Max),
+        FoldOp::Add => table.fold_rows(lo..hi, word, val, |a, x| a.fold(x, FoldOp::Add), first),
+        FoldOp::Min => table.fold_rows(lo..hi, word, val, |a, x| a.fold(x, FoldOp::Min), first),
+        FoldOp::Max => table.fold_rows(lo..hi, word, val, |a, x| a.fold(x, FoldOp::Max), first),
     }
     (groups, table.into_vals())
 }

@@ -121,33 +121,57 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
         homes(self.mul, self.shift, w)
     }
 
-    /// The slot of `w`, inserted as a new group (in first-appearance
-    /// order) when absent; `true` when it was new.
+    /// Folds `val(i)` into the value of `word(i)`'s group for every row
+    /// `i` of `rows`, in row order; `new(w, i)` for each word first seen at
+    /// row `i` (groups are numbered in that order).
     #[inline(always)]
-    pub(super) fn slot(&mut self, w: W) -> (usize, bool) {
-        let (a, b) = self.homes(w);
-        debug_assert!(a < self.keys.len() && b < self.keys.len());
-        // SAFETY: a home is a hash's top `64 - shift` bits, below
-        // `1 << (64 - shift) == keys.len()` (see `clear`).
-        let ka = unsafe { *self.keys.get_unchecked(a) };
-        // A select, not a branch: which home holds a word is a coin toss.
-        // Whether the word is present is read again from the selected slot
-        // (in cache): testing both homes compiles to a branch on the first.
-        let s = std::hint::select_unpredictable(ka == w, a, b);
-        // SAFETY: as above.
-        if unsafe { *self.keys.get_unchecked(s) } == w {
-            (s, false)
-        } else {
-            (self.insert(w), true)
+    pub(super) fn fold_rows(
+        &mut self,
+        rows: std::ops::Range<usize>,
+        word: impl Fn(usize) -> W,
+        val: impl Fn(usize) -> T,
+        fold: impl Fn(T, T) -> T,
+        mut new: impl FnMut(W, usize),
+    ) {
+        let mut i = rows.start;
+        while i < rows.end {
+            // The table in locals for a run of known words (registers, not
+            // reloads); an insert may move it.
+            let (keys, vals) = (self.keys.as_ptr(), self.vals.as_mut_ptr());
+            let (mul, shift) = (self.mul, self.shift);
+            while i < rows.end {
+                let w = word(i);
+                let (a, b) = homes(mul, shift, w);
+                debug_assert!(a < self.keys.len() && b < self.keys.len());
+                // SAFETY: a home is a hash's top `64 - shift` bits, below
+                // `1 << (64 - shift) == keys.len() == vals.len()` (see
+                // `clear`).
+                let ka = unsafe { *keys.add(a) };
+                // A select, not a branch: which home holds a word is a
+                // coin toss. Whether the word is present is read again
+                // from the selected slot (in cache): testing both homes
+                // compiles to a branch on the first (and selecting that
+                // test too measured slower).
+                let s = std::hint::select_unpredictable(ka == w, a, b);
+                // SAFETY: as above.
+                if unsafe { *keys.add(s) } != w {
+                    break;
+                }
+                // SAFETY: as above.
+                unsafe {
+                    let v = vals.add(s);
+                    *v = fold(*v, val(i));
+                }
+                i += 1;
+            }
+            if i < rows.end {
+                let w = word(i);
+                let s = self.insert(w);
+                new(w, i);
+                self.vals[s] = fold(self.vals[s], val(i));
+                i += 1;
+            }
         }
-    }
-
-    /// The value of slot `s` (from [`Slots::slot`]).
-    #[inline(always)]
-    pub(super) fn val(&mut self, s: usize) -> &mut T {
-        debug_assert!(s < self.vals.len());
-        // SAFETY: `s` came from `slot`, below `keys.len() == vals.len()`.
-        unsafe { self.vals.get_unchecked_mut(s) }
     }
 
     /// Inserts `w` (absent) as the next group; its slot.
@@ -262,13 +286,13 @@ mod tests {
     fn check<W: SlotWord + std::hash::Hash + std::fmt::Debug>(words: &[W], cap: usize) {
         let mut t: Slots<W, u64> = Slots::with_groups(cap, 0);
         let mut order = Vec::new();
-        for &w in words {
-            let (s, new) = t.slot(w);
-            if new {
-                order.push(w);
-            }
-            *t.val(s) += 1;
-        }
+        t.fold_rows(
+            0..words.len(),
+            |i| words[i],
+            |_| 1,
+            |a, x| a + x,
+            |w, _| order.push(w),
+        );
         let mut want: FxHashMap<W, u64> = FxHashMap::default();
         let mut want_order = Vec::new();
         for &w in words {
@@ -326,9 +350,7 @@ mod tests {
         check(&rows, 16);
         let mut t = t;
         let first = t.mul;
-        for &w in &clash {
-            t.slot(w);
-        }
+        t.fold_rows(0..clash.len(), |i| clash[i], |_| 1, |a, x| a + x, |_, _| ());
         assert_ne!(t.mul, first, "the clash took new hash functions");
     }
 }
