@@ -294,15 +294,22 @@ fn measure<'a>(
     cq: &'a mut dyn FnMut(),
     others: Vec<(&'static str, &'a mut dyn FnMut())>,
 ) -> Vec<Vec<f64>> {
+    // The backend shown is the one most of the warm-up runs took: the
+    // last run alone may be one of the selector's periodic re-checks of
+    // another candidate.
+    let mut taken: Vec<(BackendKind, String)> = Vec::new();
     for _ in 0..WARM_UP_RUNS {
         cq();
+        if let Some(m) = engine().last_run() {
+            let algorithm = m.algorithm.map_or("–".to_string(), |a| a.to_string());
+            taken.push((m.backend, algorithm));
+        }
     }
-    let m = engine().last_run();
-    let backend = m.as_ref().map_or(BackendKind::CpuScalar, |m| m.backend);
-    let algorithm = m
-        .as_ref()
-        .and_then(|m| m.algorithm)
-        .map_or("–".to_string(), |a| a.to_string());
+    let (backend, algorithm) = taken
+        .iter()
+        .max_by_key(|t| taken.iter().filter(|u| u.0 == t.0).count())
+        .cloned()
+        .unwrap_or((BackendKind::CpuScalar, "–".to_string()));
     let names: Vec<&'static str> = others.iter().map(|o| o.0).collect();
     let mut fs: Vec<&mut dyn FnMut()> = vec![cq];
     fs.extend(others.into_iter().map(|o| o.1));

@@ -32,10 +32,12 @@ fn ordered(x: f32) -> i64 {
 fn integer_groups_match_a_btreemap_on_every_cpu_backend() {
     let e = common::engine();
     for n in lengths() {
-        for range in [7u64, 1000, 1 << 40] {
+        // Dense keys (a direct index), many groups, and 100 sparse keys
+        // (at 70,001 rows: the one-pass fold in a cuckoo table).
+        for (range, spread) in [(7u64, 1), (1000, 1), (1 << 40, 1), (100, 0x9E37_79B9_7F4A)] {
             let keys: Vec<i64> = common::lcg(n, n as u64 + range)
                 .iter()
-                .map(|&r| (r % range) as i64 - (range / 2) as i64)
+                .map(|&r| ((r % range) as i64 - (range / 2) as i64) * spread)
                 .collect();
             let vals: Vec<i32> = common::lcg(n, 3)
                 .iter()
@@ -115,6 +117,46 @@ fn integer_groups_match_a_btreemap_on_every_cpu_backend() {
                     "{k:?} sum"
                 );
             }
+        }
+    }
+}
+
+#[test]
+fn sparse_u32_keys_with_many_rows_each_match_a_btreemap() {
+    // 300 sparse keys over 2^17 rows: every CPU backend folds them in one
+    // pass (a cuckoo table per thread); sums in row order per group.
+    let e = common::engine();
+    let n = 1 << 17;
+    let keys: Vec<u32> = common::lcg(n, 11)
+        .iter()
+        .map(|&r| ((r % 300) as u32).wrapping_mul(0x9E37_79B9))
+        .collect();
+    let vals: Vec<f32> = common::lcg(n, 12)
+        .iter()
+        .map(|&r| (r % 1000) as f32 / 8.0)
+        .collect();
+    let mut want: BTreeMap<u32, (u64, f64, f32)> = BTreeMap::new();
+    for (&k, &v) in keys.iter().zip(&vals) {
+        let e = want.entry(k).or_insert((0, 0.0, f32::MIN));
+        e.0 += 1;
+        e.1 += v as f64;
+        e.2 = e.2.max(v);
+    }
+    for k in common::CPU {
+        let q = || e.query(&keys).on(k).no_fallback().zip(&vals);
+        let c = q().group_by(|(k, _)| k).count();
+        assert_eq!(c.keys, want.keys().copied().collect::<Vec<_>>(), "{k:?}");
+        assert_eq!(
+            c.values,
+            want.values().map(|e| e.0).collect::<Vec<_>>(),
+            "{k:?}"
+        );
+        let s = q().group_by(|(k, _)| k).agg(|(_, v), a| a.sum(v));
+        let m = q().group_by(|(k, _)| k).agg(|(_, v), a| a.max(v));
+        for (j, e) in want.values().enumerate() {
+            // Multiples of 1/8 below 125: every partial sum is exact.
+            assert_eq!(s.values[j] as f64, e.1, "{k:?} sum of group {j}");
+            assert_eq!(m.values[j], Some(e.2), "{k:?} max of group {j}");
         }
     }
 }

@@ -56,15 +56,21 @@ fn homes<W: SlotWord>(mul: [u64; 2], shift: u32, w: W) -> (usize, usize) {
     )
 }
 
-/// A word neither of whose homes is slot `s`: what an empty slot holds.
-fn filler<W: SlotWord>(mul: [u64; 2], shift: u32, s: usize) -> W {
-    (0u64..)
-        .map(|c| W::narrow((s as u64).wrapping_add(c)))
-        .find(|&w| {
-            let (a, b) = homes(mul, shift, w);
-            a != s && b != s
+/// What empty slots hold, in a table of at least three slots: a word `f`
+/// (every slot but its two homes) and a word `g` whose homes are neither
+/// of `f`'s (those two slots). Neither can match a lookup in a slot that
+/// is not its home.
+fn fillers<W: SlotWord>(mul: [u64; 2], shift: u32) -> (W, (usize, usize), W) {
+    let f = W::narrow(0);
+    let (a, b) = homes(mul, shift, f);
+    let g = (1u64..)
+        .map(W::narrow)
+        .find(|&g| {
+            let (c, d) = homes(mul, shift, g);
+            c != a && c != b && d != a && d != b
         })
-        .expect("an odd multiplier sends some word outside any one slot")
+        .expect("an odd multiplier sends some word outside any two slots");
+    (f, (a, b), g)
 }
 
 /// Cuckoo table of `W` words to groups, each slot with a `T`.
@@ -72,6 +78,8 @@ pub(super) struct Slots<W, T> {
     keys: Vec<W>,
     group: Vec<u32>,
     vals: Vec<T>,
+    /// The slot of every group.
+    slot_of: Vec<usize>,
     /// Multipliers of the two hash functions (odd).
     mul: [u64; 2],
     /// `64 - log2(slots)`: a hash's top bits index a slot.
@@ -91,6 +99,7 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
             keys: Vec::new(),
             group: Vec::new(),
             vals: Vec::new(),
+            slot_of: Vec::with_capacity(groups),
             mul: [0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F],
             shift: 0,
             len: 0,
@@ -102,12 +111,12 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
 
     /// Empties the table to `slots` slots (a power of two), with fillers.
     fn clear(&mut self, slots: usize) {
-        debug_assert!(slots.is_power_of_two() && slots >= 2);
+        debug_assert!(slots.is_power_of_two() && slots >= 64);
         self.shift = 64 - slots.trailing_zeros();
+        let (f, (a, b), g) = fillers::<W>(self.mul, self.shift);
         self.keys.clear();
-        let (mul, shift) = (self.mul, self.shift);
-        self.keys
-            .extend((0..slots).map(|s| filler::<W>(mul, shift, s)));
+        self.keys.resize(slots, f);
+        (self.keys[a], self.keys[b]) = (g, g);
         self.group.clear();
         self.group.resize(slots, EMPTY);
         self.vals.clear();
@@ -184,6 +193,7 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
         }
         let g = self.len as u32;
         self.len += 1;
+        self.slot_of.push(0);
         let mut item = (w, g, self.init);
         let mut tries = 0;
         while let Some(homeless) = self.place(item) {
@@ -200,15 +210,7 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
             self.rebuild(slots);
             self.len = placed + 1;
         }
-        self.find(w).expect("a placed word is found")
-    }
-
-    /// The slot of `w`, if present (the cold path's lookup).
-    fn find(&self, w: W) -> Option<usize> {
-        let (a, b) = self.homes(w);
-        [a, b]
-            .into_iter()
-            .find(|&s| self.group[s] != EMPTY && self.keys[s] == w)
+        self.slot_of[g as usize]
     }
 
     /// Places `item` by displacing words along their other homes; the
@@ -224,6 +226,7 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
             let was = self.group[s];
             let old = (self.keys[s], was, self.vals[s]);
             (self.keys[s], self.group[s], self.vals[s]) = item;
+            self.slot_of[item.1 as usize] = s;
             if was == EMPTY {
                 return None;
             }
@@ -266,13 +269,7 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
 
     /// The groups' values, by group.
     pub(super) fn into_vals(self) -> Vec<T> {
-        let mut vals = vec![self.init; self.len];
-        for (&g, &v) in self.group.iter().zip(&self.vals) {
-            if g != EMPTY {
-                vals[g as usize] = v;
-            }
-        }
-        vals
+        self.slot_of.iter().map(|&s| self.vals[s]).collect()
     }
 }
 
