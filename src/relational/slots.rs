@@ -201,16 +201,22 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
             // third try a larger table (a rare event below a third full).
             item = homeless;
             tries += 1;
-            self.mul = [
-                self.mul[0].wrapping_mul(0xD6E8_FEB8_6659_FD93) | 1,
-                self.mul[1].wrapping_mul(0xFF51_AFD7_ED55_8CCD) | 1,
-            ];
+            self.new_hashes();
             let slots = self.keys.len() << (tries >= 3) as u32;
             let placed = self.len - 1;
             self.rebuild(slots);
             self.len = placed + 1;
         }
         self.slot_of[g as usize]
+    }
+
+    /// Other hash functions (deterministic: the same rows give the same
+    /// table), after a cycle of displacements.
+    fn new_hashes(&mut self) {
+        self.mul = [
+            self.mul[0].wrapping_mul(0xD6E8_FEB8_6659_FD93) | 1,
+            self.mul[1].wrapping_mul(0xFF51_AFD7_ED55_8CCD) | 1,
+        ];
     }
 
     /// Places `item` by displacing words along their other homes; the
@@ -252,10 +258,7 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
             for &item in &items {
                 if self.place(item).is_some() {
                     tries += 1;
-                    self.mul = [
-                        self.mul[0].wrapping_mul(0xD6E8_FEB8_6659_FD93) | 1,
-                        self.mul[1].wrapping_mul(0xFF51_AFD7_ED55_8CCD) | 1,
-                    ];
+                    self.new_hashes();
                     if tries % 3 == 0 {
                         slots *= 2;
                     }
