@@ -78,14 +78,12 @@ pub(super) struct Slots<W, T> {
     keys: Vec<W>,
     group: Vec<u32>,
     vals: Vec<T>,
-    /// The slot of every group.
+    /// The slot of every group (its length: the groups stored).
     slot_of: Vec<usize>,
     /// Multipliers of the two hash functions (odd).
     mul: [u64; 2],
     /// `64 - log2(slots)`: a hash's top bits index a slot.
     shift: u32,
-    /// Groups stored.
-    len: usize,
     /// The value of a new group.
     init: T,
 }
@@ -102,7 +100,6 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
             slot_of: Vec::with_capacity(groups),
             mul: [0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F],
             shift: 0,
-            len: 0,
             init,
         };
         t.clear(slots);
@@ -121,7 +118,6 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
         self.group.resize(slots, EMPTY);
         self.vals.clear();
         self.vals.resize(slots, self.init);
-        self.len = 0;
     }
 
     /// The two home slots of `w`.
@@ -187,14 +183,13 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
     #[cold]
     #[inline(never)]
     fn insert(&mut self, w: W) -> usize {
-        assert!(self.len < EMPTY as usize, "more than 2^32 - 1 groups");
-        if (self.len + 1) * 3 > self.keys.len() {
+        let g = self.slot_of.len();
+        assert!(g < EMPTY as usize, "more than 2^32 - 1 groups");
+        if (g + 1) * 3 > self.keys.len() {
             self.rebuild(self.keys.len() * 2);
         }
-        let g = self.len as u32;
-        self.len += 1;
         self.slot_of.push(0);
-        let mut item = (w, g, self.init);
+        let mut item = (w, g as u32, self.init);
         let mut tries = 0;
         while let Some(homeless) = self.place(item) {
             // A cycle of displacements: new hash functions, and from the
@@ -202,12 +197,9 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
             item = homeless;
             tries += 1;
             self.new_hashes();
-            let slots = self.keys.len() << (tries >= 3) as u32;
-            let placed = self.len - 1;
-            self.rebuild(slots);
-            self.len = placed + 1;
+            self.rebuild(self.keys.len() << (tries >= 3) as u32);
         }
-        self.slot_of[g as usize]
+        self.slot_of[g]
     }
 
     /// Other hash functions (deterministic: the same rows give the same
@@ -245,7 +237,7 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
 
     /// Re-places every stored word (keeping groups and values) in a table
     /// of `slots` slots with the current hash functions, changing them
-    /// until every word has a slot. `len` is left at the groups placed.
+    /// until every word has a slot.
     fn rebuild(&mut self, slots: usize) {
         let items: Vec<(W, u32, T)> = (0..self.keys.len())
             .filter(|&s| self.group[s] != EMPTY)
@@ -253,20 +245,16 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
             .collect();
         let mut slots = slots;
         let mut tries = 0;
-        'again: loop {
+        loop {
             self.clear(slots);
-            for &item in &items {
-                if self.place(item).is_some() {
-                    tries += 1;
-                    self.new_hashes();
-                    if tries % 3 == 0 {
-                        slots *= 2;
-                    }
-                    continue 'again;
-                }
+            if items.iter().all(|&item| self.place(item).is_none()) {
+                return;
             }
-            self.len = items.len();
-            return;
+            tries += 1;
+            self.new_hashes();
+            if tries % 3 == 0 {
+                slots *= 2;
+            }
         }
     }
 
