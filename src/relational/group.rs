@@ -61,45 +61,57 @@ pub(super) fn group_word(col: ColumnRef<'_>, i: usize) -> u64 {
     }
 }
 
-/// `$body` with `$w` bound to the typed group-word closure of the key
-/// column `$col`: `Fn(usize) -> u32` for 32-bit and `bool` keys, `-> u64`
-/// for 64-bit ones, ordered as [`group_word`]. One match per column, each
-/// arm its own loop (no match per row).
-macro_rules! with_key_words {
-    ($col:expr, |$w:ident| $body:expr) => {
+/// `$body` with `$keys` bound to the key column `$col`'s slice and
+/// `$word` to the closure from one key to its group word: `-> u32` for
+/// 32-bit and `bool` keys, `-> u64` for 64-bit ones, ordered as
+/// [`group_word`]. One match per column, each arm its own loop (no match
+/// per row).
+macro_rules! with_key_slices {
+    ($col:expr, |$keys:ident, $word:ident| $body:expr) => {
         match $col {
             ColumnRef::F32(v) => {
-                let $w = |i: usize| f32_group_word(v[i]) as u32;
+                let ($keys, $word) = (v, |x: f32| f32_group_word(x) as u32);
                 $body
             }
             ColumnRef::U32(v) => {
-                let $w = |i: usize| v[i];
+                let ($keys, $word) = (v, |x: u32| x);
                 $body
             }
             ColumnRef::I32(v) => {
-                let $w = |i: usize| v[i] as u32 ^ 0x8000_0000;
+                let ($keys, $word) = (v, |x: i32| x as u32 ^ 0x8000_0000);
                 $body
             }
             ColumnRef::Bool(v) => {
-                let $w = |i: usize| v[i] as u32;
+                let ($keys, $word) = (v, |x: bool| x as u32);
                 $body
             }
             ColumnRef::F64(v) => {
-                let $w = |i: usize| f64_group_word(v[i]);
+                let ($keys, $word) = (v, |x: f64| f64_group_word(x));
                 $body
             }
             ColumnRef::U64(v) => {
-                let $w = |i: usize| v[i];
+                let ($keys, $word) = (v, |x: u64| x);
                 $body
             }
             ColumnRef::I64(v) => {
-                let $w = |i: usize| v[i] as u64 ^ (1 << 63);
+                let ($keys, $word) = (v, |x: i64| x as u64 ^ (1 << 63));
                 $body
             }
         }
     };
 }
-pub(super) use with_key_words;
+
+/// `$body` with `$w` bound to the typed group-word closure of the key
+/// column `$col` by row (see [`with_key_slices`]).
+macro_rules! with_key_words {
+    ($col:expr, |$w:ident| $body:expr) => {
+        with_key_slices!($col, |keys, word| {
+            let $w = move |i: usize| word(keys[i]);
+            $body
+        })
+    };
+}
+pub(super) use {with_key_slices, with_key_words};
 
 #[inline(always)]
 pub(super) fn f32_group_word(x: f32) -> u64 {
@@ -330,11 +342,10 @@ const CUCKOO_ROWS_PER_GROUP: usize = 8;
 /// beside its key (one random access per row); the group's index only
 /// orders the groups at the end.
 #[inline(always)]
-fn hash_fold<W: SlotWord + Hash, T: Folded>(
+fn hash_fold<W: SlotWord + Hash, T: Folded, I: Iterator<Item = (W, T)>>(
     lo: usize,
     hi: usize,
-    word: &impl Fn(usize) -> W,
-    val: &impl Fn(usize) -> T,
+    rows: impl Fn(usize, usize) -> I,
     init: T,
     op: FoldOp,
     cap: usize,
@@ -343,13 +354,12 @@ fn hash_fold<W: SlotWord + Hash, T: Folded>(
     if hi - lo < CUCKOO_ROWS_PER_GROUP * cap {
         let mut map: FxHashMap<W, (T, u32)> =
             FxHashMap::with_capacity_and_hasher(cap, Default::default());
-        for i in lo..hi {
-            let w = word(i);
+        for (i, (w, x)) in (lo..).zip(rows(lo, hi)) {
             let e = map.entry(w).or_insert_with(|| {
                 groups.push((w, i));
                 (init, (groups.len() - 1) as u32)
             });
-            e.0 = e.0.fold(val(i), op);
+            e.0 = e.0.fold(x, op);
         }
         let mut accs: Vec<T> = vec![init; groups.len()];
         for (t, g) in map.into_values() {
@@ -360,23 +370,28 @@ fn hash_fold<W: SlotWord + Hash, T: Folded>(
     let mut table: Slots<W, T> = Slots::with_groups(cap, init);
     // One loop per fold, so the row's fold is not a match.
     let first = |w, i| groups.push((w, i));
+    let rows = rows(lo, hi);
     match op {
-        FoldOp::Add => table.fold_rows(lo..hi, word, val, |a, x| a.fold(x, FoldOp::Add), first),
-        FoldOp::Min => table.fold_rows(lo..hi, word, val, |a, x| a.fold(x, FoldOp::Min), first),
-        FoldOp::Max => table.fold_rows(lo..hi, word, val, |a, x| a.fold(x, FoldOp::Max), first),
+        FoldOp::Add => table.fold_rows(lo, rows, |a, x| a.fold(x, FoldOp::Add), first),
+        FoldOp::Min => table.fold_rows(lo, rows, |a, x| a.fold(x, FoldOp::Min), first),
+        FoldOp::Max => table.fold_rows(lo, rows, |a, x| a.fold(x, FoldOp::Max), first),
     }
     (groups, table.into_vals())
 }
 
 /// [`hash_fold`] over chunks of rows across threads (when `parallel`),
-/// merged in chunk order: groups in first-appearance order. `cap`: the
-/// groups expected (the tables are made that large at once).
-fn hash_fold_all<W: SlotWord + Hash + Into<u128> + Send + Sync, T: Folded>(
+/// merged in chunk order: groups in first-appearance order. `rows(lo,
+/// hi)`: the (word, value) of rows `lo..hi`. `cap`: the groups expected
+/// (the tables are made that large at once).
+fn hash_fold_all<
+    W: SlotWord + Hash + Into<u128> + Send + Sync,
+    T: Folded,
+    I: Iterator<Item = (W, T)>,
+>(
     n: usize,
     parallel: bool,
     cap: usize,
-    word: impl Fn(usize) -> W + Sync,
-    val: impl Fn(usize) -> T + Sync,
+    rows: impl Fn(usize, usize) -> I + Sync,
     init: T,
     op: FoldOp,
 ) -> (Grouping, Vec<T>) {
@@ -390,20 +405,10 @@ fn hash_fold_all<W: SlotWord + Hash + Into<u128> + Send + Sync, T: Folded>(
     let parts: Vec<FusedGroups<W, T>> = if chunks > 1 {
         (0..n.div_ceil(chunk))
             .into_par_iter()
-            .map(|c| {
-                hash_fold(
-                    c * chunk,
-                    ((c + 1) * chunk).min(n),
-                    &word,
-                    &val,
-                    init,
-                    op,
-                    cap,
-                )
-            })
+            .map(|c| hash_fold(c * chunk, ((c + 1) * chunk).min(n), &rows, init, op, cap))
             .collect()
     } else {
-        vec![hash_fold(0, n, &word, &val, init, op, cap)]
+        vec![hash_fold(0, n, &rows, init, op, cap)]
     };
     let tables = parts.len() as u32;
     let mut parts = parts.into_iter();
@@ -441,10 +446,13 @@ fn hash_fold_all<W: SlotWord + Hash + Into<u128> + Send + Sync, T: Folded>(
 
 /// The fused fold of one aggregate over one key's words.
 macro_rules! fused_typed {
-    ($n:expr, $parallel:expr, $cap:expr, $word:expr, $a:expr, $( $variant:ident $t:ty ),*) => {
+    ($n:expr, $parallel:expr, $cap:expr, $keys:expr, $word:expr, $a:expr, $( $variant:ident $t:ty ),*) => {
         match ($a.kind.clone(), $a.col) {
             (AggKind::Count, _) => {
-                let (g, c) = hash_fold_all($n, $parallel, $cap, $word, |_| 1u64, 0u64, FoldOp::Add);
+                let rows = |lo: usize, hi: usize| {
+                    $keys[lo..hi].iter().map(|&k| $word(k)).zip(std::iter::repeat(1u64))
+                };
+                let (g, c) = hash_fold_all($n, $parallel, $cap, rows, 0u64, FoldOp::Add);
                 Some((g, Column::U64(c)))
             }
             $((kind @ (AggKind::Sum | AggKind::Min | AggKind::Max), Some(ColumnRef::$variant(xs))) => {
@@ -456,7 +464,10 @@ macro_rules! fused_typed {
                     AggKind::Min => FoldOp::Min,
                     _ => FoldOp::Max,
                 };
-                let (g, v) = hash_fold_all($n, $parallel, $cap, $word, |i| xs[i], init, op);
+                let rows = |lo: usize, hi: usize| {
+                    $keys[lo..hi].iter().map(|&k| $word(k)).zip(xs[lo..hi].iter().copied())
+                };
+                let (g, v) = hash_fold_all($n, $parallel, $cap, rows, init, op);
                 Some((g, Column::$variant(v)))
             })*
             _ => None,
@@ -501,7 +512,9 @@ fn fused(
     if matches!(key, ColumnRef::Bool(_)) {
         return None;
     }
-    with_key_words!(key, |w| fused_with(n, parallel, a, cap, w))
+    with_key_slices!(key, |keys, word| fused_with(
+        n, parallel, a, cap, keys, word
+    ))
 }
 
 /// The groups the fused fold expects: known (a partition), or to be
@@ -513,12 +526,13 @@ enum Expect {
 
 /// `cap`: the groups expected, or to check the key first (dense or
 /// many groups: not this path) and estimate them.
-fn fused_with<W: SlotWord + Hash + Into<u64> + Into<u128> + Send + Sync>(
+fn fused_with<K: Copy + Sync, W: SlotWord + Hash + Into<u64> + Into<u128> + Send + Sync>(
     n: usize,
     parallel: bool,
     a: &GroupAgg<'_>,
     cap: Expect,
-    word: impl Fn(usize) -> W + Sync,
+    keys: &[K],
+    word: impl Fn(K) -> W + Copy + Sync,
 ) -> Option<(Grouping, Column)> {
     if !matches!(
         a.kind,
@@ -528,9 +542,9 @@ fn fused_with<W: SlotWord + Hash + Into<u64> + Into<u128> + Send + Sync>(
     }
     let cap = match cap {
         Expect::Groups(c) => c,
-        Expect::Check(sampled) => fused_cap(n, &|i| word(i).into(), sampled)?,
+        Expect::Check(sampled) => fused_cap(n, &|i| word(keys[i]).into(), sampled)?,
     };
-    fused_typed!(n, parallel, cap, word, a, I32 i32, U32 u32, I64 i64, U64 u64, F32 f32, F64 f64)
+    fused_typed!(n, parallel, cap, keys, word, a, I32 i32, U32 u32, I64 i64, U64 u64, F32 f32, F64 f64)
 }
 
 /// The groups expected for the fused path, or `None` when the key is

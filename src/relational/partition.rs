@@ -23,7 +23,7 @@
 
 use super::group::{
     f32_group_word, f64_group_word, fused_partition, hash_rows, key_order, normalized,
-    with_key_words, Acc, GroupAgg,
+    with_key_slices, with_key_words, Acc, GroupAgg,
 };
 use super::radix::SharedOut;
 use super::sort::gather;

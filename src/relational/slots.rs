@@ -73,11 +73,18 @@ fn fillers<W: SlotWord>(mul: [u64; 2], shift: u32) -> (W, (usize, usize), W) {
     (f, (a, b), g)
 }
 
+/// A slot's word and value, side by side: a row that finds its word in
+/// a slot folds into the same cache line.
+#[derive(Clone, Copy)]
+struct Cell<W, T> {
+    key: W,
+    val: T,
+}
+
 /// Cuckoo table of `W` words to groups, each slot with a `T`.
 pub(super) struct Slots<W, T> {
-    keys: Vec<W>,
+    cells: Vec<Cell<W, T>>,
     group: Vec<u32>,
-    vals: Vec<T>,
     /// The slot of every group (its length: the groups stored).
     slot_of: Vec<usize>,
     /// Multipliers of the two hash functions (odd).
@@ -94,9 +101,8 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
     pub(super) fn with_groups(groups: usize, init: T) -> Self {
         let slots = (groups.max(16) * 4).next_power_of_two();
         let mut t = Slots {
-            keys: Vec::new(),
+            cells: Vec::new(),
             group: Vec::new(),
-            vals: Vec::new(),
             slot_of: Vec::with_capacity(groups),
             mul: [0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F],
             shift: 0,
@@ -111,13 +117,15 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
         debug_assert!(slots.is_power_of_two() && slots >= 64);
         self.shift = 64 - slots.trailing_zeros();
         let (f, (a, b), g) = fillers::<W>(self.mul, self.shift);
-        self.keys.clear();
-        self.keys.resize(slots, f);
-        (self.keys[a], self.keys[b]) = (g, g);
+        let empty = Cell {
+            key: f,
+            val: self.init,
+        };
+        self.cells.clear();
+        self.cells.resize(slots, empty);
+        (self.cells[a].key, self.cells[b].key) = (g, g);
         self.group.clear();
         self.group.resize(slots, EMPTY);
-        self.vals.clear();
-        self.vals.resize(slots, self.init);
     }
 
     /// The two home slots of `w`.
@@ -126,32 +134,34 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
         homes(self.mul, self.shift, w)
     }
 
-    /// Folds `val(i)` into the value of `word(i)`'s group for every row
-    /// `i` of `rows`, in row order; `new(w, i)` for each word first seen at
-    /// row `i` (groups are numbered in that order).
+    /// Folds each row's value into its word's group, in row order; `new(w,
+    /// i)` for each word first seen at row `i` (groups are numbered in that
+    /// order). `rows`: the (word, value) of rows `start..`, as an iterator
+    /// over the columns (no bounds check per row, the columns' pointers in
+    /// registers).
     #[inline(always)]
     pub(super) fn fold_rows(
         &mut self,
-        rows: std::ops::Range<usize>,
-        word: impl Fn(usize) -> W,
-        val: impl Fn(usize) -> T,
+        start: usize,
+        mut rows: impl Iterator<Item = (W, T)>,
         fold: impl Fn(T, T) -> T,
         mut new: impl FnMut(W, usize),
     ) {
-        let mut i = rows.start;
-        while i < rows.end {
+        let mut i = start;
+        loop {
             // The table in locals for a run of known words (registers, not
             // reloads); an insert may move it.
-            let (keys, vals) = (self.keys.as_ptr(), self.vals.as_mut_ptr());
+            let cells = self.cells.as_mut_ptr();
             let (mul, shift) = (self.mul, self.shift);
-            while i < rows.end {
-                let w = word(i);
+            let (w, x) = loop {
+                let Some((w, x)) = rows.next() else {
+                    return;
+                };
                 let (a, b) = homes(mul, shift, w);
-                debug_assert!(a < self.keys.len() && b < self.keys.len());
+                debug_assert!(a < self.cells.len() && b < self.cells.len());
                 // SAFETY: a home is a hash's top `64 - shift` bits, below
-                // `1 << (64 - shift) == keys.len() == vals.len()` (see
-                // `clear`).
-                let ka = unsafe { *keys.add(a) };
+                // `1 << (64 - shift) == cells.len()` (see `clear`).
+                let ka = unsafe { (*cells.add(a)).key };
                 // A select, not a branch: which home holds a word is a
                 // coin toss. Whether the word is present is read again
                 // from the selected slot (in cache): testing both homes
@@ -159,23 +169,20 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
                 // test too measured slower).
                 let s = std::hint::select_unpredictable(ka == w, a, b);
                 // SAFETY: as above.
-                if unsafe { *keys.add(s) } != w {
-                    break;
+                if unsafe { (*cells.add(s)).key } != w {
+                    break (w, x);
                 }
                 // SAFETY: as above.
                 unsafe {
-                    let v = vals.add(s);
-                    *v = fold(*v, val(i));
+                    let v = &mut (*cells.add(s)).val;
+                    *v = fold(*v, x);
                 }
                 i += 1;
-            }
-            if i < rows.end {
-                let w = word(i);
-                let s = self.insert(w);
-                new(w, i);
-                self.vals[s] = fold(self.vals[s], val(i));
-                i += 1;
-            }
+            };
+            let s = self.insert(w);
+            new(w, i);
+            self.cells[s].val = fold(self.cells[s].val, x);
+            i += 1;
         }
     }
 
@@ -185,8 +192,8 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
     fn insert(&mut self, w: W) -> usize {
         let g = self.slot_of.len();
         assert!(g < EMPTY as usize, "more than 2^32 - 1 groups");
-        if (g + 1) * 3 > self.keys.len() {
-            self.rebuild(self.keys.len() * 2);
+        if (g + 1) * 3 > self.cells.len() {
+            self.rebuild(self.cells.len() * 2);
         }
         self.slot_of.push(0);
         let mut item = (w, g as u32, self.init);
@@ -197,7 +204,7 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
             item = homeless;
             tries += 1;
             self.new_hashes();
-            self.rebuild(self.keys.len() << (tries >= 3) as u32);
+            self.rebuild(self.cells.len() << (tries >= 3) as u32);
         }
         self.slot_of[g]
     }
@@ -222,8 +229,9 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
         };
         for _ in 0..MAX_KICKS {
             let was = self.group[s];
-            let old = (self.keys[s], was, self.vals[s]);
-            (self.keys[s], self.group[s], self.vals[s]) = item;
+            let old = (self.cells[s].key, was, self.cells[s].val);
+            let (key, group, val) = item;
+            (self.cells[s], self.group[s]) = (Cell { key, val }, group);
             self.slot_of[item.1 as usize] = s;
             if was == EMPTY {
                 return None;
@@ -239,9 +247,9 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
     /// of `slots` slots with the current hash functions, changing them
     /// until every word has a slot.
     fn rebuild(&mut self, slots: usize) {
-        let items: Vec<(W, u32, T)> = (0..self.keys.len())
+        let items: Vec<(W, u32, T)> = (0..self.cells.len())
             .filter(|&s| self.group[s] != EMPTY)
-            .map(|s| (self.keys[s], self.group[s], self.vals[s]))
+            .map(|s| (self.cells[s].key, self.group[s], self.cells[s].val))
             .collect();
         let mut slots = slots;
         let mut tries = 0;
@@ -260,7 +268,7 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
 
     /// The groups' values, by group.
     pub(super) fn into_vals(self) -> Vec<T> {
-        self.slot_of.iter().map(|&s| self.vals[s]).collect()
+        self.slot_of.iter().map(|&s| self.cells[s].val).collect()
     }
 }
 
@@ -275,9 +283,8 @@ mod tests {
         let mut t: Slots<W, u64> = Slots::with_groups(cap, 0);
         let mut order = Vec::new();
         t.fold_rows(
-            0..words.len(),
-            |i| words[i],
-            |_| 1,
+            0,
+            words.iter().map(|&w| (w, 1)),
             |a, x| a + x,
             |w, _| order.push(w),
         );
@@ -338,7 +345,7 @@ mod tests {
         check(&rows, 16);
         let mut t = t;
         let first = t.mul;
-        t.fold_rows(0..clash.len(), |i| clash[i], |_| 1, |a, x| a + x, |_, _| ());
+        t.fold_rows(0, clash.iter().map(|&w| (w, 1)), |a, x| a + x, |_, _| ());
         assert_ne!(t.mul, first, "the clash took new hash functions");
     }
 }
