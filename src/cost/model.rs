@@ -126,14 +126,17 @@ struct StageWork {
     end: StageEnd,
     /// Lanes per vector relative to 32-bit types (0.5 for a 64-bit stage).
     lanes: f64,
-    /// A device sort's passes, its bytes beyond the store, and its
-    /// passes that rank.
+    /// A device sort's passes, its bytes beyond the store, and the rows
+    /// its ranking passes rank (passes times rows sorted).
     device_sort: Option<(f64, f64, f64)>,
+    /// Bytes of a join's build side read (from the query's inputs).
+    build_read: f64,
 }
 
 fn stage_work(e: &EstimateInput<'_>) -> Work {
     let mut out: smallvec::SmallVec<[StageWork; 2]> = smallvec::SmallVec::new();
     let elements = e.workload.elements as f64;
+    let build = e.workload.build_elements as f64;
     let sel = e.selectivity.clamp(0.0, 1.0);
     for s in &e.shape.stages {
         let n = match s.reads_stage.and_then(|j| out.get(j)) {
@@ -146,22 +149,26 @@ fn stage_work(e: &EstimateInput<'_>) -> Work {
             StageEnd::Compact => n * sel,
             StageEnd::Store | StageEnd::Scan => n,
         };
+        let build_read = build * s.build_bytes;
         out.push(StageWork {
             n,
-            read: n * (s.source_bytes + s.stage_bytes),
+            read: n * (s.source_bytes + s.stage_bytes) + build_read,
             write: outputs * s.out_bytes,
-            ops: n * s.ops,
-            simd_ops: n * s.simd_ops,
+            ops: n * s.ops + build * s.build_ops,
+            simd_ops: n * s.simd_ops + build * s.build_ops,
             trans: n * s.transcendental,
             end: s.end,
             lanes: if s.wide { 0.5 } else { 1.0 },
             device_sort: s.device_sort.map(|d| {
+                // A join sorts its build side's rows, not the probe's.
+                let sorted = if d.on_build { build } else { n };
                 (
                     d.passes,
-                    n * (d.passes * d.pass_bytes + d.other_bytes),
-                    d.ranked,
+                    sorted * (d.passes * d.pass_bytes + d.other_bytes) + n * d.probe_bytes,
+                    d.ranked * sorted,
                 )
             }),
+            build_read,
         });
     }
     Work { stages: out }
@@ -292,9 +299,11 @@ impl CostModel {
         };
         let cpu_compile = if e.compiled { 0.0 } else { c.simd_compile };
         // The bytes the first stage reads from the query's inputs.
+        // A join's build side is read from the inputs too.
         let source_bytes = work
             .first()
-            .map_or(0.0, |s| e.shape.stages[0].source_bytes * s.n);
+            .map_or(0.0, |s| e.shape.stages[0].source_bytes * s.n)
+            + work.iter().map(|s| s.build_read).sum::<f64>();
         // A device's profile, else the prior's.
         let prior = DeviceProfile::default();
         let device = |k: BackendKind| self.device_ref(k).unwrap_or(&prior);
@@ -442,7 +451,7 @@ impl CostModel {
                     // workgroup scan per position.
                     let rank = s
                         .device_sort
-                        .map_or(0.0, |(_, _, p)| p * s.n * DEVICE_RANK_OPS);
+                        .map_or(0.0, |(_, _, ranked)| ranked * DEVICE_RANK_OPS);
                     compute += (bytes / d.bandwidth)
                         .max((s.ops + rank) * d.op + s.trans * d.transcendental);
                 }
@@ -465,6 +474,7 @@ mod tests {
     fn sum_of(n: u64) -> WorkloadCharacteristics {
         WorkloadCharacteristics {
             elements: n,
+            build_elements: 0,
             bytes_in: 4 * n,
             bytes_out: 8,
             ops_per_element: 2,
@@ -559,6 +569,8 @@ mod tests {
                 end: StageEnd::Compact,
                 wide: false,
                 device_sort: None,
+                build_bytes: 0.0,
+                build_ops: 0.0,
             }],
         };
         (w, shape)
@@ -649,6 +661,8 @@ mod tests {
             end: StageEnd::Reduce,
             wide: false,
             device_sort: None,
+            build_bytes: 0.0,
+            build_ops: 0.0,
         });
         let at = |sel: f64| {
             m.estimate_with(
@@ -689,12 +703,67 @@ mod tests {
             pass_bytes: 12.0,
             other_bytes: 4.0,
             ranked: 4.0,
+            on_build: false,
+            probe_bytes: 0.0,
         });
         let sort = price(&shape);
         let d = m.device(BackendKind::Wgpu);
         assert!((sort.fixed - 14.0 * d.launch).abs() < 1e-12);
         assert!((store.fixed - d.launch).abs() < 1e-12);
         assert!(sort.compute > store.compute);
+    }
+
+    #[test]
+    fn a_join_is_priced_by_its_build_sides_rows_and_its_probes() {
+        use crate::prelude::*;
+        let m = model();
+        let (xs, ys) = (vec![1u32; 16], vec![1u32; 16]);
+        let plan = xs
+            .compute()
+            .join(ys.compute(), |x| x, |y| y)
+            .explain()
+            .collect::<Vec<_>>()
+            .plan;
+        let shape = PlanShape::of(&plan);
+        let statics = crate::plan::PlanStatics::of(&plan);
+        let price = |kind: BackendKind, probe: usize, build: usize| {
+            let (p, b) = (vec![1u32; probe], vec![1u32; build]);
+            use crate::types::{ColumnRef, Input};
+            let inputs = [
+                Input::Host(ColumnRef::U32(&p)),
+                Input::Host(ColumnRef::U32(&b)),
+            ];
+            let w = WorkloadCharacteristics::with_statics(&statics, &inputs);
+            assert_eq!((w.elements, w.build_elements), (probe as u64, build as u64));
+            m.estimate_with(
+                kind,
+                &EstimateInput {
+                    workload: &w,
+                    shape: &shape,
+                    compiled: true,
+                    selectivity: 1.0,
+                    keep_on_device: false,
+                },
+            )
+            .total()
+        };
+        for kind in [
+            BackendKind::CpuScalar,
+            BackendKind::CpuSimd,
+            BackendKind::Wgpu,
+        ] {
+            // The build side's rows cost: hashed on the CPU, sorted with
+            // their digit passes and uploaded on a device.
+            let (small, large) = (price(kind, 1 << 16, 1 << 8), price(kind, 1 << 16, 1 << 22));
+            assert!(large > 1.5 * small, "{kind:?}: {small} then {large}");
+            // A large build side with few probe rows is priced by the
+            // build side: not as cheap as its probes alone.
+            assert!(
+                price(kind, 1 << 8, 1 << 22) > 0.5 * large,
+                "{kind:?}: {} against {large}",
+                price(kind, 1 << 8, 1 << 22)
+            );
+        }
     }
 
     #[test]

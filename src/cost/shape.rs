@@ -62,6 +62,12 @@ pub struct StageShape {
     /// bytes each moves per position (read to count, read and written to
     /// scatter: its words and row indices); `None` for other stages.
     pub device_sort: Option<DeviceSort>,
+    /// Bytes a join reads per row of its build side (the keys, and the
+    /// columns an inner join writes); 0 without a build side.
+    pub build_bytes: f64,
+    /// Simple operations per build row on the CPU backends: a hash
+    /// insert of the key's word (as a probe is priced) and the row kept.
+    pub build_ops: f64,
 }
 
 /// What a device radix sort does per position, beyond the store it ends
@@ -78,12 +84,21 @@ pub struct DeviceSort {
     /// Passes that rank every position in workgroup memory (a sort's
     /// scatters; none in a top-k's selection, which only counts).
     pub ranked: f64,
+    /// The rows sorted are a join's build side: `passes`, `pass_bytes`,
+    /// `other_bytes` and `ranked` are per build row, and `probe_bytes`
+    /// per probe position.
+    pub on_build: bool,
+    /// Bytes per probe position of a join (its searches of the sorted
+    /// build words, the counts, and an inner join's sizing read); 0 for
+    /// other stages.
+    pub probe_bytes: f64,
 }
 
 impl DeviceSort {
     fn of(s: &crate::plan::Stage) -> Option<DeviceSort> {
         // A device group sorts its rows by the key, then reads the sorted
         // words twice (boundaries, starts) and the rows once (the folds).
+        let mut probe = None;
         let (keys, rows, mut other_bytes): (SmallVec<[crate::expr::Value; 2]>, f64, f64) = match &s
             .terminal
         {
@@ -104,18 +119,16 @@ impl DeviceSort {
                     .sum();
                 (keys.clone(), 4.0, 4.0 + 2.0 * word)
             }
-            // A device join sorts the build side's key words (priced as if
-            // it had the probe side's rows: the shape knows one length),
-            // then searches them twice per probe row (about 2 log2 m
-            // scattered reads, priced as 64 bytes) and writes the counts,
-            // first matches and the rows out.
+            // A device join sorts the build side's key words (with its
+            // rows for an inner join), then searches them twice per probe
+            // row (about 2 log2 m scattered reads, priced as 64 bytes) and
+            // writes the counts and first matches; an inner join reads the
+            // counts again to size its output and writes the rows out.
             Terminal::Join { keys, kind, .. } if keys.len() == 1 => {
-                let rows = if *kind == crate::plan::JoinKind::Inner {
-                    4.0
-                } else {
-                    0.0
-                };
-                (keys.clone(), rows, 64.0 + 8.0)
+                let inner = *kind == crate::plan::JoinKind::Inner;
+                probe = Some(64.0 + 8.0 + if inner { 8.0 } else { 0.0 });
+                let rows = if inner { 4.0 } else { 0.0 };
+                (keys.clone(), rows, 0.0)
             }
             _ => return None,
         };
@@ -138,6 +151,8 @@ impl DeviceSort {
             pass_bytes: pass_bytes / passes.max(1.0),
             other_bytes,
             ranked: passes,
+            on_build: probe.is_some(),
+            probe_bytes: probe.unwrap_or(0.0),
         })
     }
 
@@ -166,6 +181,8 @@ impl DeviceSort {
             pass_bytes: pass_bytes / passes,
             other_bytes: 3.0 * words,
             ranked: 0.0,
+            on_build: false,
+            probe_bytes: 0.0,
         }
     }
 }
@@ -235,7 +252,7 @@ impl PlanShape {
                     8.0 * keys.len() as f64 + 2.0 * aggs.len() as f64
                 }
                 // A join: the key's word, a hash probe, and a gather of
-                // every column written (the build table is not priced).
+                // every column written (the build table: `build_ops`).
                 Terminal::Join { keys, columns, .. } => {
                     8.0 * keys.len() as f64 + 2.0 * columns.len() as f64
                 }
@@ -272,6 +289,15 @@ impl PlanShape {
                 ),
             };
             let ops = s.ops_per_element() as f64 + sqrt_ops + extra_aggs;
+            // A build row: its key word hashed and inserted (priced as a
+            // probe is), the row kept; its key and written columns read.
+            let (build_bytes, build_ops) = match &s.terminal {
+                Terminal::Join { keys, build, .. } => (
+                    build.iter().map(|&(_, t)| t.size() as f64).sum(),
+                    8.0 * keys.len() as f64 + 2.0 * (build.len() - keys.len()) as f64,
+                ),
+                _ => (0.0, 0.0),
+            };
             let simd_ops = match s.terminal {
                 Terminal::CountByKey { key, .. }
                     if crate::plan::bins::bin_values(
@@ -302,6 +328,8 @@ impl PlanShape {
                     .iter()
                     .any(|(_, d)| matches!(d.node, Node::Input(_)) && d.ty.size() == 8),
                 device_sort: DeviceSort::of(s),
+                build_bytes,
+                build_ops,
             });
         }
         PlanShape { stages }
@@ -333,6 +361,8 @@ impl PlanShape {
                 end,
                 wide: w.wide_types,
                 device_sort: None,
+                build_bytes: 0.0,
+                build_ops: 0.0,
             }],
         }
     }
@@ -434,10 +464,22 @@ mod tests {
                 .expect("a device join shape")
         };
         let (s, i) = (of(&semi), of(&inner));
-        // The key's digit passes (4 for a u32 key, 8 for a u64 one); an
-        // inner join carries the build rows through them.
+        // The key's digit passes (4 for a u32 key, 8 for a u64 one), over
+        // the build side's rows; an inner join carries the build rows
+        // through them and reads its counts again to size its output.
+        assert!(s.on_build && i.on_build);
         assert_eq!((s.passes, i.passes), (4.0, 8.0));
         assert!(i.pass_bytes > 2.0 * s.pass_bytes, "{i:?} against {s:?}");
-        assert!(s.other_bytes >= 64.0, "the searches are priced: {s:?}");
+        assert!(s.probe_bytes >= 64.0, "the searches are priced: {s:?}");
+        assert!(i.probe_bytes > s.probe_bytes, "{i:?} against {s:?}");
+        // On the CPU a build row is read and hashed: the semi-join's key
+        // (4 bytes), the inner join's key and written column (16).
+        let build = |e: &crate::Explain| {
+            let st = PlanShape::of(&e.plan).stages;
+            let j = st.iter().find(|s| s.device_sort.is_some()).expect("a join");
+            (j.build_bytes, j.build_ops)
+        };
+        assert_eq!(build(&semi), (4.0, 8.0));
+        assert_eq!(build(&inner), (16.0, 10.0));
     }
 }

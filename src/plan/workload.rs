@@ -22,6 +22,9 @@ pub enum Residency {
 pub struct WorkloadCharacteristics {
     /// Elements of the first stage (the longest pass).
     pub elements: u64,
+    /// Rows of a join's build side (its inputs, read whole); 0 without a
+    /// join.
+    pub build_elements: u64,
     /// Bytes of input read.
     pub bytes_in: u64,
     /// Upper bound of bytes written as the result.
@@ -52,6 +55,7 @@ impl PartialEq for WorkloadCharacteristics {
     fn eq(&self, other: &Self) -> bool {
         let WorkloadCharacteristics {
             elements,
+            build_elements,
             bytes_in,
             bytes_out,
             ops_per_element,
@@ -63,6 +67,7 @@ impl PartialEq for WorkloadCharacteristics {
             output_on_device,
         } = other;
         self.elements == *elements
+            && self.build_elements == *build_elements
             && self.bytes_in == *bytes_in
             && self.bytes_out == *bytes_out
             && self.ops_per_element == *ops_per_element
@@ -92,6 +97,8 @@ pub struct PlanStatics {
     /// count is the shortest. A join's build side is read whole, and a
     /// build column the plan does not read is not read at all.
     positional: smallvec::SmallVec<[u16; 2]>,
+    /// Query inputs of a join's build side.
+    build: smallvec::SmallVec<[u16; 2]>,
 }
 
 impl PlanStatics {
@@ -132,6 +139,15 @@ impl PlanStatics {
                     super::StageInput::Stage { .. } => None,
                 })
                 .collect(),
+            build: plan
+                .stages
+                .iter()
+                .flat_map(|s| match &s.terminal {
+                    Terminal::Join { build, .. } => build.as_slice(),
+                    _ => &[],
+                })
+                .map(|&(k, _)| k)
+                .collect(),
         }
     }
 }
@@ -164,6 +180,13 @@ impl WorkloadCharacteristics {
                 rows * i.dtype().size() as u64
             })
             .sum();
+        let build_elements = st
+            .build
+            .iter()
+            .filter_map(|&k| inputs.get(k as usize))
+            .map(|i| i.len() as u64)
+            .max()
+            .unwrap_or(0);
         let bytes_out = st
             .reduce_bytes
             .unwrap_or(elements * st.out_bytes_per_element);
@@ -176,6 +199,7 @@ impl WorkloadCharacteristics {
         };
         WorkloadCharacteristics {
             elements,
+            build_elements,
             bytes_in,
             bytes_out,
             ops_per_element: st.ops_per_element,

@@ -598,6 +598,7 @@ mod tests {
     fn buckets_split_by_log_size_and_residency() {
         let mut w = WorkloadCharacteristics {
             elements: 1000,
+            build_elements: 0,
             bytes_in: 4000,
             bytes_out: 8,
             ops_per_element: 1,
@@ -621,6 +622,7 @@ mod tests {
     fn a_memo_prices_only_the_workload_it_was_made_for() {
         let w = WorkloadCharacteristics {
             elements: 1000,
+            build_elements: 0,
             bytes_in: 4000,
             bytes_out: 8,
             ops_per_element: 3,
@@ -648,8 +650,9 @@ mod tests {
         assert!(memo.is_for(&same, 0.5, 7));
         assert!(!memo.is_for(&w, 0.25, 7));
         assert!(!memo.is_for(&w, 0.5, 8));
-        let changed: [fn(&mut WorkloadCharacteristics); 10] = [
+        let changed: [fn(&mut WorkloadCharacteristics); 11] = [
             |w| w.elements += 1,
+            |w| w.build_elements += 1,
             |w| w.bytes_in += 1,
             |w| w.bytes_out += 1,
             |w| w.ops_per_element += 1,
