@@ -149,35 +149,44 @@ fn grouping(keys: &[ColumnRef<'_>], n: usize, parallel: bool, ids: bool) -> Grou
         // The 32-bit arms widen their words; the 64-bit arms' `from` is
         // the identity.
         #[allow(clippy::useless_conversion)]
-        return with_key_words!(*k, |w| one_key(n, parallel, ids, |i| u64::from(w(i))));
+        return with_key_slices!(*k, |keys, word| one_key(n, parallel, ids, |lo, hi| {
+            keys[lo..hi].iter().map(move |&x| u64::from(word(x)))
+        }));
     }
     let word = |i: usize| {
         keys.iter().fold(0u128, |c, k| {
             c << bits(k.dtype()) | group_word(*k, i) as u128
         })
     };
-    hashed(n, parallel, ids, word)
+    hashed(n, parallel, ids, |lo, hi| (lo..hi).map(word))
 }
 
 /// One key: a direct index when its words span a small range, else
-/// hashing.
-fn one_key(n: usize, parallel: bool, ids: bool, word: impl Fn(usize) -> u64 + Sync) -> Grouping {
-    let (lo, hi) = (0..n).fold((u64::MAX, 0), |(lo, hi), i| {
-        let x = word(i);
-        (lo.min(x), hi.max(x))
-    });
+/// hashing. `words(lo, hi)`: the words of rows `lo..hi`.
+fn one_key<I: Iterator<Item = u64>>(
+    n: usize,
+    parallel: bool,
+    ids: bool,
+    words: impl Fn(usize, usize) -> I + Sync,
+) -> Grouping {
+    let (lo, hi) = words(0, n).fold((u64::MAX, 0), |(lo, hi), x| (lo.min(x), hi.max(x)));
     if n > 0 && hi - lo < DENSE_SPAN && hi - lo <= 4 * n as u64 + 1024 {
-        return dense(n, lo, (hi - lo + 1) as usize, ids, word);
+        return dense(lo, (hi - lo + 1) as usize, ids, || words(0, n));
     }
-    hashed(n, parallel, ids, word)
+    hashed(n, parallel, ids, words)
 }
 
 /// A direct index: group = rank of the word among the present ones (so
-/// groups are already in key order).
-fn dense(n: usize, lo: u64, span: usize, want_ids: bool, word: impl Fn(usize) -> u64) -> Grouping {
+/// groups are already in key order). `rows()`: every row's word.
+fn dense<I: Iterator<Item = u64>>(
+    lo: u64,
+    span: usize,
+    want_ids: bool,
+    rows: impl Fn() -> I,
+) -> Grouping {
     let mut first = vec![usize::MAX; span];
-    for i in 0..n {
-        let s = (word(i) - lo) as usize;
+    for (i, x) in rows().enumerate() {
+        let s = (x - lo) as usize;
         if first[s] == usize::MAX {
             first[s] = i;
         }
@@ -193,7 +202,7 @@ fn dense(n: usize, lo: u64, span: usize, want_ids: bool, word: impl Fn(usize) ->
         }
     }
     let ids = if want_ids {
-        (0..n).map(|i| rank[(word(i) - lo) as usize]).collect()
+        rows().map(|x| rank[(x - lo) as usize]).collect()
     } else {
         Vec::new()
     };
@@ -209,28 +218,27 @@ fn dense(n: usize, lo: u64, span: usize, want_ids: bool, word: impl Fn(usize) ->
 /// word and first row.
 pub(super) type LocalGroups<W> = (Vec<u32>, Vec<(W, usize)>);
 
-/// Groups rows `lo..hi` in a table of their own (their local groups
-/// only when `want_ids`).
+/// Groups the rows from `lo` on, whose words `words` gives, in a table
+/// of their own (their local groups only when `want_ids`).
 pub(super) fn hash_rows<W: Copy + Eq + Hash>(
     lo: usize,
-    hi: usize,
     want_ids: bool,
-    word: &impl Fn(usize) -> W,
+    words: impl Iterator<Item = W>,
 ) -> LocalGroups<W> {
     let mut map: FxHashMap<W, u32> = FxHashMap::default();
     let mut groups = Vec::new();
-    let mut group_of = |i: usize| {
-        let x = word(i);
+    let mut group_of = |(i, x): (usize, W)| {
         *map.entry(x).or_insert_with(|| {
             groups.push((x, i));
             (groups.len() - 1) as u32
         })
     };
+    let rows = (lo..).zip(words);
     let ids = if want_ids {
-        (lo..hi).map(&mut group_of).collect()
+        rows.map(&mut group_of).collect()
     } else {
-        (lo..hi).for_each(|i| {
-            group_of(i);
+        rows.for_each(|r| {
+            group_of(r);
         });
         Vec::new()
     };
@@ -238,16 +246,17 @@ pub(super) fn hash_rows<W: Copy + Eq + Hash>(
 }
 
 /// A hash table from words to groups in first-appearance order; over
-/// threads, one per chunk, merged in chunk order.
-fn hashed<W: Copy + Eq + Hash + Into<u128> + Send + Sync>(
+/// threads, one per chunk, merged in chunk order. `words(lo, hi)`: the
+/// words of rows `lo..hi`.
+fn hashed<W: Copy + Eq + Hash + Into<u128> + Send + Sync, I: Iterator<Item = W>>(
     n: usize,
     parallel: bool,
     want_ids: bool,
-    word: impl Fn(usize) -> W + Sync,
+    words: impl Fn(usize, usize) -> I + Sync,
 ) -> Grouping {
     let threads = rayon::current_num_threads();
     if !parallel || threads < 2 || n < (1 << 16) {
-        let (ids, groups) = hash_rows(0, n, want_ids, &word);
+        let (ids, groups) = hash_rows(0, want_ids, words(0, n));
         return Grouping {
             ids,
             first: groups.iter().map(|g| g.1).collect(),
@@ -258,7 +267,10 @@ fn hashed<W: Copy + Eq + Hash + Into<u128> + Send + Sync>(
     let chunk = n.div_ceil(threads);
     let locals: Vec<LocalGroups<W>> = (0..n.div_ceil(chunk))
         .into_par_iter()
-        .map(|c| hash_rows(c * chunk, ((c + 1) * chunk).min(n), want_ids, &word))
+        .map(|c| {
+            let (lo, hi) = (c * chunk, ((c + 1) * chunk).min(n));
+            hash_rows(lo, want_ids, words(lo, hi))
+        })
         .collect();
     let mut global: FxHashMap<W, u32> = FxHashMap::default();
     let mut first = Vec::new();

@@ -358,7 +358,9 @@ fn one_partition(
         }
     }
     let want_ids = !aggs.is_empty();
-    let (ids, groups) = with_key_words!(key, |w| widen(hash_rows(0, len, want_ids, &w)));
+    let (ids, groups) = with_key_slices!(key, |keys, word| {
+        widen(hash_rows(0, want_ids, keys.iter().map(|&x| word(x))))
+    });
     let words: Vec<u128> = groups.iter().map(|g| g.0 as u128).collect();
     let order = key_order(&words, super::group::bits(key.dtype()));
     let first_local: Vec<usize> = groups.iter().map(|g| g.1).collect();
