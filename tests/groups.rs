@@ -135,12 +135,13 @@ fn sparse_u32_keys_with_many_rows_each_match_a_btreemap() {
         .iter()
         .map(|&r| (r % 1000) as f32 / 8.0)
         .collect();
-    let mut want: BTreeMap<u32, (u64, f64, f32)> = BTreeMap::new();
+    let mut want: BTreeMap<u32, (u64, f64, f32, f32)> = BTreeMap::new();
     for (&k, &v) in keys.iter().zip(&vals) {
-        let e = want.entry(k).or_insert((0, 0.0, f32::MIN));
+        let e = want.entry(k).or_insert((0, 0.0, f32::MIN, f32::MAX));
         e.0 += 1;
         e.1 += v as f64;
         e.2 = e.2.max(v);
+        e.3 = e.3.min(v);
     }
     for k in common::CPU {
         let q = || e.query(&keys).on(k).no_fallback().zip(&vals);
@@ -153,10 +154,89 @@ fn sparse_u32_keys_with_many_rows_each_match_a_btreemap() {
         );
         let s = q().group_by(|(k, _)| k).agg(|(_, v), a| a.sum(v));
         let m = q().group_by(|(k, _)| k).agg(|(_, v), a| a.max(v));
+        // Several aggregates: a fold of their own each, the same groups.
+        let all = q()
+            .group_by(|(k, _)| k)
+            .agg(|(_, v), a| (a.max(v), a.count(), a.sum(v), a.min(v)));
+        assert_eq!(all.keys, c.keys, "{k:?}");
         for (j, e) in want.values().enumerate() {
             // Multiples of 1/8 below 125: every partial sum is exact.
             assert_eq!(s.values[j] as f64, e.1, "{k:?} sum of group {j}");
             assert_eq!(m.values[j], Some(e.2), "{k:?} max of group {j}");
+            let (mx, count, sum, mn) = all.values[j];
+            assert_eq!(
+                (mx, count, sum as f64),
+                (Some(e.2), e.0, e.1),
+                "{k:?} group {j}"
+            );
+            assert_eq!(mn, Some(e.3), "{k:?} min of group {j}");
+        }
+        // In first-appearance order: the keys by their first row.
+        let seen = q()
+            .group_by(|(k, _)| k)
+            .first_seen()
+            .agg(|(_, v), a| (a.count(), a.max(v)));
+        let mut firsts: Vec<u32> = Vec::new();
+        for &key in &keys {
+            if !firsts.contains(&key) {
+                firsts.push(key);
+            }
+        }
+        assert_eq!(seen.keys, firsts, "{k:?} first_seen");
+        for (key, (count, mx)) in seen.keys.iter().zip(&seen.values) {
+            assert_eq!(
+                (*count, *mx),
+                (want[key].0, Some(want[key].2)),
+                "{k:?} {key}"
+            );
+        }
+    }
+}
+
+#[test]
+fn many_groups_with_several_aggregates_match_a_btreemap() {
+    // 140,000 sparse keys over 1.5M rows (about 11 rows each): the
+    // key-range partitions, each folding every aggregate in a pass of
+    // its own.
+    let e = common::engine();
+    let n = 1_500_000;
+    let keys: Vec<u32> = common::lcg(n, 21)
+        .iter()
+        .map(|&r| ((r % 140_000) as u32).wrapping_mul(0x9E37_79B9))
+        .collect();
+    let vals: Vec<i32> = common::lcg(n, 22)
+        .iter()
+        .map(|&r| (r % 2001) as i32 - 1000)
+        .collect();
+    let mut want: BTreeMap<u32, (u64, i32, i32, i32)> = BTreeMap::new();
+    for (&k, &v) in keys.iter().zip(&vals) {
+        let e = want.entry(k).or_insert((0, 0, i32::MAX, i32::MIN));
+        e.0 += 1;
+        e.1 = e.1.wrapping_add(v);
+        e.2 = e.2.min(v);
+        e.3 = e.3.max(v);
+    }
+    for k in common::CPU {
+        let (g, m) = e
+            .query(&keys)
+            .on(k)
+            .no_fallback()
+            .zip(&vals)
+            .with_metrics()
+            .group_by(|(k, _)| k)
+            .agg(|(_, v), a| (a.sum(v), a.count(), a.max(v), a.min(v)));
+        if k != BackendKind::CpuScalar {
+            let algorithm = m.algorithm.unwrap().to_string();
+            assert!(algorithm.contains("key-range partitions"), "{k:?}: {m}");
+        }
+        assert_eq!(g.keys, want.keys().copied().collect::<Vec<_>>(), "{k:?}");
+        for (j, w) in want.values().enumerate() {
+            let (sum, count, mx, mn) = g.values[j];
+            assert_eq!(
+                (sum, count, mx, mn),
+                (w.1, w.0, Some(w.3), Some(w.2)),
+                "{k:?} group {j}"
+            );
         }
     }
 }
