@@ -196,8 +196,8 @@ fn sparse_u32_keys_with_many_rows_each_match_a_btreemap() {
 #[test]
 fn many_groups_with_several_aggregates_match_a_btreemap() {
     // 140,000 sparse keys over 1.5M rows (about 11 rows each): the
-    // key-range partitions, each folding every aggregate in a pass of
-    // its own.
+    // key-range partitions, each numbering its rows' groups once and
+    // folding every aggregate through the numbers.
     let e = common::engine();
     let n = 1_500_000;
     let keys: Vec<u32> = common::lcg(n, 21)
