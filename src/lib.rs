@@ -109,10 +109,13 @@
 //! - `variance`/`std_dev` are the sample figures (divided by `n - 1`;
 //!   `None` below two elements), computed in `f64` in one pass without the
 //!   cancellation of `Σx² - (Σx)²/n`: `cpu-simd` and `cpu-parallel` sum
-//!   each block about its own mean and merge blocks with Chan's formula,
-//!   `cpu-scalar` runs Welford's update on `x - first`. They agree to about
-//!   `n · ε` relative, and to ~1e-11 on `1e8 + noise` (tests/aggregates.rs).
-//!   A NaN or infinite element gives NaN. The GPU backends decline them
+//!   `x - c` and `(x - c)²` over each block of 1,024 values, `c` the
+//!   block's first value (so the subtraction loses at most ~10 bits, a
+//!   bit or two on data near its mean), and merge blocks with Chan's
+//!   formula; `cpu-scalar` runs Welford's update on `x - first`. They agree
+//!   to about `n · ε` relative, and to ~1e-11 on `1e8 + noise` or when every
+//!   block starts with an outlier (tests/aggregates.rs). A NaN or infinite
+//!   element gives NaN; squares past `f64`'s range give `inf`. The GPU backends decline them
 //!   (a query with one runs on the CPU).
 //! - `first`, `find`, `position`, `nth`, `any` and `all` stop reading at
 //!   the element that settles them: `cpu-scalar` at that element,

@@ -86,6 +86,47 @@ fn variance_keeps_its_digits_on_ill_conditioned_data_on_every_cpu_backend() {
 }
 
 #[test]
+fn variance_keeps_its_digits_when_a_blocks_first_value_is_an_outlier() {
+    // `cpu-simd` sums each block about its first value: the worst case for
+    // that shift is a first value far from the rest. Outliers of 1e8 at
+    // every 1,024th position (where a sequential block starts) and at a few
+    // others, the rest small noise, in f64 and f32.
+    let e = common::engine();
+    let n = 100_000;
+    let mut ks = noise(n, 4096, 11);
+    for (i, k) in ks.iter_mut().enumerate() {
+        if i % 1024 == 0 || i % 7919 == 3 {
+            *k = 100_000_000 * 1024;
+        }
+    }
+    let exact = exact_variance(&ks, 1024.0);
+    let xs: Vec<f64> = ks.iter().map(|&k| k as f64 / 1024.0).collect();
+    for k in common::CPU {
+        let v = e.query(&xs).on(k).no_fallback().variance().unwrap();
+        assert!(
+            (v - exact).abs() <= 1e-12 * exact,
+            "{k:?}: variance {v}, exact {exact}"
+        );
+    }
+    // f32: outliers of 2^20 among steps of 1/16 within ±4.
+    let mut ks = noise(n, 64, 12);
+    for (i, k) in ks.iter_mut().enumerate() {
+        if i % 1024 == 0 {
+            *k = 16 << 20;
+        }
+    }
+    let exact = exact_variance(&ks, 16.0);
+    let xs: Vec<f32> = ks.iter().map(|&k| k as f32 / 16.0).collect();
+    for k in common::CPU {
+        let v = e.query(&xs).on(k).no_fallback().variance().unwrap();
+        assert!(
+            (v - exact).abs() <= 1e-12 * exact,
+            "{k:?}: f32 variance {v}, exact {exact}"
+        );
+    }
+}
+
+#[test]
 fn variance_edge_cases_agree_on_every_cpu_backend() {
     let e = common::engine();
     for k in common::CPU {
@@ -114,6 +155,10 @@ fn variance_edge_cases_agree_on_every_cpu_backend() {
             .filter(|x| x.gt(20_000))
             .variance();
         assert_eq!(none, None, "{k:?}");
+        // Squares past f64's range: an infinite variance, not NaN.
+        let huge = [1e200f64, -1e200, 0.0];
+        let v = e.query(&huge).on(k).no_fallback().variance().unwrap();
+        assert_eq!(v, f64::INFINITY, "{k:?}");
         let one = e
             .query(&xs)
             .on(k)

@@ -349,8 +349,8 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
 impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// Sample variance (divided by `n - 1`; `None` for fewer than two
     /// elements), computed in `f64` in one pass that does not lose digits
-    /// to cancellation: blocks of the stream are summed about their own
-    /// mean and merged with Chan's formula (`cpu-scalar` uses Welford's
+    /// to cancellation: blocks of the stream are summed about one of their
+    /// values and merged with Chan's formula (`cpu-scalar` uses Welford's
     /// update per element). NaN if any element is NaN or infinite. Runs on
     /// the CPU backends.
     ///

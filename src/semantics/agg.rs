@@ -48,7 +48,7 @@ pub enum AggKind {
     /// The sum of squared deviations from the mean (`M2`, from which
     /// `variance` and `std_dev` divide), in `f64` whatever the column's
     /// numeric type: updated with Welford's step one element at a time or
-    /// computed per block about the block's own mean, and merged across
+    /// computed per block about one of the block's values, and merged across
     /// runs with Chan's formula (`Moments`), so `1e8 + noise` loses no
     /// digits to cancellation. NaN if any element is NaN or infinite.
     /// Result: `f64`.
