@@ -234,8 +234,8 @@ impl PlanShape {
             // Each aggregate beyond the first is one more update per element
             // (`stats` keeps five): priced as a simple operation each. Not
             // counted, `stats` was priced at 0.3-0.5x its time.
-            // An `m2` is a conversion, an add, then a second pass's
-            // subtract, multiply and add: four more.
+            // An `m2` is a conversion, a subtract, a multiply and two adds
+            // (`Σ (x - c)` and `Σ (x - c)²`): four more.
             let extra_aggs = match &s.terminal {
                 Terminal::Reduce(aggs) => {
                     let m2 = aggs.iter().filter(|a| a.kind == AggKind::M2).count();
