@@ -783,6 +783,51 @@ fn chunked_inputs_give_the_same_results() {
 }
 
 #[test]
+fn a_histogram_past_one_chunk_adds_its_chunks_counts_and_a_sort_is_declined() {
+    // Chunks of 1,000 positions stand in for inputs past one storage
+    // binding (lavapipe's is 128 MiB): a key count runs in chunks and adds
+    // their counts; a sort needs every row in one run and is declined.
+    let Some(b) = open(FaultPlan::NONE) else {
+        return;
+    };
+    b.set_max_chunk(Some(1000));
+    let engine = Engine::with_config(Config::default()).with_backend(Arc::new(b));
+    let mut rng = Rng(21);
+    let xs = rng.f32s(4321, true);
+    for (bins, lo, hi) in [(16, -1.0, 1.0), (300, -0.5, 0.75)] {
+        let want = engine
+            .query(&xs)
+            .on(BackendKind::CpuScalar)
+            .histogram(bins, lo, hi);
+        let (got, m) = engine
+            .query(&xs)
+            .on(BackendKind::Wgpu)
+            .no_fallback()
+            .filter(|x| x.ne(0.25))
+            .with_metrics()
+            .histogram(bins, lo, hi);
+        let want_filtered = engine
+            .query(&xs)
+            .on(BackendKind::CpuScalar)
+            .filter(|x| x.ne(0.25))
+            .histogram(bins, lo, hi);
+        assert_eq!(got, want_filtered, "{bins} bins");
+        assert_eq!(m.backend, BackendKind::Wgpu);
+        let total: u64 = want.counts.iter().sum::<u64>() + want.below + want.above + want.nan;
+        assert_eq!(total, xs.len() as u64);
+    }
+    let err = engine
+        .query(&xs)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .fallible()
+        .sort()
+        .collect::<Vec<f32>>()
+        .expect_err("a sort of 4,321 rows in chunks of 1,000");
+    assert!(err.to_string().contains("needs them in one run"), "{err}");
+}
+
+#[test]
 fn a_new_parameter_value_reuses_the_pipeline() {
     let Some(b) = open(FaultPlan::NONE) else {
         return;

@@ -642,8 +642,9 @@ fn run_stage<D: PtxDevice>(
         limits.max_chunk
     }
     .clamp(1, u32::MAX as usize / 2);
-    // A plan that needs every position at once (a sort) runs as one chunk.
-    let max_chunk = if kp.whole {
+    // A plan that needs every position at once (a sort) runs as one chunk,
+    // and so does a key count (its chunks would count apart).
+    let max_chunk = if kp.whole || kp.fixed_rows.is_some() {
         if len > u32::MAX as usize / 2 {
             return Err(BackendError::new(
                 BackendKind::Cuda,

@@ -809,7 +809,14 @@ impl Exec<'_> {
                         let bytes = download_many(self.gpu, self.pool, &self.faults, &ranges)?;
                         for ((col, b), &t) in host_cols.iter_mut().zip(&bytes).zip(&kp.outputs) {
                             self.stats.bytes_downloaded += b.len() as u64;
-                            col.append(&Column::from_device_bytes(t, b));
+                            let part = Column::from_device_bytes(t, b);
+                            // A key count's chunks each count every key:
+                            // they add up.
+                            if kp.fixed_rows.is_some() && c > 0 {
+                                add_counts(col, &part)?;
+                            } else {
+                                col.append(&part);
+                            }
                         }
                     }
                 }
@@ -973,5 +980,28 @@ fn merge_agg(kind: &AggKind, a: HostAgg, b: HostAgg, params: &[Scalar]) -> HostA
         value: m.value,
         index: m.pos,
         moments: m.moments,
+    }
+}
+
+/// Adds a chunk's key counts to the counts of the chunks before it
+/// (wrapping, like every integer count).
+fn add_counts(acc: &mut Column, part: &Column) -> Result<(), BackendError> {
+    match (acc, part) {
+        (Column::U64(a), Column::U64(p)) if a.len() == p.len() => {
+            for (a, p) in a.iter_mut().zip(p) {
+                *a = a.wrapping_add(*p);
+            }
+            Ok(())
+        }
+        (a, p) => Err(error(
+            Phase::Execute,
+            format!(
+                "a key count's chunks disagree: {} {:?} rows and {} {:?} rows",
+                a.len(),
+                a.dtype(),
+                p.len(),
+                p.dtype()
+            ),
+        )),
     }
 }

@@ -4,7 +4,10 @@
 //! row of counters, then each key's counts are summed over the workgroups
 //! in 64 bits. The key (already a bin, with CUB HistogramEven's
 //! below/above/NaN bins) is the stage's element program; a key past the
-//! last counts in the last, as on the CPU.
+//! last counts in the last, as on the CPU. The plan is not
+//! [`whole`](KernelPlan::whole): each chunk of a long input counts every
+//! key and wgpu adds the chunks' counts on the host (the PTX executor runs
+//! it as one chunk, up to 2^31 positions).
 
 use super::sort::push;
 use super::*;
@@ -23,7 +26,10 @@ impl Lower<'_> {
                  CPU backends"
             ));
         }
+        // Chunks count apart (an executor adds their counts up), so inputs
+        // past one binding run in several.
         let mut plan = self.whole_plan();
+        plan.whole = false;
         plan.fixed_rows = Some(keys);
         let mut scratch = |name: &str, len| {
             plan.scratch.push(Scratch {

@@ -607,6 +607,7 @@ pub(crate) mod tests {
         counted.terminal = Terminal::CountByKey { key, keys: 259 };
         let kp = lower_stage(&counted, &Caps::default()).unwrap();
         assert_eq!(kp.fixed_rows, Some(259));
+        assert!(!kp.whole, "a key count runs in chunks");
         assert_eq!(kp.output_rows(10), 259);
         assert_eq!(kp.output_rows(1000), 1000);
         counted.terminal = Terminal::CountByKey { key, keys: 5000 };
