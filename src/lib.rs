@@ -115,8 +115,10 @@
 //!   formula; `cpu-scalar` runs Welford's update on `x - first`. They agree
 //!   to about `n · ε` relative, and to ~1e-11 on `1e8 + noise` or when every
 //!   block starts with an outlier (tests/aggregates.rs). A NaN or infinite
-//!   element gives NaN; squares past `f64`'s range give `inf`. The GPU backends decline them
-//!   (a query with one runs on the CPU).
+//!   element gives NaN; squares past `f64`'s range give `inf`. The GPU
+//!   backends compute them where the device has `f64` (moments per
+//!   invocation, Chan merges) and decline them elsewhere (a query with one
+//!   then runs on the CPU).
 //! - `first`, `find`, `position`, `nth`, `any` and `all` stop reading at
 //!   the element that settles them: `cpu-scalar` at that element,
 //!   `cpu-simd` at its block, `cpu-parallel` starts no leaf past a settled

@@ -352,7 +352,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// to cancellation: blocks of the stream are summed about one of their
     /// values and merged with Chan's formula (`cpu-scalar` uses Welford's
     /// update per element). NaN if any element is NaN or infinite. Runs on
-    /// the CPU backends.
+    /// the CPU backends, and on a GPU that has `f64`.
     ///
     /// ```
     /// # let _ = computeq::set_engine(computeq::Engine::default());
