@@ -783,10 +783,12 @@ fn chunked_inputs_give_the_same_results() {
 }
 
 #[test]
-fn a_histogram_past_one_chunk_adds_its_chunks_counts_and_a_sort_is_declined() {
+fn histograms_and_sorts_of_one_column_run_past_one_chunk() {
     // Chunks of 1,000 positions stand in for inputs past one storage
     // binding (lavapipe's is 128 MiB): a key count runs in chunks and adds
-    // their counts; a sort needs every row in one run and is declined.
+    // their counts; a sort of one column by itself sorts its chunks and
+    // merges their runs; a sort carrying other columns needs every row in
+    // one run and is declined.
     let Some(b) = open(FaultPlan::NONE) else {
         return;
     };
@@ -798,6 +800,7 @@ fn a_histogram_past_one_chunk_adds_its_chunks_counts_and_a_sort_is_declined() {
         let want = engine
             .query(&xs)
             .on(BackendKind::CpuScalar)
+            .filter(|x| x.ne(0.25))
             .histogram(bins, lo, hi);
         let (got, m) = engine
             .query(&xs)
@@ -806,24 +809,83 @@ fn a_histogram_past_one_chunk_adds_its_chunks_counts_and_a_sort_is_declined() {
             .filter(|x| x.ne(0.25))
             .with_metrics()
             .histogram(bins, lo, hi);
-        let want_filtered = engine
-            .query(&xs)
-            .on(BackendKind::CpuScalar)
-            .filter(|x| x.ne(0.25))
-            .histogram(bins, lo, hi);
-        assert_eq!(got, want_filtered, "{bins} bins");
+        assert_eq!(got, want, "{bins} bins");
         assert_eq!(m.backend, BackendKind::Wgpu);
         let total: u64 = want.counts.iter().sum::<u64>() + want.below + want.above + want.nan;
         assert_eq!(total, xs.len() as u64);
     }
+
+    // Sorts of one column: f32 with NaN, -0.0 and infinities (compared by
+    // bits: -0.0 before +0.0, NaN last), i32 extremes, u64; ascending,
+    // descending, after a filter (runs of uneven lengths), and 2 to 5 runs.
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<u32>>();
+    for n in [1500, 2000, 4321] {
+        let xs = &xs[..n];
+        let on = |k| engine.query(xs).on(k).no_fallback();
+        let want = on(BackendKind::CpuScalar).sort().collect::<Vec<f32>>();
+        let (got, m) = on(BackendKind::Wgpu)
+            .with_metrics()
+            .sort()
+            .collect::<Vec<f32>>();
+        assert_eq!(bits(got), bits(want), "n = {n}");
+        assert_eq!(m.backend, BackendKind::Wgpu);
+        let want = on(BackendKind::CpuScalar).sort_desc().collect::<Vec<f32>>();
+        let got = on(BackendKind::Wgpu).sort_desc().collect::<Vec<f32>>();
+        assert_eq!(bits(got), bits(want), "n = {n}, descending");
+        // Keeps NaN too (`x != x`).
+        let want = on(BackendKind::CpuScalar)
+            .filter(|x| x.gt(-0.5) | x.ne(x))
+            .sort()
+            .collect::<Vec<f32>>();
+        let got = on(BackendKind::Wgpu)
+            .filter(|x| x.gt(-0.5) | x.ne(x))
+            .sort()
+            .collect::<Vec<f32>>();
+        assert_eq!(bits(got), bits(want), "n = {n}, filtered");
+    }
+    let is = rng.i32s(3333);
+    let want = engine
+        .query(&is)
+        .on(BackendKind::CpuScalar)
+        .sort_desc()
+        .collect::<Vec<i32>>();
+    let got = engine
+        .query(&is)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .sort_desc()
+        .collect::<Vec<i32>>();
+    assert_eq!(got, want, "i32 descending");
+    let us: Vec<u64> = is
+        .iter()
+        .map(|&i| (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .collect();
+    let want = engine
+        .query(&us)
+        .on(BackendKind::CpuScalar)
+        .sort()
+        .collect::<Vec<u64>>();
+    let got = engine
+        .query(&us)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .fallible()
+        .sort()
+        .collect::<Vec<u64>>();
+    match got {
+        Ok(got) => assert_eq!(got, want, "u64"),
+        // GL has no 64-bit integers.
+        Err(e) => assert!(e.to_string().contains("64"), "{e}"),
+    }
+
     let err = engine
         .query(&xs)
         .on(BackendKind::Wgpu)
         .no_fallback()
         .fallible()
-        .sort()
+        .sort_by_key(|x| x * -2.0)
         .collect::<Vec<f32>>()
-        .expect_err("a sort of 4,321 rows in chunks of 1,000");
+        .expect_err("a sort by a key of 4,321 rows in chunks of 1,000");
     assert!(err.to_string().contains("needs them in one run"), "{err}");
 }
 

@@ -266,6 +266,11 @@ pub struct KernelPlan {
     /// The dispatches must see all positions of the stage in one run (a
     /// sort): an executor that would split it into chunks declines instead.
     pub whole: bool,
+    /// A [`whole`](Self::whole) plan that is a sort of its one output
+    /// column by that column (`Some(descending)`): chunks may be sorted
+    /// apart and their sorted runs merged on the host by the column's
+    /// canonical order, so inputs past one binding need not be declined.
+    pub merge_runs: Option<bool>,
     /// The algorithm of a relational stage, for the run's metrics.
     pub algorithm: Option<crate::types::Algorithm>,
     /// Rows of the outputs whatever the run's length (a key count's
@@ -348,6 +353,14 @@ impl fmt::Display for KernelPlan {
         }
         if self.whole {
             writeln!(f, "whole")?;
+        }
+        if let Some(descending) = self.merge_runs {
+            let order = if descending {
+                "descending"
+            } else {
+                "ascending"
+            };
+            writeln!(f, "chunks merge as sorted runs ({order})")?;
         }
         if !self.build.is_empty() {
             writeln!(f, "build inputs {:?}", self.build)?;

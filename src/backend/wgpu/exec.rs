@@ -350,7 +350,10 @@ impl Exec<'_> {
         let build = lens[nin..].iter().copied().min().unwrap_or(0);
         let chunk = self.chunk_len(kp, srcs);
         let chunks = range.len.div_ceil(chunk).max(1);
-        if kp.whole && (chunks > 1 || build > chunk) {
+        // A sort of one column by itself sorts its chunks apart and merges
+        // their runs on the host; any other whole plan needs one run.
+        let merge_runs = kp.merge_runs.filter(|_| chunks > 1);
+        if kp.whole && ((chunks > 1 && merge_runs.is_none()) || build > chunk) {
             return Err(error(
                 Phase::Support,
                 format!(
@@ -397,6 +400,7 @@ impl Exec<'_> {
             .all(|&t| (range.len * device_size(t)) as u64 <= self.gpu.limits.max_buffer_size);
         let gather: Option<Vec<PooledBuffer>> = if want == Want::Device
             && chunks > 1
+            && merge_runs.is_none()
             && matches!(kp.readback, Readback::Columns { .. })
             && gather_fits
         {
@@ -409,6 +413,8 @@ impl Exec<'_> {
             None
         };
         let mut gathered = 0usize;
+        // Rows each chunk added to `host_cols` (sorted runs to merge).
+        let mut runs: Vec<usize> = Vec::new();
 
         for c in 0..chunks {
             let c0 = c * chunk;
@@ -779,6 +785,7 @@ impl Exec<'_> {
                             u32::from_le_bytes(bytes[0][..4].try_into().expect("4 bytes")) as usize
                         }
                     };
+                    runs.push(kept);
                     if keep {
                         dev_cols = Some(
                             outputs
@@ -840,43 +847,56 @@ impl Exec<'_> {
                         .collect(),
                 ))
             }
-            Readback::Columns { .. } => match (want, dev_cols) {
-                (Want::Device, Some(cols)) => RunOutput::Device(cols),
-                (Want::Device, None) if gather.is_some() => RunOutput::Device(
-                    gather
-                        .into_iter()
-                        .flatten()
-                        .zip(&kp.outputs)
-                        .map(|(buffer, &dtype)| WgpuColumn {
-                            buffer,
-                            dtype,
-                            len: gathered,
-                            gpu: self.gpu.clone(),
-                            pool: self.pool.clone(),
-                            faults: self.fault_cell.clone(),
-                        })
-                        .collect(),
-                ),
-                (Want::Device, None) => {
-                    // Several chunks: gathered on the host, now one column each.
-                    let mut cols = Vec::new();
-                    for col in host_cols {
-                        let (buffer, bytes) =
-                            upload(self.gpu, self.pool, &self.faults, col.as_ref(), true)?;
-                        self.stats.bytes_uploaded += bytes;
-                        cols.push(WgpuColumn {
-                            buffer,
-                            dtype: col.dtype(),
-                            len: col.len(),
-                            gpu: self.gpu.clone(),
-                            pool: self.pool.clone(),
-                            faults: self.fault_cell.clone(),
-                        });
+            Readback::Columns { .. } => {
+                if let Some(descending) = merge_runs {
+                    let t = Instant::now();
+                    for col in &mut host_cols {
+                        *col = merge_sorted_runs(
+                            std::mem::replace(col, Column::U32(Vec::new())),
+                            &runs,
+                            descending,
+                        )?;
                     }
-                    RunOutput::Device(cols)
+                    self.stats.transfer_out += t.elapsed();
                 }
-                (Want::Host, _) => RunOutput::Plan(PlanOutput::Columns(host_cols)),
-            },
+                match (want, dev_cols) {
+                    (Want::Device, Some(cols)) => RunOutput::Device(cols),
+                    (Want::Device, None) if gather.is_some() => RunOutput::Device(
+                        gather
+                            .into_iter()
+                            .flatten()
+                            .zip(&kp.outputs)
+                            .map(|(buffer, &dtype)| WgpuColumn {
+                                buffer,
+                                dtype,
+                                len: gathered,
+                                gpu: self.gpu.clone(),
+                                pool: self.pool.clone(),
+                                faults: self.fault_cell.clone(),
+                            })
+                            .collect(),
+                    ),
+                    (Want::Device, None) => {
+                        // Several chunks: gathered on the host, now one column each.
+                        let mut cols = Vec::new();
+                        for col in host_cols {
+                            let (buffer, bytes) =
+                                upload(self.gpu, self.pool, &self.faults, col.as_ref(), true)?;
+                            self.stats.bytes_uploaded += bytes;
+                            cols.push(WgpuColumn {
+                                buffer,
+                                dtype: col.dtype(),
+                                len: col.len(),
+                                gpu: self.gpu.clone(),
+                                pool: self.pool.clone(),
+                                faults: self.fault_cell.clone(),
+                            });
+                        }
+                        RunOutput::Device(cols)
+                    }
+                    (Want::Host, _) => RunOutput::Plan(PlanOutput::Columns(host_cols)),
+                }
+            }
         })
     }
 }
@@ -1004,4 +1024,79 @@ fn add_counts(acc: &mut Column, part: &Column) -> Result<(), BackendError> {
             ),
         )),
     }
+}
+
+/// Merges the sorted runs of `col` (`runs` rows each, in order) into one
+/// sorted column by the canonical order of its values (`semantics::order`;
+/// descending when asked), the earlier run first among equal values (a
+/// stable merge), one pass per halving of the runs.
+fn merge_sorted_runs(
+    col: Column,
+    runs: &[usize],
+    descending: bool,
+) -> Result<Column, BackendError> {
+    use crate::semantics::order::{f32_word, f64_word};
+    if runs.iter().sum::<usize>() != col.len() {
+        return Err(error(
+            Phase::Execute,
+            format!(
+                "sorted runs of {} rows in a column of {}",
+                runs.iter().sum::<usize>(),
+                col.len()
+            ),
+        ));
+    }
+    Ok(match col {
+        Column::Bool(v) => Column::Bool(merge_runs(v, runs, descending, |x| x as u64)),
+        Column::I32(v) => Column::I32(merge_runs(v, runs, descending, |x| {
+            ((x as u32) ^ (1 << 31)) as u64
+        })),
+        Column::U32(v) => Column::U32(merge_runs(v, runs, descending, |x| x as u64)),
+        Column::I64(v) => Column::I64(merge_runs(v, runs, descending, |x| (x as u64) ^ (1 << 63))),
+        Column::U64(v) => Column::U64(merge_runs(v, runs, descending, |x| x)),
+        Column::F32(v) => Column::F32(merge_runs(v, runs, descending, |x| f32_word(x) as u64)),
+        Column::F64(v) => Column::F64(merge_runs(v, runs, descending, f64_word)),
+    })
+}
+
+fn merge_runs<T: Copy>(
+    mut v: Vec<T>,
+    runs: &[usize],
+    descending: bool,
+    word: impl Fn(T) -> u64,
+) -> Vec<T> {
+    // A descending run is sorted by the complemented word.
+    let key = |x: T| if descending { !word(x) } else { word(x) };
+    // Run `r` is `v[bounds[r]..bounds[r + 1]]`.
+    let mut bounds = Vec::with_capacity(runs.len() + 1);
+    bounds.push(0);
+    for &r in runs {
+        bounds.push(bounds[bounds.len() - 1] + r);
+    }
+    let mut out: Vec<T> = Vec::with_capacity(v.len());
+    while bounds.len() > 2 {
+        out.clear();
+        let mut next = vec![0];
+        for r in (0..bounds.len() - 1).step_by(2) {
+            let (lo, mid) = (bounds[r], bounds[r + 1]);
+            let hi = bounds.get(r + 2).copied().unwrap_or(mid);
+            let (mut i, mut j) = (lo, mid);
+            while i < mid && j < hi {
+                // The later run's value only when strictly first.
+                if key(v[j]) < key(v[i]) {
+                    out.push(v[j]);
+                    j += 1;
+                } else {
+                    out.push(v[i]);
+                    i += 1;
+                }
+            }
+            out.extend_from_slice(&v[i..mid]);
+            out.extend_from_slice(&v[j..hi]);
+            next.push(hi);
+        }
+        std::mem::swap(&mut v, &mut out);
+        bounds = next;
+    }
+    v
 }

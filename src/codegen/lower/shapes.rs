@@ -634,6 +634,7 @@ impl Lower<'_> {
             items_per_thread: self.caps.items_per_thread,
             max_groups: self.caps.max_groups,
             whole: false,
+            merge_runs: None,
             algorithm: None,
             fixed_rows: None,
             build: Vec::new(),

@@ -31,7 +31,9 @@
 //!   of atomics, and no workgroup waits on another.
 //!
 //! The plan is [`whole`](KernelPlan::whole): it needs all positions in one
-//! run.
+//! run. A sort of one column by itself also says
+//! [`merge_runs`](KernelPlan::merge_runs): wgpu may sort chunks past one
+//! binding apart and merge their runs on the host.
 
 use super::*;
 use crate::semantics::order::{self, SortKey};
@@ -105,6 +107,9 @@ impl Lower<'_> {
     ) -> R<KernelPlan> {
         let key_only = keys.len() == 1 && columns.len() == 1 && columns[0] == keys[0].value;
         let mut plan = self.whole_plan();
+        // One key that is the only column: the outputs are the keys, so
+        // sorted chunks merge by them on the host.
+        plan.merge_runs = key_only.then_some(keys[0].descending);
         let sorted = self.radix(&mut plan, keys, !key_only, false, None)?;
         // The outputs: decoded words, or the columns at the sorted rows.
         let (k, bufs) = match sorted.rows {
@@ -127,6 +132,7 @@ impl Lower<'_> {
             items_per_thread: self.caps.items_per_thread,
             max_groups: self.caps.max_groups,
             whole: true,
+            merge_runs: None,
             algorithm: None,
             fixed_rows: None,
             build: Vec::new(),
