@@ -783,12 +783,13 @@ fn chunked_inputs_give_the_same_results() {
 }
 
 #[test]
-fn histograms_and_sorts_of_one_column_run_past_one_chunk() {
+fn histograms_sorts_and_groups_run_past_one_chunk() {
     // Chunks of 1,000 positions stand in for inputs past one storage
     // binding (lavapipe's is 128 MiB): a key count runs in chunks and adds
     // their counts; a sort of one column by itself sorts its chunks and
-    // merges their runs; a sort carrying other columns needs every row in
-    // one run and is declined.
+    // merges their runs; groups by key group each chunk and merge by key;
+    // a sort carrying other columns needs every row in one run and is
+    // declined.
     let Some(b) = open(FaultPlan::NONE) else {
         return;
     };
@@ -876,6 +877,109 @@ fn histograms_and_sorts_of_one_column_run_past_one_chunk() {
         Ok(got) => assert_eq!(got, want, "u64"),
         // GL has no 64-bit integers.
         Err(e) => assert!(e.to_string().contains("64"), "{e}"),
+    }
+
+    // Groups by key: every chunk holds every key, so each key merges
+    // across the runs (count, integer sums, min, max, mean from a sum and
+    // a count), float keys with NaN and ±0, distinct values.
+    let keys: Vec<i32> = is.iter().map(|&i| i.rem_euclid(37) - 18).collect();
+    let vals: Vec<i32> = rng.i32s(keys.len());
+    let on = |k| engine.query(&keys).on(k).no_fallback().zip(&vals);
+    let (got, m) = on(BackendKind::Wgpu)
+        .with_metrics()
+        .group_by(|(k, _)| k)
+        .agg(|(_, v), a| {
+            (
+                a.count(),
+                a.sum(v),
+                a.min(v),
+                a.max(v),
+                a.first(v),
+                a.last(v),
+            )
+        });
+    let want = on(BackendKind::CpuScalar)
+        .group_by(|(k, _)| k)
+        .agg(|(_, v), a| {
+            (
+                a.count(),
+                a.sum(v),
+                a.min(v),
+                a.max(v),
+                a.first(v),
+                a.last(v),
+            )
+        });
+    assert_eq!(m.backend, BackendKind::Wgpu);
+    assert_eq!(
+        (got.keys, got.values),
+        (want.keys, want.values),
+        "i32 groups"
+    );
+    let fs = &xs[..3000];
+    let (got, want) = (
+        engine
+            .query(fs)
+            .on(BackendKind::Wgpu)
+            .no_fallback()
+            .value_counts(),
+        engine.query(fs).on(BackendKind::CpuScalar).value_counts(),
+    );
+    assert_eq!(bits(got.keys), bits(want.keys), "value_counts keys");
+    assert_eq!(got.values, want.values, "value_counts");
+    let (got, want) = (
+        engine
+            .query(&keys)
+            .on(BackendKind::Wgpu)
+            .no_fallback()
+            .distinct(),
+        engine.query(&keys).on(BackendKind::CpuScalar).distinct(),
+    );
+    assert_eq!(got, want, "distinct");
+    // (Without 1e30 and -1e30, whose sums depend on the order.)
+    let plain = rng.f32s(3000, false);
+    let q = || engine.query(&plain).zip(&vals[..3000]);
+    let got = q()
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .fallible()
+        .group_by(|(_, v)| v & 7)
+        .agg(|(x, _), a| (a.sum(x), a.mean(x)));
+    let want = q()
+        .on(BackendKind::CpuScalar)
+        .group_by(|(_, v)| v & 7)
+        .agg(|(x, _), a| (a.sum(x), a.mean(x)));
+    match got {
+        Ok(got) => {
+            assert_eq!(got.keys, want.keys);
+            for ((gs, gm), (ws, wm)) in got.values.iter().zip(&want.values) {
+                // Float sums add the runs' sums: rounded differently.
+                assert!((gs - ws).abs() <= 1e-3 * ws.abs().max(1.0));
+                let (gm, wm) = (gm.unwrap(), wm.unwrap());
+                assert!((gm - wm).abs() <= 1e-3 * wm.abs().max(1.0));
+            }
+        }
+        // GL has no f64 for the mean.
+        Err(e) => assert!(e.to_string().contains("SHADER_F64"), "{e}"),
+    }
+    // First-seen order, or an aggregate that does not fold across runs
+    // (argmin), needs one run.
+    for err in [
+        on(BackendKind::Wgpu)
+            .fallible()
+            .group_by(|(k, _)| k)
+            .first_seen()
+            .count()
+            .map(|_| ())
+            .expect_err("first-seen groups in chunks"),
+        on(BackendKind::Wgpu)
+            .fallible()
+            .group_by(|(k, _)| k)
+            .agg(|(_, v), a| a.argmin(v))
+            .map(|_| ())
+            .expect_err("argmin per group in chunks"),
+    ] {
+        assert!(err.to_string().contains("needs them in one run"), "{err}");
     }
 
     let err = engine

@@ -81,7 +81,7 @@
 
 mod kernel;
 pub mod lower;
-mod plan;
+pub(crate) mod plan;
 pub mod ptx;
 pub mod wgsl;
 

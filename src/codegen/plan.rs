@@ -244,6 +244,29 @@ pub struct Launch {
     pub span: u32,
 }
 
+/// How the outputs of a [`whole`](KernelPlan::whole) plan's chunks, each
+/// run apart, merge into the plan's outputs on the host.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum MergeRuns {
+    /// A sort of its one output column by that column: the chunks' sorted
+    /// runs merge by the canonical order (`semantics::order`), stably.
+    Sorted {
+        /// The run is sorted by the complemented word.
+        descending: bool,
+    },
+    /// Groups sorted by key: `keys` key columns (ordered by their group
+    /// words, `-0.0` as `+0.0`, every NaN one key), then one column per
+    /// aggregate of `aggs` (counts, sums, mins, maxes, firsts, lasts). A
+    /// key in several runs keeps the earlier run's key and folds its
+    /// aggregates, the earlier run first (`semantics::merge`).
+    Groups {
+        /// Key columns.
+        keys: usize,
+        /// The aggregates' kinds, in output order.
+        aggs: Vec<AggKind>,
+    },
+}
+
 /// A lowered stage: kernels and the dispatches that run them in order.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KernelPlan {
@@ -266,11 +289,10 @@ pub struct KernelPlan {
     /// The dispatches must see all positions of the stage in one run (a
     /// sort): an executor that would split it into chunks declines instead.
     pub whole: bool,
-    /// A [`whole`](Self::whole) plan that is a sort of its one output
-    /// column by that column (`Some(descending)`): chunks may be sorted
-    /// apart and their sorted runs merged on the host by the column's
-    /// canonical order, so inputs past one binding need not be declined.
-    pub merge_runs: Option<bool>,
+    /// A [`whole`](Self::whole) plan whose chunks may run apart and be
+    /// merged on the host (see [`MergeRuns`]), so inputs past one binding
+    /// need not be declined.
+    pub merge_runs: Option<MergeRuns>,
     /// The algorithm of a relational stage, for the run's metrics.
     pub algorithm: Option<crate::types::Algorithm>,
     /// Rows of the outputs whatever the run's length (a key count's
@@ -354,13 +376,8 @@ impl fmt::Display for KernelPlan {
         if self.whole {
             writeln!(f, "whole")?;
         }
-        if let Some(descending) = self.merge_runs {
-            let order = if descending {
-                "descending"
-            } else {
-                "ascending"
-            };
-            writeln!(f, "chunks merge as sorted runs ({order})")?;
+        if let Some(m) = &self.merge_runs {
+            writeln!(f, "chunks merge on the host: {m:?}")?;
         }
         if !self.build.is_empty() {
             writeln!(f, "build inputs {:?}", self.build)?;

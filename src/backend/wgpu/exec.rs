@@ -17,6 +17,7 @@ use super::fault::FaultPlan;
 use super::pipeline::{BindKey, Pipeline, PipelineCache};
 use super::transfer::{device_size, download_many, encode_readback, finish_readback, upload};
 use crate::backend::{BackendError, BackendKind, Input, Phase, RunStats};
+use crate::codegen::plan::MergeRuns;
 use crate::codegen::{
     lower_plan, BufferRef, Dispatch, Groups, KernelPlan, Launch, Readback, ScratchInit, ScratchLen,
     UniformSource, UniformValues,
@@ -352,7 +353,7 @@ impl Exec<'_> {
         let chunks = range.len.div_ceil(chunk).max(1);
         // A sort of one column by itself sorts its chunks apart and merges
         // their runs on the host; any other whole plan needs one run.
-        let merge_runs = kp.merge_runs.filter(|_| chunks > 1);
+        let merge_runs = kp.merge_runs.as_ref().filter(|_| chunks > 1);
         if kp.whole && ((chunks > 1 && merge_runs.is_none()) || build > chunk) {
             return Err(error(
                 Phase::Support,
@@ -848,14 +849,21 @@ impl Exec<'_> {
                 ))
             }
             Readback::Columns { .. } => {
-                if let Some(descending) = merge_runs {
+                if let Some(m) = merge_runs {
                     let t = Instant::now();
-                    for col in &mut host_cols {
-                        *col = merge_sorted_runs(
-                            std::mem::replace(col, Column::U32(Vec::new())),
-                            &runs,
-                            descending,
-                        )?;
+                    match m {
+                        MergeRuns::Sorted { descending } => {
+                            for col in &mut host_cols {
+                                *col = merge_sorted_runs(
+                                    std::mem::replace(col, Column::U32(Vec::new())),
+                                    &runs,
+                                    *descending,
+                                )?;
+                            }
+                        }
+                        MergeRuns::Groups { keys, aggs } => {
+                            host_cols = merge_group_runs(&host_cols, &runs, *keys, aggs)?;
+                        }
                     }
                     self.stats.transfer_out += t.elapsed();
                 }
@@ -1099,4 +1107,97 @@ fn merge_runs<T: Copy>(
         bounds = next;
     }
     v
+}
+
+/// Merges the runs of groups of `cols` (`runs` groups each, in order; each
+/// run sorted by its `keys` key columns' group words, one row per key)
+/// into one: every key once, in order, the earlier run's key kept and the
+/// aggregates (`aggs`, the columns after the keys) folded in run order.
+fn merge_group_runs(
+    cols: &[Column],
+    runs: &[usize],
+    keys: usize,
+    aggs: &[AggKind],
+) -> Result<Vec<Column>, BackendError> {
+    use crate::semantics::order::{f32_word, f64_word, ordered_bits};
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let rows: usize = runs.iter().sum();
+    if cols.len() != keys + aggs.len() || cols.iter().any(|c| c.len() != rows) {
+        return Err(error(
+            Phase::Execute,
+            format!(
+                "groups of {} columns ({:?} rows) in runs of {rows} rows, {keys} keys, {} aggregates",
+                cols.len(),
+                cols.iter().map(Column::len).collect::<Vec<_>>(),
+                aggs.len()
+            ),
+        ));
+    }
+    // A group key's word: order-preserving, `-0.0` as `+0.0`, NaN one word.
+    let word = |s: Scalar| match s {
+        Scalar::F32(x) => f32_word(if x == 0.0 { 0.0 } else { x }) as u64,
+        Scalar::F64(x) => f64_word(if x == 0.0 { 0.0 } else { x }),
+        s => ordered_bits(s),
+    };
+    let key_of = |row: usize| -> SmallVec<[u64; 2]> {
+        cols[..keys]
+            .iter()
+            .map(|c| word(c.as_ref().get(row)))
+            .collect()
+    };
+    let starts: Vec<usize> = runs
+        .iter()
+        .scan(0, |at, &r| {
+            let s = *at;
+            *at += r;
+            Some(s)
+        })
+        .collect();
+    // The next row of every run, smallest key first, earlier run first.
+    let mut heap = BinaryHeap::new();
+    for (r, (&s, &n)) in starts.iter().zip(runs).enumerate() {
+        if n > 0 {
+            heap.push(Reverse((key_of(s), r, s)));
+        }
+    }
+    let mut out: Vec<Column> = cols
+        .iter()
+        .map(|c| Column::with_capacity(c.dtype(), 0))
+        .collect();
+    let mut last: Option<SmallVec<[u64; 2]>> = None;
+    let mut state: Vec<Scalar> = Vec::new();
+    let flush = |out: &mut Vec<Column>, state: &[Scalar]| {
+        for (c, &v) in out[keys..].iter_mut().zip(state) {
+            c.push(v);
+        }
+    };
+    let partial = |value| Partial {
+        value,
+        pos: Some(0),
+        moments: Moments::EMPTY,
+    };
+    while let Some(Reverse((key, r, row))) = heap.pop() {
+        if last.as_ref() == Some(&key) {
+            for ((v, kind), c) in state.iter_mut().zip(aggs).zip(&cols[keys..]) {
+                *v = merge(kind, partial(*v), partial(c.as_ref().get(row)), &[]).value;
+            }
+        } else {
+            if last.is_some() {
+                flush(&mut out, &state);
+            }
+            for (o, c) in out[..keys].iter_mut().zip(&cols[..keys]) {
+                o.push(c.as_ref().get(row));
+            }
+            state = cols[keys..].iter().map(|c| c.as_ref().get(row)).collect();
+            last = Some(key);
+        }
+        if row + 1 < starts[r] + runs[r] {
+            heap.push(Reverse((key_of(row + 1), r, row + 1)));
+        }
+    }
+    if last.is_some() {
+        flush(&mut out, &state);
+    }
+    Ok(out)
 }

@@ -96,6 +96,25 @@ impl Lower<'_> {
             }
         }
         let mut plan = self.whole_plan();
+        // Groups by key of aggregates that fold across runs: chunks group
+        // apart and merge by key on the host.
+        let mergeable = aggs.iter().all(|a| {
+            matches!(
+                a.kind,
+                AggKind::Count
+                    | AggKind::Sum
+                    | AggKind::Min
+                    | AggKind::Max
+                    | AggKind::First
+                    | AggKind::Last
+            )
+        });
+        if mergeable && !first_seen {
+            plan.merge_runs = Some(MergeRuns::Groups {
+                keys: keys.len(),
+                aggs: aggs.iter().map(|a| a.kind.clone()).collect(),
+            });
+        }
         let order: Vec<SortKey> = keys
             .iter()
             .map(|&value| SortKey {

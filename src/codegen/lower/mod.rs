@@ -27,8 +27,8 @@ use crate::codegen::kernel::{
     UniformField,
 };
 use crate::codegen::plan::{
-    AggReadback, BufferRef, Dispatch, Groups, KernelPlan, Readback, Scratch, ScratchInit,
-    ScratchLen, UniformLayout, UniformSlot, UniformSource,
+    AggReadback, BufferRef, Dispatch, Groups, KernelPlan, MergeRuns, Readback, Scratch,
+    ScratchInit, ScratchLen, UniformLayout, UniformSlot, UniformSource,
 };
 use crate::expr::{BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp};
 use crate::plan::{AggKind, Combine, PhysicalPlan, ScanOp, Stage, Terminal};

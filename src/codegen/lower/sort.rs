@@ -109,7 +109,9 @@ impl Lower<'_> {
         let mut plan = self.whole_plan();
         // One key that is the only column: the outputs are the keys, so
         // sorted chunks merge by them on the host.
-        plan.merge_runs = key_only.then_some(keys[0].descending);
+        plan.merge_runs = key_only.then_some(MergeRuns::Sorted {
+            descending: keys[0].descending,
+        });
         let sorted = self.radix(&mut plan, keys, !key_only, false, None)?;
         // The outputs: decoded words, or the columns at the sorted rows.
         let (k, bufs) = match sorted.rows {
