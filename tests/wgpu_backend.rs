@@ -843,6 +843,15 @@ fn histograms_sorts_and_groups_run_past_one_chunk() {
             .sort()
             .collect::<Vec<f32>>();
         assert_eq!(bits(got), bits(want), "n = {n}, filtered");
+        // Top-k of one column: each chunk's top k, merged; k past a chunk.
+        for k in [5, 1500] {
+            let want = on(BackendKind::CpuScalar).top_k(k).collect::<Vec<f32>>();
+            let got = on(BackendKind::Wgpu).top_k(k).collect::<Vec<f32>>();
+            assert_eq!(bits(got), bits(want), "n = {n}, top {k}");
+            let want = on(BackendKind::CpuScalar).bottom_k(k).collect::<Vec<f32>>();
+            let got = on(BackendKind::Wgpu).bottom_k(k).collect::<Vec<f32>>();
+            assert_eq!(bits(got), bits(want), "n = {n}, bottom {k}");
+        }
     }
     let is = rng.i32s(3333);
     let want = engine

@@ -253,6 +253,9 @@ pub enum MergeRuns {
     Sorted {
         /// The run is sorted by the complemented word.
         descending: bool,
+        /// Top-k: the parameter slot of the rows kept (each chunk keeps
+        /// its first `k`, so the merged runs' first `k` are the answer).
+        fetch: Option<u16>,
     },
     /// Groups sorted by key: `keys` key columns (ordered by their group
     /// words, `-0.0` as `+0.0`, every NaN one key), then one column per

@@ -852,13 +852,17 @@ impl Exec<'_> {
                 if let Some(m) = merge_runs {
                     let t = Instant::now();
                     match m {
-                        MergeRuns::Sorted { descending } => {
+                        MergeRuns::Sorted { descending, fetch } => {
                             for col in &mut host_cols {
                                 *col = merge_sorted_runs(
                                     std::mem::replace(col, Column::U32(Vec::new())),
                                     &runs,
                                     *descending,
                                 )?;
+                                if let Some(p) = fetch {
+                                    let k = params[*p as usize].to_bits();
+                                    col.truncate(k.min(col.len() as u64) as usize);
+                                }
                             }
                         }
                         MergeRuns::Groups { keys, aggs } => {

@@ -65,6 +65,12 @@ impl Lower<'_> {
         let stage = self.stage;
         let key_only = keys.len() == 1 && columns.len() == 1 && columns[0] == keys[0].value;
         let mut plan = self.whole_plan();
+        // The top `k` of one column by itself: each chunk's top `k` merge
+        // on the host, ties in input order (the earlier chunk first).
+        plan.merge_runs = key_only.then_some(MergeRuns::Sorted {
+            descending: keys[0].descending,
+            fetch: Some(fetch),
+        });
         let s = BufferRef::Scratch;
         let rows = self.rows_pair(&mut plan);
         // After a filter, the survivors' positions in `rows[0]`.

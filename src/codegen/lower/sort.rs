@@ -111,6 +111,7 @@ impl Lower<'_> {
         // sorted chunks merge by them on the host.
         plan.merge_runs = key_only.then_some(MergeRuns::Sorted {
             descending: keys[0].descending,
+            fetch: None,
         });
         let sorted = self.radix(&mut plan, keys, !key_only, false, None)?;
         // The outputs: decoded words, or the columns at the sorted rows.
