@@ -351,8 +351,9 @@ impl Exec<'_> {
         let build = lens[nin..].iter().copied().min().unwrap_or(0);
         let chunk = self.chunk_len(kp, srcs);
         let chunks = range.len.div_ceil(chunk).max(1);
-        // A sort of one column by itself sorts its chunks apart and merges
-        // their runs on the host; any other whole plan needs one run.
+        // A whole plan whose chunks merge on the host (`MergeRuns`: a sort
+        // or top-k of one column by itself, groups by key) runs in several;
+        // any other needs one run.
         let merge_runs = kp.merge_runs.as_ref().filter(|_| chunks > 1);
         if kp.whole && ((chunks > 1 && merge_runs.is_none()) || build > chunk) {
             return Err(error(
