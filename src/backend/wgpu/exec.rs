@@ -1206,3 +1206,54 @@ fn merge_group_runs(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorted_runs_merge_stably_with_empty_runs() {
+        // Runs of 3, 0, 2 and 3 rows; -0.0 before +0.0, NaN last.
+        let v = vec![-1.0f32, 0.0, f32::NAN, -0.0, 2.0, -3.0, 0.0, 5.0];
+        let m = merge_sorted_runs(Column::F32(v), &[3, 0, 2, 3], false).unwrap();
+        let Column::F32(m) = m else { unreachable!() };
+        let bits: Vec<u32> = m.iter().map(|x| x.to_bits()).collect();
+        let want: Vec<u32> = [-3.0f32, -1.0, -0.0, 0.0, 0.0, 2.0, 5.0, f32::NAN]
+            .iter()
+            .map(|x| x.to_bits())
+            .collect();
+        assert_eq!(bits, want);
+        // Descending runs merge descending.
+        let m = merge_sorted_runs(Column::I32(vec![9, 2, 7, 7, -5]), &[2, 0, 3], true).unwrap();
+        assert_eq!(m, Column::I32(vec![9, 7, 7, 2, -5]));
+        assert!(merge_sorted_runs(Column::I32(vec![1]), &[2], false).is_err());
+    }
+
+    #[test]
+    fn group_runs_merge_by_key_and_fold_in_run_order() {
+        // Keys (f32: -0.0 is the key +0.0), a count, a sum, a first, a last.
+        let keys = Column::F32(vec![-0.0, 1.0, 0.0, 2.0, 1.0]);
+        let count = Column::U64(vec![2, 1, 3, 4, 5]);
+        let sum = Column::I32(vec![10, 20, 30, 40, i32::MAX]);
+        let first = Column::U32(vec![100, 101, 102, 103, 104]);
+        let last = Column::U32(vec![200, 201, 202, 203, 204]);
+        let aggs = [AggKind::Count, AggKind::Sum, AggKind::First, AggKind::Last];
+        let out =
+            merge_group_runs(&[keys, count, sum, first, last], &[2, 0, 2, 1], 1, &aggs).unwrap();
+        let Column::F32(k) = &out[0] else {
+            unreachable!()
+        };
+        // The first run's key for 0: -0.0.
+        assert_eq!(
+            k.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            [(-0.0f32).to_bits(), 1.0f32.to_bits(), 2.0f32.to_bits()]
+        );
+        assert_eq!(out[1], Column::U64(vec![5, 6, 4]));
+        assert_eq!(
+            out[2],
+            Column::I32(vec![40, 20i32.wrapping_add(i32::MAX), 40])
+        );
+        assert_eq!(out[3], Column::U32(vec![100, 101, 103]));
+        assert_eq!(out[4], Column::U32(vec![202, 204, 203]));
+    }
+}
