@@ -114,12 +114,12 @@ macro_rules! with_key_words {
 pub(super) use {with_key_slices, with_key_words};
 
 #[inline(always)]
-pub(super) fn f32_group_word(x: f32) -> u64 {
+pub(crate) fn f32_group_word(x: f32) -> u64 {
     order::f32_word(if x == 0.0 { 0.0 } else { x }) as u64
 }
 
 #[inline(always)]
-pub(super) fn f64_group_word(x: f64) -> u64 {
+pub(crate) fn f64_group_word(x: f64) -> u64 {
     order::f64_word(if x == 0.0 { 0.0 } else { x })
 }
 

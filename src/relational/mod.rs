@@ -7,6 +7,9 @@
 //! right reference the others are tested against.
 
 mod group;
+/// The group words wgpu's host merge of chunked groups orders by.
+#[cfg(feature = "wgpu")]
+pub(crate) use group::{f32_group_word, f64_group_word};
 mod join;
 mod partition;
 mod radix;

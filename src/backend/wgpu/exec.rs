@@ -1124,7 +1124,8 @@ fn merge_group_runs(
     keys: usize,
     aggs: &[AggKind],
 ) -> Result<Vec<Column>, BackendError> {
-    use crate::semantics::order::{f32_word, f64_word, ordered_bits};
+    use crate::relational::{f32_group_word, f64_group_word};
+    use crate::semantics::order::ordered_bits;
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
     let rows: usize = runs.iter().sum();
@@ -1141,8 +1142,8 @@ fn merge_group_runs(
     }
     // A group key's word: order-preserving, `-0.0` as `+0.0`, NaN one word.
     let word = |s: Scalar| match s {
-        Scalar::F32(x) => f32_word(if x == 0.0 { 0.0 } else { x }) as u64,
-        Scalar::F64(x) => f64_word(if x == 0.0 { 0.0 } else { x }),
+        Scalar::F32(x) => f32_group_word(x),
+        Scalar::F64(x) => f64_group_word(x),
         s => ordered_bits(s),
     };
     let key_of = |row: usize| -> SmallVec<[u64; 2]> {
