@@ -617,6 +617,23 @@ impl<'a> StageRun<'a> {
         }
     }
 
+    /// The bytes of the first input at positions `pos..pos + n`: what a
+    /// block at `pos` reads first, for prefetch hints (empty when the stage
+    /// has no input there).
+    fn input_bytes(&self, pos: usize, n: usize) -> &'a [u8] {
+        match (self.inputs.first(), self.offsets.first()) {
+            (Some(col), Some(&off)) => {
+                let size = col.dtype().size();
+                let start = (off + pos) * size;
+                let bytes = col.as_bytes();
+                bytes
+                    .get(start..(start + n * size).min(bytes.len()))
+                    .unwrap_or(&[])
+            }
+            _ => &[],
+        }
+    }
+
     #[inline(always)]
     fn operand<'r, T: Lane>(
         &'r self,
@@ -1204,7 +1221,8 @@ impl KeyRun<'_, '_> {
             let keys = &mut keys[..x.len()];
             isa::bin_keys(self.isa, x, keys, p, last_key);
             let mask = self.mask(&st.regs, pos, n);
-            isa::count_clamped_keys(self.isa, sub.block(counts), keys, mask);
+            let ahead = self.input_bytes(pos + n, (end - pos - n).min(BLOCK));
+            isa::count_clamped_keys(self.isa, sub.block(counts), keys, mask, ahead);
             pos += n;
         }
     }

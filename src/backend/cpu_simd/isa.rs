@@ -169,8 +169,12 @@ entry! {
         last_key: u32,
     ) -> () = kernels::bin_keys;
     /// [`kernels::count_clamped_keys`].
-    fn count_clamped_keys[](counts: &mut [u32], keys: &[u32], mask: Option<&[bool]>) -> ()
-        = kernels::count_clamped_keys;
+    fn count_clamped_keys[](
+        counts: &mut [u32],
+        keys: &[u32],
+        mask: Option<&[bool]>,
+        ahead: &[u8],
+    ) -> () = kernels::count_clamped_keys;
     /// [`kernels::moments`].
     fn moments[T: kernels::ToF64](x: &[T], mask: Option<&[bool]>) -> crate::semantics::Moments
         = kernels::moments;
