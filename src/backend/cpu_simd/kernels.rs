@@ -904,7 +904,11 @@ fn increments(
     let (c2, c3) = rest.split_at_mut(n);
     // The hints' share of `ahead` per group of keys, in whole lines.
     let groups = (keys.len() / GROUP).max(1);
-    let share = ahead.len().div_ceil(groups).next_multiple_of(LINE).max(LINE);
+    let share = ahead
+        .len()
+        .div_ceil(groups)
+        .next_multiple_of(LINE)
+        .max(LINE);
     let mut hints = ahead.chunks(share);
     match mask {
         None => {
