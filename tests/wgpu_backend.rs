@@ -787,9 +787,9 @@ fn histograms_sorts_and_groups_run_past_one_chunk() {
     // Chunks of 1,000 positions stand in for inputs past one storage
     // binding (lavapipe's is 128 MiB): a key count runs in chunks and adds
     // their counts; a sort of one column by itself sorts its chunks and
-    // merges their runs; groups by key group each chunk and merge by key;
-    // a sort carrying other columns needs every row in one run and is
-    // declined.
+    // merges their runs; groups by key (or in first-seen order) group
+    // each chunk and merge; a sort carrying other columns needs every row
+    // in one run and is declined.
     let Some(b) = open(FaultPlan::NONE) else {
         return;
     };
@@ -971,25 +971,39 @@ fn histograms_sorts_and_groups_run_past_one_chunk() {
         // GL has no f64 for the mean.
         Err(e) => assert!(e.to_string().contains("SHADER_F64"), "{e}"),
     }
-    // First-seen order, or an aggregate that does not fold across runs
-    // (argmin), needs one run.
-    for err in [
-        on(BackendKind::Wgpu)
-            .fallible()
-            .group_by(|(k, _)| k)
-            .first_seen()
-            .count()
-            .map(|_| ())
-            .expect_err("first-seen groups in chunks"),
-        on(BackendKind::Wgpu)
-            .fallible()
-            .group_by(|(k, _)| k)
-            .agg(|(_, v), a| a.argmin(v))
-            .map(|_| ())
-            .expect_err("argmin per group in chunks"),
-    ] {
-        assert!(err.to_string().contains("needs them in one run"), "{err}");
+    // First-seen groups: each chunk's groups in its first-seen order,
+    // merged in first-seen order (keys seen first in later chunks too).
+    let late: Vec<i32> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| if i < 2500 { k & !3 } else { k })
+        .collect();
+    for ks in [&keys, &late] {
+        let agg = |on| {
+            engine
+                .query(ks)
+                .on(on)
+                .no_fallback()
+                .zip(&vals)
+                .group_by(|(k, _)| k)
+                .first_seen()
+                .agg(|(_, v), a| (a.count(), a.sum(v), a.min(v), a.first(v), a.last(v)))
+        };
+        let (got, want) = (agg(BackendKind::Wgpu), agg(BackendKind::CpuScalar));
+        assert_eq!(
+            (got.keys, got.values),
+            (want.keys, want.values),
+            "first-seen groups"
+        );
     }
+    // An aggregate that does not fold across runs (argmin) needs one run.
+    let err = on(BackendKind::Wgpu)
+        .fallible()
+        .group_by(|(k, _)| k)
+        .agg(|(_, v), a| a.argmin(v))
+        .map(|_| ())
+        .expect_err("argmin per group in chunks");
+    assert!(err.to_string().contains("needs them in one run"), "{err}");
 
     let err = engine
         .query(&xs)

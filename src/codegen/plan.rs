@@ -257,16 +257,20 @@ pub enum MergeRuns {
         /// its first `k`, so the merged runs' first `k` are the answer).
         fetch: Option<u16>,
     },
-    /// Groups sorted by key: `keys` key columns (ordered by their group
-    /// words, `-0.0` as `+0.0`, every NaN one key), then one column per
-    /// aggregate of `aggs` (counts, sums, mins, maxes, firsts, lasts). A
-    /// key in several runs keeps the earlier run's key and folds its
-    /// aggregates, the earlier run first (`semantics::merge`).
+    /// Groups: `keys` key columns (ordered by their group words, `-0.0`
+    /// as `+0.0`, every NaN one key), then one column per aggregate of
+    /// `aggs` (counts, sums, mins, maxes, firsts, lasts). A key in several
+    /// runs keeps the earlier run's key and folds its aggregates, the
+    /// earlier run first (`semantics::merge`).
     Groups {
         /// Key columns.
         keys: usize,
         /// The aggregates' kinds, in output order.
         aggs: Vec<AggKind>,
+        /// Each run's groups are in first-seen order, not sorted by key:
+        /// the merged groups are too (a run's new keys follow every key
+        /// of the runs before it, in the run's order).
+        first_seen: bool,
     },
 }
 

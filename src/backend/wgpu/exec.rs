@@ -866,8 +866,19 @@ impl Exec<'_> {
                                 }
                             }
                         }
-                        MergeRuns::Groups { keys, aggs } => {
+                        MergeRuns::Groups {
+                            keys,
+                            aggs,
+                            first_seen: false,
+                        } => {
                             host_cols = merge_group_runs(&host_cols, &runs, *keys, aggs)?;
+                        }
+                        MergeRuns::Groups {
+                            keys,
+                            aggs,
+                            first_seen: true,
+                        } => {
+                            host_cols = merge_first_seen_runs(&host_cols, &runs, *keys, aggs)?;
                         }
                     }
                     self.stats.transfer_out += t.elapsed();
@@ -1124,34 +1135,10 @@ fn merge_group_runs(
     keys: usize,
     aggs: &[AggKind],
 ) -> Result<Vec<Column>, BackendError> {
-    use crate::relational::{f32_group_word, f64_group_word};
-    use crate::semantics::order::ordered_bits;
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
-    let rows: usize = runs.iter().sum();
-    if cols.len() != keys + aggs.len() || cols.iter().any(|c| c.len() != rows) {
-        return Err(error(
-            Phase::Execute,
-            format!(
-                "groups of {} columns ({:?} rows) in runs of {rows} rows, {keys} keys, {} aggregates",
-                cols.len(),
-                cols.iter().map(Column::len).collect::<Vec<_>>(),
-                aggs.len()
-            ),
-        ));
-    }
-    // A group key's word: order-preserving, `-0.0` as `+0.0`, NaN one word.
-    let word = |s: Scalar| match s {
-        Scalar::F32(x) => f32_group_word(x),
-        Scalar::F64(x) => f64_group_word(x),
-        s => ordered_bits(s),
-    };
-    let key_of = |row: usize| -> SmallVec<[u64; 2]> {
-        cols[..keys]
-            .iter()
-            .map(|c| word(c.as_ref().get(row)))
-            .collect()
-    };
+    check_group_runs(cols, runs, keys, aggs)?;
+    let key_of = |row: usize| group_key(cols, keys, row);
     let starts: Vec<usize> = runs
         .iter()
         .scan(0, |at, &r| {
@@ -1178,16 +1165,9 @@ fn merge_group_runs(
             c.push(v);
         }
     };
-    let partial = |value| Partial {
-        value,
-        pos: Some(0),
-        moments: Moments::EMPTY,
-    };
     while let Some(Reverse((key, r, row))) = heap.pop() {
         if last.as_ref() == Some(&key) {
-            for ((v, kind), c) in state.iter_mut().zip(aggs).zip(&cols[keys..]) {
-                *v = merge(kind, partial(*v), partial(c.as_ref().get(row)), &[]).value;
-            }
+            fold_group_row(&mut state, cols, keys, aggs, row);
         } else {
             if last.is_some() {
                 flush(&mut out, &state);
@@ -1204,6 +1184,105 @@ fn merge_group_runs(
     }
     if last.is_some() {
         flush(&mut out, &state);
+    }
+    Ok(out)
+}
+
+/// Checks that `cols` are `keys` key columns and one column per aggregate,
+/// each holding every row of `runs`.
+fn check_group_runs(
+    cols: &[Column],
+    runs: &[usize],
+    keys: usize,
+    aggs: &[AggKind],
+) -> Result<(), BackendError> {
+    let rows: usize = runs.iter().sum();
+    if cols.len() != keys + aggs.len() || cols.iter().any(|c| c.len() != rows) {
+        return Err(error(
+            Phase::Execute,
+            format!(
+                "groups of {} columns ({:?} rows) in runs of {rows} rows, {keys} keys, {} aggregates",
+                cols.len(),
+                cols.iter().map(Column::len).collect::<Vec<_>>(),
+                aggs.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The group words of row `row`'s keys (the first `keys` columns):
+/// order-preserving, `-0.0` as `+0.0`, every NaN one word.
+fn group_key(cols: &[Column], keys: usize, row: usize) -> SmallVec<[u64; 2]> {
+    use crate::relational::{f32_group_word, f64_group_word};
+    use crate::semantics::order::ordered_bits;
+    cols[..keys]
+        .iter()
+        .map(|c| match c.as_ref().get(row) {
+            Scalar::F32(x) => f32_group_word(x),
+            Scalar::F64(x) => f64_group_word(x),
+            s => ordered_bits(s),
+        })
+        .collect()
+}
+
+/// Folds `row`'s aggregates (columns `cols[keys..]`) into `state`, `state`
+/// first (`semantics::merge`: the earlier run's first, the later's last).
+fn fold_group_row(
+    state: &mut [Scalar],
+    cols: &[Column],
+    keys: usize,
+    aggs: &[AggKind],
+    row: usize,
+) {
+    let partial = |value| Partial {
+        value,
+        pos: Some(0),
+        moments: Moments::EMPTY,
+    };
+    for ((v, kind), c) in state.iter_mut().zip(aggs).zip(&cols[keys..]) {
+        *v = merge(kind, partial(*v), partial(c.as_ref().get(row)), &[]).value;
+    }
+}
+
+/// Runs of groups in first-seen order (`MergeRuns::Groups` with
+/// `first_seen`), merged in first-seen order: row by row through the runs
+/// in order, a key not seen before starts a group (its key as this run has
+/// it), a key seen before folds its aggregates into its group's.
+fn merge_first_seen_runs(
+    cols: &[Column],
+    runs: &[usize],
+    keys: usize,
+    aggs: &[AggKind],
+) -> Result<Vec<Column>, BackendError> {
+    use std::collections::hash_map::{Entry, HashMap};
+    check_group_runs(cols, runs, keys, aggs)?;
+    let rows: usize = runs.iter().sum();
+    let mut group_of: HashMap<SmallVec<[u64; 2]>, usize> = HashMap::new();
+    // Per group: the row its key comes from, and its aggregates.
+    let mut key_rows: Vec<usize> = Vec::new();
+    let mut states: Vec<Vec<Scalar>> = Vec::new();
+    for row in 0..rows {
+        match group_of.entry(group_key(cols, keys, row)) {
+            Entry::Occupied(g) => fold_group_row(&mut states[*g.get()], cols, keys, aggs, row),
+            Entry::Vacant(g) => {
+                g.insert(key_rows.len());
+                key_rows.push(row);
+                states.push(cols[keys..].iter().map(|c| c.as_ref().get(row)).collect());
+            }
+        }
+    }
+    let mut out: Vec<Column> = cols
+        .iter()
+        .map(|c| Column::with_capacity(c.dtype(), key_rows.len()))
+        .collect();
+    for (&row, state) in key_rows.iter().zip(&states) {
+        for (o, c) in out[..keys].iter_mut().zip(&cols[..keys]) {
+            o.push(c.as_ref().get(row));
+        }
+        for (o, &v) in out[keys..].iter_mut().zip(state) {
+            o.push(v);
+        }
     }
     Ok(out)
 }
@@ -1256,5 +1335,38 @@ mod tests {
         );
         assert_eq!(out[3], Column::U32(vec![100, 101, 103]));
         assert_eq!(out[4], Column::U32(vec![202, 204, 203]));
+    }
+
+    #[test]
+    fn first_seen_runs_merge_in_first_seen_order() {
+        // Run 0 sees 2, -0.0, NaN; run 1 nothing; run 2 sees +0.0 (the
+        // group of -0.0), 5, another NaN (the NaN group) and 2 again.
+        let nan2 = f32::from_bits(0x7fc0_0001);
+        let keys = Column::F32(vec![2.0, -0.0, f32::NAN, 0.0, 5.0, nan2, 2.0]);
+        let count = Column::U64(vec![1, 2, 3, 4, 5, 6, 7]);
+        let min = Column::I32(vec![9, -3, 0, -4, 8, 1, 10]);
+        let first = Column::U32(vec![100, 101, 102, 103, 104, 105, 106]);
+        let last = Column::U32(vec![200, 201, 202, 203, 204, 205, 206]);
+        let aggs = [AggKind::Count, AggKind::Min, AggKind::First, AggKind::Last];
+        let out =
+            merge_first_seen_runs(&[keys, count, min, first, last], &[3, 0, 4], 1, &aggs).unwrap();
+        let Column::F32(k) = &out[0] else {
+            unreachable!()
+        };
+        assert_eq!(
+            k.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            [
+                2.0f32.to_bits(),
+                (-0.0f32).to_bits(),
+                f32::NAN.to_bits(),
+                5.0f32.to_bits()
+            ]
+        );
+        assert_eq!(out[1], Column::U64(vec![8, 6, 9, 5]));
+        assert_eq!(out[2], Column::I32(vec![9, -4, 0, 8]));
+        assert_eq!(out[3], Column::U32(vec![100, 101, 102, 104]));
+        assert_eq!(out[4], Column::U32(vec![206, 203, 205, 204]));
+        // Runs that do not cover the columns are an error, not a guess.
+        assert!(merge_first_seen_runs(&out, &[3], 1, &aggs).is_err());
     }
 }

@@ -109,10 +109,11 @@ impl Lower<'_> {
                     | AggKind::Last
             )
         });
-        if mergeable && !first_seen {
+        if mergeable {
             plan.merge_runs = Some(MergeRuns::Groups {
                 keys: keys.len(),
                 aggs: aggs.iter().map(|a| a.kind.clone()).collect(),
+                first_seen,
             });
         }
         let order: Vec<SortKey> = keys
