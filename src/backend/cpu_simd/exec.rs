@@ -617,11 +617,10 @@ impl<'a> StageRun<'a> {
         }
     }
 
-    /// The bytes of the first input at positions `pos..pos + n`: what a
-    /// block at `pos` reads first, for prefetch hints (empty when the stage
-    /// has no input there).
-    fn input_bytes(&self, pos: usize, n: usize) -> &'a [u8] {
-        match (self.inputs.first(), self.offsets.first()) {
+    /// The bytes of input slot `s` at positions `pos..pos + n`, for
+    /// prefetch hints (empty when the stage has no such input there).
+    fn input_bytes(&self, s: usize, pos: usize, n: usize) -> &'a [u8] {
+        match (self.inputs.get(s), self.offsets.get(s)) {
             (Some(col), Some(&off)) => {
                 let size = col.dtype().size();
                 let start = (off + pos) * size;
@@ -1212,6 +1211,12 @@ impl KeyRun<'_, '_> {
             nan: int(b.nan),
         };
         let last_key = self.keys.saturating_sub(1) as u32;
+        // What the next block reads first: the key's input, or (a key
+        // computed by instructions) the stage's first input.
+        let slot = match self.key.src {
+            Operand::Input(s) => s as usize,
+            _ => 0,
+        };
         let mut keys = vec![0u32; BLOCK];
         let mut pos = start;
         while pos < end {
@@ -1221,7 +1226,7 @@ impl KeyRun<'_, '_> {
             let keys = &mut keys[..x.len()];
             isa::bin_keys(self.isa, x, keys, p, last_key);
             let mask = self.mask(&st.regs, pos, n);
-            let ahead = self.input_bytes(pos + n, (end - pos - n).min(BLOCK));
+            let ahead = self.input_bytes(slot, pos + n, (end - pos - n).min(BLOCK));
             isa::count_clamped_keys(self.isa, sub.block(counts), keys, mask, ahead);
             pos += n;
         }
