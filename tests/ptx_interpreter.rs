@@ -459,14 +459,40 @@ fn shared_memory_reversal_needs_its_barrier() {
     // One barrier per block.
     assert_eq!(stats.barriers, u64::from(grid));
 
-    // Without the barrier the second warp overwrites words the first warp
-    // already read.
-    let broken = REVERSE.replacen("bar.sync 0;", "", 1);
+    // Without the barrier the first warp reads the second warp's words
+    // before that warp wrote them; without the store, after the barrier,
+    // every thread reads a word nobody wrote (CUDA's shared memory starts
+    // uninitialized, and so does wgpu's without WGSL's zero-fill).
+    for (broken, what) in [
+        (REVERSE.replacen("bar.sync 0;", "", 1), "no barrier"),
+        (REVERSE.replacen("st.shared.u32 [%r6], %r4;", "", 1), "no store"),
+    ] {
+        let mut mem = Memory::default();
+        let inp = buffer_u32(&mut mem, &input);
+        let out = words32(&mut mem, n);
+        let e = run(
+            &broken,
+            "reverse",
+            grid,
+            block,
+            &[ptr(inp), ptr(out)],
+            &mut mem,
+        )
+        .unwrap_err();
+        assert!(e.contains("that no thread of its block wrote"), "{what}: {e}");
+    }
+    // With the barrier, but each thread then writes its own word, which
+    // a thread of the other warp read since that barrier: a race.
+    let overwrite = REVERSE.replacen(
+        "ld.shared.u32 %r4, [%r7];",
+        "ld.shared.u32 %r4, [%r7];\n\tst.shared.u32 [%r6], %r4;",
+        1,
+    );
     let mut mem = Memory::default();
     let inp = buffer_u32(&mut mem, &input);
     let out = words32(&mut mem, n);
     let e = run(
-        &broken,
+        &overwrite,
         "reverse",
         grid,
         block,

@@ -7,7 +7,10 @@
 //! arrives. Strict by design: out-of-bounds or misaligned accesses, reads
 //! of shared words written by another thread since the last barrier (and
 //! the other two orders of conflict), integer division by zero, a barrier
-//! some threads can never reach and runaway loops are errors.
+//! some threads can never reach and runaway loops are errors, as are reads
+//! of shared words no thread of the block wrote (CUDA leaves shared memory
+//! uninitialized, and the wgpu backend compiles the same kernels without
+//! WGSL's zero-fill of workgroup memory).
 
 use super::parse::{
     AtomOp, Base, Cmp, Instr, Module, Op, Operand, Rnd, ShflMode, Space, Special, Ty,
@@ -135,6 +138,8 @@ struct Shadow {
     /// The epoch of the last atomic update (atomics of several threads
     /// between two barriers are not a race; a plain access among them is).
     atomic_epoch: u32,
+    /// Some thread of the block wrote the word (plainly or atomically).
+    written: bool,
 }
 
 const MANY: u32 = u32::MAX;
@@ -938,6 +943,9 @@ impl<'m> Block<'m> {
         let me = tid + 1;
         for w in a / 4..(a + size) / 4 {
             let s = &mut self.shadow[w];
+            if !s.written {
+                return Err(unwritten(tid, w));
+            }
             if s.write_epoch == self.epoch && s.writer != me {
                 return Err(format!(
                     "race: thread {tid} reads shared byte {} written by thread {} since the last barrier",
@@ -970,6 +978,9 @@ impl<'m> Block<'m> {
         let me = tid + 1;
         for w in a / 4..(a + size) / 4 {
             let s = &mut self.shadow[w];
+            if !s.written {
+                return Err(unwritten(tid, w));
+            }
             let wrote = s.write_epoch == self.epoch && s.writer != me;
             let read = s.read_epoch == self.epoch && s.reader != me;
             if wrote || read {
@@ -1021,10 +1032,18 @@ impl<'m> Block<'m> {
             }
             s.writer = me;
             s.write_epoch = self.epoch;
+            s.written = true;
         }
         self.shared[a..a + size].copy_from_slice(&value.to_le_bytes()[..size]);
         Ok(())
     }
+}
+
+fn unwritten(tid: u32, word: usize) -> String {
+    format!(
+        "thread {tid} reads shared byte {} that no thread of its block wrote",
+        word * 4
+    )
 }
 
 /// The new value of an atomic `op` on `old` with operand `v`.
