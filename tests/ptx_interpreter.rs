@@ -465,7 +465,10 @@ fn shared_memory_reversal_needs_its_barrier() {
     // uninitialized, and so does wgpu's without WGSL's zero-fill).
     for (broken, what) in [
         (REVERSE.replacen("bar.sync 0;", "", 1), "no barrier"),
-        (REVERSE.replacen("st.shared.u32 [%r6], %r4;", "", 1), "no store"),
+        (
+            REVERSE.replacen("st.shared.u32 [%r6], %r4;", "", 1),
+            "no store",
+        ),
     ] {
         let mut mem = Memory::default();
         let inp = buffer_u32(&mut mem, &input);
@@ -479,7 +482,10 @@ fn shared_memory_reversal_needs_its_barrier() {
             &mut mem,
         )
         .unwrap_err();
-        assert!(e.contains("that no thread of its block wrote"), "{what}: {e}");
+        assert!(
+            e.contains("that no thread of its block wrote"),
+            "{what}: {e}"
+        );
     }
     // With the barrier, but each thread then writes its own word, which
     // a thread of the other warp read since that barrier: a race.
