@@ -1189,13 +1189,13 @@ fn merge_group_runs(
 }
 
 /// Checks that `cols` are `keys` key columns and one column per aggregate,
-/// each holding every row of `runs`.
+/// each holding every row of `runs`; gives the number of those rows.
 fn check_group_runs(
     cols: &[Column],
     runs: &[usize],
     keys: usize,
     aggs: &[AggKind],
-) -> Result<(), BackendError> {
+) -> Result<usize, BackendError> {
     let rows: usize = runs.iter().sum();
     if cols.len() != keys + aggs.len() || cols.iter().any(|c| c.len() != rows) {
         return Err(error(
@@ -1208,7 +1208,7 @@ fn check_group_runs(
             ),
         ));
     }
-    Ok(())
+    Ok(rows)
 }
 
 /// The group words of row `row`'s keys (the first `keys` columns):
@@ -1255,10 +1255,9 @@ fn merge_first_seen_runs(
     keys: usize,
     aggs: &[AggKind],
 ) -> Result<Vec<Column>, BackendError> {
-    use std::collections::hash_map::{Entry, HashMap};
-    check_group_runs(cols, runs, keys, aggs)?;
-    let rows: usize = runs.iter().sum();
-    let mut group_of: HashMap<SmallVec<[u64; 2]>, usize> = HashMap::new();
+    use std::collections::hash_map::Entry;
+    let rows = check_group_runs(cols, runs, keys, aggs)?;
+    let mut group_of: rustc_hash::FxHashMap<SmallVec<[u64; 2]>, usize> = Default::default();
     // Per group: the row its key comes from, and its aggregates.
     let mut key_rows: Vec<usize> = Vec::new();
     let mut states: Vec<Vec<Scalar>> = Vec::new();
