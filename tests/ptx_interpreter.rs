@@ -462,12 +462,29 @@ fn shared_memory_reversal_needs_its_barrier() {
     // Without the barrier the first warp reads the second warp's words
     // before that warp wrote them; without the store, after the barrier,
     // every thread reads a word nobody wrote (CUDA's shared memory starts
-    // uninitialized, and so does wgpu's without WGSL's zero-fill).
-    for (broken, what) in [
-        (REVERSE.replacen("bar.sync 0;", "", 1), "no barrier"),
+    // uninitialized, and so does wgpu's without WGSL's zero-fill). With
+    // the barrier, but each thread then writing its own word, a thread of
+    // the other warp read that word since the barrier: a race.
+    const UNWRITTEN: &str = "that no thread of its block wrote";
+    for (broken, what, error) in [
+        (
+            REVERSE.replacen("bar.sync 0;", "", 1),
+            "no barrier",
+            UNWRITTEN,
+        ),
         (
             REVERSE.replacen("st.shared.u32 [%r6], %r4;", "", 1),
             "no store",
+            UNWRITTEN,
+        ),
+        (
+            REVERSE.replacen(
+                "ld.shared.u32 %r4, [%r7];",
+                "ld.shared.u32 %r4, [%r7];\n\tst.shared.u32 [%r6], %r4;",
+                1,
+            ),
+            "an overwrite",
+            "race",
         ),
     ] {
         let mut mem = Memory::default();
@@ -482,31 +499,8 @@ fn shared_memory_reversal_needs_its_barrier() {
             &mut mem,
         )
         .unwrap_err();
-        assert!(
-            e.contains("that no thread of its block wrote"),
-            "{what}: {e}"
-        );
+        assert!(e.contains(error), "{what}: {e}");
     }
-    // With the barrier, but each thread then writes its own word, which
-    // a thread of the other warp read since that barrier: a race.
-    let overwrite = REVERSE.replacen(
-        "ld.shared.u32 %r4, [%r7];",
-        "ld.shared.u32 %r4, [%r7];\n\tst.shared.u32 [%r6], %r4;",
-        1,
-    );
-    let mut mem = Memory::default();
-    let inp = buffer_u32(&mut mem, &input);
-    let out = words32(&mut mem, n);
-    let e = run(
-        &overwrite,
-        "reverse",
-        grid,
-        block,
-        &[ptr(inp), ptr(out)],
-        &mut mem,
-    )
-    .unwrap_err();
-    assert!(e.contains("race"), "{e}");
 }
 
 const SHARED_SLOT: &str = ptx!(
