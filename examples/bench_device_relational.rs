@@ -19,7 +19,8 @@
 //! 29 G keys/s on an A100).
 //!
 //! `cargo run --release --example bench_device_relational` (`-- --sizes
-//! 1000000 --rounds 5`, `--devices cuda` for one backend, `--details` for
+//! 1000000 --rounds 5`, `--devices cuda` for one backend, `--ops
+//! sort_by_key,top_k` for the operations whose names start so, `--details` for
 //! each operation's whole metrics after the table). An operation a
 //! device cannot run (a declined plan, a column past a binding limit)
 //! prints its error in the row and the bench goes on.
@@ -357,6 +358,8 @@ fn main() {
         .unwrap_or_else(|| vec![1_000_000]);
     let rounds: usize = arg(&args, "--rounds").map_or(5, |r| r.parse().expect("rounds"));
     let only = arg(&args, "--devices");
+    // `--ops sort,top_k`: the operations whose names start with one of these.
+    let only_ops = arg(&args, "--ops");
     let e = Engine::with_config(Config::default());
     let devices: Vec<BackendKind> = e
         .backends()
@@ -439,6 +442,12 @@ fn main() {
                 }
             };
             for (name, op) in ops {
+                if only_ops
+                    .as_deref()
+                    .is_some_and(|o| !o.split(',').any(|p| name.starts_with(p)))
+                {
+                    continue;
+                }
                 // Compile and check once.
                 let (want, _) = op(&e, BackendKind::CpuParallel, &data, None, true);
                 let (got, m) = match attempt(|| op(&e, dev, &data, Some(&resident), true)) {

@@ -787,9 +787,9 @@ fn histograms_sorts_and_groups_run_past_one_chunk() {
     // Chunks of 1,000 positions stand in for inputs past one storage
     // binding (lavapipe's is 128 MiB): a key count runs in chunks and adds
     // their counts; a sort of one column by itself sorts its chunks and
-    // merges their runs; groups by key (or in first-seen order) group
-    // each chunk and merge; a sort carrying other columns needs every row
-    // in one run and is declined.
+    // merges their runs, and so does a sort carrying other columns (by its
+    // keys, which come back with them); groups by key (or in first-seen
+    // order) group each chunk and merge.
     let Some(b) = open(FaultPlan::NONE) else {
         return;
     };
@@ -1005,15 +1005,66 @@ fn histograms_sorts_and_groups_run_past_one_chunk() {
         .expect_err("argmin per group in chunks");
     assert!(err.to_string().contains("needs them in one run"), "{err}");
 
-    let err = engine
-        .query(&xs)
-        .on(BackendKind::Wgpu)
-        .no_fallback()
-        .fallible()
+    // Sorts carrying columns: each chunk comes back sorted with its keys,
+    // and the runs merge by the keys, the earlier run first among equal
+    // ones (few distinct keys, so ties cross chunks).
+    let on = |k| engine.query(&xs).on(k).no_fallback();
+    let want = on(BackendKind::CpuScalar)
         .sort_by_key(|x| x * -2.0)
-        .collect::<Vec<f32>>()
-        .expect_err("a sort by a key of 4,321 rows in chunks of 1,000");
-    assert!(err.to_string().contains("needs them in one run"), "{err}");
+        .collect::<Vec<f32>>();
+    let (got, m) = on(BackendKind::Wgpu)
+        .with_metrics()
+        .sort_by_key(|x| x * -2.0)
+        .collect::<Vec<f32>>();
+    assert_eq!(bits(got), bits(want), "by a key that is no column");
+    assert_eq!(m.backend, BackendKind::Wgpu);
+    let small: Vec<i32> = is.iter().map(|&i| i & 7).collect();
+    let pairs = |v: Vec<(f32, i32)>| v.into_iter().map(|(x, i)| (x.to_bits(), i)).collect();
+    let q = |k| engine.query(&xs[..3333]).on(k).no_fallback().zip(&small);
+    let want: Vec<(u32, i32)> = pairs(
+        q(BackendKind::CpuScalar)
+            .filter(|(x, _)| x.gt(-0.5) | x.ne(x))
+            .sort_by_key(|(x, i)| (i.desc(), (x * x).desc()))
+            .collect(),
+    );
+    let got: Vec<(u32, i32)> = pairs(
+        q(BackendKind::Wgpu)
+            .filter(|(x, _)| x.gt(-0.5) | x.ne(x))
+            .sort_by_key(|(x, i)| (i.desc(), (x * x).desc()))
+            .collect(),
+    );
+    assert_eq!(got, want, "two keys, one of them no column, filtered");
+    for k in [5, 1500] {
+        let want: Vec<(u32, i32)> = pairs(
+            q(BackendKind::CpuScalar)
+                .top_k_by_key(k, |(_, i)| i)
+                .collect(),
+        );
+        let got: Vec<(u32, i32)> =
+            pairs(q(BackendKind::Wgpu).top_k_by_key(k, |(_, i)| i).collect());
+        assert_eq!(got, want, "top {k} by a column");
+        let want: Vec<(u32, i32)> = pairs(
+            q(BackendKind::CpuScalar)
+                .bottom_k_by_key(k, |(x, i)| (i, x.abs()))
+                .collect(),
+        );
+        let got: Vec<(u32, i32)> = pairs(
+            q(BackendKind::Wgpu)
+                .bottom_k_by_key(k, |(x, i)| (i, x.abs()))
+                .collect(),
+        );
+        assert_eq!(got, want, "bottom {k} by two keys");
+    }
+    let want = on(BackendKind::CpuScalar).argsort().collect::<Vec<u64>>();
+    match on(BackendKind::Wgpu)
+        .fallible()
+        .argsort()
+        .collect::<Vec<u64>>()
+    {
+        Ok(got) => assert_eq!(got, want, "argsort"),
+        // GL has no 64-bit integers for the positions.
+        Err(e) => assert!(e.to_string().contains("64"), "{e}"),
+    }
 }
 
 #[test]

@@ -717,7 +717,7 @@ fn run_stage<D: PtxDevice>(
     // The host bytes of each output column, and the downloads in flight.
     let mut host: Vec<HostOut> = if to_host {
         let whole = matches!(kp.readback, Readback::Columns { count: None });
-        kp.outputs
+        kp.outputs[..kp.visible_outputs()]
             .iter()
             .map(|&t| HostOut::new(t, if whole { len } else { 0 }))
             .collect()
@@ -927,7 +927,8 @@ fn run_stage<D: PtxDevice>(
             Readback::Columns { count: None } => {}
         }
         if to_host {
-            for (c, &t) in kp.outputs.iter().enumerate() {
+            // One run: a sort's key columns for a merge stay behind.
+            for (c, &t) in kp.outputs[..kp.visible_outputs()].iter().enumerate() {
                 let bytes = chunk_out * element_size(t);
                 if bytes == 0 {
                     continue;
@@ -961,6 +962,7 @@ fn run_stage<D: PtxDevice>(
                 outputs
                     .into_iter()
                     .zip(&kp.outputs)
+                    .take(kp.visible_outputs())
                     .map(|(copies, &dtype)| DeviceData {
                         buffer: copies
                             .into_iter()

@@ -272,6 +272,20 @@ pub enum MergeRuns {
         /// of the runs before it, in the run's order).
         first_seen: bool,
     },
+    /// A sort or top-k carrying columns: each chunk's rows come sorted by
+    /// the output columns `keys` (most significant first, each with its
+    /// direction), the outputs from `visible` on holding the keys that are
+    /// no column of the stage's. The runs merge by those columns'
+    /// canonical order (`semantics::order`), the earlier run first among
+    /// equal keys, and the outputs from `visible` on are dropped.
+    SortedBy {
+        /// Output column and descending flag of each key.
+        keys: Vec<(u16, bool)>,
+        /// The stage's own outputs; the rest carry keys for the merge.
+        visible: u16,
+        /// Top-k: the parameter slot of the rows kept, as for `Sorted`.
+        fetch: Option<u16>,
+    },
 }
 
 /// A lowered stage: kernels and the dispatches that run them in order.
@@ -328,6 +342,16 @@ pub struct SizedOutputs {
 }
 
 impl KernelPlan {
+    /// The outputs the stage returns: all of [`outputs`](Self::outputs)
+    /// but those that only carry a sort's keys to a host merge
+    /// ([`MergeRuns::SortedBy`]), which come back only when chunks merge.
+    pub fn visible_outputs(&self) -> usize {
+        match &self.merge_runs {
+            Some(MergeRuns::SortedBy { visible, .. }) => *visible as usize,
+            _ => self.outputs.len(),
+        }
+    }
+
     /// Rows every output buffer of a run of `len` positions holds.
     pub fn output_rows(&self, len: usize) -> usize {
         self.fixed_rows.map_or(len, |k| len.max(k as usize))

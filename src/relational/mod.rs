@@ -15,6 +15,7 @@ mod partition;
 mod radix;
 mod slots;
 mod sort;
+pub(crate) use sort::gather;
 
 use crate::expr::{Node, Value};
 pub(crate) use crate::metrics::Algorithm;

@@ -417,6 +417,13 @@ impl Exec<'_> {
         let mut gathered = 0usize;
         // Rows each chunk added to `host_cols` (sorted runs to merge).
         let mut runs: Vec<usize> = Vec::new();
+        // The outputs that come back: a sort's key columns only for a merge.
+        let visible = kp.visible_outputs();
+        let fetched = if merge_runs.is_some() {
+            kp.outputs.len()
+        } else {
+            visible
+        };
 
         for c in 0..chunks {
             let c0 = c * chunk;
@@ -693,7 +700,7 @@ impl Exec<'_> {
                 Readback::Columns { count: Some(j) } => ranges.push((scratch_buf(*j), 0, 4)),
                 Readback::Columns { count: None } => {
                     if !keep && gather.is_none() {
-                        for (b, &t) in outputs.iter().zip(&kp.outputs) {
+                        for (b, &t) in outputs.iter().zip(&kp.outputs).take(fetched) {
                             ranges.push((b.buffer(), 0, (n * device_size(t)) as u64));
                         }
                     }
@@ -793,6 +800,7 @@ impl Exec<'_> {
                             outputs
                                 .into_iter()
                                 .zip(&kp.outputs)
+                                .take(visible)
                                 .map(|(buffer, &dtype)| WgpuColumn {
                                     buffer,
                                     dtype,
@@ -813,6 +821,7 @@ impl Exec<'_> {
                         let ranges: Vec<(&wgpu::Buffer, u64, u64)> = outputs
                             .iter()
                             .zip(&kp.outputs)
+                            .take(fetched)
                             .map(|(b, &t)| (b.buffer(), 0, (kept * device_size(t)) as u64))
                             .collect();
                         let bytes = download_many(self.gpu, self.pool, &self.faults, &ranges)?;
@@ -866,6 +875,16 @@ impl Exec<'_> {
                                 }
                             }
                         }
+                        MergeRuns::SortedBy { keys, fetch, .. } => {
+                            let order = merge_runs_by(&host_cols, &runs, keys)?;
+                            let k = fetch.map_or(order.len(), |p| {
+                                (params[p as usize].to_bits()).min(order.len() as u64) as usize
+                            });
+                            host_cols.truncate(visible);
+                            for col in &mut host_cols {
+                                *col = crate::relational::gather(col.as_ref(), &order[..k]);
+                            }
+                        }
                         MergeRuns::Groups {
                             keys,
                             aggs,
@@ -883,6 +902,7 @@ impl Exec<'_> {
                     }
                     self.stats.transfer_out += t.elapsed();
                 }
+                host_cols.truncate(visible);
                 match (want, dev_cols) {
                     (Want::Device, Some(cols)) => RunOutput::Device(cols),
                     (Want::Device, None) if gather.is_some() => RunOutput::Device(
@@ -1050,6 +1070,47 @@ fn add_counts(acc: &mut Column, part: &Column) -> Result<(), BackendError> {
     }
 }
 
+/// The order of the rows of `cols` that merges their sorted runs (`runs`
+/// rows each, in order) by the key columns `keys` (most significant
+/// first, each descending or not) in the canonical order of their values
+/// (`semantics::order`), the earlier run first among equal keys (a stable
+/// merge).
+fn merge_runs_by(
+    cols: &[Column],
+    runs: &[usize],
+    keys: &[(u16, bool)],
+) -> Result<Vec<u32>, BackendError> {
+    let rows: usize = runs.iter().sum();
+    // Every key's words, complemented when descending: compared as
+    // unsigned integers they give the sort's order.
+    let mut words: Vec<Vec<u64>> = Vec::with_capacity(keys.len());
+    for &(c, descending) in keys {
+        let col = cols
+            .get(c as usize)
+            .filter(|c| c.len() == rows)
+            .ok_or_else(|| {
+                error(
+                    Phase::Execute,
+                    format!("sorted runs of {rows} rows without their key column {c}"),
+                )
+            })?;
+        let flip = if descending { u64::MAX } else { 0 };
+        words.push(
+            (0..rows)
+                .map(|i| crate::semantics::order::ordered_bits(col.as_ref().get(i)) ^ flip)
+                .collect(),
+        );
+    }
+    let before = |a: u32, b: u32| {
+        words
+            .iter()
+            .map(|w| w[a as usize].cmp(&w[b as usize]))
+            .find(|o| o.is_ne())
+            == Some(std::cmp::Ordering::Less)
+    };
+    Ok(merge_pairwise((0..rows as u32).collect(), runs, before))
+}
+
 /// Merges the sorted runs of `col` (`runs` rows each, in order) into one
 /// sorted column by the canonical order of its values (`semantics::order`;
 /// descending when asked), the earlier run first among equal values (a
@@ -1084,13 +1145,20 @@ fn merge_sorted_runs(
 }
 
 fn merge_runs<T: Copy>(
-    mut v: Vec<T>,
+    v: Vec<T>,
     runs: &[usize],
     descending: bool,
     word: impl Fn(T) -> u64,
 ) -> Vec<T> {
     // A descending run is sorted by the complemented word.
     let key = |x: T| if descending { !word(x) } else { word(x) };
+    merge_pairwise(v, runs, |a, b| key(a) < key(b))
+}
+
+/// Merges the sorted runs of `v` (`runs` elements each, in order) by
+/// `less`, the earlier run first among elements neither is less than the
+/// other (a stable merge), one pass per halving of the runs.
+fn merge_pairwise<T: Copy>(mut v: Vec<T>, runs: &[usize], less: impl Fn(T, T) -> bool) -> Vec<T> {
     // Run `r` is `v[bounds[r]..bounds[r + 1]]`.
     let mut bounds = Vec::with_capacity(runs.len() + 1);
     bounds.push(0);
@@ -1106,8 +1174,8 @@ fn merge_runs<T: Copy>(
             let hi = bounds.get(r + 2).copied().unwrap_or(mid);
             let (mut i, mut j) = (lo, mid);
             while i < mid && j < hi {
-                // The later run's value only when strictly first.
-                if key(v[j]) < key(v[i]) {
+                // The later run's element only when strictly first.
+                if less(v[j], v[i]) {
                     out.push(v[j]);
                     j += 1;
                 } else {
@@ -1306,6 +1374,21 @@ mod tests {
         let m = merge_sorted_runs(Column::I32(vec![9, 2, 7, 7, -5]), &[2, 0, 3], true).unwrap();
         assert_eq!(m, Column::I32(vec![9, 7, 7, 2, -5]));
         assert!(merge_sorted_runs(Column::I32(vec![1]), &[2], false).is_err());
+    }
+
+    #[test]
+    fn runs_sorted_by_two_keys_merge_stably() {
+        // Rows sorted by (k ascending, f descending) in runs of 3, 2 and 3;
+        // the payload names each row. Equal (k, f) pairs in several runs
+        // keep the earlier run's row first; NaN is the largest f.
+        let k = Column::I32(vec![1, 2, 2, 1, 2, 1, 2, 3]);
+        let f = Column::F32(vec![5.0, f32::NAN, 0.5, 5.0, 0.5, 7.0, 0.5, -1.0]);
+        let row = Column::U32(vec![0, 1, 2, 3, 4, 5, 6, 7]);
+        let cols = [row, k, f];
+        let order = merge_runs_by(&cols, &[3, 2, 3], &[(1, false), (2, true)]).unwrap();
+        assert_eq!(order, [5, 0, 3, 1, 2, 4, 6, 7]);
+        assert!(merge_runs_by(&cols, &[3, 2], &[(1, false)]).is_err());
+        assert!(merge_runs_by(&cols, &[3, 2, 3], &[(3, false)]).is_err());
     }
 
     #[test]

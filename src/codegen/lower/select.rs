@@ -65,12 +65,9 @@ impl Lower<'_> {
         let stage = self.stage;
         let key_only = keys.len() == 1 && columns.len() == 1 && columns[0] == keys[0].value;
         let mut plan = self.whole_plan();
-        // The top `k` of one column by itself: each chunk's top `k` merge
-        // on the host, ties in input order (the earlier chunk first).
-        plan.merge_runs = key_only.then_some(MergeRuns::Sorted {
-            descending: keys[0].descending,
-            fetch: Some(fetch),
-        });
+        // Each chunk's top `k` merge on the host by their keys, ties in
+        // input order (the earlier chunk first).
+        let columns = self.merge_by_keys(&mut plan, keys, columns, key_only, Some(fetch));
         let s = BufferRef::Scratch;
         let rows = self.rows_pair(&mut plan);
         // After a filter, the survivors' positions in `rows[0]`.
@@ -173,7 +170,7 @@ impl Lower<'_> {
         let sorted = self.radix(&mut plan, keys, !key_only, false, Some(given))?;
         let (k, bufs) = match sorted.rows {
             None => self.decode_kernel(keys[0], sorted.word_ty, sorted.words, sorted.count)?,
-            Some(r) => self.gather_kernel(columns, r, sorted.count)?,
+            Some(r) => self.gather_kernel(&columns, r, sorted.count)?,
         };
         push(&mut plan, k, Groups::Spans, bufs);
         plan.readback = Readback::Columns { count: Some(taken) };

@@ -31,9 +31,11 @@
 //!   of atomics, and no workgroup waits on another.
 //!
 //! The plan is [`whole`](KernelPlan::whole): it needs all positions in one
-//! run. A sort of one column by itself also says
-//! [`merge_runs`](KernelPlan::merge_runs): wgpu may sort chunks past one
-//! binding apart and merge their runs on the host.
+//! run, and says how runs merge ([`merge_runs`](KernelPlan::merge_runs)),
+//! so wgpu may sort chunks past one binding apart and merge them on the
+//! host: a sort of one column by itself by that column, a sort carrying
+//! columns by its keys, which its last kernel writes as extra outputs
+//! when they are not among the columns.
 
 use super::*;
 use crate::semantics::order::{self, SortKey};
@@ -107,20 +109,69 @@ impl Lower<'_> {
     ) -> R<KernelPlan> {
         let key_only = keys.len() == 1 && columns.len() == 1 && columns[0] == keys[0].value;
         let mut plan = self.whole_plan();
-        // One key that is the only column: the outputs are the keys, so
-        // sorted chunks merge by them on the host.
-        plan.merge_runs = key_only.then_some(MergeRuns::Sorted {
-            descending: keys[0].descending,
-            fetch: None,
-        });
+        // Sorted chunks merge on the host by their keys: one key that is
+        // the only column is the output; other keys come out with the
+        // columns.
+        let columns = self.merge_by_keys(&mut plan, keys, columns, key_only, None);
         let sorted = self.radix(&mut plan, keys, !key_only, false, None)?;
         // The outputs: decoded words, or the columns at the sorted rows.
         let (k, bufs) = match sorted.rows {
             None => self.decode_kernel(keys[0], sorted.word_ty, sorted.words, sorted.count)?,
-            Some(r) => self.gather_kernel(columns, r, sorted.count)?,
+            Some(r) => self.gather_kernel(&columns, r, sorted.count)?,
         };
         push(&mut plan, k, Groups::Spans, bufs);
         Ok(plan)
+    }
+
+    /// Sets how a sort's (or top-k's) chunks merge on the host
+    /// ([`KernelPlan::merge_runs`]) and returns the columns its last
+    /// kernel writes: `columns`, then every key that is not one of them
+    /// (outputs only a merge reads, [`MergeRuns::SortedBy`]), unless that
+    /// kernel would bind more than 8 storage buffers (then no merge: the
+    /// plan runs in one piece).
+    pub(super) fn merge_by_keys(
+        &self,
+        plan: &mut KernelPlan,
+        keys: &[SortKey],
+        columns: &[crate::expr::Value],
+        key_only: bool,
+        fetch: Option<u16>,
+    ) -> Vec<crate::expr::Value> {
+        let mut out = columns.to_vec();
+        if key_only {
+            plan.merge_runs = Some(MergeRuns::Sorted {
+                descending: keys[0].descending,
+                fetch,
+            });
+            return out;
+        }
+        let mut by = Vec::with_capacity(keys.len());
+        for key in keys {
+            let c = match out.iter().position(|&v| v == key.value) {
+                Some(c) => c,
+                None => {
+                    out.push(key.value);
+                    out.len() - 1
+                }
+            };
+            by.push((c as u16, key.descending));
+        }
+        // The last kernel binds the inputs, the rows, the columns and a
+        // count: past the 8 storage buffers every WebGPU adapter has, the
+        // keys stay behind and the plan runs in one piece (one more
+        // binding must not decline a plan that fits without it).
+        if self.stage.inputs.len() + out.len() + 2 > 8 && out.len() > columns.len() {
+            return columns.to_vec();
+        }
+        for &v in &out[columns.len()..] {
+            plan.outputs.push(self.stage.program.ty(v));
+        }
+        plan.merge_runs = Some(MergeRuns::SortedBy {
+            keys: by,
+            visible: columns.len() as u16,
+            fetch,
+        });
+        out
     }
 
     /// An empty plan of this stage that runs in one chunk.

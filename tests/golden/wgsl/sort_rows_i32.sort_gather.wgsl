@@ -6,11 +6,12 @@ struct Uniforms {
     off0: u32,
     off1: u32,
 }
-@group(0) @binding(4) var<uniform> u: Uniforms;
+@group(0) @binding(5) var<uniform> u: Uniforms;
 @group(0) @binding(0) var<storage, read> in0: array<i32>;
 @group(0) @binding(1) var<storage, read> in1: array<f32>;
 @group(0) @binding(2) var<storage, read> rows: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out0: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out1: array<i32>;
 
 @compute @workgroup_size(256)
 fn sort_gather(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(global_invocation_id) gid: vec3<u32>) {
@@ -51,5 +52,6 @@ fn sort_gather(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_
         r16 = (r13 + r4);
         r17 = in1[r16];
         out0[r12] = r17;
+        out1[r12] = r15;
     }
 }
