@@ -411,11 +411,15 @@ fn devices_count_histograms_and_decline_too_many_bins() {
 #[test]
 #[should_panic(expected = "a histogram needs 1 to")]
 fn a_histogram_without_bins_panics_with_a_message() {
+    // The process-wide engine without the environment's cache directory.
+    let _ = computeq::set_engine(computeq::Engine::default());
     let _ = [1.0f32].compute().histogram(0, 0.0, 1.0);
 }
 
 #[test]
 #[should_panic(expected = "finite bounds with lo < hi")]
 fn a_histogram_with_empty_bounds_panics_with_a_message() {
+    // The process-wide engine without the environment's cache directory.
+    let _ = computeq::set_engine(computeq::Engine::default());
     let _ = [1.0f32].compute().histogram(4, 1.0, 1.0);
 }

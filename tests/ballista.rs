@@ -247,8 +247,16 @@ async fn node_frame(ctx: &SessionContext) -> datafusion::dataframe::DataFrame {
     .unwrap()
 }
 
+/// Makes the process-wide engine (`.compute()`'s and the functions') one
+/// without a cache directory before a test's first query: the tests must
+/// neither read nor write the cache of the environment they run in.
+fn hermetic() {
+    let _ = computeq::set_engine(computeq::Engine::default());
+}
+
 #[test]
 fn every_shape_round_trips_in_logical_and_physical_plans_decoded_without_the_functions() {
+    hermetic();
     let rt = rt();
     let dir = TempDir::new("ballista-roundtrip");
     write_parquet(&dir.0, &data(9_000, 11), 3);
@@ -434,6 +442,7 @@ impl PhysicalExtensionCodec for ScaledCodec {
 
 #[test]
 fn the_codecs_hand_the_rest_to_the_codec_they_wrap_and_built_ins_go_by_name() {
+    hermetic();
     let rt = rt();
     let dir = TempDir::new("ballista-delegate");
     write_parquet(&dir.0, &data(3_000, 5), 2);
@@ -499,6 +508,7 @@ fn error_of(buf: &[u8]) -> String {
 
 #[test]
 fn malformed_and_foreign_parts_are_errors_that_say_what_is_wrong() {
+    hermetic();
     let good = sum_sq_part();
     assert_eq!(decode(&good).unwrap().name(), "sum_sq");
     let text = String::from_utf8_lossy(&good[5..]).into_owned();
@@ -556,6 +566,7 @@ fn malformed_and_foreign_parts_are_errors_that_say_what_is_wrong() {
 
 #[test]
 fn a_malformed_node_in_a_physical_plan_is_an_error_on_decoding() {
+    hermetic();
     let rt = rt();
     let dir = TempDir::new("ballista-node");
     write_parquet(&dir.0, &data(2_000, 5), 1);
@@ -593,6 +604,7 @@ fn column<'a, T: 'static>(
 
 #[test]
 fn a_cluster_of_two_executors_runs_a_grouped_aggregate_over_parquet() {
+    hermetic();
     let rt = rt();
     let started = Instant::now();
     let dir = TempDir::new("ballista-cluster");
@@ -694,6 +706,7 @@ fn a_cluster_of_two_executors_runs_a_grouped_aggregate_over_parquet() {
 
 #[test]
 fn the_plan_node_and_a_scalar_function_run_on_the_cluster() {
+    hermetic();
     let rt = rt();
     let dir = TempDir::new("ballista-cluster-node");
     let d = data(20_000, 7);

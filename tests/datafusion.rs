@@ -89,8 +89,16 @@ fn close(a: f64, b: f64, scale: f64) -> bool {
     (a - b).abs() <= 1e-9 * scale.max(1.0)
 }
 
+/// Makes the process-wide engine (`.compute()`'s and the functions') one
+/// without a cache directory before a test's first query: the tests must
+/// neither read nor write the cache of the environment they run in.
+fn hermetic() {
+    let _ = computeq::set_engine(computeq::Engine::default());
+}
+
 #[test]
 fn whole_table_aggregates_equal_the_local_run() {
+    hermetic();
     let (ctx, (_, x, n)) = context(20_000, 13);
     let got = sql(
         &ctx,
@@ -113,6 +121,7 @@ fn whole_table_aggregates_equal_the_local_run() {
 
 #[test]
 fn grouped_aggregates_equal_the_local_run_per_group() {
+    hermetic();
     let (ctx, (k, x, _)) = context(30_000, 17);
     let got = sql(
         &ctx,
@@ -135,6 +144,7 @@ fn grouped_aggregates_equal_the_local_run_per_group() {
 
 #[test]
 fn the_dataframe_api_takes_the_functions_too() {
+    hermetic();
     let (ctx, (k, x, _)) = context(5_000, 4);
     let udaf = ctx.udaf("sum_sq").unwrap();
     let udf = ctx.udf("affine").unwrap();
@@ -172,6 +182,7 @@ fn the_dataframe_api_takes_the_functions_too() {
 
 #[test]
 fn a_scalar_function_keeps_nulls_where_its_input_is_null() {
+    hermetic();
     let (ctx, (_, x, _)) = context(2_500, 3);
     let got = sql(&ctx, "SELECT affine(x) FROM t");
     let mut want: Vec<Option<f64>> = x.iter().map(|v| v.map(|x| x * 2.0 + 1.0)).collect();
@@ -184,6 +195,7 @@ fn a_scalar_function_keeps_nulls_where_its_input_is_null() {
 
 #[test]
 fn several_values_come_back_as_a_struct() {
+    hermetic();
     let (ctx, (k, x, _)) = context(4_000, 5);
     // One pass of aggregates reads one validity: over the rows where x
     // is not null (all of them then), every aggregate sees every row.
@@ -212,6 +224,7 @@ fn several_values_come_back_as_a_struct() {
 
 #[test]
 fn arguments_are_cast_to_the_pipeline_types() {
+    hermetic();
     let ctx = SessionContext::new();
     let b = RecordBatch::try_new(
         Arc::new(Schema::new(vec![Field::new("i", DataType::Int32, false)])),
@@ -226,6 +239,7 @@ fn arguments_are_cast_to_the_pipeline_types() {
 
 #[test]
 fn parquet_files_with_several_row_groups_and_files() {
+    hermetic();
     use datafusion::parquet::arrow::ArrowWriter;
     use datafusion::parquet::file::properties::WriterProperties;
     let dir = std::env::temp_dir().join(format!("computeq-df-{}", std::process::id()));
@@ -274,6 +288,7 @@ fn parquet_files_with_several_row_groups_and_files() {
 
 #[test]
 fn what_cannot_be_a_function_is_refused_with_the_reason() {
+    hermetic();
     let e = Pipeline::over::<f64>(|q| q.take(10).sum()).unwrap_err();
     assert!(e.to_string().contains("take()"), "{e}");
     let e = Pipeline::over::<f64>(|q| q.argmax()).unwrap_err();
@@ -298,6 +313,7 @@ fn what_cannot_be_a_function_is_refused_with_the_reason() {
 
 #[test]
 fn an_aggregate_over_different_nulls_in_one_pass_is_an_error_not_a_wrong_answer() {
+    hermetic();
     let ctx = SessionContext::new();
     let b = RecordBatch::try_new(
         Arc::new(Schema::new(vec![
@@ -338,6 +354,7 @@ fn node_context(rows: usize) -> (SessionContext, Data) {
 
 #[test]
 fn a_plan_node_runs_a_filtering_pipeline_over_gathered_batches() {
+    hermetic();
     use datafusion::physical_plan::collect;
     let (ctx, (_, x, n)) = node_context(10_000);
     let p = Pipeline::over::<(f64, i64)>(|q| {
@@ -403,6 +420,7 @@ fn find_pipeline(
 
 #[test]
 fn explain_analyze_shows_the_node_and_its_runs() {
+    hermetic();
     let (ctx, _) = node_context(3_000);
     let p = Pipeline::over::<f64>(|q| q.map(|x| x.abs().sqrt()).collect::<Vec<_>>()).unwrap();
     let text = rt()
@@ -425,6 +443,7 @@ fn explain_analyze_shows_the_node_and_its_runs() {
 
 #[test]
 fn a_plan_node_keeps_nulls_and_refuses_aggregates() {
+    hermetic();
     let (ctx, (_, x, _)) = node_context(2_000);
     let p = Pipeline::over::<f64>(|q| q.map(|x| x - 1.0).collect::<Vec<_>>()).unwrap();
     let out = rt()
@@ -456,6 +475,7 @@ fn a_plan_node_keeps_nulls_and_refuses_aggregates() {
 /// distributed engine runs) gives the answer of the one that was written.
 #[test]
 fn a_pipeline_read_back_from_bytes_runs_the_same() {
+    hermetic();
     let (ctx, (k, x, _)) = context(6_000, 7);
     let p = Pipeline::over::<(f64, i64)>(|q| {
         q.filter(|(x, _)| x.gt(-0.5))
@@ -480,6 +500,7 @@ fn a_pipeline_read_back_from_bytes_runs_the_same() {
 /// inside DataFusion to an answer or an error, never a panic.
 #[test]
 fn altered_documents_that_read_back_run_without_panicking() {
+    hermetic();
     let ctx = SessionContext::new();
     let b = RecordBatch::try_new(
         Arc::new(Schema::new(vec![
@@ -557,6 +578,7 @@ fn altered_documents_that_read_back_run_without_panicking() {
 /// grouped path (`GroupsAccumulator`) equals the local run per group.
 #[test]
 fn many_groups_a_filter_clause_and_skipped_partial_aggregation() {
+    hermetic();
     let d = data(40_000, 4_001);
     let config = SessionConfig::new()
         .with_target_partitions(3)
@@ -642,6 +664,7 @@ fn metric_of(
 
 #[test]
 fn the_functions_time_is_in_datafusions_metrics_and_runs_in_the_run_log() {
+    hermetic();
     use computeq::datafusion::function;
     use datafusion::physical_plan::collect;
     let (ctx, _) = context(30_000, 5);
