@@ -789,7 +789,7 @@ fn histograms_sorts_and_groups_run_past_one_chunk() {
     // their counts; a sort of one column by itself sorts its chunks and
     // merges their runs, and so does a sort carrying other columns (by its
     // keys, which come back with them); groups by key (or in first-seen
-    // order) group each chunk and merge.
+    // order) group each chunk and merge; a join's probe chunks append.
     let Some(b) = open(FaultPlan::NONE) else {
         return;
     };
@@ -1055,6 +1055,69 @@ fn histograms_sorts_and_groups_run_past_one_chunk() {
         );
         assert_eq!(got, want, "bottom {k} by two keys");
     }
+    // Joins: each chunk of the probe side joins the whole build side and
+    // the chunks' rows append (probe order); a build side past one chunk
+    // is declined.
+    let pk: Vec<u32> = is.iter().map(|&i| (i as u32) % 97).collect();
+    let bk: Vec<u32> = (0..700u32).map(|j| (j * 7919) % 131).collect();
+    let bv: Vec<i32> = (0..700).map(|j| -j).collect();
+    let pv = &xs[..pk.len()];
+    let inner = |k| {
+        engine
+            .query(&pk)
+            .on(k)
+            .no_fallback()
+            .zip(pv)
+            .filter(|(x, _)| x.ne(5))
+            .join(engine.query(&bk).zip(&bv), |(x, _)| x, |(y, _)| y)
+            .collect::<Vec<((u32, f32), (u32, i32))>>()
+    };
+    let (got, want) = (inner(BackendKind::Wgpu), inner(BackendKind::CpuScalar));
+    let rows = |v: Vec<((u32, f32), (u32, i32))>| -> Vec<(u32, u32, u32, i32)> {
+        v.into_iter()
+            .map(|((a, x), (b, y))| (a, x.to_bits(), b, y))
+            .collect()
+    };
+    let (got, want) = (rows(got), rows(want));
+    assert!(got.len() > 3000, "{} rows", got.len());
+    assert_eq!(got, want, "inner join in chunks");
+    let semi = |k| {
+        engine
+            .query(&pk)
+            .on(k)
+            .no_fallback()
+            .semi_join(engine.query(&bk), |x| x, |y| y)
+            .collect::<Vec<u32>>()
+    };
+    assert_eq!(
+        semi(BackendKind::Wgpu),
+        semi(BackendKind::CpuScalar),
+        "semi"
+    );
+    let anti = |k| {
+        engine
+            .query(&pk)
+            .on(k)
+            .no_fallback()
+            .anti_join(engine.query(&bk), |x| x, |y| y)
+            .collect::<Vec<u32>>()
+    };
+    assert_eq!(
+        anti(BackendKind::Wgpu),
+        anti(BackendKind::CpuScalar),
+        "anti"
+    );
+    let long: Vec<u32> = (0..1500).collect();
+    let err = engine
+        .query(&pk)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .fallible()
+        .semi_join(engine.query(&long), |x| x, |y| y)
+        .collect::<Vec<u32>>()
+        .expect_err("a build side of 1,500 rows in chunks of 1,000");
+    assert!(err.to_string().contains("needs them in one run"), "{err}");
+
     let want = on(BackendKind::CpuScalar).argsort().collect::<Vec<u64>>();
     match on(BackendKind::Wgpu)
         .fallible()

@@ -272,6 +272,10 @@ pub enum MergeRuns {
         /// of the runs before it, in the run's order).
         first_seen: bool,
     },
+    /// A join: each chunk of the probe side joins the whole build side
+    /// (bound whole, [`KernelPlan::build`]) and its rows, in probe order,
+    /// follow the previous chunk's; nothing is merged.
+    Append,
     /// A sort or top-k carrying columns: each chunk's rows come sorted by
     /// the output columns `keys` (most significant first, each with its
     /// direction), the outputs from `visible` on holding the keys that are

@@ -351,8 +351,8 @@ impl Exec<'_> {
         let build = lens[nin..].iter().copied().min().unwrap_or(0);
         let chunk = self.chunk_len(kp, srcs);
         let chunks = range.len.div_ceil(chunk).max(1);
-        // A whole plan whose chunks merge on the host (`MergeRuns`: a sort
-        // or top-k of one column by itself, groups by key) runs in several;
+        // A whole plan whose chunks merge on the host (`MergeRuns`: sorts
+        // and top-k, groups by key, a join's probe side) runs in several;
         // any other needs one run.
         let merge_runs = kp.merge_runs.as_ref().filter(|_| chunks > 1);
         if kp.whole && ((chunks > 1 && merge_runs.is_none()) || build > chunk) {
@@ -862,6 +862,8 @@ impl Exec<'_> {
                 if let Some(m) = merge_runs {
                     let t = Instant::now();
                     match m {
+                        // A join's chunks, each in probe order.
+                        MergeRuns::Append => {}
                         MergeRuns::Sorted { descending, fetch } => {
                             for col in &mut host_cols {
                                 *col = merge_sorted_runs(

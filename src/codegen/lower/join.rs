@@ -23,9 +23,11 @@
 //!
 //! An inner join's outputs are allocated once its rows are known
 //! ([`KernelPlan::sized`]); a semi- or anti-join writes at most one row
-//! per position. The grid covers the larger side (`launch_with`), so a
-//! build side larger than the probe side is still sorted by many
-//! workgroups.
+//! per position. The plan is `whole` for its build side, which is sorted
+//! in every run; a probe side past one binding runs in chunks whose rows
+//! append ([`MergeRuns::Append`]). The grid covers the larger side
+//! (`launch_with`), so a build side larger than the probe side is still
+//! sorted by many workgroups.
 
 use super::sort::{add_scratch, push, Digits, RADIX};
 use super::*;
@@ -100,6 +102,9 @@ impl Lower<'_> {
         let several = keys.len() > 1;
         let mut plan = self.whole_plan();
         plan.build = build.iter().map(|&(k, _)| k).collect();
+        // The output is in probe order: chunks of the probe side (each
+        // with the whole build side) append.
+        plan.merge_runs = Some(MergeRuns::Append);
         let s = BufferRef::Scratch;
         let rows = (inner || several).then(|| {
             [
