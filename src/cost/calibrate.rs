@@ -918,7 +918,9 @@ mod tests {
         assert!(p.bandwidth_one > 1e9 && p.bandwidth_one < 1e12, "{p:?}");
         assert!(p.bandwidth_all > 1e9, "{p:?}");
         assert!(p.pool_wakeup > 0.0 && p.pool_wakeup < 1e-2, "{p:?}");
-        assert!(p.simd_op > 0.0 && p.simd_op < 1e-8, "{p:?}");
+        // Bounds of plausibility, not of speed: a loaded machine measured
+        // 1.02e-8 s per SIMD operation in one CI run.
+        assert!(p.simd_op > 0.0 && p.simd_op < 1e-6, "{p:?}");
     }
 
     #[test]
