@@ -390,6 +390,11 @@ impl History {
         }
     }
 
+    /// Whether [`History::take_changes`] may have anything to give.
+    pub(crate) fn has_changes(&self) -> bool {
+        !self.changed.is_empty() || !self.evicted.is_empty()
+    }
+
     /// Copies of the plans changed since the last call, and of changed
     /// plans evicted meanwhile: work proportional to the changes, not to
     /// the history.

@@ -282,6 +282,13 @@ pub(crate) fn save(dir: &Path, shared: &Shared) -> bool {
 static SAVING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn save_locked(dir: &Path, shared: &Shared) -> bool {
+    // Nothing to write touches nothing: a program that learned nothing
+    // creates no lock file in the cache directory. (Changes made after
+    // this look are another save's to write: whoever makes them marks the
+    // history dirty.)
+    if !shared.history.lock().has_changes() {
+        return false;
+    }
     let path = cache_file::path(dir, KIND);
     // First the file lock, then the history's (briefly): another writer of
     // this process takes its changes only after this one wrote its own.
@@ -497,6 +504,10 @@ mod tests {
     #[test]
     fn only_changes_are_taken_and_nothing_unchanged_is_written() {
         let dir = cache_file::temp_dir("history-changes");
+        // A program that learned nothing touches nothing, not even the
+        // directory or a lock file.
+        assert!(!save(&dir, &Shared::default()));
+        assert!(!dir.exists(), "{}", dir.display());
         let s = shared(1, BackendKind::CpuSimd, 3);
         assert!(save(&dir, &s));
         // Nothing changed since: no write (the file is not even read).

@@ -13,7 +13,7 @@
 //! WGSL's zero-fill of workgroup memory).
 
 use super::parse::{
-    AtomOp, Base, Cmp, Instr, Module, Op, Operand, Rnd, ShflMode, Space, Special, Ty,
+    AtomOp, Base, Cmp, Imm, ImmForm, Instr, Module, Op, Operand, Rnd, ShflMode, Space, Special, Ty,
 };
 use std::collections::HashMap;
 
@@ -189,31 +189,27 @@ fn sext(t: Ty, v: u64) -> i64 {
 }
 
 /// The value of an immediate for an instruction of type `t`.
-fn immediate(t: Ty, s: &str) -> Result<u64, String> {
-    if let Some(h) = s.strip_prefix("0f") {
-        if t != Ty::F32 && t != Ty::B32 {
-            return Err(format!("f32 immediate {s} used as {t:?}"));
+fn immediate(t: Ty, imm: &Imm) -> Result<u64, String> {
+    let s = &imm.text;
+    match imm.form {
+        ImmForm::F32 => {
+            if t != Ty::F32 && t != Ty::B32 {
+                return Err(format!("f32 immediate {s} used as {t:?}"));
+            }
+            return imm.bits.clone();
         }
-        return u32::from_str_radix(h, 16)
-            .map(|v| v as u64)
-            .map_err(|e| e.to_string());
-    }
-    if let Some(h) = s.strip_prefix("0d") {
-        if t != Ty::F64 && t != Ty::B64 {
-            return Err(format!("f64 immediate {s} used as {t:?}"));
+        ImmForm::F64 => {
+            if t != Ty::F64 && t != Ty::B64 {
+                return Err(format!("f64 immediate {s} used as {t:?}"));
+            }
+            return imm.bits.clone();
         }
-        return u64::from_str_radix(h, 16).map_err(|e| e.to_string());
+        ImmForm::Int => {}
     }
     if t.is_float() {
         return Err(format!("integer immediate {s} used as {t:?}"));
     }
-    let v = if let Some(h) = s.strip_prefix("0x") {
-        u64::from_str_radix(h, 16).map_err(|e| e.to_string())?
-    } else if let Some(d) = s.strip_prefix('-') {
-        (d.parse::<u64>().map_err(|e| format!("{s}: {e}"))? as i64).wrapping_neg() as u64
-    } else {
-        s.parse::<u64>().map_err(|e| format!("{s}: {e}"))?
-    };
+    let v = imm.bits.clone()?;
     if t.bits() == 32 {
         let fits = v <= u32::MAX as u64 || (v as i64) >= i32::MIN as i64;
         if !fits {
@@ -352,64 +348,72 @@ impl<'m> Block<'m> {
                     key = Some(k);
                 }
             }
-            let Some((_, func, pc)) = key else {
+            let Some(key) = key else {
                 return Ok(());
             };
-            let group: Vec<usize> = (lo..hi)
-                .filter(|&i| {
-                    let t = &threads[i];
-                    t.state == State::Running && {
-                        let fr = t.frames.last().unwrap();
-                        fr.func == func
-                            && fr.pc == pc
-                            && usize::MAX - t.frames.len() == key.unwrap().0
+            let (_, func, pc) = key;
+            // Its lanes (bit `l`: thread `lo + l`), at most 32.
+            let mut group = 0u32;
+            for (l, t) in threads[lo..hi].iter().enumerate() {
+                if t.state == State::Running {
+                    let fr = t.frames.last().unwrap();
+                    if (usize::MAX - t.frames.len(), fr.func, fr.pc) == key {
+                        group |= 1 << l;
                     }
-                })
-                .collect();
+                }
+            }
             let f = &self.module.functions[func];
             let ins = f
                 .code
                 .get(pc)
                 .ok_or_else(|| format!("{}: ran past the end without ret", f.name))?;
-            stats.lane_instructions += group.len() as u64;
+            stats.lane_instructions += group.count_ones() as u64;
             if stats.lane_instructions > STEP_LIMIT {
                 return Err(format!(
                     "runaway kernel: more than {STEP_LIMIT} lane-instructions"
                 ));
             }
-            // Guards.
-            let active: Vec<usize> = group
-                .iter()
-                .copied()
-                .filter(|&i| match ins.guard {
+            // Guards: the lanes whose guard fails step past the instruction.
+            let mut lanes = [0usize; 32];
+            let mut n = 0;
+            let mut amask = 0u32;
+            for l in 0..warp_lanes {
+                if group & (1 << l) == 0 {
+                    continue;
+                }
+                let i = lo + l;
+                let on = match ins.guard {
                     None => true,
                     Some((p, neg)) => (threads[i].frames.last().unwrap().regs[p] != 0) != neg,
-                })
-                .collect();
-            for &i in &group {
-                if !active.contains(&i) {
+                };
+                if on {
+                    lanes[n] = i;
+                    n += 1;
+                    amask |= 1 << l;
+                } else {
                     threads[i].top().pc += 1;
                 }
             }
-            if active.is_empty() {
+            if n == 0 {
                 continue;
             }
+            let active = &lanes[..n];
             match ins.op {
                 Op::Shfl(mode) => {
-                    self.shfl(ins, mode, threads, lo, &active, warp_lanes)?;
+                    self.shfl(ins, mode, threads, lo, (active, amask), warp_lanes)?;
                     stats.shuffles += 1;
                 }
-                Op::Vote(all) => self.vote(ins, all, threads, lo, &active, warp_lanes)?,
+                Op::Vote(all) => self.vote(ins, all, threads, lo, (active, amask), warp_lanes)?,
                 Op::BarSync => {
                     if ins.guard.is_some() {
                         return Err(err(ins, "predicated barrier"));
                     }
-                    for &i in &active {
+                    for &i in active {
                         threads[i].state = State::Barrier;
                     }
                 }
                 _ => {
-                    for &i in &active {
+                    for &i in active {
                         self.step(ins, &mut threads[i], i as u32, mem)?;
                     }
                 }
@@ -421,12 +425,13 @@ impl<'m> Block<'m> {
         Ok(self.value(ins, t, arg, Ty::B32)? as u32)
     }
 
-    /// Checks that every lane of `mask` is in `active`.
+    /// Checks that every lane of `mask` is in `active` (its threads, and
+    /// their lanes as a mask).
     fn check_converged(
         ins: &Instr,
         mask: u32,
         lo: usize,
-        active: &[usize],
+        (active, amask): (&[usize], u32),
         lanes: usize,
     ) -> Result<(), String> {
         for l in 0..32 {
@@ -437,7 +442,7 @@ impl<'m> Block<'m> {
                         format!("member mask {mask:#x} names lane {l}, which does not exist"),
                     ));
                 }
-                if !active.contains(&(lo + l)) {
+                if amask & (1 << l) == 0 {
                     return Err(err(
                         ins,
                         format!("lane {l} of member mask {mask:#x} is not converged here"),
@@ -462,17 +467,17 @@ impl<'m> Block<'m> {
         mode: ShflMode,
         threads: &mut [Thread],
         lo: usize,
-        active: &[usize],
+        (active, amask): (&[usize], u32),
         lanes: usize,
     ) -> Result<(), String> {
         let [dst, a, b, c, m] = ins.args.as_slice() else {
             return Err(err(ins, "shfl takes five operands"));
         };
         let mask = self.member_mask(ins, &threads[active[0]], m)?;
-        Self::check_converged(ins, mask, lo, active, lanes)?;
+        Self::check_converged(ins, mask, lo, (active, amask), lanes)?;
         let vals: Vec<u64> = (0..lanes)
             .map(|l| {
-                if active.contains(&(lo + l)) {
+                if amask & (1 << l) != 0 {
                     self.value(ins, &threads[lo + l], a, Ty::B32)
                 } else {
                     Ok(0)
@@ -534,14 +539,14 @@ impl<'m> Block<'m> {
         all: bool,
         threads: &mut [Thread],
         lo: usize,
-        active: &[usize],
+        (active, amask): (&[usize], u32),
         lanes: usize,
     ) -> Result<(), String> {
         let [Operand::Reg(d), p, m] = ins.args.as_slice() else {
             return Err(err(ins, "vote takes three operands"));
         };
         let mask = self.member_mask(ins, &threads[active[0]], m)?;
-        Self::check_converged(ins, mask, lo, active, lanes)?;
+        Self::check_converged(ins, mask, lo, (active, amask), lanes)?;
         let mut votes = Vec::new();
         for &i in active {
             votes.push(self.value(ins, &threads[i], p, Ty::Pred)? != 0);

@@ -191,7 +191,7 @@ pub enum Operand {
     Reg(usize),
     /// `d|p` of `shfl.sync`.
     RegPred(usize, usize),
-    Imm(String),
+    Imm(Imm),
     Special(Special),
     /// The shared-window address of a `.shared` array.
     Shared(u32),
@@ -202,6 +202,57 @@ pub enum Operand {
     Label(usize),
     /// `call`: return parameter names, callee, argument names.
     Call(Vec<String>, String, Vec<String>),
+}
+
+/// An immediate operand: its text, the form its prefix gives it and its
+/// bits, parsed once (the machine checks them against the type of each
+/// use, with the errors a parse at each use would give).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Imm {
+    pub text: String,
+    pub form: ImmForm,
+    pub bits: Result<u64, String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImmForm {
+    /// `0f` and eight hex digits.
+    F32,
+    /// `0d` and sixteen hex digits.
+    F64,
+    /// Decimal, `-` decimal or `0x` hex.
+    Int,
+}
+
+impl Imm {
+    pub fn new(text: String) -> Imm {
+        let (form, bits) = if let Some(h) = text.strip_prefix("0f") {
+            let bits = u32::from_str_radix(h, 16)
+                .map(|v| v as u64)
+                .map_err(|e| e.to_string());
+            (ImmForm::F32, bits)
+        } else if let Some(h) = text.strip_prefix("0d") {
+            (
+                ImmForm::F64,
+                u64::from_str_radix(h, 16).map_err(|e| e.to_string()),
+            )
+        } else if let Some(h) = text.strip_prefix("0x") {
+            (
+                ImmForm::Int,
+                u64::from_str_radix(h, 16).map_err(|e| e.to_string()),
+            )
+        } else if let Some(d) = text.strip_prefix('-') {
+            let bits = d
+                .parse::<u64>()
+                .map(|v| (v as i64).wrapping_neg() as u64)
+                .map_err(|e| format!("{text}: {e}"));
+            (ImmForm::Int, bits)
+        } else {
+            let bits = text.parse::<u64>().map_err(|e| format!("{text}: {e}"));
+            (ImmForm::Int, bits)
+        };
+        Imm { text, form, bits }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -801,8 +852,8 @@ fn parse_instr(p: &mut Parser, f: &Function, cx: &mut BodyCtx) -> R<Instr> {
     };
     if op == Op::Bra {
         match ins.args.as_slice() {
-            [Operand::Imm(l)] if l.starts_with('$') => {
-                cx.pending_labels.push((f.code.len(), 0, l.clone()));
+            [Operand::Imm(l)] if l.text.starts_with('$') => {
+                cx.pending_labels.push((f.code.len(), 0, l.text.clone()));
             }
             _ => return Err(format!("bad branch `{}`", ins.text)),
         }
@@ -854,7 +905,7 @@ fn parse_operand(p: &mut Parser, f: &Function, cx: &BodyCtx) -> R<Operand> {
     }
     if p.eat_punct('-') {
         let w = p.word()?;
-        return Ok(Operand::Imm(format!("-{w}")));
+        return Ok(Operand::Imm(Imm::new(format!("-{w}"))));
     }
     let w = p.word()?;
     if w.starts_with('%') {
@@ -882,7 +933,7 @@ fn parse_operand(p: &mut Parser, f: &Function, cx: &BodyCtx) -> R<Operand> {
     if let Some(&off) = cx.consts.get(&w) {
         return Ok(Operand::ConstSym(off));
     }
-    Ok(Operand::Imm(w))
+    Ok(Operand::Imm(Imm::new(w)))
 }
 
 /// Register operands must match the instruction's type.
