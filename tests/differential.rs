@@ -89,6 +89,12 @@ fn boundary_lengths(kind: BackendKind) {
     let mut summary = Summary::default();
     for (d, &t) in NUMERIC.iter().enumerate() {
         for (l, &len) in LENGTHS.iter().enumerate() {
+            // One odd length past 10^5 is enough here (262,147 and 100,003
+            // are): 999,999 beside 1,000,000 was a third of the suite's
+            // time. The random draw still picks it.
+            if len == 999_999 {
+                continue;
+            }
             let big = len > 100_000;
             for (p, case) in fixed_pipelines(t, len, (d * 100 + l) as u64)
                 .into_iter()

@@ -254,7 +254,7 @@ fn run_inner(
             ArrowCol::Bool(_) => unreachable!("sources are numeric"),
         };
         for step in &case.steps {
-            q = with_q!(q, q => apply(q, step, inputs));
+            q = with_q!(q, q => apply(engine, q, step, inputs));
         }
         return with_q!(q, q => terminal(q.on(kind).no_fallback().fallible(), &case.term, inputs));
     }
@@ -268,7 +268,7 @@ fn run_inner(
         Col::Bool(_) => unreachable!("sources are numeric"),
     };
     for step in &case.steps {
-        q = with_q!(q, q => apply(q, step, inputs));
+        q = with_q!(q, q => apply(engine, q, step, inputs));
     }
     with_q!(q, q => terminal(q.on(kind).no_fallback().fallible(), &case.term, inputs))
 }
@@ -289,7 +289,12 @@ macro_rules! stream {
 }
 stream!(i32 => I32, u32 => U32, i64 => I64, u64 => U64, f32 => F32, f64 => F64);
 
-fn apply<'a, T: Stream>(q: Query<'a, Expr<T>>, step: &Step, inputs: &'a Inputs) -> Q<'a> {
+fn apply<'a, T: Stream>(
+    engine: &'a Engine,
+    q: Query<'a, Expr<T>>,
+    step: &Step,
+    inputs: &'a Inputs,
+) -> Q<'a> {
     let wrap = T::wrap;
     let env = |x: Expr<T>| Env {
         x: T::d(x),
@@ -338,9 +343,11 @@ fn apply<'a, T: Stream>(q: Query<'a, Expr<T>>, step: &Step, inputs: &'a Inputs) 
         Step::Sort { desc: false } => wrap(q.sort()),
         Step::Sort { desc: true } => wrap(q.sort_desc()),
         Step::SemiJoin { partner, anti } => {
-            with_partner!(inputs, *partner, v => wrap(semi_join(q, v, *anti)))
+            with_partner!(inputs, *partner, v => wrap(semi_join(engine, q, v, *anti)))
         }
-        Step::Join { partner } => with_partner!(inputs, *partner, v => wrap(inner_join(q, v))),
+        Step::Join { partner } => {
+            with_partner!(inputs, *partner, v => wrap(inner_join(engine, q, v)))
+        }
         Step::ScanSum { exclusive: false } => wrap(q.scan_sum()),
         Step::ScanSum { exclusive: true } => wrap(q.scan_sum_exclusive()),
         Step::Scan {
@@ -355,8 +362,11 @@ fn apply<'a, T: Stream>(q: Query<'a, Expr<T>>, step: &Step, inputs: &'a Inputs) 
 }
 
 /// A semi- or anti-join with a partner cast to the stream's type: a build
-/// side that runs first (a cast is computed), on the default engine.
+/// side that runs first (a cast is computed) on `cpu-simd` (the case's
+/// backend runs the join), on the case's engine (not the process-wide
+/// one, which would read and write the environment's cache directory).
 fn semi_join<'a, T: Num, Z: IntoSource<'a>>(
+    engine: &'a Engine,
     q: Query<'a, Expr<T>>,
     other: Z,
     anti: bool,
@@ -364,7 +374,7 @@ fn semi_join<'a, T: Num, Z: IntoSource<'a>>(
 where
     Z::Elem: El,
 {
-    let side = other.compute();
+    let side = engine.query(other).on(BackendKind::CpuSimd);
     if anti {
         q.anti_join(side, |x| x, |y| y.cast::<T>())
     } else {
@@ -374,11 +384,18 @@ where
 
 /// An inner join with the first rows of a partner cast to the stream's
 /// type, keeping the probe side's value: each row once per match.
-fn inner_join<'a, T: Num, Z: IntoSource<'a>>(q: Query<'a, Expr<T>>, other: Z) -> Query<'a, Expr<T>>
+fn inner_join<'a, T: Num, Z: IntoSource<'a>>(
+    engine: &'a Engine,
+    q: Query<'a, Expr<T>>,
+    other: Z,
+) -> Query<'a, Expr<T>>
 where
     Z::Elem: El,
 {
-    let side = other.compute().take(super::ast::JOIN_BUILD);
+    let side = engine
+        .query(other)
+        .on(BackendKind::CpuSimd)
+        .take(super::ast::JOIN_BUILD);
     q.join(side, |x| x, |y| y.cast::<T>()).map(|(x, _)| x)
 }
 
