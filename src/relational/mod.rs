@@ -15,6 +15,8 @@ mod partition;
 mod radix;
 mod slots;
 mod sort;
+/// The wgpu backend's merge of chunked sorts gathers rows as the CPU does.
+#[cfg(feature = "wgpu")]
 pub(crate) use sort::gather;
 
 use crate::expr::{Node, Value};
