@@ -18,7 +18,7 @@
 //! per batch).
 //!
 //! `cargo run --release --features datafusion --example bench_datafusion`
-//! (`-- --rows 1000000 --rounds 15`).
+//! (`-- --rows 1000000 --rounds 15`; `--only 0` times P1 alone).
 
 #[path = "../benches/common/order.rs"]
 mod order;
@@ -45,6 +45,9 @@ fn arg(name: &str, default: usize) -> usize {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rows = arg("--rows", 10_000_000);
     let rounds = arg("--rounds", 11);
+    // `--only K`: time query K alone (0: P1, 1: P2, 2: grouped), e.g.
+    // under `perf`.
+    let only = arg("--only", usize::MAX);
     let config = SessionConfig::new();
     let partitions = config.target_partitions();
     let batch = config.batch_size();
@@ -139,6 +142,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("|---|---|---|---|---|---|");
     for (q, (name, sql, cq)) in queries.iter().enumerate() {
+        if only != usize::MAX && q != only {
+            continue;
+        }
         let mut ratios = Vec::new();
         let (mut ts, mut tc, mut ta, mut tf) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let alone = |q: usize| -> f64 {

@@ -725,3 +725,64 @@ fn the_functions_time_is_in_datafusions_metrics_and_runs_in_the_run_log() {
         );
     }
 }
+
+/// An accumulator runs its batches without nulls through the plan its
+/// first such batch resolved (no replay, no plan cache): with a plan cache
+/// that keeps nothing, only that batch and the batches with nulls (which
+/// replay the trace) build a plan, and the sum is the same as a local run.
+#[test]
+fn an_accumulator_plans_its_batches_without_nulls_once() {
+    hermetic();
+    let engine = Arc::new(computeq::Engine::with_config(computeq::Config {
+        plan_cache_capacity: 0,
+        ..computeq::Config::default()
+    }));
+    let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Float64, true)]));
+    // Batches of 100 rows; the fifth and the seventh have nulls.
+    let mut all = Vec::new();
+    let batches: Vec<RecordBatch> = (0..9)
+        .map(|b| {
+            let xs: Vec<Option<f64>> = (0..100)
+                .map(|i| {
+                    let v = ((b * 100 + i) as f64 * 0.61).cos() * 4.0;
+                    ((b != 4 && b != 6) || i % 5 != 2).then_some(v)
+                })
+                .collect();
+            all.extend(xs.iter().flatten().copied());
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(Float64Array::from(xs)) as Arc<dyn Array>],
+            )
+            .unwrap()
+        })
+        .collect();
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
+    ctx.register_table(
+        "t",
+        Arc::new(MemTable::try_new(schema, vec![batches]).unwrap()),
+    )
+    .unwrap();
+    let p = Pipeline::over::<f64>(|q| q.map(|x| x * 2.0 + 1.0).sum()).unwrap();
+    ctx.register_udaf(
+        computeq::datafusion::function("bound_affine", p)
+            .engine(engine.clone())
+            .aggregate()
+            .unwrap(),
+    );
+    let got = f64s(&sql(&ctx, "SELECT bound_affine(x) FROM t"), 0)[0].unwrap();
+    let want: f64 = all.compute().map(|x| x * 2.0 + 1.0).sum();
+    let scale = all.iter().map(|v| v.abs()).sum::<f64>() * 3.0;
+    assert!(close(got, want, scale), "{got} vs {want}");
+    let runs = engine.run_log().snapshot();
+    assert_eq!(runs.len(), 9, "one run per batch");
+    assert_eq!(
+        runs.iter().map(|m| m.elements_in).sum::<u64>(),
+        900,
+        "every batch's rows were read"
+    );
+    let built = runs.iter().filter(|m| !m.plan_cache_hit).count();
+    assert_eq!(
+        built, 3,
+        "plans built: the first batch without nulls and the two with them"
+    );
+}

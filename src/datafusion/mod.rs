@@ -86,7 +86,7 @@ pub use node::{
 
 use crate::error::{Error, ErrorKind};
 use crate::expr::{DType, Scalar};
-use crate::query::{Pipeline, Ran, SourceParts, State};
+use crate::query::{Bound, Collected, Pipeline, SourceParts, State};
 use crate::runtime::executor::QueryOptions;
 use crate::runtime::Engine;
 use crate::types::Column;
@@ -195,12 +195,12 @@ impl Function {
         }
     }
 
-    /// Runs the pipeline over one batch's argument arrays.
-    fn run(&self, arrays: &[ArrayRef]) -> DfResult<Ran> {
+    /// Runs a collecting pipeline over one batch's argument arrays.
+    fn run_columns(&self, arrays: &[ArrayRef]) -> DfResult<Collected> {
         let sources = sources(&self.pipeline, arrays)?;
-        let (ran, _metrics) = self
+        let (cols, _metrics) = self
             .pipeline
-            .run(
+            .run_columns(
                 self.engine.get(),
                 sources,
                 QueryOptions {
@@ -209,7 +209,27 @@ impl Function {
                 },
             )
             .map_err(external)?;
-        Ok(ran)
+        Ok(cols)
+    }
+}
+
+impl Function {
+    /// Runs an aggregating pipeline over one batch's argument arrays to
+    /// its partial state, through the accumulator's `bound` plan (a batch
+    /// without nulls after the first skips the replay and the plan cache).
+    fn run_state(&self, arrays: &[ArrayRef], bound: &mut Option<Bound>) -> DfResult<State> {
+        let sources = sources(&self.pipeline, arrays)?;
+        self.pipeline
+            .run_state(
+                bound,
+                self.engine.get(),
+                sources,
+                QueryOptions {
+                    one_thread: !self.parallel,
+                    ..QueryOptions::default()
+                },
+            )
+            .map_err(external)
     }
 }
 
@@ -402,15 +422,13 @@ impl ScalarUDFImpl for PipelineScalar {
             .into_iter()
             .map(|a| a.into_array(n))
             .collect::<DfResult<Vec<_>>>()?;
-        match self.0.run(&arrays)? {
-            Ran::Columns(mut cols) if cols.len() == 1 => {
-                let (c, valid) = cols.pop().expect("one column");
-                Ok(ColumnarValue::Array(crate::arrow::column_to_array(
-                    c, valid,
-                )))
-            }
+        let mut cols = self.0.run_columns(&arrays)?;
+        match (cols.pop(), cols.is_empty()) {
+            (Some((c, valid)), true) => Ok(ColumnarValue::Array(crate::arrow::column_to_array(
+                c, valid,
+            ))),
             _ => Err(DataFusionError::Internal(
-                "computeq: a scalar pipeline returned no column".into(),
+                "computeq: a scalar pipeline returned other than one column".into(),
             )),
         }
     }
@@ -455,6 +473,7 @@ impl AggregateUDFImpl for PipelineAggregate {
         Ok(Box::new(PipelineAccumulator {
             state: self.0.pipeline.empty_state(),
             function: self.0.clone(),
+            bound: None,
         }))
     }
 
@@ -482,6 +501,8 @@ impl AggregateUDFImpl for PipelineAggregate {
 struct PipelineAccumulator {
     function: Arc<Function>,
     state: State,
+    /// The plan of the partition's batches without nulls, after the first.
+    bound: Option<Bound>,
 }
 
 /// A value as the `ScalarValue` of `dtype` (`None`: null).
@@ -540,15 +561,9 @@ impl Accumulator for PipelineAccumulator {
         if values.first().is_none_or(|a| a.is_empty()) {
             return Ok(());
         }
-        match self.function.run(values)? {
-            Ran::State(s) => {
-                self.function.pipeline.merge(&mut self.state, &s);
-                Ok(())
-            }
-            Ran::Columns(_) => Err(DataFusionError::Internal(
-                "computeq: an aggregate pipeline returned columns".into(),
-            )),
-        }
+        let s = self.function.run_state(values, &mut self.bound)?;
+        self.function.pipeline.merge(&mut self.state, &s);
+        Ok(())
     }
 
     fn evaluate(&mut self) -> DfResult<ScalarValue> {

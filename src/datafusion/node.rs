@@ -11,7 +11,7 @@
 //! compute) and `computeq_runs_<backend>` (runs per backend).
 
 use super::{arrow_type, external, Function};
-use crate::query::{Pipeline, Ran};
+use crate::query::Pipeline;
 use crate::runtime::executor::QueryOptions;
 use ::datafusion::arrow::array::{ArrayRef, RecordBatch};
 use ::datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
@@ -538,16 +538,11 @@ impl Gather {
             })
             .collect::<DfResult<Vec<ArrayRef>>>()?;
         let sources = super::sources(&self.function.pipeline, &columns)?;
-        let (ran, m) = self
+        let (cols, m) = self
             .function
             .pipeline
-            .run(self.function.engine.get(), sources, self.options)
+            .run_columns(self.function.engine.get(), sources, self.options)
             .map_err(external)?;
-        let Ran::Columns(cols) = ran else {
-            return Err(DataFusionError::Internal(
-                "computeq: a collecting pipeline returned aggregates".into(),
-            ));
-        };
         let arrays: Vec<ArrayRef> = cols
             .into_iter()
             .map(|(c, valid)| crate::arrow::column_to_array(c, valid))

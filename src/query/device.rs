@@ -162,6 +162,7 @@ impl<'a, T: Element, M: Mode> Query<'a, Expr<T>, M> {
             started: q.started,
             sides: q.sides,
             held: q.held,
+            plan: None,
         })?;
         Ok((DeviceArray::from_collected(c), m))
     }

@@ -153,6 +153,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
                 started: other.started,
                 sides: other.sides,
                 held: other.held,
+                plan: None,
             },
             at: (first_input..first_input + unique.len() as u16).collect(),
         });

@@ -33,11 +33,11 @@ pub use group::{GroupBy, Groups};
 pub use join::JoinKeys;
 pub use mode::{Analyze, Capture, ExplainOnly, Measured, Mode, Run, Try};
 pub use nulls::{SourceParts, SourceValues};
+#[cfg(feature = "datafusion")]
+pub(crate) use pipeline::{Bound, Collected, State};
 #[doc(hidden)]
 pub use pipeline::{Finish, Names, Read, ReadKind};
 pub use pipeline::{Output, Pipeline, PipelineInputs};
-#[cfg(feature = "datafusion")]
-pub(crate) use pipeline::{Ran, State};
 pub use sort::{Desc, SortKeys};
 pub use source::{Compute, IntoSource};
 pub use terminal::Stats;

@@ -205,15 +205,26 @@ pub struct Pipeline {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct State(pub(crate) SmallVec<[Scalar; 8]>);
 
-/// What one run of a pipeline produced.
+/// What one run of a collecting pipeline produced: the columns, each
+/// with its validity where some row is null.
+#[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
+pub(crate) type Collected = Vec<(Column, Option<Vec<bool>>)>;
+
+/// A pipeline's plan on one engine for inputs without nulls, resolved by
+/// its first run there: the next runs over such inputs skip the replay of
+/// the trace and the plan cache (a DataFusion accumulator keeps one and
+/// runs each batch through it). The plan is held, so an eviction from the
+/// cache does not reach it; it is the plan the cache would return, since
+/// the replay of a pipeline over inputs of its types without nulls always
+/// traces the same query with the same parameters.
 #[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
 #[derive(Debug)]
-pub(crate) enum Ran {
-    /// The aggregates of the rows it read.
-    State(State),
-    /// The collected columns, each with its validity where some row is
-    /// null.
-    Columns(Vec<(Column, Option<Vec<bool>>)>),
+pub(crate) struct Bound {
+    /// The engine it was resolved on (its address: a plan carries that
+    /// engine's compiled artifacts).
+    engine: usize,
+    plan: std::sync::Arc<crate::plan::CompiledPlan>,
+    params: crate::expr::Params,
 }
 
 fn invalid(message: impl Into<String>) -> Error {
@@ -526,29 +537,21 @@ impl Pipeline {
             .collect()
     }
 
-    /// Runs the pipeline over `sources` (one per input, in order) on
-    /// `engine`: the trace replayed over them, nulls lowered as the
-    /// adaptors lower them, then planned (a plan cache hit after the
+    /// Runs a collecting pipeline over `sources` (one per input, in
+    /// order) on `engine`: the trace replayed over them, nulls lowered as
+    /// the adaptors lower them, then planned (a plan cache hit after the
     /// first batch of a shape), selected and run like any query; the run
-    /// is in the engine's run log.
+    /// is in the engine's run log. (An aggregating pipeline runs through
+    /// [`run_state`](Self::run_state).)
     #[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
-    pub(crate) fn run<'a>(
+    pub(crate) fn run_columns<'a>(
         &self,
         engine: &'a Engine,
         sources: Vec<SourceParts<'a>>,
         options: QueryOptions,
-    ) -> Result<(Ran, ExecutionMetrics), Error> {
+    ) -> Result<(Collected, ExecutionMetrics), Error> {
         let (mut q, _) = self.replay(engine, sources, Vec::new(), options)?;
         match &self.trace.terminal {
-            Some(t @ LogicalTerminal::Reduce(_)) => {
-                let (out, m) = executor::run(q.into_prepared(t.clone()))?;
-                match out {
-                    PlanOutput::Aggregates(a) => {
-                        Ok((Ran::State(State(a.into_iter().collect())), m))
-                    }
-                    PlanOutput::Columns(_) => Err(invalid("a reduce returned columns")),
-                }
-            }
             Some(LogicalTerminal::Collect(cols)) => {
                 let valid: SmallVec<[Option<Value>; 4]> =
                     cols.iter().map(|&c| q.validity_of(c)).collect();
@@ -567,9 +570,100 @@ impl Pipeline {
                     .zip(&valid)
                     .map(|(c, v)| (c, v.and_then(|_| masks.pop())))
                     .collect();
-                Ok((Ran::Columns(out), m))
+                Ok((out, m))
             }
+            Some(LogicalTerminal::Reduce(_)) => Err(invalid(
+                "an aggregating pipeline runs to a state, not to columns",
+            )),
             _ => Err(invalid("this terminal cannot end a pipeline")),
+        }
+    }
+
+    /// [`run`](Self::run) for an aggregating pipeline, its value only (the
+    /// metrics are in the run log), through `bound`: when every source is
+    /// read in place without nulls, a run after the first on the same
+    /// engine reuses the plan the first resolved (no replay, no plan-cache
+    /// lookup); otherwise it runs as [`run`](Self::run) does, and the
+    /// first run without nulls fills `bound`.
+    #[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
+    pub(crate) fn run_state<'a>(
+        &self,
+        bound: &mut Option<Bound>,
+        engine: &'a Engine,
+        sources: Vec<SourceParts<'a>>,
+        options: QueryOptions,
+    ) -> Result<State, Error> {
+        let Some(t @ LogicalTerminal::Reduce(_)) = &self.trace.terminal else {
+            return Err(invalid("only an aggregating pipeline runs to a state"));
+        };
+        let plain = sources
+            .iter()
+            .all(|s| s.validity.is_none() && matches!(s.values, SourceValues::Borrowed(_)));
+        let address = engine as *const Engine as usize;
+        let prepared = match bound.as_ref().filter(|b| plain && b.engine == address) {
+            Some(b) => {
+                if sources.len() != self.input_types().len() {
+                    return Err(invalid(format!(
+                        "the pipeline reads {} columns, {} given",
+                        self.input_types().len(),
+                        sources.len()
+                    )));
+                }
+                let mut inputs: SmallVec<[crate::backend::Input<'a>; 2]> = SmallVec::new();
+                for (k, (parts, &dt)) in sources
+                    .into_iter()
+                    .zip(&self.trace.input_dtypes)
+                    .enumerate()
+                {
+                    let SourceValues::Borrowed(input) = parts.values else {
+                        unreachable!("checked: every source is borrowed")
+                    };
+                    if input.dtype() != dt {
+                        return Err(invalid(format!(
+                            "the pipeline's input {k} is {dt}, a column of {} was given",
+                            input.dtype()
+                        )));
+                    }
+                    inputs.push(input);
+                }
+                let mut traced = crate::runtime::TracedBox::new();
+                traced.params.extend_from_slice(&b.params);
+                Prepared {
+                    engine,
+                    traced,
+                    inputs,
+                    options,
+                    started: crate::runtime::clock::Tick::now(),
+                    sides: Vec::new(),
+                    held: None,
+                    plan: Some((b.plan.clone(), true)),
+                }
+            }
+            None => {
+                let (q, _) = self.replay(engine, sources, Vec::new(), options)?;
+                let mut p = q.into_prepared(t.clone());
+                if plain && p.held.is_none() && p.sides.is_empty() {
+                    let (plan, hit) = engine
+                        .plans
+                        .get_or_build(
+                            &p.traced.trace,
+                            p.traced.params.len(),
+                            engine.config.verify_passes,
+                        )
+                        .map_err(|e| Error::new(ErrorKind::InvalidQuery, e.to_string()))?;
+                    *bound = Some(Bound {
+                        engine: address,
+                        plan: plan.clone(),
+                        params: p.traced.params.clone(),
+                    });
+                    p.plan = Some((plan, hit));
+                }
+                p
+            }
+        };
+        match executor::run_value(prepared)? {
+            PlanOutput::Aggregates(a) => Ok(State(a.into_iter().collect())),
+            PlanOutput::Columns(_) => Err(invalid("a reduce returned columns")),
         }
     }
 

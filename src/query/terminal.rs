@@ -73,6 +73,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             started: self.started,
             sides: self.sides,
             held: self.held,
+            plan: None,
         }
     }
 

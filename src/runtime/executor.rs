@@ -46,6 +46,12 @@ pub struct Prepared<'a> {
     /// Columns the query owns (Arrow validities, converted values) and why
     /// it cannot run, if so.
     pub(crate) held: Option<Box<Held>>,
+    /// The query's plan when the caller resolved it already (a bound
+    /// pipeline, [`crate::query::Bound`]), and whether the plan cache had
+    /// it then (the metrics' `plan_cache_hit`): the cache is not asked
+    /// again, and the trace need not be filled. `None`: planned from the
+    /// trace.
+    pub(crate) plan: Option<(Arc<CompiledPlan>, bool)>,
 }
 
 /// What a query over Arrow data holds beyond its borrowed inputs.
@@ -236,16 +242,19 @@ fn plan_with(p: &Prepared<'_>, use_lease: bool) -> Result<Planned, Error> {
         ));
     }
     let t0 = Tick::now();
-    let (plan, hit) = {
-        let _span = tracing::trace_span!("computeq.plan").entered();
-        engine
-            .plans
-            .get_or_build(
-                &p.traced.trace,
-                p.traced.params.len(),
-                engine.config.verify_passes,
-            )
-            .map_err(|e| Error::new(ErrorKind::InvalidQuery, e.to_string()))?
+    let (plan, hit) = match &p.plan {
+        Some((plan, hit)) => (plan.clone(), *hit),
+        None => {
+            let _span = tracing::trace_span!("computeq.plan").entered();
+            engine
+                .plans
+                .get_or_build(
+                    &p.traced.trace,
+                    p.traced.params.len(),
+                    engine.config.verify_passes,
+                )
+                .map_err(|e| Error::new(ErrorKind::InvalidQuery, e.to_string()))?
+        }
     };
     if !hit {
         tracing::debug!(
@@ -544,6 +553,7 @@ fn with_side_inputs<'b, 'p: 'b>(p: Prepared<'p>, sides: &'b [SideColumns]) -> Pr
         started: p.started,
         sides: Vec::new(),
         held: None,
+        plan: p.plan,
     }
 }
 
