@@ -726,19 +726,10 @@ fn the_functions_time_is_in_datafusions_metrics_and_runs_in_the_run_log() {
     }
 }
 
-/// An accumulator runs its batches without nulls through the plan its
-/// first such batch resolved (no replay, no plan cache): with a plan cache
-/// that keeps nothing, only that batch and the batches with nulls (which
-/// replay the trace) build a plan, and the sum is the same as a local run.
-#[test]
-fn an_accumulator_plans_its_batches_without_nulls_once() {
-    hermetic();
-    let engine = Arc::new(computeq::Engine::with_config(computeq::Config {
-        plan_cache_capacity: 0,
-        ..computeq::Config::default()
-    }));
+/// Nine batches of 100 rows of one nullable `f64` column `x` in one
+/// partition, the fifth and the seventh with nulls; and the column's rows.
+fn mixed_null_batches() -> (SessionContext, Vec<Option<f64>>) {
     let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Float64, true)]));
-    // Batches of 100 rows; the fifth and the seventh have nulls.
     let mut all = Vec::new();
     let batches: Vec<RecordBatch> = (0..9)
         .map(|b| {
@@ -748,7 +739,7 @@ fn an_accumulator_plans_its_batches_without_nulls_once() {
                     ((b != 4 && b != 6) || i % 5 != 2).then_some(v)
                 })
                 .collect();
-            all.extend(xs.iter().flatten().copied());
+            all.extend(xs.iter().copied());
             RecordBatch::try_new(
                 schema.clone(),
                 vec![Arc::new(Float64Array::from(xs)) as Arc<dyn Array>],
@@ -762,6 +753,27 @@ fn an_accumulator_plans_its_batches_without_nulls_once() {
         Arc::new(MemTable::try_new(schema, vec![batches]).unwrap()),
     )
     .unwrap();
+    (ctx, all)
+}
+
+/// An engine whose plan cache keeps nothing: every plan looked up is built.
+fn engine_without_plan_cache() -> Arc<computeq::Engine> {
+    Arc::new(computeq::Engine::with_config(computeq::Config {
+        plan_cache_capacity: 0,
+        ..computeq::Config::default()
+    }))
+}
+
+/// A function runs its batches without nulls through the plan its first
+/// such batch resolved (no replay, no plan cache): with a plan cache that
+/// keeps nothing, only that batch and the batches with nulls (which replay
+/// the trace) build a plan, and the sum is the same as a local run.
+#[test]
+fn an_accumulator_plans_its_batches_without_nulls_once() {
+    hermetic();
+    let engine = engine_without_plan_cache();
+    let (ctx, rows) = mixed_null_batches();
+    let all: Vec<f64> = rows.iter().flatten().copied().collect();
     let p = Pipeline::over::<f64>(|q| q.map(|x| x * 2.0 + 1.0).sum()).unwrap();
     ctx.register_udaf(
         computeq::datafusion::function("bound_affine", p)
@@ -780,6 +792,33 @@ fn an_accumulator_plans_its_batches_without_nulls_once() {
         900,
         "every batch's rows were read"
     );
+    let built = runs.iter().filter(|m| !m.plan_cache_hit).count();
+    assert_eq!(
+        built, 3,
+        "plans built: the first batch without nulls and the two with them"
+    );
+}
+
+/// The same for a scalar function: its values (nulls where `x` is null)
+/// are the rows' own, and only the first batch without nulls and the two
+/// with nulls build a plan.
+#[test]
+fn a_scalar_function_plans_its_batches_without_nulls_once() {
+    hermetic();
+    let engine = engine_without_plan_cache();
+    let (ctx, rows) = mixed_null_batches();
+    let p = Pipeline::over::<f64>(|q| q.map(|x| x * 2.0 + 1.0).collect::<Vec<_>>()).unwrap();
+    ctx.register_udf(
+        computeq::datafusion::function("bound_affine_rows", p)
+            .engine(engine.clone())
+            .scalar()
+            .unwrap(),
+    );
+    let got = f64s(&sql(&ctx, "SELECT bound_affine_rows(x) FROM t"), 0);
+    let want: Vec<Option<f64>> = rows.iter().map(|x| x.map(|x| x * 2.0 + 1.0)).collect();
+    assert_eq!(got, want);
+    let runs = engine.run_log().snapshot();
+    assert_eq!(runs.len(), 9, "one run per batch");
     let built = runs.iter().filter(|m| !m.plan_cache_hit).count();
     assert_eq!(
         built, 3,

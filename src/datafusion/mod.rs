@@ -100,7 +100,7 @@ use ::datafusion::logical_expr::{
     ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The Arrow type of a computeq element type.
 pub fn arrow_type(dtype: DType) -> DataType {
@@ -163,6 +163,26 @@ pub(crate) struct Function {
     engine: EngineRef,
     /// May a batch run on `cpu-parallel` (see [`FunctionBuilder::parallel`]).
     pub(crate) parallel: bool,
+    /// The plan of its batches without nulls, set by the first.
+    pub(crate) bound: BoundCell,
+}
+
+/// A function's [`Bound`] plan, shared by its partitions: set once by the
+/// first batch without nulls, then read without a lock. Not part of the
+/// function's identity (equality and hash ignore it).
+#[derive(Debug, Default)]
+pub(crate) struct BoundCell(pub(crate) OnceLock<Bound>);
+
+impl PartialEq for BoundCell {
+    fn eq(&self, _: &BoundCell) -> bool {
+        true
+    }
+}
+
+impl Eq for BoundCell {}
+
+impl Hash for BoundCell {
+    fn hash<H: Hasher>(&self, _: &mut H) {}
 }
 
 impl Function {
@@ -179,6 +199,7 @@ impl Function {
             signature: Signature::exact(types, Volatility::Immutable),
             engine: b.engine,
             parallel: b.parallel,
+            bound: BoundCell::default(),
         }
     }
 
@@ -195,12 +216,14 @@ impl Function {
         }
     }
 
-    /// Runs a collecting pipeline over one batch's argument arrays.
+    /// Runs a collecting pipeline over one batch's argument arrays,
+    /// through the function's bound plan.
     fn run_columns(&self, arrays: &[ArrayRef]) -> DfResult<Collected> {
         let sources = sources(&self.pipeline, arrays)?;
         let (cols, _metrics) = self
             .pipeline
             .run_columns(
+                &self.bound.0,
                 self.engine.get(),
                 sources,
                 QueryOptions {
@@ -215,13 +238,13 @@ impl Function {
 
 impl Function {
     /// Runs an aggregating pipeline over one batch's argument arrays to
-    /// its partial state, through the accumulator's `bound` plan (a batch
+    /// its partial state, through the function's bound plan (a batch
     /// without nulls after the first skips the replay and the plan cache).
-    fn run_state(&self, arrays: &[ArrayRef], bound: &mut Option<Bound>) -> DfResult<State> {
+    fn run_state(&self, arrays: &[ArrayRef]) -> DfResult<State> {
         let sources = sources(&self.pipeline, arrays)?;
         self.pipeline
             .run_state(
-                bound,
+                &self.bound.0,
                 self.engine.get(),
                 sources,
                 QueryOptions {
@@ -473,7 +496,6 @@ impl AggregateUDFImpl for PipelineAggregate {
         Ok(Box::new(PipelineAccumulator {
             state: self.0.pipeline.empty_state(),
             function: self.0.clone(),
-            bound: None,
         }))
     }
 
@@ -501,8 +523,6 @@ impl AggregateUDFImpl for PipelineAggregate {
 struct PipelineAccumulator {
     function: Arc<Function>,
     state: State,
-    /// The plan of the partition's batches without nulls, after the first.
-    bound: Option<Bound>,
 }
 
 /// A value as the `ScalarValue` of `dtype` (`None`: null).
@@ -561,7 +581,7 @@ impl Accumulator for PipelineAccumulator {
         if values.first().is_none_or(|a| a.is_empty()) {
             return Ok(());
         }
-        let s = self.function.run_state(values, &mut self.bound)?;
+        let s = self.function.run_state(values)?;
         self.function.pipeline.merge(&mut self.state, &s);
         Ok(())
     }

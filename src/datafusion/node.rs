@@ -541,7 +541,12 @@ impl Gather {
         let (cols, m) = self
             .function
             .pipeline
-            .run_columns(self.function.engine.get(), sources, self.options)
+            .run_columns(
+                &self.function.bound.0,
+                self.function.engine.get(),
+                sources,
+                self.options,
+            )
             .map_err(external)?;
         let arrays: Vec<ArrayRef> = cols
             .into_iter()

@@ -36,6 +36,7 @@ use crate::types::Column;
 use smallvec::{smallvec, SmallVec};
 use std::fmt;
 use std::hash::{Hash, Hasher};
+use std::sync::OnceLock;
 
 /// How one value of a terminal is read from its aggregates.
 #[doc(hidden)]
@@ -212,10 +213,11 @@ pub(crate) type Collected = Vec<(Column, Option<Vec<bool>>)>;
 
 /// A pipeline's plan on one engine for inputs without nulls, resolved by
 /// its first run there: the next runs over such inputs skip the replay of
-/// the trace and the plan cache (a DataFusion accumulator keeps one and
-/// runs each batch through it). The plan is held, so an eviction from the
-/// cache does not reach it; it is the plan the cache would return, since
-/// the replay of a pipeline over inputs of its types without nulls always
+/// the trace and the plan cache (a DataFusion function keeps one, set by
+/// its first batch without nulls, and runs every later batch of every
+/// partition through it). The plan is held, so an eviction from the cache
+/// does not reach it; it is the plan the cache would return, since the
+/// replay of a pipeline over inputs of its types without nulls always
 /// traces the same query with the same parameters.
 #[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
 #[derive(Debug)]
@@ -225,6 +227,15 @@ pub(crate) struct Bound {
     engine: usize,
     plan: std::sync::Arc<crate::plan::CompiledPlan>,
     params: crate::expr::Params,
+}
+
+/// Whether every source is read in place without nulls (a run through a
+/// [`Bound`] plan).
+#[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
+fn all_plain(sources: &[SourceParts<'_>]) -> bool {
+    sources
+        .iter()
+        .all(|s| s.validity.is_none() && matches!(s.values, SourceValues::Borrowed(_)))
 }
 
 fn invalid(message: impl Into<String>) -> Error {
@@ -541,18 +552,29 @@ impl Pipeline {
     /// order) on `engine`: the trace replayed over them, nulls lowered as
     /// the adaptors lower them, then planned (a plan cache hit after the
     /// first batch of a shape), selected and run like any query; the run
-    /// is in the engine's run log. (An aggregating pipeline runs through
-    /// [`run_state`](Self::run_state).)
+    /// is in the engine's run log. Through `bound` when every source is
+    /// read in place without nulls (see
+    /// [`plain_prepared`](Self::plain_prepared)). (An aggregating pipeline
+    /// runs through [`run_state`](Self::run_state).)
     #[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
     pub(crate) fn run_columns<'a>(
         &self,
+        bound: &OnceLock<Bound>,
         engine: &'a Engine,
         sources: Vec<SourceParts<'a>>,
         options: QueryOptions,
     ) -> Result<(Collected, ExecutionMetrics), Error> {
-        let (mut q, _) = self.replay(engine, sources, Vec::new(), options)?;
         match &self.trace.terminal {
+            Some(t @ LogicalTerminal::Collect(_)) if all_plain(&sources) => {
+                let p = self.plain_prepared(bound, engine, sources, options, t)?;
+                let (out, m) = executor::run(p)?;
+                let PlanOutput::Columns(got) = out else {
+                    return Err(invalid("a collect returned aggregates"));
+                };
+                Ok((got.into_iter().map(|c| (c, None)).collect(), m))
+            }
             Some(LogicalTerminal::Collect(cols)) => {
+                let (mut q, _) = self.replay(engine, sources, Vec::new(), options)?;
                 let valid: SmallVec<[Option<Value>; 4]> =
                     cols.iter().map(|&c| q.validity_of(c)).collect();
                 q.reset_validity();
@@ -579,16 +601,90 @@ impl Pipeline {
         }
     }
 
-    /// [`run`](Self::run) for an aggregating pipeline, its value only (the
-    /// metrics are in the run log), through `bound`: when every source is
-    /// read in place without nulls, a run after the first on the same
-    /// engine reuses the plan the first resolved (no replay, no plan-cache
-    /// lookup); otherwise it runs as [`run`](Self::run) does, and the
-    /// first run without nulls fills `bound`.
+    /// The query of a run over `sources`, every one read in place without
+    /// nulls, ending in `terminal`: from `bound`'s plan when it holds one
+    /// for `engine` (no replay of the trace, no plan-cache lookup), else
+    /// the trace replayed and planned, and `bound` set to that plan if it
+    /// was empty. The replay of a pipeline over inputs of its types
+    /// without nulls always traces the same query with the same
+    /// parameters, so the bound plan is the one the cache would return.
+    #[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
+    fn plain_prepared<'a>(
+        &self,
+        bound: &OnceLock<Bound>,
+        engine: &'a Engine,
+        sources: Vec<SourceParts<'a>>,
+        options: QueryOptions,
+        terminal: &LogicalTerminal,
+    ) -> Result<Prepared<'a>, Error> {
+        let address = engine as *const Engine as usize;
+        if let Some(b) = bound.get().filter(|b| b.engine == address) {
+            if sources.len() != self.input_types().len() {
+                return Err(invalid(format!(
+                    "the pipeline reads {} columns, {} given",
+                    self.input_types().len(),
+                    sources.len()
+                )));
+            }
+            let mut inputs: SmallVec<[crate::backend::Input<'a>; 2]> = SmallVec::new();
+            for (k, (parts, &dt)) in sources
+                .into_iter()
+                .zip(&self.trace.input_dtypes)
+                .enumerate()
+            {
+                let SourceValues::Borrowed(input) = parts.values else {
+                    return Err(invalid("a bound run over a converted column"));
+                };
+                if input.dtype() != dt {
+                    return Err(invalid(format!(
+                        "the pipeline's input {k} is {dt}, a column of {} was given",
+                        input.dtype()
+                    )));
+                }
+                inputs.push(input);
+            }
+            let mut traced = crate::runtime::TracedBox::new();
+            traced.params.extend_from_slice(&b.params);
+            return Ok(Prepared {
+                engine,
+                traced,
+                inputs,
+                options,
+                started: crate::runtime::clock::Tick::now(),
+                sides: Vec::new(),
+                held: None,
+                plan: Some((b.plan.clone(), true)),
+            });
+        }
+        let (q, _) = self.replay(engine, sources, Vec::new(), options)?;
+        let mut p = q.into_prepared(terminal.clone());
+        if p.held.is_none() && p.sides.is_empty() {
+            let (plan, hit) = engine
+                .plans
+                .get_or_build(
+                    &p.traced.trace,
+                    p.traced.params.len(),
+                    engine.config.verify_passes,
+                )
+                .map_err(|e| Error::new(ErrorKind::InvalidQuery, e.to_string()))?;
+            // Another thread's first batch may have set it: the same plan.
+            let _ = bound.set(Bound {
+                engine: address,
+                plan: plan.clone(),
+                params: p.traced.params.clone(),
+            });
+            p.plan = Some((plan, hit));
+        }
+        Ok(p)
+    }
+
+    /// Runs an aggregating pipeline over `sources` (one per input, in
+    /// order) on `engine` to its partial state (the run's metrics are in
+    /// the run log), through `bound` (see [`plain_prepared`](Self::plain_prepared)).
     #[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
     pub(crate) fn run_state<'a>(
         &self,
-        bound: &mut Option<Bound>,
+        bound: &OnceLock<Bound>,
         engine: &'a Engine,
         sources: Vec<SourceParts<'a>>,
         options: QueryOptions,
@@ -596,70 +692,11 @@ impl Pipeline {
         let Some(t @ LogicalTerminal::Reduce(_)) = &self.trace.terminal else {
             return Err(invalid("only an aggregating pipeline runs to a state"));
         };
-        let plain = sources
-            .iter()
-            .all(|s| s.validity.is_none() && matches!(s.values, SourceValues::Borrowed(_)));
-        let address = engine as *const Engine as usize;
-        let prepared = match bound.as_ref().filter(|b| plain && b.engine == address) {
-            Some(b) => {
-                if sources.len() != self.input_types().len() {
-                    return Err(invalid(format!(
-                        "the pipeline reads {} columns, {} given",
-                        self.input_types().len(),
-                        sources.len()
-                    )));
-                }
-                let mut inputs: SmallVec<[crate::backend::Input<'a>; 2]> = SmallVec::new();
-                for (k, (parts, &dt)) in sources
-                    .into_iter()
-                    .zip(&self.trace.input_dtypes)
-                    .enumerate()
-                {
-                    let SourceValues::Borrowed(input) = parts.values else {
-                        unreachable!("checked: every source is borrowed")
-                    };
-                    if input.dtype() != dt {
-                        return Err(invalid(format!(
-                            "the pipeline's input {k} is {dt}, a column of {} was given",
-                            input.dtype()
-                        )));
-                    }
-                    inputs.push(input);
-                }
-                let mut traced = crate::runtime::TracedBox::new();
-                traced.params.extend_from_slice(&b.params);
-                Prepared {
-                    engine,
-                    traced,
-                    inputs,
-                    options,
-                    started: crate::runtime::clock::Tick::now(),
-                    sides: Vec::new(),
-                    held: None,
-                    plan: Some((b.plan.clone(), true)),
-                }
-            }
-            None => {
-                let (q, _) = self.replay(engine, sources, Vec::new(), options)?;
-                let mut p = q.into_prepared(t.clone());
-                if plain && p.held.is_none() && p.sides.is_empty() {
-                    let (plan, hit) = engine
-                        .plans
-                        .get_or_build(
-                            &p.traced.trace,
-                            p.traced.params.len(),
-                            engine.config.verify_passes,
-                        )
-                        .map_err(|e| Error::new(ErrorKind::InvalidQuery, e.to_string()))?;
-                    *bound = Some(Bound {
-                        engine: address,
-                        plan: plan.clone(),
-                        params: p.traced.params.clone(),
-                    });
-                    p.plan = Some((plan, hit));
-                }
-                p
-            }
+        let prepared = if all_plain(&sources) {
+            self.plain_prepared(bound, engine, sources, options, t)?
+        } else {
+            let (q, _) = self.replay(engine, sources, Vec::new(), options)?;
+            q.into_prepared(t.clone())
         };
         match executor::run_value(prepared)? {
             PlanOutput::Aggregates(a) => Ok(State(a.into_iter().collect())),
