@@ -10,7 +10,9 @@
 //!   `stats`, `aggregate(..)`) is an `AggregateUDF`, filters included:
 //!   `SELECT k, sum_sq_over(x) FROM t GROUP BY k`. Each batch is one
 //!   computeq query (the trace replayed, its plan cached after the first
-//!   batch, fused into one pass over the batch); partial states merge
+//!   batch, fused into one pass over the batch; a batch without nulls
+//!   after the function's first such batch skips the replay and the plan
+//!   cache, through the plan that batch resolved); partial states merge
 //!   through DataFusion's partial/final aggregation, so `GROUP BY` and
 //!   several partitions work. A pipeline with several values returns a
 //!   struct (`c0`, `c1`, ... or `stats`' field names);

@@ -19,7 +19,9 @@
 //! Running a pipeline replays its trace over the new columns through the
 //! same steps the adaptors take, so Arrow inputs with nulls get the SQL
 //! semantics of the `arrow` module on every backend, and a replay with the
-//! same shape of input hits the engine's plan cache.
+//! same shape of input hits the engine's plan cache. Over inputs without
+//! nulls a caller can skip the replay: a `Bound` plan, resolved by the
+//! first such run, serves the next ones (DataFusion's functions do this).
 
 use super::join::placeholder;
 use super::mode::Capture;
