@@ -171,9 +171,21 @@ pub(crate) struct Function {
 
 /// A function's [`Bound`] plan, shared by its partitions: set once by the
 /// first batch without nulls, then read without a lock. Not part of the
-/// function's identity (equality and hash ignore it).
-#[derive(Debug, Default)]
+/// function's identity (equality and hash ignore it), and its `Debug`
+/// says only whether it is set (not the whole plan, in a function's).
+#[derive(Default)]
 pub(crate) struct BoundCell(pub(crate) OnceLock<Bound>);
+
+impl std::fmt::Debug for BoundCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = if self.0.get().is_some() {
+            "set"
+        } else {
+            "empty"
+        };
+        write!(f, "BoundCell({set})")
+    }
+}
 
 impl PartialEq for BoundCell {
     fn eq(&self, _: &BoundCell) -> bool {
