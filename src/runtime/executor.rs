@@ -437,16 +437,24 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 
 /// Runs the query: plan, select, execute with fallback, record metrics.
 pub fn run(mut p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error> {
-    let sides = run_sides(&mut p)?;
-    let p = with_side_inputs(p, &sides);
     let mut m = None;
-    let out = run_host(p, Some(&mut m))?;
+    let out = if p.sides.is_empty() && p.held.is_none() {
+        // Nothing to run first or to substitute (the common case: no
+        // copy of the query into one with shorter lifetimes).
+        run_host(p, Some(&mut m))?
+    } else {
+        let sides = run_sides(&mut p)?;
+        run_host(with_side_inputs(p, &sides), Some(&mut m))?
+    };
     Ok((out, m.expect("set on success")))
 }
 
 /// Runs the query for its value only: its metrics go to the run log
 /// without a copy for the caller.
 pub fn run_value(mut p: Prepared<'_>) -> Result<PlanOutput, Error> {
+    if p.sides.is_empty() && p.held.is_none() {
+        return run_host(p, None);
+    }
     let sides = run_sides(&mut p)?;
     run_host(with_side_inputs(p, &sides), None)
 }
