@@ -236,36 +236,27 @@ impl Function {
         let sources = sources(&self.pipeline, arrays)?;
         let (cols, _metrics) = self
             .pipeline
-            .run_columns(
-                &self.bound.0,
-                self.engine.get(),
-                sources,
-                QueryOptions {
-                    one_thread: !self.parallel,
-                    ..QueryOptions::default()
-                },
-            )
+            .run_columns(&self.bound.0, self.engine.get(), sources, self.options())
             .map_err(external)?;
         Ok(cols)
     }
-}
 
-impl Function {
+    /// The options of its runs: one thread unless allowed more
+    /// ([`FunctionBuilder::parallel`]).
+    fn options(&self) -> QueryOptions {
+        QueryOptions {
+            one_thread: !self.parallel,
+            ..QueryOptions::default()
+        }
+    }
+
     /// Runs an aggregating pipeline over one batch's argument arrays to
     /// its partial state, through the function's bound plan (a batch
     /// without nulls after the first skips the replay and the plan cache).
     fn run_state(&self, arrays: &[ArrayRef]) -> DfResult<State> {
         let sources = sources(&self.pipeline, arrays)?;
         self.pipeline
-            .run_state(
-                &self.bound.0,
-                self.engine.get(),
-                sources,
-                QueryOptions {
-                    one_thread: !self.parallel,
-                    ..QueryOptions::default()
-                },
-            )
+            .run_state(&self.bound.0, self.engine.get(), sources, self.options())
             .map_err(external)
     }
 }
@@ -745,16 +736,7 @@ impl GroupsAccumulator for PipelineGroups {
         let sources = sources(&f.pipeline, values)?;
         let (keys, cols, _metrics) = f
             .pipeline
-            .run_grouped(
-                f.engine.get(),
-                sources,
-                groups,
-                keep,
-                QueryOptions {
-                    one_thread: !f.parallel,
-                    ..QueryOptions::default()
-                },
-            )
+            .run_grouped(f.engine.get(), sources, groups, keep, f.options())
             .map_err(external)?;
         let mut partial = f.pipeline.empty_state();
         for (j, &g) in keys.iter().enumerate() {

@@ -621,28 +621,12 @@ impl Pipeline {
     ) -> Result<Prepared<'a>, Error> {
         let address = engine as *const Engine as usize;
         if let Some(b) = bound.get().filter(|b| b.engine == address) {
-            if sources.len() != self.input_types().len() {
-                return Err(invalid(format!(
-                    "the pipeline reads {} columns, {} given",
-                    self.input_types().len(),
-                    sources.len()
-                )));
-            }
+            self.check_sources(&sources)?;
             let mut inputs: SmallVec<[crate::backend::Input<'a>; 2]> = SmallVec::new();
-            for (k, (parts, &dt)) in sources
-                .into_iter()
-                .zip(&self.trace.input_dtypes)
-                .enumerate()
-            {
+            for parts in sources {
                 let SourceValues::Borrowed(input) = parts.values else {
                     return Err(invalid("a bound run over a converted column"));
                 };
-                if input.dtype() != dt {
-                    return Err(invalid(format!(
-                        "the pipeline's input {k} is {dt}, a column of {} was given",
-                        input.dtype()
-                    )));
-                }
                 inputs.push(input);
             }
             let mut traced = crate::runtime::TracedBox::new();
@@ -748,6 +732,30 @@ impl Pipeline {
         Ok((keys, cols, m))
     }
 
+    /// Checks that `sources` are one column per input, each of its type.
+    fn check_sources(&self, sources: &[SourceParts<'_>]) -> Result<(), Error> {
+        let inputs = self.input_types();
+        if sources.len() != inputs.len() {
+            return Err(invalid(format!(
+                "the pipeline reads {} columns, {} given",
+                inputs.len(),
+                sources.len()
+            )));
+        }
+        for (k, (parts, &dt)) in sources.iter().zip(inputs).enumerate() {
+            let given = match &parts.values {
+                SourceValues::Borrowed(input) => input.dtype(),
+                SourceValues::Owned(c) => c.dtype(),
+            };
+            if given != dt {
+                return Err(invalid(format!(
+                    "the pipeline's input {k} is {dt}, a column of {given} was given"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The query of the pipeline's adaptors over `sources`, then `extra`
     /// columns zipped beside them (read by the caller through the returned
     /// nodes; a `bool` one after the first filters the rows first).
@@ -758,14 +766,7 @@ impl Pipeline {
         extra: Vec<Column>,
         options: QueryOptions,
     ) -> Result<Replayed<'a>, Error> {
-        let inputs = self.input_types();
-        if sources.len() != inputs.len() {
-            return Err(invalid(format!(
-                "the pipeline reads {} columns, {} given",
-                inputs.len(),
-                sources.len()
-            )));
-        }
+        self.check_sources(&sources)?;
         let mut q: Query<'a, Expr<bool>, Run> = Query::blank(engine);
         q.options = options;
         {
@@ -776,16 +777,7 @@ impl Pipeline {
             t.params.clone_from(&self.params);
         }
         let mut validity: SmallVec<[Option<Vec<bool>>; 4]> = SmallVec::new();
-        for (k, (parts, &dt)) in sources.into_iter().zip(inputs).enumerate() {
-            let given = match &parts.values {
-                SourceValues::Borrowed(input) => input.dtype(),
-                SourceValues::Owned(c) => c.dtype(),
-            };
-            if given != dt {
-                return Err(invalid(format!(
-                    "the pipeline's input {k} is {dt}, a column of {given} was given"
-                )));
-            }
+        for (k, (parts, &dt)) in sources.into_iter().zip(self.input_types()).enumerate() {
             match parts.values {
                 SourceValues::Borrowed(input) => q.inputs.push(input),
                 SourceValues::Owned(c) => {

@@ -46,8 +46,8 @@ pub struct Prepared<'a> {
     /// Columns the query owns (Arrow validities, converted values) and why
     /// it cannot run, if so.
     pub(crate) held: Option<Box<Held>>,
-    /// The query's plan when the caller resolved it already (a bound
-    /// pipeline, [`crate::query::Bound`]), and whether the plan cache had
+    /// The query's plan when the caller resolved it already (a
+    /// pipeline's bound plan), and whether the plan cache had
     /// it then (the metrics' `plan_cache_hit`): the cache is not asked
     /// again, and the trace need not be filled. `None`: planned from the
     /// trace.
