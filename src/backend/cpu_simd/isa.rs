@@ -8,6 +8,16 @@
 //! The block interpreter (`exec.rs`) is plain code that calls them once per
 //! block and instruction.
 //!
+//! A few kernels also have an AVX-512 twin (the `wide` entries): the
+//! one-pass kernels that run out of instructions before memory runs out of
+//! bandwidth (the variance's moments, a histogram's keys). Each twin is
+//! the same loop over the same lanes, only in registers twice as wide, so
+//! it gives the same bits as the others (each accumulator lane sums the
+//! same values in the same order; the tests compare every instruction set
+//! bit for bit). Every other kernel runs its AVX2 twin on such a CPU:
+//! the memory-bound ones would gain nothing, and a third copy of each
+//! would cost build time.
+//!
 //! Why per kernel and not per interpreter: the interpreter used to be
 //! inlined whole into two ISA-specific entry points, and every kernel of
 //! every operation and lane type with it. Those functions were 1.7 million
@@ -28,6 +38,10 @@ pub(crate) enum Isa {
     /// AVX2 with FMA, chosen at run time when the CPU has both.
     #[cfg(target_arch = "x86_64")]
     Avx2Fma,
+    /// AVX-512 (F, VL, BW and DQ) besides AVX2 and FMA: the `wide`
+    /// kernels run their 512-bit twins, every other kernel its AVX2 twin.
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
 }
 
 impl Isa {
@@ -36,10 +50,40 @@ impl Isa {
         #[cfg(target_arch = "x86_64")]
         {
             if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                if std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx512vl")
+                    && std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512dq")
+                {
+                    return Isa::Avx512;
+                }
                 return Isa::Avx2Fma;
             }
         }
         Isa::Portable
+    }
+
+    /// Every instruction set this CPU runs, the baseline first (for tests
+    /// that compare them).
+    #[cfg(test)]
+    pub(crate) fn all_here() -> Vec<Isa> {
+        let mut all = vec![Isa::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            match Isa::detect() {
+                Isa::Avx512 => all.extend([Isa::Avx2Fma, Isa::Avx512]),
+                Isa::Avx2Fma => all.push(Isa::Avx2Fma),
+                Isa::Portable => {}
+            }
+        }
+        all
+    }
+
+    /// Whether the AVX2+FMA twins may run (the CPU has AVX2 and FMA).
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn has_avx2(self) -> bool {
+        self != Isa::Portable
     }
 
     /// The name shown in metrics.
@@ -48,6 +92,8 @@ impl Isa {
             Isa::Portable => "portable",
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2Fma => "avx2+fma",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => "avx512+avx2+fma",
         }
     }
 }
@@ -64,14 +110,52 @@ macro_rules! entry {
         #[inline(never)]
         pub(crate) fn $name<$($gen)*>(isa: Isa, $($arg: $ty),*) -> $ret {
             #[cfg(target_arch = "x86_64")]
-            if isa == Isa::Avx2Fma {
+            if isa.has_avx2() {
                 #[allow(clippy::too_many_arguments)]
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn avx2<$($gen)*>($($arg: $ty),*) -> $ret {
                     $kernel($($arg),*)
                 }
-                // SAFETY: `Isa::Avx2Fma` is only chosen by `Isa::detect`
-                // when the CPU reports AVX2 and FMA.
+                // SAFETY: `Isa::Avx2Fma` and `Isa::Avx512` are only chosen
+                // by `Isa::detect` when the CPU reports AVX2 and FMA.
+                return unsafe { avx2($($arg),*) };
+            }
+            let _ = isa;
+            $kernel($($arg),*)
+        }
+    )*};
+}
+
+/// [`entry!`] with a third twin, compiled for AVX-512, which `Isa::Avx512`
+/// runs.
+macro_rules! wide_entry {
+    ($(
+        $(#[$doc:meta])*
+        fn $name:ident[$($gen:tt)*]($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty = $kernel:path;
+    )*) => {$(
+        $(#[$doc])*
+        #[allow(clippy::too_many_arguments)]
+        #[inline(never)]
+        pub(crate) fn $name<$($gen)*>(isa: Isa, $($arg: $ty),*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            if isa == Isa::Avx512 {
+                #[allow(clippy::too_many_arguments)]
+                #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+                unsafe fn avx512<$($gen)*>($($arg: $ty),*) -> $ret {
+                    $kernel($($arg),*)
+                }
+                // SAFETY: `Isa::Avx512` is only chosen by `Isa::detect`
+                // when the CPU reports these features, AVX2 and FMA.
+                return unsafe { avx512($($arg),*) };
+            }
+            #[cfg(target_arch = "x86_64")]
+            if isa.has_avx2() {
+                #[allow(clippy::too_many_arguments)]
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2<$($gen)*>($($arg: $ty),*) -> $ret {
+                    $kernel($($arg),*)
+                }
+                // SAFETY: as in `entry!`.
                 return unsafe { avx2($($arg),*) };
             }
             let _ = isa;
@@ -161,13 +245,6 @@ entry! {
     /// [`kernels::count_keys`].
     fn count_keys[](counts: &mut [u32], keys: &[u32], mask: Option<&[bool]>) -> ()
         = kernels::count_keys;
-    /// [`kernels::bin_keys`].
-    fn bin_keys[T: FloatLane + CastTo<i32>](
-        x: &[T],
-        out: &mut [u32],
-        p: BinParams<T>,
-        last_key: u32,
-    ) -> () = kernels::bin_keys;
     /// [`kernels::count_clamped_keys`].
     fn count_clamped_keys[](
         counts: &mut [u32],
@@ -175,9 +252,6 @@ entry! {
         mask: Option<&[bool]>,
         ahead: &[u8],
     ) -> () = kernels::count_clamped_keys;
-    /// [`kernels::moments`].
-    fn moments[T: kernels::ToF64](x: &[T], mask: Option<&[bool]>) -> crate::semantics::Moments
-        = kernels::moments;
     /// [`kernels::arg`].
     fn arg[T: Lane, F: Fn(T, T) -> bool](
         st: &mut ArgState<T>,
@@ -186,4 +260,17 @@ entry! {
         base: u64,
         better: F,
     ) -> () = kernels::arg;
+}
+
+wide_entry! {
+    /// [`kernels::bin_keys`].
+    fn bin_keys[T: FloatLane + CastTo<i32>](
+        x: &[T],
+        out: &mut [u32],
+        p: BinParams<T>,
+        last_key: u32,
+    ) -> () = kernels::bin_keys;
+    /// [`kernels::moments`].
+    fn moments[T: kernels::ToF64](x: &[T], mask: Option<&[bool]>) -> crate::semantics::Moments
+        = kernels::moments;
 }

@@ -94,7 +94,8 @@ pub const LEAF: usize = BLOCK * LEAF_BLOCKS;
 pub const LANES: usize = kernels::LANES;
 
 /// The name of the instruction set the block loops use on this CPU
-/// (`"avx2+fma"` or `"portable"`), for metrics and explain.
+/// (`"avx512+avx2+fma"`, `"avx2+fma"` or `"portable"`), for metrics and
+/// explain.
 pub fn isa_name() -> &'static str {
     Isa::detect().name()
 }

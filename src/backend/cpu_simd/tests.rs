@@ -196,7 +196,7 @@ fn run_backend(
     (out, stats)
 }
 
-/// Runs `plan` on cpu-scalar, cpu-simd (both ISAs) and cpu-parallel (the
+/// Runs `plan` on cpu-scalar, cpu-simd (every ISA here) and cpu-parallel (the
 /// pool's driver and several fixed task counts), and checks them.
 pub(crate) fn check(
     p: PhysicalPlan,
@@ -212,17 +212,25 @@ pub(crate) fn check(
     assert_bitwise(&simd, &par, "cpu-parallel vs cpu-simd");
 
     let prog = BlockProgram::compile(&cp.plan).unwrap();
-    let portable = run_plan(
-        &prog,
-        &cp.plan,
-        inputs,
-        params,
-        Isa::Portable,
-        &Sequential,
-        &Acct::default(),
-    )
-    .unwrap();
-    assert_bitwise(&simd, &portable, "portable vs detected ISA");
+    // Every instruction set this CPU runs (the baseline, AVX2, AVX-512)
+    // gives the detected one's bits.
+    for isa in Isa::all_here() {
+        let other = run_plan(
+            &prog,
+            &cp.plan,
+            inputs,
+            params,
+            isa,
+            &Sequential,
+            &Acct::default(),
+        )
+        .unwrap();
+        assert_bitwise(
+            &simd,
+            &other,
+            &format!("{} vs detected ISA ({})", isa.name(), Isa::detect().name()),
+        );
+    }
     for (tasks, helpers) in [(1, 1), (3, 0), (3, 2), (64, 1), (64, 5)] {
         let d = Parallel {
             tasks_wanted: tasks,
@@ -1529,6 +1537,99 @@ fn histogram_keys_are_one_kernel_with_the_instructions_results() {
                     check(pl.clone(), &[col], &params, false);
                 }
             }
+        }
+    }
+}
+
+/// The `wide` kernels (an AVX-512 twin where the CPU has it) give the bits
+/// of the baseline and AVX2 twins: the moments of every lane type, with
+/// and without a mask, at lengths around the kernels' chunk of sixteen and
+/// a block, over data with outliers, NaN, infinities and values far from
+/// zero; and a histogram's keys over bounds, NaN and infinities.
+#[test]
+fn wide_kernels_give_the_same_bits_on_every_isa() {
+    use super::isa;
+    use super::kernels::BinParams;
+    let isas = Isa::all_here();
+    println!("instruction sets here: {isas:?}");
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut xs: Vec<f64> = (0..BLOCK + 37).map(|_| rng.f64()).collect();
+    for (i, v) in [
+        (3, 1e8),
+        (17, -1e8),
+        (40, 1e300),
+        (41, -1e300),
+        (90, 5e-324),
+    ] {
+        xs[i] = v;
+    }
+    let far: Vec<f64> = (0..BLOCK).map(|i| 1e8 + (i % 7) as f64 / 1024.0).collect();
+    let special = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0];
+    let mask: Vec<bool> = (0..xs.len())
+        .map(|_| !rng.next().is_multiple_of(3))
+        .collect();
+    let lens = (0..70).chain([BLOCK - 1, BLOCK, BLOCK + 37]);
+    fn bits(m: crate::semantics::Moments) -> (u64, u64, u64) {
+        (m.n, m.mean.to_bits(), m.m2.to_bits())
+    }
+    fn same<T: super::kernels::ToF64 + std::fmt::Debug>(isas: &[Isa], x: &[T], m: Option<&[bool]>) {
+        let want = bits(isa::moments(Isa::Portable, x, m));
+        for &i in isas {
+            let got = bits(isa::moments(i, x, m));
+            assert_eq!(got, want, "{} moments of {} values", i.name(), x.len());
+        }
+    }
+    for data in [&xs, &far] {
+        for n in lens.clone() {
+            let n = n.min(data.len());
+            let d = &data[..n];
+            let narrow: Vec<f32> = d.iter().map(|&v| v as f32).collect();
+            let ints: Vec<i32> = d.iter().map(|&v| (v * 1e6) as i32).collect();
+            let wide_ints: Vec<u64> = d.iter().map(|&v| (v.abs() * 1e9) as u64).collect();
+            for m in [None, Some(&mask[..n])] {
+                same(&isas, d, m);
+                same(&isas, &narrow, m);
+                same(&isas, &ints, m);
+                same(&isas, &wide_ints, m);
+            }
+        }
+    }
+    // One special value at each position of a chunk: the blocks that are
+    // redone in two passes.
+    for s in special {
+        for at in 0..17 {
+            let mut d = xs[..40].to_vec();
+            d[at] = s;
+            same(&isas, &d, None);
+            same(
+                &isas,
+                &d.iter().map(|&v| v as f32).collect::<Vec<_>>(),
+                None,
+            );
+        }
+    }
+    // A histogram's keys: 7 bins over [-1, 3), the last key 9.
+    let p = BinParams {
+        lo: -1.0f32,
+        scale: 7.0 / 4.0,
+        hi: 3.0,
+        lo_cmp: -1.0,
+        last: 6,
+        below: 7,
+        above: 8,
+        nan: 9,
+    };
+    let mut keys_of: Vec<f32> = xs.iter().map(|&v| (v * 2.0) as f32).collect();
+    keys_of.extend(special.iter().map(|&v| v as f32));
+    keys_of.extend([-1.0, 3.0, 3.0 - 1e-7, -1.000_001, 1e30, -1e30]);
+    for n in (0..70).chain([BLOCK - 1, BLOCK, keys_of.len()]) {
+        let x = &keys_of[..n.min(keys_of.len())];
+        let mut want = vec![0u32; x.len()];
+        isa::bin_keys(Isa::Portable, x, &mut want, p, 9);
+        for &i in &isas {
+            let mut got = vec![u32::MAX; x.len()];
+            isa::bin_keys(i, x, &mut got, p, 9);
+            assert_eq!(got, want, "{} keys of {} values", i.name(), x.len());
         }
     }
 }
