@@ -13,8 +13,8 @@
 //! run's clock (metrics, learning, the run log, freeing the result).
 //!
 //! `cargo run --release --example tiny_query [-- PIPELINE N RUNS]`, with
-//! PIPELINE one of p1..p5, p6 (`variance()`), p7 (`histogram(256, 0, 1)`) or g1 (`group_by(key).agg(sum)` over 1,000 sparse
-//! keys; default p1 1000 200000).
+//! PIPELINE one of p1..p5, p6 (`variance()`), p7 (`histogram(256, 0, 1)`), g1 (`group_by(key).agg(sum)` over 1,000 sparse
+//! keys) or g6 (the same over 10^6 random keys; default p1 1000 200000).
 
 use computeq::prelude::*;
 use std::hint::black_box;
@@ -29,10 +29,26 @@ fn main() {
     let ys: Vec<f32> = (0..n)
         .map(|i| ((i * 104729) % 1000) as f32 * 0.001)
         .collect();
-    // `g1`'s keys: 1,000 sparse `u32` values (no direct index).
-    let keys: Vec<u32> = (0..n)
-        .map(|i| (((i * 7919) % 1000) as u32).wrapping_mul(2_654_435_761))
-        .collect();
+    // `g1`'s keys: 1,000 sparse `u32` values (no direct index); `g6`'s:
+    // 10^6 random `u32` values, each row's drawn at random among them (as
+    // `bench_relational` draws them).
+    let keys: Vec<u32> = if which == "g6" {
+        let mut s: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let pool: Vec<u32> = (0..1_000_000).map(|_| (next() >> 32) as u32).collect();
+        (0..n)
+            .map(|_| pool[(next() % pool.len() as u64) as usize])
+            .collect()
+    } else {
+        (0..n)
+            .map(|i| (((i * 7919) % 1000) as u32).wrapping_mul(2_654_435_761))
+            .collect()
+    };
     let mut query: Box<dyn FnMut() -> usize> = match which.as_str() {
         "p1" => Box::new(|| black_box(xs.compute().map(|x| x * 2.0 + 1.0).sum()) as usize),
         "p2" => {
@@ -53,7 +69,7 @@ fn main() {
                 .counts
                 .len()
         }),
-        "g1" => Box::new(|| {
+        "g1" | "g6" => Box::new(|| {
             let g = keys
                 .compute()
                 .zip(&xs)
@@ -61,7 +77,7 @@ fn main() {
                 .agg(|(_, x), a| a.sum(x));
             black_box(g).keys.len()
         }),
-        other => panic!("unknown pipeline {other}: p1..p5, g1"),
+        other => panic!("unknown pipeline {other}: p1..p7, g1, g6"),
     };
     // Past the selector's exploration of a new plan.
     for _ in 0..64.min(runs) {

@@ -101,17 +101,7 @@ macro_rules! with_key_slices {
     };
 }
 
-/// `$body` with `$w` bound to the typed group-word closure of the key
-/// column `$col` by row (see [`with_key_slices`]).
-macro_rules! with_key_words {
-    ($col:expr, |$w:ident| $body:expr) => {
-        with_key_slices!($col, |keys, word| {
-            let $w = move |i: usize| word(keys[i]);
-            $body
-        })
-    };
-}
-pub(super) use {with_key_slices, with_key_words};
+pub(super) use with_key_slices;
 
 #[inline(always)]
 pub(crate) fn f32_group_word(x: f32) -> u64 {
