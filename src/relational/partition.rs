@@ -29,7 +29,7 @@ use super::group::{
     f32_group_word, f64_group_word, fused_partition, hash_rows, key_order, normalized,
     with_key_slices, Acc, GroupAgg,
 };
-use super::radix::SharedOut;
+use super::radix::{line_ahead, prefetch_write, SharedOut};
 use super::sort::gather;
 use super::Algorithm;
 use crate::semantics::AggKind;
@@ -285,9 +285,7 @@ fn scatter<T: Copy + Send + Sync, I: Iterator<Item = T>>(
     }
     // Borrowed whole (a closure would capture the bare pointer field).
     let dst = &SharedOut(out.as_mut_ptr(), n);
-    // Values per cache line: how far ahead of a partition's writes its
-    // next line is.
-    let ahead = (64 / std::mem::size_of::<T>().max(1)).max(1);
+    let ahead = line_ahead::<T>();
     let run = |(c, s): (usize, &Vec<usize>)| {
         let mut at = [0usize; MAX_PARTITIONS];
         at[..s.len()].copy_from_slice(s);
@@ -322,22 +320,6 @@ fn scatter<T: Copy + Send + Sync, I: Iterator<Item = T>>(
     // each written once above.
     unsafe { out.set_len(n) };
     out
-}
-
-/// Hints that the cache line at `at` will be written soon. A hint only:
-/// it cannot fault, whatever the address, and changes nothing the program
-/// sees.
-#[inline(always)]
-fn prefetch_write<T>(at: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
-        // SAFETY: SSE is part of x86-64's baseline, and a prefetch of any
-        // address neither faults nor writes.
-        unsafe { _mm_prefetch::<_MM_HINT_ET0>(at.cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
 }
 
 /// A column scattered into partition order (as long as the key `lay`

@@ -175,15 +175,44 @@ fn scatter<W: Word>(src: &[W], dst: &mut [W], d: usize, offsets: &mut [usize; 25
         "scatter between buffers of one length"
     );
     let out = dst.as_mut_ptr();
+    let ahead = line_ahead::<W>();
     for &w in src {
         let b = w.byte(d);
         let at = offsets[b];
+        prefetch_write(out.wrapping_add(at + ahead));
         // SAFETY: bucket `b` holds exactly as many words of `src` as its
         // count, so `at` stays below the next bucket's start, at most
         // `src.len() == dst.len()` (the contract above).
         unsafe { out.add(at).write(w) };
         offsets[b] = at + 1;
     }
+}
+
+/// Elements of `T` in a cache line: how far ahead of a bucket's writes
+/// its next line starts.
+#[inline(always)]
+pub(super) fn line_ahead<T>() -> usize {
+    (64 / std::mem::size_of::<T>().max(1)).max(1)
+}
+
+/// Hints that the cache line at `at` will be written soon. A hint only:
+/// it cannot fault, whatever the address, and changes nothing the program
+/// sees. A scatter asks for the line each bucket writes next this way: a
+/// write that misses the cache holds up every later write until its line
+/// arrives, and with hundreds of buckets most lines are not there yet
+/// (10^6 groups in key-range partitions: the two scatters went from half
+/// of the query's time to a quarter).
+#[inline(always)]
+pub(super) fn prefetch_write<T>(at: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
+        // SAFETY: SSE is part of x86-64's baseline, and a prefetch of any
+        // address neither faults nor writes.
+        unsafe { _mm_prefetch::<_MM_HINT_ET0>(at.cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
 }
 
 fn exclusive(counts: &[usize; 256]) -> [usize; 256] {
@@ -304,12 +333,14 @@ pub(crate) fn msd_lsd<W: Word>(mut v: Vec<W>, digits: std::ops::Range<usize>) ->
     let mut dst: Vec<W> = scratch(n);
     {
         let out = SharedOut(dst.as_mut_ptr(), n);
+        let ahead = line_ahead::<W>();
         v.par_chunks(chunk)
             .zip(starts.par_iter())
             .for_each(|(c, s)| {
                 let mut o = *s;
                 for &w in c {
                     let b = w.bits8(shift);
+                    prefetch_write(out.0.wrapping_add(o[b] + ahead));
                     // SAFETY: chunk `c` owns positions `s[b]..s[b] + its
                     // count of bucket b` of every bucket, disjoint from
                     // every other chunk's, all below `n`.
