@@ -8,7 +8,7 @@
 //! The block interpreter (`exec.rs`) is plain code that calls them once per
 //! block and instruction.
 //!
-//! A few kernels also have an AVX-512 twin (the `wide` entries): the
+//! A few kernels also have an AVX-512 twin (the `wide:` entries): the
 //! one-pass kernels that run out of instructions before memory runs out of
 //! bandwidth (the variance's moments, a histogram's keys). Each twin is
 //! the same loop over the same lanes, only in registers twice as wide, so
@@ -98,65 +98,47 @@ impl Isa {
     }
 }
 
-/// `entry!(fn name[generics](args) -> ret = kernel)`: `name(isa, args)`
-/// runs `kernel(args)` compiled for `isa`.
-macro_rules! entry {
-    ($(
-        $(#[$doc:meta])*
-        fn $name:ident[$($gen:tt)*]($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty = $kernel:path;
-    )*) => {$(
-        $(#[$doc])*
+/// Runs `kernel(args)` compiled with `#[target_feature(enable =
+/// $features)]`: the caller has checked that the CPU has them (its `Isa`).
+macro_rules! twin {
+    ($features:literal, [$($gen:tt)*]($($arg:ident: $ty:ty),*) -> $ret:ty = $kernel:path) => {{
         #[allow(clippy::too_many_arguments)]
-        #[inline(never)]
-        pub(crate) fn $name<$($gen)*>(isa: Isa, $($arg: $ty),*) -> $ret {
-            #[cfg(target_arch = "x86_64")]
-            if isa.has_avx2() {
-                #[allow(clippy::too_many_arguments)]
-                #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2<$($gen)*>($($arg: $ty),*) -> $ret {
-                    $kernel($($arg),*)
-                }
-                // SAFETY: `Isa::Avx2Fma` and `Isa::Avx512` are only chosen
-                // by `Isa::detect` when the CPU reports AVX2 and FMA.
-                return unsafe { avx2($($arg),*) };
-            }
-            let _ = isa;
+        #[target_feature(enable = $features)]
+        unsafe fn twin<$($gen)*>($($arg: $ty),*) -> $ret {
             $kernel($($arg),*)
         }
-    )*};
+        // SAFETY: the caller's `Isa`, which `Isa::detect` chooses only
+        // when the CPU reports these features.
+        unsafe { twin($($arg),*) }
+    }};
 }
 
-/// [`entry!`] with a third twin, compiled for AVX-512, which `Isa::Avx512`
-/// runs.
-macro_rules! wide_entry {
+/// `entry!(fn name[generics](args) -> ret = kernel)`: `name(isa, args)`
+/// runs `kernel(args)` compiled for `isa`: its AVX2+FMA twin for
+/// `Isa::Avx2Fma`, and for `Isa::Avx512` too unless the entry names an
+/// AVX-512 twin's features (`= kernel, wide: "features"`).
+macro_rules! entry {
+    // The AVX-512 twin's branch, for an entry that names one.
+    (@avx512 $isa:ident [] $($rest:tt)*) => {};
+    (@avx512 $isa:ident [$wide:literal] $($twin:tt)*) => {
+        #[cfg(target_arch = "x86_64")]
+        if $isa == Isa::Avx512 {
+            return twin!($wide, $($twin)*);
+        }
+    };
     ($(
         $(#[$doc:meta])*
-        fn $name:ident[$($gen:tt)*]($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty = $kernel:path;
+        fn $name:ident[$($gen:tt)*]($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty
+            = $kernel:path $(, wide: $wide:literal)?;
     )*) => {$(
         $(#[$doc])*
         #[allow(clippy::too_many_arguments)]
         #[inline(never)]
         pub(crate) fn $name<$($gen)*>(isa: Isa, $($arg: $ty),*) -> $ret {
-            #[cfg(target_arch = "x86_64")]
-            if isa == Isa::Avx512 {
-                #[allow(clippy::too_many_arguments)]
-                #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
-                unsafe fn avx512<$($gen)*>($($arg: $ty),*) -> $ret {
-                    $kernel($($arg),*)
-                }
-                // SAFETY: `Isa::Avx512` is only chosen by `Isa::detect`
-                // when the CPU reports these features, AVX2 and FMA.
-                return unsafe { avx512($($arg),*) };
-            }
+            entry!(@avx512 isa [$($wide)?] [$($gen)*]($($arg: $ty),*) -> $ret = $kernel);
             #[cfg(target_arch = "x86_64")]
             if isa.has_avx2() {
-                #[allow(clippy::too_many_arguments)]
-                #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2<$($gen)*>($($arg: $ty),*) -> $ret {
-                    $kernel($($arg),*)
-                }
-                // SAFETY: as in `entry!`.
-                return unsafe { avx2($($arg),*) };
+                return twin!("avx2,fma", [$($gen)*]($($arg: $ty),*) -> $ret = $kernel);
             }
             let _ = isa;
             $kernel($($arg),*)
@@ -262,15 +244,16 @@ entry! {
     ) -> () = kernels::arg;
 }
 
-wide_entry! {
+// The `wide` kernels: an AVX-512 twin each (see the module's docs).
+entry! {
     /// [`kernels::bin_keys`].
     fn bin_keys[T: FloatLane + CastTo<i32>](
         x: &[T],
         out: &mut [u32],
         p: BinParams<T>,
         last_key: u32,
-    ) -> () = kernels::bin_keys;
+    ) -> () = kernels::bin_keys, wide: "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma";
     /// [`kernels::moments`].
     fn moments[T: kernels::ToF64](x: &[T], mask: Option<&[bool]>) -> crate::semantics::Moments
-        = kernels::moments;
+        = kernels::moments, wide: "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma";
 }
