@@ -148,15 +148,16 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
         mut new: impl FnMut(W, usize),
     ) {
         let mut i = start;
+        // A row read with one whose word was missing: looked up first
+        // when the loop resumes.
+        let mut held: Option<(W, T)> = None;
         loop {
             // The table in locals for a run of known words (registers, not
             // reloads); an insert may move it.
             let cells = self.cells.as_mut_ptr();
             let (mul, shift) = (self.mul, self.shift);
-            let (w, x) = loop {
-                let Some((w, x)) = rows.next() else {
-                    return;
-                };
+            // The slot holding `w`, when one does.
+            let find = |w: W| {
                 let (a, b) = homes(mul, shift, w);
                 debug_assert!(a < self.cells.len() && b < self.cells.len());
                 // SAFETY: a home is a hash's top `64 - shift` bits, below
@@ -169,15 +170,51 @@ impl<W: SlotWord, T: Copy> Slots<W, T> {
                 // test too measured slower).
                 let s = std::hint::select_unpredictable(ka == w, a, b);
                 // SAFETY: as above.
-                if unsafe { (*cells.add(s)).key } != w {
-                    break (w, x);
+                (s, unsafe { (*cells.add(s)).key } == w)
+            };
+            // SAFETY (both): `s` is a home of a word, in bounds as above.
+            let add = |s: usize, x: T| unsafe {
+                let v = &mut (*cells.add(s)).val;
+                *v = fold(*v, x);
+            };
+            let (w, x) = 'missing: {
+                if let Some((w, x)) = held.take() {
+                    match find(w) {
+                        (s, true) => {
+                            add(s, x);
+                            i += 1;
+                        }
+                        _ => break 'missing (w, x),
+                    }
                 }
-                // SAFETY: as above.
-                unsafe {
-                    let v = &mut (*cells.add(s)).val;
-                    *v = fold(*v, x);
+                // Two rows at a time: both looked up before either folds
+                // (a fold changes no word), then folded in row order.
+                loop {
+                    let Some((w1, x1)) = rows.next() else {
+                        return;
+                    };
+                    let Some((w2, x2)) = rows.next() else {
+                        match find(w1) {
+                            (s, true) => {
+                                add(s, x1);
+                                return;
+                            }
+                            _ => break 'missing (w1, x1),
+                        }
+                    };
+                    let ((s1, hit1), (s2, hit2)) = (find(w1), find(w2));
+                    if !hit1 {
+                        held = Some((w2, x2));
+                        break 'missing (w1, x1);
+                    }
+                    add(s1, x1);
+                    i += 1;
+                    if !hit2 {
+                        break 'missing (w2, x2);
+                    }
+                    add(s2, x2);
+                    i += 1;
                 }
-                i += 1;
             };
             let s = self.insert(w);
             new(w, i);
@@ -278,27 +315,28 @@ mod tests {
     use rustc_hash::FxHashMap;
 
     /// Counts per word through the table, against a map: groups numbered
-    /// in first-appearance order, every row's value folded into its own.
+    /// in first-appearance order, each with the row it first appears at
+    /// (counted from 7), every row's value folded into its own.
     fn check<W: SlotWord + std::hash::Hash + std::fmt::Debug>(words: &[W], cap: usize) {
         let mut t: Slots<W, u64> = Slots::with_groups(cap, 0);
         let mut order = Vec::new();
         t.fold_rows(
-            0,
+            7,
             words.iter().map(|&w| (w, 1)),
             |a, x| a + x,
-            |w, _| order.push(w),
+            |w, i| order.push((w, i)),
         );
         let mut want: FxHashMap<W, u64> = FxHashMap::default();
         let mut want_order = Vec::new();
-        for &w in words {
+        for (i, &w) in words.iter().enumerate() {
             let c = want.entry(w).or_insert(0);
             if *c == 0 {
-                want_order.push(w);
+                want_order.push((w, 7 + i));
             }
             *c += 1;
         }
         assert_eq!(order, want_order);
-        let counts: Vec<u64> = want_order.iter().map(|w| want[w]).collect();
+        let counts: Vec<u64> = want_order.iter().map(|(w, _)| want[w]).collect();
         assert_eq!(t.into_vals(), counts);
     }
 
@@ -316,6 +354,12 @@ mod tests {
             .map(|_| pool[(next() % 1000) as usize])
             .collect();
         check(&rows, 1000);
+        // Odd and tiny lengths (the fold takes rows two at a time), and a
+        // new word twice in a row.
+        for n in [0, 1, 2, 3, 19_999] {
+            check(&rows[..n], 1000);
+        }
+        check(&[5u64, 5, 6, 6, 5, 7, 7, 7], 4);
         // Expected far fewer groups than come: the table grows.
         check(&rows, 4);
         let narrow: Vec<u32> = rows.iter().map(|&w| w as u32).collect();
