@@ -16,6 +16,9 @@
 //! PIPELINE one of p1..p5, p6 (`variance()`), p7 (`histogram(256, 0, 1)`), g1 (`group_by(key).agg(sum)` over 1,000 sparse
 //! keys) or g6 (the same over 10^6 random keys; default p1 1000 200000).
 
+#[path = "../benches/common/relational_baselines.rs"]
+mod relational_baselines;
+
 use computeq::prelude::*;
 use std::hint::black_box;
 use std::time::Instant;
@@ -30,20 +33,10 @@ fn main() {
         .map(|i| ((i * 104729) % 1000) as f32 * 0.001)
         .collect();
     // `g1`'s keys: 1,000 sparse `u32` values (no direct index); `g6`'s:
-    // 10^6 random `u32` values, each row's drawn at random among them (as
-    // `bench_relational` draws them).
+    // 10^6 random `u32` values, each row's drawn at random among them, as
+    // `bench_relational` draws them.
     let keys: Vec<u32> = if which == "g6" {
-        let mut s: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
-        let pool: Vec<u32> = (0..1_000_000).map(|_| (next() >> 32) as u32).collect();
-        (0..n)
-            .map(|_| pool[(next() % pool.len() as u64) as usize])
-            .collect()
+        relational_baselines::keyed(n, 1_000_000, 9).0
     } else {
         (0..n)
             .map(|i| (((i * 7919) % 1000) as u32).wrapping_mul(2_654_435_761))

@@ -8,7 +8,7 @@
 //! The block interpreter (`exec.rs`) is plain code that calls them once per
 //! block and instruction.
 //!
-//! A few kernels also have an AVX-512 twin (the `wide:` entries): the
+//! A few kernels also have an AVX-512 twin (the `wide` entries): the
 //! one-pass kernels that run out of instructions before memory runs out of
 //! bandwidth (the variance's moments, a histogram's keys). Each twin is
 //! the same loop over the same lanes, only in registers twice as wide, so
@@ -115,21 +115,22 @@ macro_rules! twin {
 
 /// `entry!(fn name[generics](args) -> ret = kernel)`: `name(isa, args)`
 /// runs `kernel(args)` compiled for `isa`: its AVX2+FMA twin for
-/// `Isa::Avx2Fma`, and for `Isa::Avx512` too unless the entry names an
-/// AVX-512 twin's features (`= kernel, wide: "features"`).
+/// `Isa::Avx2Fma`, and for `Isa::Avx512` too unless the entry asks for an
+/// AVX-512 twin (`= kernel, wide;`).
 macro_rules! entry {
-    // The AVX-512 twin's branch, for an entry that names one.
+    // The AVX-512 twin's branch, for an entry that asks for one (its
+    // features are those `Isa::detect` checks for `Isa::Avx512`).
     (@avx512 $isa:ident [] $($rest:tt)*) => {};
-    (@avx512 $isa:ident [$wide:literal] $($twin:tt)*) => {
+    (@avx512 $isa:ident [wide] $($twin:tt)*) => {
         #[cfg(target_arch = "x86_64")]
         if $isa == Isa::Avx512 {
-            return twin!($wide, $($twin)*);
+            return twin!("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma", $($twin)*);
         }
     };
     ($(
         $(#[$doc:meta])*
         fn $name:ident[$($gen:tt)*]($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty
-            = $kernel:path $(, wide: $wide:literal)?;
+            = $kernel:path $(, $wide:ident)?;
     )*) => {$(
         $(#[$doc])*
         #[allow(clippy::too_many_arguments)]
@@ -252,8 +253,8 @@ entry! {
         out: &mut [u32],
         p: BinParams<T>,
         last_key: u32,
-    ) -> () = kernels::bin_keys, wide: "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma";
+    ) -> () = kernels::bin_keys, wide;
     /// [`kernels::moments`].
     fn moments[T: kernels::ToF64](x: &[T], mask: Option<&[bool]>) -> crate::semantics::Moments
-        = kernels::moments, wide: "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma";
+        = kernels::moments, wide;
 }
