@@ -273,6 +273,9 @@ struct Measured {
     /// The model's estimate over the measured backend time of each forced
     /// run, with the backend (its relative error is `|ratio - 1|`).
     model_ratios: Vec<(BackendKind, f64)>,
+    /// The measured backend time (transfers and execute) of each forced
+    /// run whose estimate is in `model_ratios`, with the backend.
+    backend_times: Vec<(BackendKind, f64)>,
     /// Sum of the selector's first `warmup` runs.
     cold_total: f64,
     /// The backends of those runs, in order.
@@ -309,6 +312,7 @@ fn measure(
     }
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); backends.len()];
     let mut model_ratios = Vec::new();
+    let mut backend_times = Vec::new();
     let mut sel = Vec::new();
     let mut choices: Vec<(BackendKind, String)> = Vec::new();
     // A short run right after another contender's is slowed by the state
@@ -347,6 +351,7 @@ fn measure(
                 let backend_time = (p.transfer_in + p.execute + p.transfer_out).as_secs_f64();
                 if backend_time > 0.0 {
                     model_ratios.push((k, est.as_secs_f64() / backend_time));
+                    backend_times.push((k, backend_time));
                 }
             }
         }
@@ -368,6 +373,7 @@ fn measure(
     Measured {
         per_backend,
         model_ratios,
+        backend_times,
         cold_total,
         cold_backends,
         selector: median(&mut sel),
@@ -473,6 +479,13 @@ fn main() {
             letters
         );
         results.push((w, m, best_t));
+    }
+
+    // The device profiles (measured when a device first ran).
+    for (k, v) in engines[0].selector().settings() {
+        if k.ends_with(".profile") {
+            println!("{k}: {v}");
+        }
     }
 
     // Totals.
@@ -590,6 +603,29 @@ fn main() {
                     format!("{:>13}", "-")
                 } else {
                     format!("{:>12.2}x", median(&mut r))
+                }
+            })
+            .collect();
+        println!("{:<36} {:>10}  {cells}", w.name, w.n);
+    }
+    // The times those ratios divide: what a model constant is fitted to.
+    println!(
+        "\nthe measured backend time (transfers and execute), per workload (forced runs, medians):"
+    );
+    for (w, m, _) in &results {
+        let cells: String = available
+            .iter()
+            .map(|&k| {
+                let mut t: Vec<f64> = m
+                    .backend_times
+                    .iter()
+                    .filter(|e| e.0 == k)
+                    .map(|e| e.1)
+                    .collect();
+                if t.is_empty() {
+                    format!("{:>13}", "-")
+                } else {
+                    format!("{:>13}", fmt_s(median(&mut t)))
                 }
             })
             .collect();

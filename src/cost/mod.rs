@@ -8,6 +8,7 @@
 
 pub mod cache_file;
 pub mod calibrate;
+mod kernels;
 mod model;
 mod profile;
 mod shape;
@@ -16,7 +17,8 @@ pub use calibrate::{
     calibrate_full_into, device_profile, recall_device, remember_device, set_backend_probe,
     Calibrate, DeviceRecord,
 };
-#[cfg(test)]
+pub(crate) use kernels::cpu_kernels;
+pub use kernels::{set_cpu_kernels, CpuKernels};
 pub(crate) use model::PARALLEL_LEAF;
 pub use model::{CostModel, EstimateInput, MAX_ESTIMATE, PRIOR_SELECTIVITY};
 pub use profile::{CpuProfile, DeviceProfile};

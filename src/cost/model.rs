@@ -5,7 +5,7 @@
 //! the plan's learned selectivity.
 
 use super::profile::{CpuProfile, DeviceProfile};
-use super::shape::{PlanShape, StageEnd};
+use super::shape::{row_ns, PlanShape, StageEnd};
 use crate::plan::{Residency, WorkloadCharacteristics};
 use crate::types::BackendKind;
 
@@ -102,6 +102,22 @@ pub struct CostModel {
 /// workgroup scan). A model constant: the history corrects it.
 const DEVICE_RANK_OPS: f64 = 64.0;
 
+/// What a software device (lavapipe, llvmpipe) pays for that ranking
+/// against the simple operations its profile measures: workgroup memory
+/// and the barriers between the splits run as CPU code, one invocation
+/// after another (~200 ns per position and digit pass here, against
+/// ~0.1 ns for a simple operation). Priced at 1x, lavapipe's sorts and
+/// groups of 10^6 rows ran at 5-14x their estimates (`selector_eval`,
+/// 2026-12-01). A model constant: the history corrects it.
+const SOFTWARE_RANK_FACTOR: f64 = 40.0;
+
+/// Seconds per position of a compaction's ranking and write of its
+/// survivors on one core of `cpu-simd` and `cpu-parallel` (the positions
+/// a filter keeps, written one by one). Priced at a scan's carry, filtered
+/// collects of 10^5-10^7 ran at ~2x their estimates (1.1-1.4 ns per
+/// position here). A model constant: the history corrects it.
+const COMPACT_ELEMENT: f64 = 1.0e-9;
+
 /// The work of one run, stage by stage, computed once and priced per
 /// backend ([`CostModel::work`], [`CostModel::estimate_work`]).
 #[derive(Clone, Debug, Default)]
@@ -120,6 +136,15 @@ struct StageWork {
     write: f64,
     /// Element operations (simple, transcendental) over all positions.
     ops: f64,
+    /// `ops` as the reference interpreter runs them.
+    scalar_ops: f64,
+    /// Seconds of one core of a relational stage's per-row work (its
+    /// positions' and its build rows').
+    rows: f64,
+    /// `cpu-parallel`'s time for `rows` against one core's.
+    row_parallel: f64,
+    /// A top-k (see `StageShape::fetch`).
+    fetch: bool,
     /// `ops` as `cpu-simd` and `cpu-parallel` run them.
     simd_ops: f64,
     trans: f64,
@@ -141,6 +166,7 @@ fn stage_work(e: &EstimateInput<'_>) -> Work {
     for s in &e.shape.stages {
         let n = match s.reads_stage.and_then(|j| out.get(j)) {
             Some(prev) if prev.end == StageEnd::Compact => prev.n * sel,
+            Some(prev) if prev.fetch => prev.n.min(super::shape::TOP_K_ROWS),
             Some(prev) => prev.n,
             None => elements,
         };
@@ -155,7 +181,11 @@ fn stage_work(e: &EstimateInput<'_>) -> Work {
             read: n * (s.source_bytes + s.stage_bytes) + build_read,
             write: outputs * s.out_bytes,
             ops: n * s.ops + build * s.build_ops,
-            simd_ops: n * s.simd_ops + build * s.build_ops,
+            scalar_ops: n * s.scalar_ops,
+            rows: (n * s.row_ops + build * s.build_ops) * 1e-9,
+            row_parallel: s.row_parallel,
+            fetch: s.fetch,
+            simd_ops: n * s.simd_ops,
             trans: n * s.transcendental,
             end: s.end,
             lanes: if s.wide { 0.5 } else { 1.0 },
@@ -325,7 +355,8 @@ impl CostModel {
                     .iter()
                     .map(|s| {
                         s.n * c.scalar_element
-                            + s.ops * c.scalar_op
+                            + s.scalar_ops * c.scalar_op
+                            + s.rows * row_ns::SCALAR
                             + s.trans * c.scalar_transcendental
                             + fault(s.write)
                     })
@@ -346,11 +377,13 @@ impl CostModel {
                     // operation per element, filtered collects ran at ~3x
                     // their estimate).
                     let extra = match s.end {
-                        StageEnd::Compact | StageEnd::Scan => s.n * c.scan_element,
+                        StageEnd::Compact => s.n * COMPACT_ELEMENT,
+                        StageEnd::Scan => s.n * c.scan_element / s.lanes,
                         _ => 0.0,
                     };
                     let cpu = (s.simd_ops * c.simd_op + s.trans * c.simd_transcendental) / s.lanes
-                        + extra;
+                        + extra
+                        + s.rows;
                     compute += (bytes / bw(bytes, false)).max(cpu) + fault(s.write);
                 }
                 Estimate {
@@ -381,15 +414,16 @@ impl CostModel {
                         _ => (1.0, 0.0),
                     };
                     let extra = match s.end {
-                        StageEnd::Compact => 2.0 * s.n * c.simd_op,
-                        StageEnd::Scan => s.n * c.scan_element,
+                        StageEnd::Compact => s.n * COMPACT_ELEMENT,
+                        StageEnd::Scan => s.n * c.scan_element / s.lanes,
                         _ => 0.0,
                     };
                     let cpu = ((s.simd_ops * passes.min(1.5) * c.simd_op
                         + s.trans * c.simd_transcendental)
                         / s.lanes
                         + extra)
-                        / t;
+                        / t
+                        + s.rows * s.row_parallel;
                     let moved = bytes + reread;
                     compute += (moved / bw(bytes, pooled)).max(cpu) + fault(s.write) / t.sqrt();
                     if pooled {
@@ -429,6 +463,11 @@ impl CostModel {
                 };
                 let mut launches = 0.0;
                 let mut compute = 0.0;
+                let rank_factor = if d.software {
+                    SOFTWARE_RANK_FACTOR
+                } else {
+                    1.0
+                };
                 for s in work {
                     // A tree reduction takes one launch per 256x shrink; a
                     // scan or compaction three launches and a second read.
@@ -451,7 +490,7 @@ impl CostModel {
                     // workgroup scan per position.
                     let rank = s
                         .device_sort
-                        .map_or(0.0, |(_, _, ranked)| ranked * DEVICE_RANK_OPS);
+                        .map_or(0.0, |(_, _, ranked)| ranked * DEVICE_RANK_OPS * rank_factor);
                     compute += (bytes / d.bandwidth)
                         .max((s.ops + rank) * d.op + s.trans * d.transcendental);
                 }
@@ -560,6 +599,10 @@ mod tests {
         let shape = PlanShape {
             stages: smallvec::smallvec![StageShape {
                 ops: 2.0,
+                scalar_ops: 2.0,
+                row_ops: 0.0,
+                row_parallel: 1.0,
+                fetch: false,
                 simd_ops: 2.0,
                 transcendental: 0.0,
                 source_bytes: 4.0,
@@ -652,6 +695,10 @@ mod tests {
         let (w, mut shape) = compaction(1 << 22);
         shape.stages.push(StageShape {
             ops: 1.0,
+            scalar_ops: 1.0,
+            row_ops: 0.0,
+            row_parallel: 1.0,
+            fetch: false,
             simd_ops: 1.0,
             transcendental: 0.0,
             source_bytes: 0.0,
@@ -764,6 +811,54 @@ mod tests {
                 price(kind, 1 << 8, 1 << 22)
             );
         }
+    }
+
+    #[test]
+    fn a_sorts_rows_are_one_cores_work_on_every_cpu_backend() {
+        use crate::prelude::*;
+        let m = model();
+        let plan = vec![1u32; 16]
+            .compute()
+            .sort()
+            .explain()
+            .collect::<Vec<_>>()
+            .plan;
+        let shape = PlanShape::of(&plan);
+        let statics = crate::plan::PlanStatics::of(&plan);
+        let n = 1usize << 20;
+        let xs = vec![1u32; n];
+        let inputs = [crate::types::Input::Host(crate::types::ColumnRef::U32(&xs))];
+        let w = WorkloadCharacteristics::with_statics(&statics, &inputs);
+        let price = |kind| {
+            m.estimate_with(
+                kind,
+                &EstimateInput {
+                    workload: &w,
+                    shape: &shape,
+                    compiled: true,
+                    selectivity: 1.0,
+                    keep_on_device: false,
+                },
+            )
+            .compute
+        };
+        // Four radix passes per row, scalar code on every CPU backend: not
+        // divided by the lanes; on the pool, as long as it measured.
+        let rows = n as f64 * 4.0 * row_ns::SORT_PASS * 1e-9;
+        let (scalar, simd, parallel) = (
+            price(BackendKind::CpuScalar),
+            price(BackendKind::CpuSimd),
+            price(BackendKind::CpuParallel),
+        );
+        assert!(
+            simd >= rows && scalar >= rows,
+            "{scalar} {simd} against {rows}"
+        );
+        assert!(simd < 2.0 * rows, "{simd} against {rows}");
+        assert!(
+            parallel >= rows * row_ns::PARALLEL_SORT,
+            "{parallel} against {rows}"
+        );
     }
 
     #[test]

@@ -33,11 +33,32 @@ pub enum StageEnd {
 /// One stage as the cost model sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StageShape {
-    /// Element operations per position.
+    /// Element operations per position, with a relational stage's per-row
+    /// work counted as operations too (as the devices price it).
     pub ops: f64,
-    /// Element operations per position as `cpu-simd` and `cpu-parallel`
-    /// run them: `ops`, but for a histogram's key, which they compute with
-    /// one kernel (`plan::bins`), not its dozen operations (priced as
+    /// Element operations per position as the reference interpreter runs
+    /// them: `ops` without a relational stage's per-row work, which that
+    /// backend runs as native code too (`row_ops`).
+    pub scalar_ops: f64,
+    /// A relational stage's per-row work on the CPU backends (a radix
+    /// sort's passes, a hash probe, a join's gathers), in nanoseconds of
+    /// one core per position (`ROW_NS`): scalar code on every CPU
+    /// backend, never divided by vector lanes. Priced as lane work, a
+    /// sort of 10^6 was estimated at 0.05-0.13x its time on `cpu-simd`
+    /// and `cpu-parallel`, and at 2-5x on the interpreter, which priced it
+    /// as interpreted operations.
+    pub row_ops: f64,
+    /// `cpu-parallel`'s time for `row_ops` against one core's (`row_ns`'s
+    /// `PARALLEL_*`): 1 for stages without per-row work.
+    pub row_parallel: f64,
+    /// A top-k: its output is its `k` rows, not a row per position (`k`
+    /// is a run's parameter; priced as `TOP_K_ROWS`).
+    pub fetch: bool,
+    /// Element work per position as `cpu-simd` and `cpu-parallel` run
+    /// it, in block operations: the passes of the stage's block program
+    /// (`StageProgram::passes`, which counts what it fuses as it runs
+    /// it), and for a histogram's key, which they compute with one kernel
+    /// (`plan::bins`), that kernel, not its dozen operations (priced as
     /// those, their histograms ran at ~0.4x their estimates).
     pub simd_ops: f64,
     /// Transcendental operations per position.
@@ -65,9 +86,55 @@ pub struct StageShape {
     /// Bytes a join reads per row of its build side (the keys, and the
     /// columns an inner join writes); 0 without a build side.
     pub build_bytes: f64,
-    /// Simple operations per build row on the CPU backends: a hash
-    /// insert of the key's word (as a probe is priced) and the row kept.
+    /// Nanoseconds of one core per build row on the CPU backends
+    /// (`ROW_NS`): a hash insert of the key's word and the row kept.
     pub build_ops: f64,
+}
+
+/// The rows a top-k is priced to write (its `k`, a parameter of each run,
+/// is not in the shape): a stage reading its output reads at most these.
+pub const TOP_K_ROWS: f64 = 1000.0;
+
+/// What a relational stage's per-row work costs on the CPU backends, in
+/// nanoseconds of one core (`StageShape::row_ops`); measured on the 2-core
+/// Xeon VM of docs/performance.md (`bench_relational`, `selector_eval`).
+/// Model constants: the history corrects them on another machine.
+pub(crate) mod row_ns {
+    /// One LSD radix pass over a row's key word (a count and a scatter).
+    pub const SORT_PASS: f64 = 1.5;
+    /// A row's column gathered after the sort.
+    pub const GATHER: f64 = 1.5;
+    /// A top-k's selection per row and key (counts, no scatter).
+    pub const SELECT: f64 = 0.25;
+    /// A group's key hashed or indexed and probed.
+    pub const GROUP_KEY: f64 = 1.5;
+    /// A group's aggregate updated (its row's slot found and folded:
+    /// `distinct` of 10^5 took 1.9 ns a row here, a group's sum 5).
+    pub const GROUP_AGG: f64 = 3.0;
+    /// A join's probe per key.
+    pub const PROBE: f64 = 4.0;
+    /// A column a join writes per pair.
+    pub const PAIR_COLUMN: f64 = 2.5;
+    /// A build row's key inserted.
+    pub const BUILD_KEY: f64 = 8.0;
+    /// A build row's column kept.
+    pub const BUILD_COLUMN: f64 = 1.0;
+    /// The reference interpreter's per-row time against one core's of
+    /// `cpu-simd` (its stages' columns come through the interpreter): its
+    /// sorts, groups and joins ran at ~2x their estimates priced at 1.
+    pub const SCALAR: f64 = 2.0;
+    /// `cpu-parallel`'s per-row time against one core's, by stage, as
+    /// `selector_eval` measured them on two threads: its sorts (key-range
+    /// partitions, then a sort per partition) took twice `cpu-simd`'s time
+    /// at 10^4 and 10^6 rows (1.6-2.3x), its groups and joins as long, its
+    /// top-k selections 0.7x.
+    pub const PARALLEL_SORT: f64 = 1.6;
+    /// See `PARALLEL_SORT`.
+    pub const PARALLEL_GROUP: f64 = 1.0;
+    /// See `PARALLEL_SORT`.
+    pub const PARALLEL_JOIN: f64 = 1.0;
+    /// See `PARALLEL_SORT`.
+    pub const PARALLEL_SELECT: f64 = 0.7;
 }
 
 /// What a device radix sort does per position, beyond the store it ends
@@ -198,7 +265,10 @@ impl PlanShape {
     /// Summarizes `plan`.
     pub fn of(plan: &PhysicalPlan) -> PlanShape {
         let mut stages: SmallVec<[StageShape; 2]> = SmallVec::new();
-        for s in &plan.stages {
+        let passes = super::cpu_kernels()
+            .map(|k| (k.stage_passes)(plan))
+            .unwrap_or_default();
+        for (si, s) in plan.stages.iter().enumerate() {
             let mut source_bytes = 0.0;
             let mut stage_bytes = 0.0;
             let mut reads_stage = None;
@@ -258,6 +328,49 @@ impl PlanShape {
                 }
                 _ => 0.0,
             };
+            let key_passes = |keys: &mut dyn Iterator<Item = crate::expr::Value>| -> f64 {
+                keys.map(|k| match s.program.ty(k) {
+                    crate::expr::DType::Bool => 1.0,
+                    t if t.size() == 8 => 8.0,
+                    _ => 4.0,
+                })
+                .sum()
+            };
+            let row_ops = match &s.terminal {
+                Terminal::Sort {
+                    keys,
+                    fetch: Some(_),
+                    ..
+                } => row_ns::SELECT * keys.len() as f64,
+                Terminal::Sort { keys, columns, .. } => {
+                    let key_only =
+                        keys.len() == 1 && columns.len() == 1 && columns[0] == keys[0].value;
+                    row_ns::SORT_PASS * key_passes(&mut keys.iter().map(|k| k.value))
+                        + if key_only {
+                            0.0
+                        } else {
+                            row_ns::GATHER * columns.len() as f64
+                        }
+                }
+                Terminal::Group { keys, aggs, .. } => {
+                    row_ns::GROUP_KEY * keys.len() as f64 + row_ns::GROUP_AGG * aggs.len() as f64
+                }
+                Terminal::Join { keys, columns, .. } => {
+                    row_ns::PROBE * keys.len() as f64 + row_ns::PAIR_COLUMN * columns.len() as f64
+                }
+                _ => 0.0,
+            };
+            let row_parallel = match &s.terminal {
+                Terminal::Sort { fetch: Some(_), .. } => row_ns::PARALLEL_SELECT,
+                Terminal::Sort { .. } => row_ns::PARALLEL_SORT,
+                Terminal::Group { .. } => row_ns::PARALLEL_GROUP,
+                Terminal::Join { .. } => row_ns::PARALLEL_JOIN,
+                _ => 1.0,
+            };
+            let relational = matches!(
+                s.terminal,
+                Terminal::Sort { .. } | Terminal::Group { .. } | Terminal::Join { .. }
+            );
             let (end, out_bytes) = match &s.terminal {
                 Terminal::Reduce(_) => (StageEnd::Reduce, 0.0),
                 // A count per key: the key's computation is in the
@@ -273,6 +386,8 @@ impl PlanShape {
                     };
                     (end, w)
                 }
+                // A top-k writes its `k` rows: nothing per position.
+                Terminal::Sort { fetch: Some(_), .. } => (StageEnd::Store, 0.0),
                 // Priced as a store of the materialized columns; the
                 // sort's passes and the join's probes are in `extra_aggs`.
                 Terminal::Sort { .. } | Terminal::Join { .. } => (
@@ -289,12 +404,22 @@ impl PlanShape {
                 ),
             };
             let ops = s.ops_per_element() as f64 + sqrt_ops + extra_aggs;
+            // The interpreter's square root is one call, and its `m2` one
+            // update (priced at the vector figures, its variances ran at
+            // 0.45x their estimates and its square roots at 0.75x).
+            let scalar_ops = s.ops_per_element() as f64
+                + match &s.terminal {
+                    Terminal::Reduce(aggs) => aggs.len().saturating_sub(1) as f64,
+                    _ if relational => 0.0,
+                    _ => extra_aggs,
+                };
             // A build row: its key word hashed and inserted (priced as a
             // probe is), the row kept; its key and written columns read.
             let (build_bytes, build_ops) = match &s.terminal {
                 Terminal::Join { keys, build, .. } => (
                     build.iter().map(|&(_, t)| t.size() as f64).sum(),
-                    8.0 * keys.len() as f64 + 2.0 * (build.len() - keys.len()) as f64,
+                    row_ns::BUILD_KEY * keys.len() as f64
+                        + row_ns::BUILD_COLUMN * (build.len() - keys.len()) as f64,
                 ),
                 _ => (0.0, 0.0),
             };
@@ -309,10 +434,15 @@ impl PlanShape {
                 {
                     (ops - crate::plan::bins::KEY_OPS + BIN_KEY_OPS).max(1.0)
                 }
-                _ => ops,
+                Terminal::CountByKey { .. } => ops,
+                _ => passes.get(si).copied().flatten().unwrap_or(scalar_ops),
             };
             stages.push(StageShape {
                 ops,
+                scalar_ops,
+                row_ops,
+                row_parallel,
+                fetch: matches!(s.terminal, Terminal::Sort { fetch: Some(_), .. }),
                 simd_ops,
                 transcendental: trans,
                 source_bytes,
@@ -352,6 +482,10 @@ impl PlanShape {
         PlanShape {
             stages: smallvec::smallvec![StageShape {
                 ops: w.ops_per_element as f64,
+                scalar_ops: w.ops_per_element as f64,
+                row_ops: 0.0,
+                row_parallel: 1.0,
+                fetch: false,
                 simd_ops: w.ops_per_element as f64,
                 transcendental: w.transcendental_per_element as f64,
                 source_bytes: w.bytes_in as f64 / n,
@@ -431,7 +565,7 @@ mod tests {
             "{h:?}"
         );
         assert!(h.ops >= 13.0, "{h:?}");
-        assert_eq!(s.simd_ops, s.ops, "{s:?}");
+        assert!(s.simd_ops < s.ops, "a sum's operations fuse: {s:?}");
         // An `i64` column's key is computed from its cast to `f64`.
         let ys = vec![5i64; 10];
         let wide = ys.compute().explain().histogram(16, 0.0, 10.0);
@@ -441,6 +575,60 @@ mod tests {
             w.ops - crate::plan::bins::KEY_OPS + BIN_KEY_OPS,
             "{w:?}"
         );
+    }
+
+    #[test]
+    fn the_vector_backends_price_the_block_programs_passes() {
+        let xs = vec![0.5f32; 10];
+        let stage = |e: &crate::Explain| PlanShape::of(&e.plan).stages[0].clone();
+        // `x * 2 + 1` summed: one fold over `x`, the two operations inside
+        // it; two operations for the interpreter.
+        let sum = stage(&xs.compute().map(|x| x * 2.0 + 1.0).explain().sum());
+        assert!(sum.simd_ops <= 1.0 && sum.ops >= 2.0, "{sum:?}");
+        // Two block instructions (a square root, then `* 3 - x` chained)
+        // written to the output: more than the fused sum.
+        let collect = stage(
+            &xs.compute()
+                .map(|x| x.sqrt() * 3.0 - x)
+                .explain()
+                .collect::<Vec<_>>(),
+        );
+        assert!(collect.simd_ops > 2.0 * sum.simd_ops, "{collect:?}");
+        // Every instruction is a pass: a longer chain costs more.
+        let long = stage(
+            &xs.compute()
+                .map(|x| (x * 2.0 + 1.0).max(x * 0.5).min(x + 3.0))
+                .explain()
+                .sum(),
+        );
+        assert!(long.simd_ops > sum.simd_ops + 2.0, "{long:?}");
+    }
+
+    #[test]
+    fn a_relational_stages_rows_are_priced_as_scalar_work() {
+        let (xs, ws) = (vec![1u32; 10], vec![1u64; 10]);
+        let stages = |e: &crate::Explain| PlanShape::of(&e.plan).stages;
+        let sort = |e: &crate::Explain| {
+            stages(e)
+                .into_iter()
+                .find(|s| s.row_ops > 0.0)
+                .expect("a relational stage")
+        };
+        // A sort of its keys alone: a radix pass per key byte.
+        let s32 = sort(&xs.compute().sort().explain().collect::<Vec<_>>());
+        let s64 = sort(&ws.compute().sort().explain().collect::<Vec<_>>());
+        assert_eq!(s32.row_ops, 4.0 * row_ns::SORT_PASS, "{s32:?}");
+        assert_eq!(s64.row_ops, 8.0 * row_ns::SORT_PASS, "{s64:?}");
+        // The interpreter runs the sort natively too: its operations are
+        // the element program's, without the sort's.
+        assert!(s32.scalar_ops < s32.ops, "{s32:?}");
+        // A top-k selects: far less per row than a sort.
+        let top = sort(&xs.compute().top_k(5).explain().collect::<Vec<_>>());
+        assert!(top.row_ops < s32.row_ops / 4.0, "{top:?}");
+        // A group: its key probed, each aggregate updated.
+        let g = xs.compute().explain().group_by(|x| x & 7).sum();
+        let g = sort(&g);
+        assert_eq!(g.row_ops, row_ns::GROUP_KEY + row_ns::GROUP_AGG, "{g:?}");
     }
 
     #[test]
@@ -473,13 +661,17 @@ mod tests {
         assert!(s.probe_bytes >= 64.0, "the searches are priced: {s:?}");
         assert!(i.probe_bytes > s.probe_bytes, "{i:?} against {s:?}");
         // On the CPU a build row is read and hashed: the semi-join's key
-        // (4 bytes), the inner join's key and written column (16).
+        // (4 bytes), the inner join's key and written column (16), priced
+        // as one core's nanoseconds per row.
         let build = |e: &crate::Explain| {
             let st = PlanShape::of(&e.plan).stages;
             let j = st.iter().find(|s| s.device_sort.is_some()).expect("a join");
             (j.build_bytes, j.build_ops)
         };
-        assert_eq!(build(&semi), (4.0, 8.0));
-        assert_eq!(build(&inner), (16.0, 10.0));
+        assert_eq!(build(&semi), (4.0, row_ns::BUILD_KEY));
+        assert_eq!(
+            build(&inner),
+            (16.0, row_ns::BUILD_KEY + row_ns::BUILD_COLUMN)
+        );
     }
 }

@@ -15,9 +15,19 @@
 //! (transfers and execute).
 
 use super::Engine;
-use crate::cost::CpuProfile;
+use crate::backend::cpu_simd;
+use crate::cost::{CpuKernels, CpuProfile};
 use crate::types::BackendKind;
 use std::time::Instant;
+
+/// `cpu-simd`'s kernels and block programs, for the cost model (which
+/// cannot name the backends, `cost::CpuKernels`).
+pub(crate) const KERNELS: CpuKernels = CpuKernels {
+    sum: cpu_simd::timed::sum,
+    mul: cpu_simd::timed::mul,
+    transcendental: cpu_simd::timed::transcendental,
+    stage_passes: cpu_simd::stage_passes,
+};
 
 /// The small input: the fixed cost (its work is a few vector operations).
 const SMALL: usize = 64;
@@ -27,6 +37,9 @@ const SMALL: usize = 64;
 /// interpreter's speed does not depend on the cache, and 2,048 elements
 /// take it as long as the others' 16,384 take them ten times over.
 const LARGE: [usize; 3] = [2_048, 16_384, 16_384];
+/// The input that `cpu-parallel` splits into tasks on the pool: four
+/// leaves (its wake-up, beside `cpu-simd`'s run of the same input).
+const POOLED: usize = 4 * crate::cost::PARALLEL_LEAF as usize;
 /// Interleaved rounds at most (fewer when the deadline comes first; the
 /// fit needs `MIN_ROUNDS`). A round takes ~0.3 ms here.
 const ROUNDS: usize = 21;
@@ -48,7 +61,7 @@ pub(crate) fn measure(p: &mut CpuProfile, deadline: Instant) {
         BackendKind::Cuda,
     ]));
     let small = vec![0.5f32; SMALL];
-    let large = vec![0.5f32; LARGE[1]];
+    let large = vec![0.5f32; POOLED];
     // The backend time of one run of the probe query forced on `k` (none
     // when another backend ran it).
     let time = |k: BackendKind, xs: &[f32]| {
@@ -67,6 +80,8 @@ pub(crate) fn measure(p: &mut CpuProfile, deadline: Instant) {
         let _ = time(k, &large[..LARGE[i]]);
     }
     let mut samples: [[Vec<f64>; 2]; 3] = Default::default();
+    // `cpu-simd`'s and `cpu-parallel`'s runs of `POOLED` elements.
+    let mut pooled: [Vec<f64>; 2] = Default::default();
     for _ in 0..ROUNDS {
         if Instant::now() >= deadline {
             break;
@@ -80,6 +95,12 @@ pub(crate) fn measure(p: &mut CpuProfile, deadline: Instant) {
                     samples[i][j].push(t);
                 }
             }
+            if i > 0 {
+                let _ = time(k, &large);
+                if let Some(t) = time(k, &large) {
+                    pooled[i - 1].push(t);
+                }
+            }
         }
     }
     let mut fits = [None; 3];
@@ -89,7 +110,29 @@ pub(crate) fn measure(p: &mut CpuProfile, deadline: Instant) {
         }
     }
     apply(p, fits);
+    if pooled.iter().all(|s| s.len() >= MIN_ROUNDS) {
+        let (simd, parallel) = (median(&mut pooled[0]), median(&mut pooled[1]));
+        p.pool_wakeup = pool_wakeup(p, simd, parallel);
+    }
 }
+
+/// The wake-up of the pool that a run of `POOLED` elements on
+/// `cpu-parallel` paid (`parallel` seconds), against `cpu-simd`'s run of
+/// them (`simd`): what is left of it beside its tasks' share of the work
+/// and the fixed costs the model prices apart. The pool a query meets
+/// back to back with another is awake (its workers spin a while before
+/// they sleep): the quick calibration's wake-up, timed from a thread
+/// outside the pool, was 24-84 us here, and parallel runs of 10^5
+/// positions, ~5 us in all, were priced at 3-20x their time. Never below
+/// `MIN_WAKEUP`: the noise of two medians is no free pool.
+fn pool_wakeup(p: &CpuProfile, simd: f64, parallel: f64) -> f64 {
+    let threads = f64::from(p.threads.max(1));
+    let work = (simd - p.simd_fixed).max(0.0) / threads;
+    (parallel - work - p.simd_fixed * threads - p.parallel_fixed).max(MIN_WAKEUP)
+}
+
+/// The least wake-up `pool_wakeup` fits, seconds.
+const MIN_WAKEUP: f64 = 0.5e-6;
 
 /// `fixed + n * per_element`, through the medians at `SMALL` and a large
 /// size.
@@ -178,6 +221,27 @@ mod tests {
         let mut q = prior.clone();
         apply(&mut q, [None, None, fit(600e-9, 0.0)]);
         assert_eq!(q, prior);
+    }
+
+    #[test]
+    fn the_pools_wake_up_is_what_the_pooled_run_left() {
+        let p = CpuProfile {
+            threads: 2,
+            simd_fixed: 200e-9,
+            parallel_fixed: 100e-9,
+            ..CpuProfile::default()
+        };
+        // 20 us on one core is 10 us of each thread's; the two tasks' set-up
+        // and the stage's own besides: 2 us of the 12.5 us are the wake-up.
+        let simd = 20e-6 + 200e-9;
+        let w = pool_wakeup(&p, simd, 12.5e-6);
+        assert!(
+            (w - (12.5e-6 - 10e-6 - 400e-9 - 100e-9)).abs() < 1e-12,
+            "{w}"
+        );
+        // A pooled run measured faster than its share is noise, not a
+        // free pool.
+        assert_eq!(pool_wakeup(&p, simd, 5e-6), MIN_WAKEUP);
     }
 
     #[test]

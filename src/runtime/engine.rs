@@ -189,6 +189,7 @@ impl Engine {
         // The CPU calibration ends with runs of the CPU backends (this
         // process's first engine sets the probe; see `cpu_probe`).
         crate::cost::set_backend_probe(super::cpu_probe::measure);
+        crate::cost::set_cpu_kernels(super::cpu_probe::KERNELS);
         Engine {
             selector: Arc::from(crate::select::default_selector(config.learning_settings())),
             log: RunLog::new(config.run_log_capacity),

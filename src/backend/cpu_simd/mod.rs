@@ -100,6 +100,62 @@ pub fn isa_name() -> &'static str {
     Isa::detect().name()
 }
 
+/// The loops the CPU calibration times (`cost::calibrate`), run through
+/// this backend's own kernel entries for the instruction set it runs
+/// (`Isa::detect`): the figures it measures are then this backend's
+/// speeds. Timed as `wide` loops instead, which the build's baseline
+/// (SSE2) compiles to 128-bit halves, a block operation measured ~4x and a
+/// read from the level-2 cache ~1.7x what the AVX2 twins take here, and
+/// every stage of 10^4-10^6 positions was priced at 2-4x its time.
+pub(crate) mod timed {
+    use super::isa::{self, Isa};
+    use super::kernels::{KeepAll, Op, LANES};
+    use super::BLOCK;
+
+    /// The sum of `xs`, as a reduction's fold runs it (block by block
+    /// into `LANES` accumulators).
+    pub(crate) fn sum(xs: &[f32]) -> f32 {
+        let isa = Isa::detect();
+        let mut acc = [0f32; LANES];
+        for b in xs.chunks(BLOCK) {
+            isa::fold_lanes(isa, &mut acc, b, KeepAll, 0.0, |a, x| a + x);
+        }
+        acc.iter().sum()
+    }
+
+    /// `reps` times `out = a * b`: one instruction of the block program.
+    pub(crate) fn mul(a: &[f32], b: &[f32], out: &mut [f32], reps: usize) {
+        let isa = Isa::detect();
+        for _ in 0..reps {
+            isa::binary(isa, Op::Slice(a), Op::Slice(b), &mut *out, |x, y| x * y);
+            std::hint::black_box(&mut *out);
+        }
+    }
+
+    /// `reps` times `out = exp(x)` then `out = sin(x)`: two transcendental
+    /// instructions of the block program.
+    pub(crate) fn transcendental(x: &[f32], out: &mut [f32], reps: usize) {
+        use super::lanes::FloatLane;
+        let isa = Isa::detect();
+        for _ in 0..reps {
+            isa::unary(isa, x, &mut *out, <f32 as FloatLane>::f_exp);
+            std::hint::black_box(&mut *out);
+            isa::unary(isa, x, &mut *out, <f32 as FloatLane>::f_sin);
+            std::hint::black_box(&mut *out);
+        }
+    }
+}
+
+/// Per stage of `plan`, the passes over a block per position that its
+/// block program makes (`StageProgram::passes`), for the cost model;
+/// `None` for a stage it prices otherwise or a plan that does not compile.
+pub(crate) fn stage_passes(plan: &PhysicalPlan) -> SmallVec<[Option<f64>; 2]> {
+    match BlockProgram::compile(plan) {
+        Ok(p) => p.stages.iter().map(|s| s.passes()).collect(),
+        Err(_) => plan.stages.iter().map(|_| None).collect(),
+    }
+}
+
 /// The compiled block program of `job`'s plan for `kind`, from the plan's
 /// artifact cache; records compile time and whether it was cached.
 pub(crate) fn compiled<'j>(

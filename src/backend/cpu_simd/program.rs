@@ -393,6 +393,78 @@ pub struct BlockProgram {
     pub(crate) stages: Vec<StageProgram>,
 }
 
+/// What one pass of a block instruction costs against the others, for the
+/// cost model (`StageProgram::passes`): a block operation (read its
+/// operands from L1, write a register) is 1. A fold reads a register and
+/// writes nothing (half); a fused sum evaluates its operations in the fold's
+/// registers (half, and a quarter more per operation it fuses); a square
+/// root is two (its instruction's throughput), as is a float minimum or
+/// maximum (NaN-aware compares and selects per lane); a pick of the first
+/// or last survivor four. Fitted to this backend's runs (`selector_eval`),
+/// not measured: the history corrects them.
+mod pass_cost {
+    pub(super) const FOLD: f64 = 0.5;
+    pub(super) const FLOAT_MIN_MAX: f64 = 2.0;
+    pub(super) const PICK: f64 = 4.0;
+    pub(super) const FUSED_OP: f64 = 0.25;
+    pub(super) const STORE: f64 = 0.5;
+    pub(super) const SQRT: f64 = 2.0;
+    pub(super) const MOMENTS: f64 = 1.5;
+    pub(super) const SCALAR: f64 = 2.0;
+}
+
+impl StageProgram {
+    /// Passes over a block per position, each a block operation's worth of
+    /// work (see `pass_cost`): the instructions, and the terminal's folds or
+    /// stores. What the cost model prices `cpu-simd` and `cpu-parallel`'s
+    /// element work by, in place of the expression's operations, which this
+    /// program fuses (`x * 2 + 1` summed is one fold, not three
+    /// operations: priced as those, a sum of 10^5 was estimated at 3-4x
+    /// its time). `None` for a count per key, which the model prices from
+    /// its key kernel.
+    pub(crate) fn passes(&self) -> Option<f64> {
+        use pass_cost::*;
+        let mut p = 0.0;
+        for i in &self.instrs {
+            p += match i {
+                Instr::Unary { op, .. } if *op == UnaryOp::Sqrt => SQRT,
+                // Transcendentals are priced apart, per operation.
+                Instr::Unary { op, .. } if op.is_transcendental() => 0.0,
+                Instr::Powi { n, .. } => (n.unsigned_abs().max(1) as f64).log2().ceil().max(1.0),
+                _ => 1.0,
+            };
+        }
+        p += match &self.terminal {
+            TermProgram::Reduce(aggs) => aggs
+                .iter()
+                .map(|a| {
+                    let fused = a.fused.map_or(0.0, |f| {
+                        FUSED_OP
+                            * (1.0 + f.inner.is_some() as u8 as f64 + f.keep.is_some() as u8 as f64)
+                    });
+                    fused
+                        + match a.init {
+                            AccInit::Moments => MOMENTS,
+                            AccInit::Custom(_) | AccInit::Arg { .. } => SCALAR,
+                            AccInit::Pick { .. } => PICK,
+                            AccInit::Min(_) | AccInit::Max(_)
+                                if a.col.is_some_and(|c| c.ty.is_float()) =>
+                            {
+                                FLOAT_MIN_MAX
+                            }
+                            _ => FOLD,
+                        }
+                })
+                .sum(),
+            TermProgram::Collect(cols) if self.direct_store => STORE * (cols.len() as f64 - 1.0),
+            TermProgram::Collect(cols) => STORE * cols.len() as f64,
+            TermProgram::Scan { .. } => STORE,
+            TermProgram::CountByKey { .. } => return None,
+        };
+        Some(p)
+    }
+}
+
 impl BlockProgram {
     /// Compiles every stage of `plan`, validating what execution relies on.
     pub fn compile(plan: &PhysicalPlan) -> Result<BlockProgram, PlanError> {
