@@ -102,14 +102,36 @@ pub struct CostModel {
 /// workgroup scan). A model constant: the history corrects it.
 const DEVICE_RANK_OPS: f64 = 64.0;
 
+/// Simple operations per step of a device join's binary search (the
+/// step's load depends on the last; a share of the divergence). A model
+/// constant: the history corrects it.
+const DEVICE_SEARCH_OPS: f64 = 8.0;
+
+/// Simple operations per position of a device scan or compaction's
+/// workgroup scan (its loads and stores in workgroup memory, a share of
+/// the barriers and of the spine). A model constant.
+const DEVICE_SCAN_OPS: f64 = 9.0;
+
+/// Simple operations per increment in workgroup memory (a histogram's
+/// count per key). A model constant.
+const DEVICE_ATOMIC_OPS: f64 = 3.0;
+
+/// Simple operations per position of each aggregate beyond a reduction's
+/// first (its accumulator, its share of a workgroup reduction). Priced
+/// with the other aggregates' one operation each, lavapipe's `stats` ran
+/// at 4-10x its estimates. A model constant.
+const DEVICE_REDUCTION_OPS: f64 = 2.5;
+
 /// What a software device (lavapipe, llvmpipe) pays for that ranking
 /// against the simple operations its profile measures: workgroup memory
 /// and the barriers between the splits run as CPU code, one invocation
 /// after another (~200 ns per position and digit pass here, against
-/// ~0.1 ns for a simple operation). Priced at 1x, lavapipe's sorts and
-/// groups of 10^6 rows ran at 5-14x their estimates (`selector_eval`,
+/// ~0.1 ns for a simple operation), and for every other use of workgroup
+/// memory (`DEVICE_*_OPS`). Priced at 1x, lavapipe's sorts and groups of
+/// 10^6 rows ran at 5-14x their estimates, its joins at ~10x, its
+/// compactions, scans and histograms at 4-7x (`selector_eval`,
 /// 2026-12-01). A model constant: the history corrects it.
-const SOFTWARE_RANK_FACTOR: f64 = 40.0;
+const SOFTWARE_WORKGROUP_FACTOR: f64 = 40.0;
 
 /// Seconds per position of a compaction's ranking and write of its
 /// survivors on one core of `cpu-simd` and `cpu-parallel` (the positions
@@ -151,9 +173,15 @@ struct StageWork {
     end: StageEnd,
     /// Lanes per vector relative to 32-bit types (0.5 for a 64-bit stage).
     lanes: f64,
-    /// A device sort's passes, its bytes beyond the store, and the rows
-    /// its ranking passes rank (passes times rows sorted).
-    device_sort: Option<(f64, f64, f64)>,
+    /// A device sort's passes, its bytes beyond the store, the rows its
+    /// ranking passes rank (passes times rows sorted), and a join's search
+    /// steps (over its probe rows).
+    device_sort: Option<(f64, f64, f64, f64)>,
+    /// Increments in workgroup memory (a count per key's), over all
+    /// positions.
+    atomics: f64,
+    /// Workgroup reductions beyond the first, over all positions.
+    extra_reductions: f64,
     /// Bytes of a join's build side read (from the query's inputs).
     build_read: f64,
 }
@@ -196,8 +224,12 @@ fn stage_work(e: &EstimateInput<'_>) -> Work {
                     d.passes,
                     sorted * (d.passes * d.pass_bytes + d.other_bytes) + n * d.probe_bytes,
                     d.ranked * sorted,
+                    // Two binary searches of the sorted build words.
+                    n * d.searches * build.max(2.0).log2(),
                 )
             }),
+            atomics: n * s.atomics,
+            extra_reductions: n * s.extra_reductions,
             build_read,
         });
     }
@@ -464,7 +496,7 @@ impl CostModel {
                 let mut launches = 0.0;
                 let mut compute = 0.0;
                 let rank_factor = if d.software {
-                    SOFTWARE_RANK_FACTOR
+                    SOFTWARE_WORKGROUP_FACTOR
                 } else {
                     1.0
                 };
@@ -476,7 +508,7 @@ impl CostModel {
                         // (count, spine, scatter; a top-k's selection two:
                         // count, pick), the final store; each pass
                         // moves the words (and rows) again.
-                        (_, Some((passes, bytes, _))) => (2.0 + 3.0 * passes, bytes),
+                        (_, Some((passes, bytes, _, _))) => (2.0 + 3.0 * passes, bytes),
                         (StageEnd::Reduce, _) => {
                             (1.0 + (s.n.max(1.0).ln() / 256f64.ln()).floor(), 0.0)
                         }
@@ -488,11 +520,25 @@ impl CostModel {
                     // A sort's ranking: eight one-bit splits per digit,
                     // each a few shared-memory operations and a share of a
                     // workgroup scan per position.
-                    let rank = s
+                    // A join's searches: a few operations per step, each a
+                    // dependent load. A scan or compaction: each position
+                    // through a workgroup scan. A count per key: an
+                    // increment in workgroup memory per position.
+                    let (rank, search) = s
                         .device_sort
-                        .map_or(0.0, |(_, _, ranked)| ranked * DEVICE_RANK_OPS * rank_factor);
+                        .map_or((0.0, 0.0), |(_, _, ranked, steps)| (ranked, steps));
+                    let scanned = match s.end {
+                        StageEnd::Compact | StageEnd::Scan => s.n,
+                        _ => 0.0,
+                    };
+                    let workgroup = (rank * DEVICE_RANK_OPS
+                        + search * DEVICE_SEARCH_OPS
+                        + scanned * DEVICE_SCAN_OPS
+                        + s.atomics * DEVICE_ATOMIC_OPS
+                        + s.extra_reductions * DEVICE_REDUCTION_OPS)
+                        * rank_factor;
                     compute += (bytes / d.bandwidth)
-                        .max((s.ops + rank) * d.op + s.trans * d.transcendental);
+                        .max((s.ops + workgroup) * d.op + s.trans * d.transcendental);
                 }
                 Estimate {
                     compile: if e.compiled { 0.0 } else { d.compile },
@@ -612,6 +658,8 @@ mod tests {
                 end: StageEnd::Compact,
                 wide: false,
                 device_sort: None,
+                atomics: 0.0,
+                extra_reductions: 0.0,
                 build_bytes: 0.0,
                 build_ops: 0.0,
             }],
@@ -666,6 +714,40 @@ mod tests {
     }
 
     #[test]
+    fn a_software_device_pays_for_its_workgroup_scans() {
+        let (w, shape) = compaction(1 << 22);
+        let on = |software: bool| {
+            let mut m = model();
+            m.devices[0] = Some(DeviceProfile {
+                software,
+                ..DeviceProfile::default()
+            });
+            m.estimate_with(
+                BackendKind::Wgpu,
+                &EstimateInput {
+                    workload: &w,
+                    shape: &shape,
+                    compiled: true,
+                    selectivity: 1.0,
+                    keep_on_device: false,
+                },
+            )
+            .compute
+        };
+        // Each position through a workgroup scan: on a software device,
+        // workgroup memory and barriers at SOFTWARE_WORKGROUP_FACTOR times
+        // a simple operation, which the same figures otherwise price at 1.
+        let d = DeviceProfile::default();
+        let n = (1u64 << 22) as f64;
+        let (hw, sw) = (on(false), on(true));
+        assert!(hw >= n * DEVICE_SCAN_OPS * d.op, "{hw}");
+        assert!(
+            sw >= n * DEVICE_SCAN_OPS * SOFTWARE_WORKGROUP_FACTOR * d.op,
+            "{sw} against {hw}"
+        );
+    }
+
+    #[test]
     fn a_result_kept_on_the_device_is_not_downloaded() {
         let m = model();
         let (w, shape) = compaction(1 << 22);
@@ -708,6 +790,8 @@ mod tests {
             end: StageEnd::Reduce,
             wide: false,
             device_sort: None,
+            atomics: 0.0,
+            extra_reductions: 0.0,
             build_bytes: 0.0,
             build_ops: 0.0,
         });
@@ -752,6 +836,7 @@ mod tests {
             ranked: 4.0,
             on_build: false,
             probe_bytes: 0.0,
+            searches: 0.0,
         });
         let sort = price(&shape);
         let d = m.device(BackendKind::Wgpu);
