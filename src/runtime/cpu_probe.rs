@@ -12,7 +12,9 @@
 //! log, no devices) and fits, per backend, the time of a run as
 //! `fixed + n * per_element` through the medians of interleaved rounds,
 //! each time the backend time the model prices and the history records
-//! (transfers and execute).
+//! (transfers and execute). It also runs the query over four leaves on
+//! `cpu-simd` and `cpu-parallel`, and takes the pool's wake-up as what the
+//! parallel run paid beyond its share of the work ([`pool_wakeup`]).
 
 use super::Engine;
 use crate::backend::cpu_simd;
@@ -122,9 +124,9 @@ pub(crate) fn measure(p: &mut CpuProfile, deadline: Instant) {
 /// and the fixed costs the model prices apart. The pool a query meets
 /// back to back with another is awake (its workers spin a while before
 /// they sleep): the quick calibration's wake-up, timed from a thread
-/// outside the pool, was 24-84 us here, and parallel runs of 10^5
-/// positions, ~5 us in all, were priced at 3-20x their time. Never below
-/// `MIN_WAKEUP`: the noise of two medians is no free pool.
+/// outside the pool, was 18-84 us here, and parallel runs of 10^5
+/// positions were priced at 2-3.4x their time (0.6-2.0x since). Never
+/// below `MIN_WAKEUP`: the noise of two medians is no free pool.
 fn pool_wakeup(p: &CpuProfile, simd: f64, parallel: f64) -> f64 {
     let threads = f64::from(p.threads.max(1));
     let work = (simd - p.simd_fixed).max(0.0) / threads;
