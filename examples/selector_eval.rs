@@ -263,6 +263,26 @@ fn secs(m: &ExecutionMetrics) -> f64 {
     m.phases.total.as_secs_f64()
 }
 
+/// One table row's cells: per backend, the median of its `values`
+/// written by `cell`, or "-" when it has none.
+fn per_backend_cells(
+    backends: &[BackendKind],
+    values: &[(BackendKind, f64)],
+    cell: impl Fn(f64) -> String,
+) -> String {
+    backends
+        .iter()
+        .map(|&k| {
+            let mut v: Vec<f64> = values.iter().filter(|e| e.0 == k).map(|e| e.1).collect();
+            if v.is_empty() {
+                format!("{:>13}", "-")
+            } else {
+                cell(median(&mut v))
+            }
+        })
+        .collect()
+}
+
 fn fmt_s(s: f64) -> String {
     computeq::metrics::fmt_duration(Duration::from_secs_f64(s.max(0.0)))
 }
@@ -616,22 +636,7 @@ fn main() {
             .collect::<String>()
     );
     for (w, m, _) in &results {
-        let cells: String = available
-            .iter()
-            .map(|&k| {
-                let mut r: Vec<f64> = m
-                    .model_ratios
-                    .iter()
-                    .filter(|e| e.0 == k)
-                    .map(|e| e.1)
-                    .collect();
-                if r.is_empty() {
-                    format!("{:>13}", "-")
-                } else {
-                    format!("{:>12.2}x", median(&mut r))
-                }
-            })
-            .collect();
+        let cells = per_backend_cells(&available, &m.model_ratios, |r| format!("{r:>12.2}x"));
         println!("{:<36} {:>10}  {cells}", w.name, w.n);
     }
     // The times those ratios divide: what a model constant is fitted to.
@@ -639,22 +644,9 @@ fn main() {
         "\nthe measured backend time (transfers and execute), per workload (forced runs, medians):"
     );
     for (w, m, _) in &results {
-        let cells: String = available
-            .iter()
-            .map(|&k| {
-                let mut t: Vec<f64> = m
-                    .backend_times
-                    .iter()
-                    .filter(|e| e.0 == k)
-                    .map(|e| e.1)
-                    .collect();
-                if t.is_empty() {
-                    format!("{:>13}", "-")
-                } else {
-                    format!("{:>13}", fmt_s(median(&mut t)))
-                }
-            })
-            .collect();
+        let cells = per_backend_cells(&available, &m.backend_times, |t| {
+            format!("{:>13}", fmt_s(t))
+        });
         println!("{:<36} {:>10}  {cells}", w.name, w.n);
     }
     let verdict_regret = selector <= oracle * 1.10;

@@ -713,6 +713,18 @@ mod tests {
         assert!(at(0.01, BackendKind::Wgpu).transfer < at(1.0, BackendKind::Wgpu).transfer);
     }
 
+    /// A compiled run of `shape` over `w` whose filters keep every
+    /// position and whose result comes back.
+    fn all_kept<'a>(w: &'a WorkloadCharacteristics, shape: &'a PlanShape) -> EstimateInput<'a> {
+        EstimateInput {
+            workload: w,
+            shape,
+            compiled: true,
+            selectivity: 1.0,
+            keep_on_device: false,
+        }
+    }
+
     #[test]
     fn a_software_device_pays_for_its_workgroup_scans() {
         let (w, shape) = compaction(1 << 22);
@@ -722,17 +734,8 @@ mod tests {
                 software,
                 ..DeviceProfile::default()
             });
-            m.estimate_with(
-                BackendKind::Wgpu,
-                &EstimateInput {
-                    workload: &w,
-                    shape: &shape,
-                    compiled: true,
-                    selectivity: 1.0,
-                    keep_on_device: false,
-                },
-            )
-            .compute
+            m.estimate_with(BackendKind::Wgpu, &all_kept(&w, &shape))
+                .compute
         };
         // Each position through a workgroup scan: on a software device,
         // workgroup memory and barriers at SOFTWARE_WORKGROUP_FACTOR times
@@ -914,19 +917,7 @@ mod tests {
         let xs = vec![1u32; n];
         let inputs = [crate::types::Input::Host(crate::types::ColumnRef::U32(&xs))];
         let w = WorkloadCharacteristics::with_statics(&statics, &inputs);
-        let price = |kind| {
-            m.estimate_with(
-                kind,
-                &EstimateInput {
-                    workload: &w,
-                    shape: &shape,
-                    compiled: true,
-                    selectivity: 1.0,
-                    keep_on_device: false,
-                },
-            )
-            .compute
-        };
+        let price = |kind| m.estimate_with(kind, &all_kept(&w, &shape)).compute;
         // Four radix passes per row, scalar code on every CPU backend: not
         // divided by the lanes; on the pool, as long as it measured.
         let rows = n as f64 * 4.0 * row_ns::SORT_PASS * 1e-9;
