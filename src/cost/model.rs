@@ -156,7 +156,10 @@ struct StageWork {
     read: f64,
     /// Bytes written.
     write: f64,
-    /// Element operations (simple, transcendental) over all positions.
+    /// Element operations (simple, transcendental) over all positions, as
+    /// the devices price them (with a join's build rows at `build_ops`
+    /// each, the CPU backends' nanoseconds taken as a device's operations:
+    /// an insert of the key's word and the row kept, either way).
     ops: f64,
     /// `ops` as the reference interpreter runs them.
     scalar_ops: f64,
