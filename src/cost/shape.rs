@@ -42,7 +42,7 @@ pub struct StageShape {
     pub scalar_ops: f64,
     /// A relational stage's per-row work on the CPU backends (a radix
     /// sort's passes, a hash probe, a join's gathers), in nanoseconds of
-    /// one core per position (`ROW_NS`): scalar code on every CPU
+    /// one core per position (`row_ns`): scalar code on every CPU
     /// backend, never divided by vector lanes. Priced as lane work, a
     /// sort of 10^6 was estimated at 0.05-0.13x its time on `cpu-simd`
     /// and `cpu-parallel`, and at 2-5x on the interpreter, which priced it
@@ -87,15 +87,16 @@ pub struct StageShape {
     /// columns an inner join writes); 0 without a build side.
     pub build_bytes: f64,
     /// Nanoseconds of one core per build row on the CPU backends
-    /// (`ROW_NS`): a hash insert of the key's word and the row kept.
+    /// (`row_ns`): a hash insert of the key's word and the row kept.
     pub build_ops: f64,
     /// Increments in workgroup memory per position on a device (a count
     /// per key's: 1); 0 for other stages.
     pub atomics: f64,
     /// A reduction's aggregates beyond its first: each one more workgroup
-    /// reduction on a device (an `m2`'s moments, one accumulator of three
-    /// figures, a quarter more: counted as two, lavapipe's variance of
-    /// 10^7 ran at 0.2x its estimate); 0 for other stages.
+    /// reduction on a device; an `m2`'s moments (one accumulator of three
+    /// figures) a quarter of one (counted as two, lavapipe's variance of
+    /// 10^7 was estimated at 4.8x its time; as none, 0.5x); 0 for other
+    /// stages.
     pub extra_reductions: f64,
 }
 
@@ -176,6 +177,19 @@ pub struct DeviceSort {
     pub searches: f64,
 }
 
+/// A sort key of type `ty` as a radix sort sees it: the bytes of its word
+/// (8 for 64-bit types, else 4) and its digit passes (a byte each, one for
+/// a `bool`).
+fn key_word(ty: crate::expr::DType) -> (f64, f64) {
+    let word = if ty.size() == 8 { 8.0 } else { 4.0 };
+    let passes = if ty == crate::expr::DType::Bool {
+        1.0
+    } else {
+        word
+    };
+    (word, passes)
+}
+
 impl DeviceSort {
     fn of(s: &crate::plan::Stage) -> Option<DeviceSort> {
         // A device group sorts its rows by the key, then reads the sorted
@@ -216,13 +230,7 @@ impl DeviceSort {
         };
         let (mut passes, mut pass_bytes) = (0.0, 0.0);
         for &k in &keys {
-            let ty = s.program.ty(k);
-            let word = if ty.size() == 8 { 8.0 } else { 4.0 };
-            let p = if ty == crate::expr::DType::Bool {
-                1.0
-            } else {
-                word
-            };
+            let (word, p) = key_word(s.program.ty(k));
             passes += p;
             // Count: read the word; scatter: read and write word and row.
             pass_bytes += p * (3.0 * word + 2.0 * rows);
@@ -247,13 +255,7 @@ impl DeviceSort {
     fn select(s: &crate::plan::Stage, keys: &[crate::semantics::order::SortKey]) -> DeviceSort {
         let (mut passes, mut pass_bytes, mut words) = (4.0, 0.0, 0.0);
         for k in keys {
-            let ty = s.program.ty(k.value);
-            let word = if ty.size() == 8 { 8.0 } else { 4.0 };
-            let p = if ty == crate::expr::DType::Bool {
-                1.0
-            } else {
-                word
-            };
+            let (word, p) = key_word(s.program.ty(k.value));
             words += word;
             passes += p;
             pass_bytes += p * words;
@@ -347,14 +349,7 @@ impl PlanShape {
                 }
                 _ => 0.0,
             };
-            let key_passes = |keys: &mut dyn Iterator<Item = crate::expr::Value>| -> f64 {
-                keys.map(|k| match s.program.ty(k) {
-                    crate::expr::DType::Bool => 1.0,
-                    t if t.size() == 8 => 8.0,
-                    _ => 4.0,
-                })
-                .sum()
-            };
+            let top_k = matches!(s.terminal, Terminal::Sort { fetch: Some(_), .. });
             let row_ops = match &s.terminal {
                 Terminal::Sort {
                     keys,
@@ -364,7 +359,8 @@ impl PlanShape {
                 Terminal::Sort { keys, columns, .. } => {
                     let key_only =
                         keys.len() == 1 && columns.len() == 1 && columns[0] == keys[0].value;
-                    row_ns::SORT_PASS * key_passes(&mut keys.iter().map(|k| k.value))
+                    let passes: f64 = keys.iter().map(|k| key_word(s.program.ty(k.value)).1).sum();
+                    row_ns::SORT_PASS * passes
                         + if key_only {
                             0.0
                         } else {
@@ -380,7 +376,7 @@ impl PlanShape {
                 _ => 0.0,
             };
             let row_parallel = match &s.terminal {
-                Terminal::Sort { fetch: Some(_), .. } => row_ns::PARALLEL_SELECT,
+                Terminal::Sort { .. } if top_k => row_ns::PARALLEL_SELECT,
                 Terminal::Sort { .. } => row_ns::PARALLEL_SORT,
                 Terminal::Group { .. } => row_ns::PARALLEL_GROUP,
                 Terminal::Join { .. } => row_ns::PARALLEL_JOIN,
@@ -406,7 +402,7 @@ impl PlanShape {
                     (end, w)
                 }
                 // A top-k writes its `k` rows: nothing per position.
-                Terminal::Sort { fetch: Some(_), .. } => (StageEnd::Store, 0.0),
+                Terminal::Sort { .. } if top_k => (StageEnd::Store, 0.0),
                 // Priced as a store of the materialized columns; the
                 // sort's passes and the join's probes are in `extra_aggs`.
                 Terminal::Sort { .. } | Terminal::Join { .. } => (
@@ -461,7 +457,7 @@ impl PlanShape {
                 scalar_ops,
                 row_ops,
                 row_parallel,
-                fetch: matches!(s.terminal, Terminal::Sort { fetch: Some(_), .. }),
+                fetch: top_k,
                 simd_ops,
                 transcendental: trans,
                 source_bytes,
