@@ -27,7 +27,6 @@ use super::run_log::RunLog;
 use crate::backend::{Availability, Backend, BackendKind};
 use crate::metrics::ExecutionMetrics;
 use crate::select::Selector;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Runs queries: plans them, selects a backend, executes with fallback and
@@ -57,7 +56,6 @@ pub struct Engine {
     /// Shared with device probes, which hand it the devices' profiles.
     pub(crate) selector: Arc<dyn Selector>,
     log: RunLog,
-    runs: AtomicU64,
     /// Which devices the selector can price, and their probes.
     pub(crate) devices: super::devices::Devices,
     /// Recent large collects, so that explain can tell a query that it
@@ -197,7 +195,6 @@ impl Engine {
             config_warnings: Vec::new(),
             backends: crate::backend::default_backends(&config.device_settings()),
             config,
-            runs: AtomicU64::new(0),
             devices: Default::default(),
             outputs: Default::default(),
         }
@@ -317,10 +314,6 @@ impl Engine {
     /// ```
     pub fn flush(&self) {
         self.selector.flush();
-    }
-
-    pub(crate) fn next_run_id(&self) -> u64 {
-        self.runs.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     pub(crate) fn all_backends(&self) -> &[Arc<dyn Backend>] {

@@ -441,10 +441,11 @@ pub fn run(mut p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error>
     let out = if p.sides.is_empty() && p.held.is_none() {
         // Nothing to run first or to substitute (the common case: no
         // copy of the query into one with shorter lifetimes).
-        run_host(p, Some(&mut m))?
+        run_host(&p, Some(&mut m))?
     } else {
         let sides = run_sides(&mut p)?;
-        run_host(with_side_inputs(p, &sides), Some(&mut m))?
+        let p = with_side_inputs(p, &sides);
+        run_host(&p, Some(&mut m))?
     };
     Ok((out, m.expect("set on success")))
 }
@@ -453,10 +454,11 @@ pub fn run(mut p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error>
 /// without a copy for the caller.
 pub fn run_value(mut p: Prepared<'_>) -> Result<PlanOutput, Error> {
     if p.sides.is_empty() && p.held.is_none() {
-        return run_host(p, None);
+        return run_host(&p, None);
     }
     let sides = run_sides(&mut p)?;
-    run_host(with_side_inputs(p, &sides), None)
+    let p = with_side_inputs(p, &sides);
+    run_host(&p, None)
 }
 
 /// A join's build side once it has run: the joining query's inputs its
@@ -565,8 +567,10 @@ fn with_side_inputs<'b, 'p: 'b>(p: Prepared<'p>, sides: &'b [SideColumns]) -> Pr
     }
 }
 
+/// Runs `p` on the host (borrowed, not moved: a query is ~200 bytes, and
+/// each move was a copy on the path of a tiny query).
 fn run_host(
-    p: Prepared<'_>,
+    p: &Prepared<'_>,
     metrics_out: Option<&mut Option<ExecutionMetrics>>,
 ) -> Result<PlanOutput, Error> {
     run_with(
@@ -617,7 +621,7 @@ pub fn run_to_device(mut p: Prepared<'_>) -> Result<(Collected, ExecutionMetrics
     p.options.keep_on_device = true;
     let mut m = None;
     let c = run_with(
-        p,
+        &p,
         Some(&mut m),
         |b, job, stats| {
             if b.kind().is_device() {
@@ -648,7 +652,7 @@ pub fn run_to_device(mut p: Prepared<'_>) -> Result<(Collected, ExecutionMetrics
 /// metrics are moved, never returned through the `Result`, as they are
 /// several hundred bytes).
 fn run_with<O>(
-    p: Prepared<'_>,
+    p: &Prepared<'_>,
     metrics_out: Option<&mut Option<ExecutionMetrics>>,
     exec: impl Fn(&dyn crate::backend::Backend, &Job<'_>, &mut RunStats) -> Result<O, BackendError>,
     size: impl Fn(&O) -> (u64, u64),
@@ -664,7 +668,7 @@ fn run_with<O>(
         backend = tracing::field::Empty,
     );
     let _enter = span.enter();
-    let mut planned = plan_with(&p, true)?;
+    let mut planned = plan_with(p, true)?;
     let engine = p.engine;
     if !span.is_disabled() {
         span.record("fingerprint", planned.plan.fingerprint);
@@ -730,7 +734,6 @@ fn run_with<O>(
                 // The run ends here: its metrics take the estimates.
                 let estimates = std::mem::take(&mut planned.decision.estimates);
                 let m = metrics(
-                    engine,
                     &planned,
                     estimates,
                     kind,
@@ -756,10 +759,15 @@ fn run_with<O>(
                     engine.selector.observe(&planned.workload, &m);
                 }
                 record(engine, &planned.plan, &out, &m);
-                if let Some(slot) = metrics_out {
-                    *slot = Some(m.clone());
+                match metrics_out {
+                    Some(slot) => {
+                        let copy = slot.insert(m.clone());
+                        copy.run_id = engine.run_log().push_numbered(m);
+                    }
+                    None => {
+                        engine.run_log().push_numbered(m);
+                    }
                 }
-                engine.run_log().push(m);
                 return Ok(out);
             }
             Err(e) => {
@@ -793,7 +801,6 @@ fn run_with<O>(
 
 #[allow(clippy::too_many_arguments)]
 fn metrics(
-    engine: &Engine,
     planned: &Planned,
     estimates: SmallVec<[crate::metrics::CandidateEstimate; 5]>,
     backend: BackendKind,
@@ -812,7 +819,8 @@ fn metrics(
     };
     let report = &planned.plan.report;
     ExecutionMetrics {
-        run_id: engine.next_run_id(),
+        // Numbered by the run log when the run is logged.
+        run_id: 0,
         fingerprint: planned.plan.fingerprint,
         backend,
         reason,

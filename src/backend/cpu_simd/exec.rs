@@ -27,7 +27,7 @@ use super::scan;
 use super::{BLOCK, LEAF};
 use crate::expr::{eval, BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
 use crate::plan::{
-    AggKind, Combine, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput, Terminal,
+    AggKind, Combine, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput, StageRange, Terminal,
 };
 use crate::relational::{self, Algorithm, Strategy};
 use crate::semantics::{
@@ -408,14 +408,19 @@ fn eval_uniforms(
 
 impl<'a> StageRun<'a> {
     /// Checks the inputs and parameters against the program and resolves
-    /// the stage's range. After this, nothing in the run can fail or panic.
-    pub(crate) fn new(
-        prog: &'a StageProgram,
-        stage: &'a Stage,
-        inputs: SmallVec<[ColumnRef<'a>; 4]>,
-        params: &'a [Scalar],
-        isa: Isa,
-    ) -> Result<StageRun<'a>, Fault> {
+    /// the stage's range; [`StageRun::ready`] then evaluates the uniforms.
+    /// After both, nothing in the run can fail or panic.
+    ///
+    /// The caller builds the run itself from the range (a struct literal
+    /// where the run lives): a run is ~440 bytes (its uniforms inline),
+    /// and returned through `Result` it was copied three times on every
+    /// query (gdb on `memmove`, `tiny_query p1 1000`).
+    pub(crate) fn check(
+        prog: &StageProgram,
+        stage: &Stage,
+        inputs: &[ColumnRef<'_>],
+        params: &[Scalar],
+    ) -> Result<StageRange, Fault> {
         if params.len() < prog.params_needed {
             return Err(Fault::Params {
                 needed: prog.params_needed,
@@ -428,7 +433,7 @@ impl<'a> StageRun<'a> {
                 given: inputs.len(),
             });
         }
-        for (s, (t, c)) in prog.input_types.iter().zip(&inputs).enumerate() {
+        for (s, (t, c)) in prog.input_types.iter().zip(inputs).enumerate() {
             if let Some(t) = *t {
                 if c.dtype() != t {
                     return Err(Fault::InputType {
@@ -442,7 +447,7 @@ impl<'a> StageRun<'a> {
         // Push loops here and below: `SmallVec`'s generic `collect` costs
         // more than the rest of this setup on a tiny query.
         let mut lens: SmallVec<[usize; 4]> = SmallVec::new();
-        for c in &inputs {
+        for c in inputs {
             lens.push(c.len());
         }
         let range = stage.resolve_range(&lens, params);
@@ -452,7 +457,21 @@ impl<'a> StageRun<'a> {
                 return Err(Fault::InputShort(s));
             }
         }
-        let mut run = StageRun {
+        Ok(range)
+    }
+
+    /// A checked run ([`StageRun::check`] gave `range`), its uniforms not
+    /// yet evaluated ([`StageRun::ready`]).
+    #[inline(always)]
+    pub(crate) fn unready(
+        prog: &'a StageProgram,
+        stage: &'a Stage,
+        inputs: SmallVec<[ColumnRef<'a>; 4]>,
+        range: StageRange,
+        params: &'a [Scalar],
+        isa: Isa,
+    ) -> StageRun<'a> {
+        StageRun {
             prog,
             stage,
             uniforms: SmallVec::new(),
@@ -462,9 +481,18 @@ impl<'a> StageRun<'a> {
             len: range.len,
             params,
             isa,
-        };
-        eval_uniforms(&mut run.uniforms, &stage.program, &prog.uniforms, params);
-        Ok(run)
+        }
+    }
+
+    /// Evaluates the run's uniform values, in place.
+    pub(crate) fn ready(&mut self) {
+        self.uniforms.clear();
+        eval_uniforms(
+            &mut self.uniforms,
+            &self.stage.program,
+            &self.prog.uniforms,
+            self.params,
+        );
     }
 
     /// The count-only twin of a filter+collect stage (for the parallel
@@ -1277,12 +1305,31 @@ impl ReduceRun<'_, '_> {
     // ---- reduce --------------------------------------------------------
 
     /// Sets `accs` to the identities of the leaf's accumulators.
+    ///
+    /// In place when `accs` already holds one per aggregate (the state is
+    /// pooled per thread, so every leaf after a thread's first does): an
+    /// accumulator is ~270 bytes (32 lanes of up to 8 bytes), and built
+    /// then pushed it was copied twice per leaf.
     fn reset_accs(&self, accs: &mut Vec<Acc>, first_leaf: bool) {
-        accs.clear();
         let aggs = self.aggs;
-        accs.extend(aggs.iter().map(|a| {
+        if accs.len() != aggs.len() {
+            accs.clear();
+            accs.resize(aggs.len(), Acc::Count(0));
+        }
+        for (acc, a) in accs.iter_mut().zip(aggs) {
+            // Lanes into the lanes already there: one copy, where a new
+            // accumulator is built and then moved in.
+            match (&mut *acc, &a.init) {
+                (Acc::Sum(x), AccInit::Sum(l))
+                | (Acc::Min(x), AccInit::Min(l))
+                | (Acc::Max(x), AccInit::Max(l)) => {
+                    *x = *l;
+                    continue;
+                }
+                _ => {}
+            }
             let ty = a.col.map_or(DType::U64, |c| c.ty);
-            match &a.init {
+            *acc = match &a.init {
                 AccInit::Sum(l) => Acc::Sum(*l),
                 AccInit::Min(l) => Acc::Min(*l),
                 AccInit::Max(l) => Acc::Max(*l),
@@ -1302,8 +1349,8 @@ impl ReduceRun<'_, '_> {
                     have: false,
                     v: Scalar::zero(ty),
                 },
-            }
-        }));
+            };
+        }
     }
 
     fn reduce_block(&self, accs: &mut [Acc], regs: &Regs, pos: usize, n: usize) {
@@ -2134,7 +2181,9 @@ pub(crate) fn run_plan(
             produced.push(sorted);
             continue;
         }
-        let run = StageRun::new(prog, stage, inputs, params, isa).map_err(|f| f.at(i))?;
+        let range = StageRun::check(prog, stage, &inputs, params).map_err(|f| f.at(i))?;
+        let mut run = StageRun::unready(prog, stage, inputs, range, params, isa);
+        run.ready();
         let out = match run.kind() {
             RunKind::Reduce(r) => PlanOutput::Aggregates(r.finish(driver.reduce(&r, acct))),
             RunKind::Collect(c) if run.has_predicate() => {
