@@ -225,6 +225,11 @@ fn plan(p: &Prepared<'_>) -> Result<Planned, Error> {
 
 /// Plans `p`; with `use_lease`, from this thread's leased decision when
 /// it holds one for the query (runs only: explain shows a full selection).
+///
+/// Inlined (the lookup, the lease and the planned query built where the
+/// run keeps it: returned through `Result`, ~330 bytes were copied on
+/// every query); a selection proper is [`select`], out of line.
+#[inline(always)]
 fn plan_with(p: &Prepared<'_>, use_lease: bool) -> Result<Planned, Error> {
     let engine = p.engine;
     let captured = p.traced.params.len();
@@ -273,8 +278,6 @@ fn plan_with(p: &Prepared<'_>, use_lease: bool) -> Result<Planned, Error> {
         .backend
         .map(Forced::Query)
         .or(engine.config.forced_backend.map(Forced::Environment));
-    let mut candidates = SmallVec::new();
-    let mut declined = Vec::new();
     let generation = engine.selector.generation();
     if use_lease {
         if let Some((decision, candidates, observe)) =
@@ -296,6 +299,54 @@ fn plan_with(p: &Prepared<'_>, use_lease: bool) -> Result<Planned, Error> {
             });
         }
     }
+    select(
+        p,
+        Unselected {
+            plan,
+            hit,
+            workload,
+            forced,
+            generation,
+            t0,
+            t1,
+        },
+        use_lease,
+        _select,
+    )
+}
+
+/// A planned query before its selection.
+struct Unselected {
+    plan: Arc<CompiledPlan>,
+    hit: bool,
+    workload: WorkloadCharacteristics,
+    forced: Option<Forced>,
+    generation: u64,
+    t0: Tick,
+    t1: Tick,
+}
+
+/// Selects the backends of `p` (planned as `u`) and, with `use_lease`,
+/// keeps the decision's lease; ends the selection's span.
+#[inline(never)]
+fn select(
+    p: &Prepared<'_>,
+    u: Unselected,
+    use_lease: bool,
+    _select: tracing::span::EnteredSpan,
+) -> Result<Planned, Error> {
+    let engine = p.engine;
+    let Unselected {
+        plan,
+        hit,
+        workload,
+        forced,
+        generation,
+        t0,
+        t1,
+    } = u;
+    let mut candidates = SmallVec::new();
+    let mut declined = Vec::new();
     let forced_kind = forced.map(|f| match f {
         Forced::Query(k) | Forced::Environment(k) => k,
     });
@@ -452,6 +503,7 @@ pub fn run(mut p: Prepared<'_>) -> Result<(PlanOutput, ExecutionMetrics), Error>
 
 /// Runs the query for its value only: its metrics go to the run log
 /// without a copy for the caller.
+#[inline]
 pub fn run_value(mut p: Prepared<'_>) -> Result<PlanOutput, Error> {
     if p.sides.is_empty() && p.held.is_none() {
         return run_host(&p, None);
@@ -668,7 +720,12 @@ fn run_with<O>(
         backend = tracing::field::Empty,
     );
     let _enter = span.enter();
-    let mut planned = plan_with(p, true)?;
+    // A match, not `?`: `Try::branch` moved the planned query (~260
+    // bytes) once more.
+    let mut planned = match plan_with(p, true) {
+        Ok(planned) => planned,
+        Err(e) => return Err(e),
+    };
     let engine = p.engine;
     if !span.is_disabled() {
         span.record("fingerprint", planned.plan.fingerprint);

@@ -81,6 +81,25 @@ macro_rules! lane_acc {
 }
 lane_acc!(i32 => I32, u32 => U32, i64 => I64, u64 => U64, f32 => F32, f64 => F64);
 
+/// Sets `dst` to the identity lanes `init` (every lane the same value,
+/// as `AccInit` holds them) when both hold the same type: a splat of the
+/// one value, stored in place, where copying the enum moved all of its
+/// 264 bytes through `memcpy` for every leaf. `false` (nothing written)
+/// for lanes of two types.
+#[inline(always)]
+fn reset_lanes(dst: &mut Lanes, init: &Lanes) -> bool {
+    match (dst, init) {
+        (Lanes::I32(d), Lanes::I32(s)) => *d = [s[0]; LANES],
+        (Lanes::U32(d), Lanes::U32(s)) => *d = [s[0]; LANES],
+        (Lanes::I64(d), Lanes::I64(s)) => *d = [s[0]; LANES],
+        (Lanes::U64(d), Lanes::U64(s)) => *d = [s[0]; LANES],
+        (Lanes::F32(d), Lanes::F32(s)) => *d = [s[0]; LANES],
+        (Lanes::F64(d), Lanes::F64(s)) => *d = [s[0]; LANES],
+        _ => return false,
+    }
+    true
+}
+
 macro_rules! with_lanes {
     ($l:expr, $a:ident, $T:ident => $body:expr) => {
         match $l {
@@ -1319,14 +1338,14 @@ impl ReduceRun<'_, '_> {
         for (acc, a) in accs.iter_mut().zip(aggs) {
             // Lanes into the lanes already there: one copy, where a new
             // accumulator is built and then moved in.
-            match (&mut *acc, &a.init) {
+            let reset = match (&mut *acc, &a.init) {
                 (Acc::Sum(x), AccInit::Sum(l))
                 | (Acc::Min(x), AccInit::Min(l))
-                | (Acc::Max(x), AccInit::Max(l)) => {
-                    *x = *l;
-                    continue;
-                }
-                _ => {}
+                | (Acc::Max(x), AccInit::Max(l)) => reset_lanes(x, l),
+                _ => false,
+            };
+            if reset {
+                continue;
             }
             let ty = a.col.map_or(DType::U64, |c| c.ty);
             *acc = match &a.init {
@@ -1581,10 +1600,11 @@ impl ReduceRun<'_, '_> {
         })
     }
 
-    fn leaf_partials(&self, accs: &[Acc]) -> Partials {
+    /// Sets `out` to the partials of a leaf's accumulators.
+    fn leaf_partials(&self, accs: &[Acc], out: &mut Partials) {
         // A push loop, as in `finish`: `collect` into a `SmallVec` costs
         // more than the lane reductions of a small leaf.
-        let mut out = Partials::new();
+        out.clear();
         for p in accs.iter().map(|a| {
             let v = match *a {
                 Acc::Sum(l) => {
@@ -1642,7 +1662,6 @@ impl ReduceRun<'_, '_> {
         }) {
             out.push(p);
         }
-        out
     }
 
     /// The partials of an empty range.
@@ -1691,6 +1710,22 @@ impl ReduceRun<'_, '_> {
 
     /// The partials of leaf `j`.
     pub(crate) fn reduce_leaf(&self, st: &mut Exec, acct: &Acct, j: usize) -> Partials {
+        let mut out = Partials::new();
+        self.reduce_leaf_into(st, acct, j, &mut out);
+        out
+    }
+
+    /// [`ReduceRun::reduce_leaf`] into `out`: a run of one leaf (every
+    /// input up to [`LEAF`]) fills the caller's partials where they lie,
+    /// where returned through the tree and the pooled state's closure
+    /// they were copied twice (~230 bytes each time).
+    pub(crate) fn reduce_leaf_into(
+        &self,
+        st: &mut Exec,
+        acct: &Acct,
+        j: usize,
+        out: &mut Partials,
+    ) {
         let (start, end) = self.leaf_range(j);
         self.reset_accs(&mut st.accs, j == 0);
         let stops = self.settles() == Some(Settles::Prefix);
@@ -1713,7 +1748,7 @@ impl ReduceRun<'_, '_> {
                 break;
             }
         }
-        self.leaf_partials(&st.accs)
+        self.leaf_partials(&st.accs, out);
     }
 
     /// `a ⊕ b` where `a` covers the leaves just before `b`'s.
@@ -2182,26 +2217,29 @@ pub(crate) fn run_plan(
             continue;
         }
         let range = StageRun::check(prog, stage, &inputs, params).map_err(|f| f.at(i))?;
-        let mut run = StageRun::unready(prog, stage, inputs, range, params, isa);
-        run.ready();
-        let out = match run.kind() {
-            RunKind::Reduce(r) => PlanOutput::Aggregates(r.finish(driver.reduce(&r, acct))),
-            RunKind::Collect(c) if run.has_predicate() => {
-                PlanOutput::Columns(driver.compact(&c, acct))
-            }
-            RunKind::Collect(c) => {
-                PlanOutput::Columns(full(&run, driver.store(&c, acct)).map_err(|f| f.at(i))?)
-            }
-            RunKind::Scan(s) => {
-                let ty = s.col.ty;
-                let col = driver.scan(&s, ty, acct);
-                PlanOutput::Columns(full(&run, vec![col]).map_err(|f| f.at(i))?)
-            }
-            RunKind::CountByKey(k) => {
-                PlanOutput::Columns(vec![Column::U64(driver.count_by_key(&k, acct))])
+        // The run ends with this block, dropped where it lies (`drop(run)`
+        // moved its ~440 bytes once more to free them).
+        let out = {
+            let mut run = StageRun::unready(prog, stage, inputs, range, params, isa);
+            run.ready();
+            match run.kind() {
+                RunKind::Reduce(r) => PlanOutput::Aggregates(r.finish(driver.reduce(&r, acct))),
+                RunKind::Collect(c) if run.has_predicate() => {
+                    PlanOutput::Columns(driver.compact(&c, acct))
+                }
+                RunKind::Collect(c) => {
+                    PlanOutput::Columns(full(&run, driver.store(&c, acct)).map_err(|f| f.at(i))?)
+                }
+                RunKind::Scan(s) => {
+                    let ty = s.col.ty;
+                    let col = driver.scan(&s, ty, acct);
+                    PlanOutput::Columns(full(&run, vec![col]).map_err(|f| f.at(i))?)
+                }
+                RunKind::CountByKey(k) => {
+                    PlanOutput::Columns(vec![Column::U64(driver.count_by_key(&k, acct))])
+                }
             }
         };
-        drop(run);
         let out = match out {
             PlanOutput::Columns(cols)
                 if matches!(
@@ -2263,6 +2301,11 @@ impl Driver for Sequential {
     fn reduce(&self, run: &ReduceRun<'_, '_>, acct: &Acct) -> Partials {
         acct.task();
         acct.alloc(run.state_bytes());
+        if run.leaves() == 1 {
+            let mut out = Partials::new();
+            run.with_state(|st| run.reduce_leaf_into(st, acct, 0, &mut out));
+            return out;
+        }
         run.with_state(|st| run.reduce_tree(st, acct, 0, run.leaves()))
     }
 
