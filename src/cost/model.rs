@@ -378,10 +378,7 @@ impl CostModel {
         // was priced at 0.05-0.1x its time on the CPU backends, which the
         // selector then explored before the device.
         let from_device = match e.workload.residency {
-            Residency::Device(k) if !kind.is_device() => {
-                let d = device(k);
-                d.transfer_latency + source_bytes / d.download_bandwidth
-            }
+            Residency::Device(k) if !kind.is_device() => device(k).download_seconds(source_bytes),
             _ => 0.0,
         };
         match kind {
@@ -494,7 +491,7 @@ impl CostModel {
                 let download = if kept {
                     0.0
                 } else {
-                    d.transfer_latency + result_bytes / d.download_bandwidth
+                    d.download_seconds(result_bytes)
                 };
                 let mut launches = 0.0;
                 let mut compute = 0.0;

@@ -143,7 +143,8 @@ pub struct PhaseTimes {
 /// Everything measured about one run of one query.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExecutionMetrics {
-    /// Sequence number of the run in its engine.
+    /// Sequence number of the run in its engine: 1, 2, ... in the order
+    /// the runs were logged (numbered by the engine's run log).
     pub run_id: u64,
     /// Structural hash of the query (captured values excluded).
     pub fingerprint: u64,
