@@ -427,7 +427,8 @@ fn eval_uniforms(
 
 impl<'a> StageRun<'a> {
     /// Checks the inputs and parameters against the program and resolves
-    /// the stage's range; [`StageRun::ready`] then evaluates the uniforms.
+    /// the stage's range ([`StageRun::from_checked`] builds the run,
+    /// [`StageRun::evaluate_uniforms`] completes it).
     /// After both, nothing in the run can fail or panic.
     ///
     /// The caller builds the run itself from the range (a struct literal
@@ -480,9 +481,9 @@ impl<'a> StageRun<'a> {
     }
 
     /// A checked run ([`StageRun::check`] gave `range`), its uniforms not
-    /// yet evaluated ([`StageRun::ready`]).
+    /// yet evaluated ([`StageRun::evaluate_uniforms`]).
     #[inline(always)]
-    pub(crate) fn unready(
+    pub(crate) fn from_checked(
         prog: &'a StageProgram,
         stage: &'a Stage,
         inputs: SmallVec<[ColumnRef<'a>; 4]>,
@@ -504,7 +505,7 @@ impl<'a> StageRun<'a> {
     }
 
     /// Evaluates the run's uniform values, in place.
-    pub(crate) fn ready(&mut self) {
+    pub(crate) fn evaluate_uniforms(&mut self) {
         self.uniforms.clear();
         eval_uniforms(
             &mut self.uniforms,
@@ -2220,8 +2221,8 @@ pub(crate) fn run_plan(
         // The run ends with this block, dropped where it lies (`drop(run)`
         // moved its ~440 bytes once more to free them).
         let out = {
-            let mut run = StageRun::unready(prog, stage, inputs, range, params, isa);
-            run.ready();
+            let mut run = StageRun::from_checked(prog, stage, inputs, range, params, isa);
+            run.evaluate_uniforms();
             match run.kind() {
                 RunKind::Reduce(r) => PlanOutput::Aggregates(r.finish(driver.reduce(&r, acct))),
                 RunKind::Collect(c) if run.has_predicate() => {
