@@ -118,9 +118,10 @@ pub struct DeviceProfile {
     /// Device → host bytes/s of a download past what the host allocator
     /// recycles (`RECYCLED_OUTPUT_MAX`, 32 MiB): the host pages it writes
     /// are fresh mappings, and a driver's staging memory may be too. On
-    /// lavapipe a 40 MB download ran at ~1.5 GB/s where the calibration's
-    /// downloads of up to 4 MiB ran at ~5 GB/s. 0: not measured (a profile
-    /// from before it was), priced as `download_bandwidth`. Prior: 0.
+    /// lavapipe a query's 40 MB download ran at ~1.5 GB/s (the
+    /// calibration's at 0.7-1.0 GB/s) where downloads of up to 4 MiB run
+    /// at ~10 GB/s. 0: not measured (a profile from before it was), priced
+    /// as `download_bandwidth`. Prior: 0.
     pub large_download_bandwidth: f64,
     /// Fixed latency of one transfer, seconds. Prior: 10 µs.
     pub transfer_latency: f64,
