@@ -337,15 +337,9 @@ fn select(
     _select: tracing::span::EnteredSpan,
 ) -> Result<Planned, Error> {
     let engine = p.engine;
-    let Unselected {
-        plan,
-        hit,
-        workload,
-        forced,
-        generation,
-        t0,
-        t1,
-    } = u;
+    let (plan, hit, workload, forced, generation) =
+        (u.plan, u.hit, u.workload, u.forced, u.generation);
+    let (t0, t1) = (u.t0, u.t1);
     let mut candidates = SmallVec::new();
     let mut declined = Vec::new();
     let forced_kind = forced.map(|f| match f {

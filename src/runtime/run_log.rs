@@ -28,6 +28,19 @@ struct Ring {
 }
 
 impl Ring {
+    /// Adds `m`, overwriting the oldest run once `capacity` are kept.
+    #[inline]
+    fn put(&mut self, m: ExecutionMetrics, capacity: usize) {
+        if self.runs.len() < capacity {
+            self.runs.push(m);
+        } else {
+            let at = self.oldest;
+            self.runs[at] = m;
+            // A compare, not `%`: a division on every query.
+            self.oldest = if at + 1 == capacity { 0 } else { at + 1 };
+        }
+    }
+
     /// The runs, oldest first.
     fn iter(&self) -> impl Iterator<Item = &ExecutionMetrics> {
         let (newer, older) = self.runs.split_at(self.oldest);
@@ -54,15 +67,7 @@ impl RunLog {
         if self.capacity == 0 {
             return;
         }
-        let mut ring = self.ring.lock();
-        if ring.runs.len() < self.capacity {
-            ring.runs.push(m);
-        } else {
-            let at = ring.oldest;
-            ring.runs[at] = m;
-            // A compare, not `%`: a division on every query.
-            ring.oldest = if at + 1 == self.capacity { 0 } else { at + 1 };
-        }
+        self.ring.lock().put(m, self.capacity);
     }
 
     /// Appends a run of this engine, numbering it: its `run_id` becomes
@@ -79,13 +84,7 @@ impl RunLog {
         ring.numbered += 1;
         let id = ring.numbered;
         m.run_id = id;
-        if ring.runs.len() < self.capacity {
-            ring.runs.push(m);
-        } else {
-            let at = ring.oldest;
-            ring.runs[at] = m;
-            ring.oldest = if at + 1 == self.capacity { 0 } else { at + 1 };
-        }
+        ring.put(m, self.capacity);
         id
     }
 
