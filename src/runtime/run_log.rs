@@ -74,7 +74,7 @@ impl RunLog {
     /// the next in the log's sequence (1, 2, ...), so the log's order is
     /// the ids' order. Returns the id. Numbered under the lock the push
     /// takes anyway, where a counter of its own was one more locked add
-    /// per query (~9 ns on this project's VM).
+    /// per query.
     #[inline]
     pub(crate) fn push_numbered(&self, mut m: ExecutionMetrics) -> u64 {
         if self.capacity == 0 {
