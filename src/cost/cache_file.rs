@@ -280,16 +280,22 @@ pub fn remove(path: &Path) {
 /// `.<name>.lock` file on Linux; elsewhere a lock inside this process
 /// only), held until dropped. Serializes the read-merge-write cycles of
 /// writers in this process and in others, so that none loses another's
-/// update. Never waits forever: past [`LOCK_WAIT`] the cycle goes ahead
-/// unlocked (a lost update is better than a stalled program).
+/// update. Never waits forever: past [`LOCK_WAIT`] it gives up and says
+/// so ([`FileLock::busy`]); the caller then defers its cycle or goes
+/// ahead unlocked. Where no lock file can be made (a read-only
+/// directory), the cycle goes ahead unlocked and `busy` is false.
 pub(crate) struct FileLock {
     #[cfg(target_os = "linux")]
     _file: Option<std::fs::File>,
     #[cfg(not(target_os = "linux"))]
     _guard: Option<parking_lot::MutexGuard<'static, ()>>,
+    busy: bool,
 }
 
-/// The longest wait for a [`FileLock`].
+/// The longest wait for a [`FileLock`]: another writer's cycle holds it
+/// for a read, a merge and a synced write of a small file, milliseconds
+/// unless the disk is slow (an `fsync` under a build's writes can take
+/// seconds).
 pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl FileLock {
@@ -312,20 +318,33 @@ impl FileLock {
                 Ok(f) => f,
                 Err(e) => {
                     tracing::warn!(path = %path.display(), error = %e, "computeq: no lock file; writing unlocked");
-                    return FileLock { _file: None };
+                    return FileLock {
+                        _file: None,
+                        busy: false,
+                    };
                 }
             };
             loop {
                 // SAFETY: a valid open descriptor; `flock` only reads it.
                 if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                    return FileLock { _file: Some(file) };
+                    return FileLock {
+                        _file: Some(file),
+                        busy: false,
+                    };
                 }
                 let e = std::io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::EWOULDBLOCK)
-                    || std::time::Instant::now() > deadline
-                {
-                    tracing::warn!(path = %path.display(), error = %e, "computeq: cache file stays locked; writing unlocked");
-                    return FileLock { _file: None };
+                if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                    tracing::warn!(path = %path.display(), error = %e, "computeq: cache file cannot be locked; writing unlocked");
+                    return FileLock {
+                        _file: None,
+                        busy: false,
+                    };
+                }
+                if std::time::Instant::now() > deadline {
+                    return FileLock {
+                        _file: None,
+                        busy: true,
+                    };
                 }
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
@@ -334,10 +353,19 @@ impl FileLock {
         {
             static LOCK: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
             let _ = path;
+            let guard = LOCK.try_lock_until(deadline);
             FileLock {
-                _guard: LOCK.try_lock_until(deadline),
+                busy: guard.is_none(),
+                _guard: guard,
             }
         }
+    }
+
+    /// Whether another writer held the lock past [`LOCK_WAIT`]: this one
+    /// does not hold it, and a read-merge-write now could replace that
+    /// writer's update with a file that lacks it.
+    pub(crate) fn busy(&self) -> bool {
+        self.busy
     }
 }
 

@@ -293,8 +293,12 @@ fn load(path: &Path) -> Option<CalibrationFile> {
 fn persist(dir: &Path, update: impl FnOnce(&mut CalibrationFile)) {
     let path = cache_file::path(dir, KIND);
     // Locked: another process's device profile written between this read
-    // and the write below would be lost.
-    let _lock = cache_file::FileLock::acquire(&path);
+    // and the write below would be lost. A calibration has no later write
+    // to defer to: past the lock's wait it goes ahead unlocked.
+    let lock = cache_file::FileLock::acquire(&path);
+    if lock.busy() {
+        tracing::warn!(path = %path.display(), "computeq: cache file stays locked; writing the calibration unlocked");
+    }
     let mut f = load(&path).unwrap_or_default();
     update(&mut f);
     if let Err(e) = cache_file::write(&path, KIND, &f) {

@@ -293,6 +293,10 @@ impl Engine {
     /// next run to start from what this one measured calls this before it
     /// ends; it is also how to make the file current at a known point.
     /// Nothing happens without a cache directory or with learning off.
+    /// When another process has held the file's lock for two seconds (its
+    /// write waiting on a slow disk), this write is not made unlocked,
+    /// which could replace that process's update: it is left to the
+    /// background writer's next try, the engine's drop or the exit.
     ///
     /// # Examples
     ///

@@ -329,7 +329,7 @@ impl LearningSelector {
     /// in the background every few seconds and when the selector drops).
     pub fn flush_history(&self) {
         if let Some(p) = &self.persister {
-            p.save_now(&self.shared);
+            p.save_now(&self.shared, super::persist::Last::No);
         }
     }
 }
@@ -859,7 +859,7 @@ impl Drop for LearningSelector {
     fn drop(&mut self) {
         if let Some(p) = &self.persister {
             if self.shared.dirty.load(Ordering::Relaxed) {
-                p.save_now(&self.shared);
+                p.save_now(&self.shared, super::persist::Last::Yes);
             }
             p.stop(&self.shared);
         }

@@ -9,7 +9,11 @@
 //! advisory lock ([`cache_file::FileLock`]), re-reads the file, merges
 //! (for a key both sides know, the side with more samples wins) and
 //! replaces it atomically. So two processes writing at once lose none of
-//! each other's keys. The file is bounded like the history: at most the
+//! each other's keys. A write that waits past [`cache_file::LOCK_WAIT`]
+//! for the lock (another writer's sync on a slow disk) takes nothing and
+//! is left to the background writer's next try; only a history's last
+//! write (the process's exit, the selector's drop) then goes ahead
+//! unlocked. The file is bounded like the history: at most the
 //! capacity's most recently measured plans and [`MAX_FILE_ENTRIES`] keys.
 //! Everything read is validated; implausible entries are dropped with one
 //! warning.
@@ -270,10 +274,28 @@ pub(crate) fn load(dir: &Path, capacity: usize) -> History {
 }
 
 /// Writes the plans of `shared`'s history changed since the last write,
-/// merged with the file in `dir`. Returns whether anything was written.
+/// merged with the file in `dir`. Returns whether anything was written
+/// (not when the file's lock stayed held: see [`Last`]).
 pub(crate) fn save(dir: &Path, shared: &Shared) -> bool {
+    save_as(dir, shared, Last::No)
+}
+
+/// Whether a write is the last this history gets.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Last {
+    /// A later write will come (the background writer's, a flush): past
+    /// [`cache_file::LOCK_WAIT`] for the file's lock this one takes
+    /// nothing, marks the history dirty and returns.
+    No,
+    /// The process exits or the selector drops: past the wait it goes
+    /// ahead unlocked rather than lose what was learned.
+    Yes,
+}
+
+/// [`save`], saying whether it is the history's last write.
+pub(crate) fn save_as(dir: &Path, shared: &Shared, last: Last) -> bool {
     SAVING.fetch_add(1, Ordering::SeqCst);
-    let wrote = save_locked(dir, shared);
+    let wrote = save_locked(dir, shared, last);
     SAVING.fetch_sub(1, Ordering::SeqCst);
     wrote
 }
@@ -281,7 +303,7 @@ pub(crate) fn save(dir: &Path, shared: &Shared) -> bool {
 /// Writes in progress in this process (the exit hook waits for them).
 static SAVING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-fn save_locked(dir: &Path, shared: &Shared) -> bool {
+fn save_locked(dir: &Path, shared: &Shared, last: Last) -> bool {
     // Nothing to write touches nothing: a program that learned nothing
     // creates no lock file in the cache directory. (Changes made after
     // this look are another save's to write: whoever makes them marks the
@@ -292,7 +314,19 @@ fn save_locked(dir: &Path, shared: &Shared) -> bool {
     let path = cache_file::path(dir, KIND);
     // First the file lock, then the history's (briefly): another writer of
     // this process takes its changes only after this one wrote its own.
-    let _lock = cache_file::FileLock::acquire(&path);
+    let lock = cache_file::FileLock::acquire(&path);
+    if lock.busy() {
+        if last == Last::No {
+            // Another writer held the lock past its wait (a slow disk's
+            // sync): merging now, unlocked, could replace its update with
+            // a file that lacks it. The changes stay in memory, untaken,
+            // and the background writer tries again.
+            tracing::debug!(path = %path.display(), "computeq: history file stays locked; its write is deferred");
+            shared.dirty.store(true, Ordering::Relaxed);
+            return false;
+        }
+        tracing::warn!(path = %path.display(), "computeq: history file stays locked; writing unlocked (its last write)");
+    }
     let (changes, capacity) = {
         let mut h = shared.history.lock();
         (h.take_changes(), h.capacity())
@@ -360,7 +394,7 @@ fn save_all_live() {
         .collect();
     for (shared, dir) in live {
         if shared.dirty.swap(false, Ordering::Relaxed) || SAVING.load(Ordering::SeqCst) > 0 {
-            save(&dir, &shared);
+            save_as(&dir, &shared, Last::Yes);
         }
     }
 }
@@ -438,10 +472,10 @@ impl Persister {
         Persister { dir }
     }
 
-    /// Writes now (flush, drop).
-    pub(crate) fn save_now(&self, shared: &Shared) {
+    /// Writes now (flush; with [`Last::Yes`], the selector's drop).
+    pub(crate) fn save_now(&self, shared: &Shared, last: Last) {
         shared.dirty.store(false, Ordering::Relaxed);
-        save(&self.dir, shared);
+        save_as(&self.dir, shared, last);
     }
 
     /// Forgets the persisted history (reset).
@@ -498,6 +532,42 @@ mod tests {
             .unwrap();
         assert_eq!(s.samples, 3);
         assert!((s.log_ratio() - 2f64.ln()).abs() < 1e-3);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_write_that_finds_the_file_locked_is_deferred_not_lost() {
+        let dir = cache_file::temp_dir("history-busy");
+        let path = cache_file::path(&dir, KIND);
+        // Another writer's cycle holds the lock past the wait (a slow
+        // disk's sync): this write takes nothing and writes nothing, and
+        // leaves its changes for the background writer.
+        let held = cache_file::FileLock::acquire(&path);
+        assert!(!held.busy());
+        let s = shared(5, BackendKind::CpuSimd, 2);
+        assert!(!save(&dir, &s));
+        assert!(s.dirty.load(Ordering::Relaxed));
+        assert!(s.history.lock().has_changes());
+        assert!(load(&dir, 64).plans.is_empty());
+        // Once the lock is free, the next write has them.
+        drop(held);
+        assert!(save(&dir, &s));
+        assert_eq!(
+            load(&dir, 64)
+                .stat(5, 10, BackendKind::CpuSimd)
+                .unwrap()
+                .samples,
+            2
+        );
+        // A history's last write (the exit, the selector's drop) goes
+        // ahead unlocked rather than lose what it learned.
+        let held = cache_file::FileLock::acquire(&path);
+        let t = shared(6, BackendKind::CpuParallel, 1);
+        assert!(save_as(&dir, &t, Last::Yes));
+        drop(held);
+        let h = load(&dir, 64);
+        assert_eq!(h.stat(6, 10, BackendKind::CpuParallel).unwrap().samples, 1);
+        assert_eq!(h.stat(5, 10, BackendKind::CpuSimd).unwrap().samples, 2);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
