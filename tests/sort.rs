@@ -325,6 +325,27 @@ fn sort_then_take_is_planned_as_top_k_and_the_metrics_name_the_algorithm() {
         m.algorithm.map(|a| a.to_string()).as_deref(),
         Some("stable comparison sort")
     );
+    // `cpu-parallel` partitions across threads only from 2^20 rows
+    // (`radix::MSD_MIN`): below that the partition's fixed work costs more
+    // than a second thread saves, and it sorts as `cpu-simd` does.
+    let parallel = |xs: &[f32], desc: bool| {
+        let q = e.query(xs).on(BackendKind::CpuParallel).with_metrics();
+        let (v, m) = if desc { q.sort_desc() } else { q.sort() }.collect::<Vec<_>>();
+        (v, m.algorithm.expect("algorithm").to_string())
+    };
+    let (_, a) = parallel(&xs, false);
+    assert!(a.starts_with("lsd-radix"), "{a}");
+    let big = floats((1 << 20) + 1, 4);
+    for desc in [false, true] {
+        let (v, a) = parallel(&big, desc);
+        if rayon::current_num_threads() > 1 {
+            assert!(a.starts_with("msd+lsd-radix over threads"), "{a}");
+        }
+        assert!(
+            same_f32(&v, &std_sorted(&big, |x| x as f64, desc)),
+            "desc={desc}"
+        );
+    }
 }
 
 #[test]

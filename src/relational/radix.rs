@@ -274,6 +274,16 @@ fn top_counts<W: Word>(c: &[W], shift: u32) -> ([usize; 256], W, W) {
     (h.map(|x| x as usize), and, or)
 }
 
+/// Words below which `cpu-parallel` sorts with [`lsd`] on the calling
+/// thread rather than [`msd_lsd`]: the partition's own work (its scatter,
+/// a histogram of up to three digits and their offsets in each of 256
+/// buckets, the pool's wake-ups) is more than the second thread saves
+/// below it. Measured on two cores (random `u32` keys, interleaved
+/// rounds): the partition took 1.4-1.5x the one-thread sort's time at
+/// 10^5, 1.1-1.3x at 3·10^5 and 6·10^5, 0.75-1.0x at 10^6 and 0.7-0.8x at
+/// 3·10^6 (docs/performance.md, "Parallel sorts from 2^20 rows").
+pub(crate) const MSD_MIN: usize = 1 << 20;
+
 /// [`lsd`] across threads: chunks count their top-digit buckets and
 /// scatter into them in chunk order (stable), then each bucket is sorted
 /// by the lower digits on its own. Returns the sorted words.

@@ -221,7 +221,7 @@ fn sort_words<W: Word>(
         v.sort_unstable();
         return (v, Algorithm::SmallSort);
     }
-    if parallel && rayon::current_num_threads() > 1 {
+    if parallel && rayon::current_num_threads() > 1 && n >= radix::MSD_MIN {
         let (v, p) = radix::msd_lsd(v, digits);
         return (v, Algorithm::MsdLsdRadix(p));
     }
