@@ -378,7 +378,9 @@ impl CostModel {
         // was priced at 0.05-0.1x its time on the CPU backends, which the
         // selector then explored before the device.
         let from_device = match e.workload.residency {
-            Residency::Device(k) if !kind.is_device() => device(k).download_seconds(source_bytes),
+            Residency::Device(k) if !kind.is_device() => {
+                device(k).download_seconds(source_bytes, self.cpu.fresh_write_bandwidth)
+            }
             _ => 0.0,
         };
         match kind {
@@ -491,7 +493,7 @@ impl CostModel {
                 let download = if kept {
                     0.0
                 } else {
-                    d.download_seconds(result_bytes)
+                    d.download_seconds(result_bytes, self.cpu.fresh_write_bandwidth)
                 };
                 let mut launches = 0.0;
                 let mut compute = 0.0;
@@ -609,7 +611,12 @@ mod tests {
         let m = CostModel::default();
         let mut w = sum_of(1 << 24);
         let d = DeviceProfile::default();
-        let download = d.transfer_latency + (4u64 << 24) as f64 / d.download_bandwidth;
+        // 64 MiB, past what the allocator recycles: the copy, then the
+        // fresh pages' first touch (the download's rate not measured).
+        let bytes = (4u64 << 24) as f64;
+        let copy = d.transfer_latency + bytes / d.download_bandwidth;
+        let download = copy + bytes / m.cpu.fresh_write_bandwidth;
+        assert!((d.download_seconds(bytes, m.cpu.fresh_write_bandwidth) - download).abs() < 1e-12);
         for k in [
             BackendKind::CpuScalar,
             BackendKind::CpuSimd,

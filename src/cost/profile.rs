@@ -162,15 +162,24 @@ impl Default for DeviceProfile {
 impl DeviceProfile {
     /// Seconds to download `bytes` to the host: the latency, then the
     /// bytes at [`DeviceProfile::large_download_bandwidth`] past what the
-    /// allocator recycles (when measured), else at `download_bandwidth`.
-    pub fn download_seconds(&self, bytes: f64) -> f64 {
-        let bw = if bytes > super::model::RECYCLED_OUTPUT_MAX && self.large_download_bandwidth > 0.0
-        {
-            self.large_download_bandwidth
+    /// allocator recycles, else at `download_bandwidth`. A large download
+    /// not measured (the calibration's budget had no room for it, or a
+    /// profile from before it was) writes fresh host pages as it copies:
+    /// priced as the copy at `download_bandwidth` and the first touch of
+    /// those pages at the host's `fresh_write_bandwidth`
+    /// ([`CpuProfile::fresh_write_bandwidth`]; 0 leaves the copy alone).
+    /// Priced at `download_bandwidth` alone, lavapipe's 40 MB downloads
+    /// (0.8 GB/s) were estimated at 2.9 GB/s.
+    pub fn download_seconds(&self, bytes: f64, fresh_write_bandwidth: f64) -> f64 {
+        let large = bytes > super::model::RECYCLED_OUTPUT_MAX;
+        let seconds = if large && self.large_download_bandwidth > 0.0 {
+            bytes / self.large_download_bandwidth
+        } else if large && fresh_write_bandwidth > 0.0 {
+            bytes / self.download_bandwidth + bytes / fresh_write_bandwidth
         } else {
-            self.download_bandwidth
+            bytes / self.download_bandwidth
         };
-        self.transfer_latency + bytes / bw
+        self.transfer_latency + seconds
     }
 
     /// A prior for a software device (lavapipe, llvmpipe): CPU-class speeds
@@ -564,13 +573,24 @@ mod tests {
             large_download_bandwidth: 1.5e9,
             ..unmeasured.clone()
         };
+        let fresh = 2.0e9;
         let at = |p: &DeviceProfile, bytes: f64, bw: f64| {
-            (p.download_seconds(bytes) - (p.transfer_latency + bytes / bw)).abs() < 1e-12
+            (p.download_seconds(bytes, fresh) - (p.transfer_latency + bytes / bw)).abs() < 1e-12
         };
         assert!(at(&d, big, 1.5e9));
         assert!(at(&d, small, d.download_bandwidth));
-        // Not measured (0, a profile from before the field): one rate.
-        assert!(at(&unmeasured, big, unmeasured.download_bandwidth));
+        assert!(at(&unmeasured, small, unmeasured.download_bandwidth));
+        // Not measured (0, a profile from before the field): the copy,
+        // then the fresh pages' first touch at the host's rate.
+        let both = 1.0 / (1.0 / unmeasured.download_bandwidth + 1.0 / fresh);
+        let t = unmeasured.download_seconds(big, fresh);
+        assert!(
+            (t - (unmeasured.transfer_latency + big / both)).abs() < 1e-9,
+            "{t}"
+        );
+        // Without the host's figure, the copy alone.
+        let copy = unmeasured.transfer_latency + big / unmeasured.download_bandwidth;
+        assert!((unmeasured.download_seconds(big, 0.0) - copy).abs() < 1e-12);
         // 0 is kept as "not measured"; an implausible rate is not.
         assert!(unmeasured.clone().sanitized().1.is_empty());
         let (p, bad) = DeviceProfile {
