@@ -481,10 +481,10 @@ fn par_sum(xs: &[f32], tasks: usize) -> f32 {
 /// The median time of `reps` runs of `f` (at least one; fewer than `reps`
 /// once `deadline` has passed). A median, not the fastest run: the model
 /// prices the typical run, which is what a query meets and what the
-/// history and `selector_eval` measure. On a shared VM the fastest of a
-/// few runs was 10-25% under their median (a one-thread sum of 64 MiB:
-/// 19-20 GB/s at best, 17.5 GB/s in the median), and every backend's
-/// estimates came out at 0.75-0.89x the measured medians.
+/// history and `selector_eval` measure. Priced from the fastest runs,
+/// every backend's estimates came out at 0.75-0.89x the measured medians
+/// on a shared VM (docs/performance.md, "The model prices a typical
+/// run").
 fn typical_of(reps: usize, deadline: Instant, f: impl FnMut()) -> Option<f64> {
     timings(reps, deadline, f).map(|(median, _)| median)
 }
