@@ -240,6 +240,11 @@ fn check(
 /// disturbed.
 const MIN_PARALLEL_SHARE: f64 = 0.8;
 
+/// The most a parallel bandwidth may have per thread against the
+/// one-thread figure ([`CpuProfile::sanitized`]), with room for the two
+/// measurements' noise.
+const MAX_PARALLEL_GAIN: f64 = 1.25;
+
 impl CpuProfile {
     /// This profile with every implausible figure (not finite, or outside
     /// its range) replaced by its prior, and the names of those figures
@@ -343,6 +348,40 @@ impl CpuProfile {
         if p.near_bandwidth_all < p.near_bandwidth_one * MIN_PARALLEL_SHARE {
             p.near_bandwidth_all = p.near_bandwidth_one;
             bad.push("near_bandwidth_all (below near_bandwidth_one)");
+        }
+        // Nor faster than every thread at one thread's speed: each reads
+        // its own data no faster than one thread alone does. A measured
+        // figure past that came from a pass whose subtracted wake-up was
+        // most of its time (the near-cache pass over two copies of 256
+        // KiB takes ~10 µs; one `selector_eval` run fitted 161 GB/s
+        // against one thread's 56 GB/s on two cores), and kept it priced
+        // `cpu-parallel`'s mid-size stages as if the machine had more
+        // cores. (Last, so that a sanitized profile passes again
+        // unchanged; the priors are left alone.)
+        if p.measured {
+            let threads = f64::from(p.threads.max(1)) * MAX_PARALLEL_GAIN;
+            for (name, all, one) in [
+                (
+                    "bandwidth_all (above threads x bandwidth_one)",
+                    &mut p.bandwidth_all,
+                    p.bandwidth_one,
+                ),
+                (
+                    "cache_bandwidth_all (above threads x cache_bandwidth_one)",
+                    &mut p.cache_bandwidth_all,
+                    p.cache_bandwidth_one,
+                ),
+                (
+                    "near_bandwidth_all (above threads x near_bandwidth_one)",
+                    &mut p.near_bandwidth_all,
+                    p.near_bandwidth_one,
+                ),
+            ] {
+                if *all > one * threads {
+                    *all = one * threads;
+                    bad.push(name);
+                }
+            }
         }
         check("simd_op", &mut p.simd_op, PER_ELEMENT, d.simd_op, &mut bad);
         check(
@@ -521,6 +560,46 @@ mod tests {
             ..cpu
         };
         assert!(close.sanitized().1.is_empty());
+    }
+
+    #[test]
+    fn a_parallel_bandwidth_past_every_thread_at_one_threads_speed_is_capped() {
+        let cpu = CpuProfile {
+            threads: 2,
+            near_bandwidth_one: 56e9,
+            near_bandwidth_all: 161e9,
+            cache_bandwidth_one: 40e9,
+            cache_bandwidth_all: 60e9,
+            bandwidth_one: 18e9,
+            bandwidth_all: 28e9,
+            measured: true,
+            ..CpuProfile::default()
+        };
+        let (p, bad) = cpu.clone().sanitized();
+        assert_eq!(
+            bad,
+            ["near_bandwidth_all (above threads x near_bandwidth_one)"]
+        );
+        assert_eq!(p.near_bandwidth_all, 2.0 * 56e9 * MAX_PARALLEL_GAIN);
+        assert_eq!(p.cache_bandwidth_all, 60e9);
+        assert_eq!(p.bandwidth_all, 28e9);
+        // Sanitized once, it passes again unchanged.
+        assert!(p.clone().sanitized().1.is_empty(), "{p:?}");
+        // One thread: the parallel figures can be no more than its own.
+        let one = CpuProfile {
+            threads: 1,
+            ..cpu.clone()
+        };
+        let (p, bad) = one.sanitized();
+        assert_eq!(bad.len(), 3, "{bad:?}");
+        assert_eq!(p.bandwidth_all, 18e9 * MAX_PARALLEL_GAIN);
+        assert!(p.clone().sanitized().1.is_empty(), "{p:?}");
+        // The priors are what they are (on any thread count).
+        let prior = CpuProfile {
+            threads: 1,
+            ..CpuProfile::default()
+        };
+        assert!(prior.sanitized().1.is_empty());
     }
 
     #[test]
