@@ -1033,8 +1033,11 @@ mod tests {
         // deadline check below, which needs no clock.
         let p = calibrate_cpu(Duration::from_millis(300));
         assert!(p.measured);
-        assert!(p.bandwidth_one > 1e9 && p.bandwidth_one < 1e12, "{p:?}");
-        assert!(p.bandwidth_all > 1e9, "{p:?}");
+        // Bounds of plausibility, not of speed: a CI run with the other
+        // tests on both cores timed the 64 MiB sum at 0.34 GB/s (4.7 GB/s
+        // from the cache in the same run), a laptop does 10-30 GB/s.
+        assert!(p.bandwidth_one > 1e7 && p.bandwidth_one < 1e12, "{p:?}");
+        assert!(p.bandwidth_all > 1e7 && p.bandwidth_all < 1e12, "{p:?}");
         assert!(p.pool_wakeup > 0.0 && p.pool_wakeup < 1e-2, "{p:?}");
         // Bounds of plausibility, not of speed: a loaded machine measured
         // 1.02e-8 s per SIMD operation in one CI run.
