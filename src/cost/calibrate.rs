@@ -12,7 +12,7 @@
 //!   on with the priors, while the measurement finishes and is used from a
 //!   later query on; `runtime::calibrate_full` is the long, explicit run.
 //! * Devices: a device backend implements [`Calibrate`] (timed uploads,
-//!   downloads, an empty dispatch, a read kernel, a compile) and
+//!   downloads, whole runs of the smallest query, a read kernel, a compile) and
 //!   [`calibrate_device`] fits a [`DeviceProfile`] from those timings
 //!   (latency + bytes/bandwidth by least squares over several sizes).
 //!
@@ -780,8 +780,10 @@ pub trait Calibrate {
     fn time_upload(&self, bytes: usize) -> Option<Duration>;
     /// Copies `bytes` from a device buffer into host memory.
     fn time_download(&self, bytes: usize) -> Option<Duration>;
-    /// Submits one dispatch of an empty kernel and waits for it.
-    fn time_empty_dispatch(&self) -> Option<Duration>;
+    /// One run of the smallest query (a sum of one element): its dispatch
+    /// alone, and the whole run as its metrics time it (upload, dispatch,
+    /// readback).
+    fn time_smallest_run(&self) -> Option<SmallestRun>;
     /// Reads a resident buffer of `bytes` once with a simple kernel (e.g. a
     /// one-pass sum of `f32`), including its one dispatch.
     fn time_read(&self, bytes: usize) -> Option<Duration>;
@@ -794,6 +796,15 @@ pub trait Calibrate {
     fn time_compile(&self) -> Option<Duration> {
         None
     }
+}
+
+/// The times of one run of the smallest query ([`Calibrate::time_smallest_run`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SmallestRun {
+    /// Its one dispatch, submitted and waited for (the execute phase).
+    pub dispatch: Duration,
+    /// The whole run: its upload, the dispatch and the readback.
+    pub whole: Duration,
 }
 
 /// Fits `seconds = latency + bytes / bandwidth` by least squares over
@@ -893,14 +904,20 @@ pub fn calibrate_device(dev: &dyn Calibrate, budget: Duration) -> Option<DeviceP
     } else {
         p.transfer_latency = lat_up;
     }
-    let launches: Vec<f64> = (0..7)
-        .filter_map(|_| dev.time_empty_dispatch())
-        .map(|d| d.as_secs_f64())
-        .collect();
-    if !launches.is_empty() {
-        let mut l = launches;
-        l.sort_by(f64::total_cmp);
-        p.launch = l[l.len() / 2];
+    // The dispatch is `launch`; what the whole run took beyond it and the
+    // two transfers' latencies is `run_fixed`: on lavapipe the readback
+    // of a run waited 110-140 µs where a download on an idle queue (the
+    // transfer fits above) took ~10 µs, and small runs were priced at a
+    // third of their time without it. Medians of seven.
+    let runs: Vec<SmallestRun> = (0..7).filter_map(|_| dev.time_smallest_run()).collect();
+    if !runs.is_empty() {
+        let median = |f: fn(&SmallestRun) -> Duration| {
+            let mut v: Vec<f64> = runs.iter().map(|r| f(r).as_secs_f64()).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        p.launch = median(|r| r.dispatch);
+        p.run_fixed = (median(|r| r.whole) - p.launch - 2.0 * p.transfer_latency).max(0.0);
     }
     if let Some((_, bw)) = fit_transfer(&timed(&|b| dev.time_read(b))) {
         p.bandwidth = bw;
@@ -1067,8 +1084,12 @@ mod tests {
         fn time_download(&self, b: usize) -> Option<Duration> {
             Some(Duration::from_secs_f64(20e-6 + b as f64 / 4e9))
         }
-        fn time_empty_dispatch(&self) -> Option<Duration> {
-            Some(Duration::from_micros(70))
+        fn time_smallest_run(&self) -> Option<SmallestRun> {
+            // Its transfers at their latency, and 120 µs of waiting.
+            Some(SmallestRun {
+                dispatch: Duration::from_micros(70),
+                whole: Duration::from_micros(70 + 2 * 20 + 120),
+            })
         }
         fn time_read(&self, b: usize) -> Option<Duration> {
             Some(Duration::from_secs_f64(70e-6 + b as f64 / 100e9))
@@ -1097,6 +1118,7 @@ mod tests {
         assert!(close(p.large_download_bandwidth, 4e9), "{p:?}");
         assert!(close(p.transfer_latency, 20e-6), "{p:?}");
         assert!(close(p.launch, 70e-6), "{p:?}");
+        assert!(close(p.run_fixed, 120e-6), "{p:?}");
         assert!(close(p.bandwidth, 100e9), "{p:?}");
         assert!(close(p.op, 1e-11), "{p:?}");
         assert!(close(p.compile, 30e-3), "{p:?}");

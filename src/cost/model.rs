@@ -551,7 +551,8 @@ impl CostModel {
                 Estimate {
                     compile: if e.compiled { 0.0 } else { d.compile },
                     transfer: upload + download,
-                    fixed: launches * d.launch,
+                    // Each dispatch, and the run's own wait for its result.
+                    fixed: launches * d.launch + d.run_fixed,
                     compute,
                 }
             }
@@ -870,6 +871,27 @@ mod tests {
         assert!((sort.fixed - 14.0 * d.launch).abs() < 1e-12);
         assert!((store.fixed - d.launch).abs() < 1e-12);
         assert!(sort.compute > store.compute);
+    }
+
+    #[test]
+    fn a_device_run_pays_its_wait_once_whatever_its_launches() {
+        let mut m = model();
+        let w = sum_of(100);
+        let before = m.estimate(BackendKind::Wgpu, &w, true);
+        m.devices[0] = Some(DeviceProfile {
+            run_fixed: 120e-6,
+            ..m.device(BackendKind::Wgpu)
+        });
+        let after = m.estimate(BackendKind::Wgpu, &w, true);
+        assert!((after.fixed - before.fixed - 120e-6).abs() < 1e-12, "{after:?}");
+        assert_eq!(after.transfer, before.transfer);
+        assert_eq!(after.compute, before.compute);
+        // Once per run, not per launch: a tree reduction of 2^25 elements
+        // launches four times.
+        let big = sum_of(1 << 25);
+        let d = m.device(BackendKind::Wgpu);
+        let e = m.estimate(BackendKind::Wgpu, &big, true);
+        assert!((e.fixed - (4.0 * d.launch + 120e-6)).abs() < 1e-12, "{e:?}");
     }
 
     #[test]

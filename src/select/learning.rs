@@ -817,13 +817,14 @@ impl Selector for LearningSelector {
                         "cuda.profile"
                     },
                     format!(
-                        "measured={} up={:.1}GB/s down={:.1}GB/s down_large={:.1}GB/s latency={:.1}µs launch={:.1}µs read={:.1}GB/s op={:.3}ns",
+                        "measured={} up={:.1}GB/s down={:.1}GB/s down_large={:.1}GB/s latency={:.1}µs launch={:.1}µs run={:.1}µs read={:.1}GB/s op={:.3}ns",
                         d.measured,
                         d.upload_bandwidth / 1e9,
                         d.download_bandwidth / 1e9,
                         d.large_download_bandwidth / 1e9,
                         d.transfer_latency * 1e6,
                         d.launch * 1e6,
+                        d.run_fixed * 1e6,
                         d.bandwidth / 1e9,
                         d.op * 1e9
                     ),

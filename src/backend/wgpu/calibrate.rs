@@ -10,7 +10,7 @@
 use super::{FaultPlan, WgpuBackend};
 use crate::backend::BackendKind;
 use crate::backend::{Probe, ProbeRunner};
-use crate::cost::Calibrate;
+use crate::cost::{Calibrate, SmallestRun};
 use crate::metrics::ExecutionMetrics;
 use crate::types::ColumnRef;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -135,8 +135,14 @@ impl Calibrate for WgpuCalibration<'_> {
         Some(t.elapsed())
     }
 
-    fn time_empty_dispatch(&self) -> Option<Duration> {
-        self.sum(1).map(|m| m.phases.execute)
+    fn time_smallest_run(&self) -> Option<SmallestRun> {
+        self.sum(1).map(|m| {
+            let p = &m.phases;
+            SmallestRun {
+                dispatch: p.execute,
+                whole: p.transfer_in + p.execute + p.transfer_out,
+            }
+        })
     }
 
     fn time_read(&self, bytes: usize) -> Option<Duration> {
