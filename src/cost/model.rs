@@ -883,7 +883,10 @@ mod tests {
             ..m.device(BackendKind::Wgpu)
         });
         let after = m.estimate(BackendKind::Wgpu, &w, true);
-        assert!((after.fixed - before.fixed - 120e-6).abs() < 1e-12, "{after:?}");
+        assert!(
+            (after.fixed - before.fixed - 120e-6).abs() < 1e-12,
+            "{after:?}"
+        );
         assert_eq!(after.transfer, before.transfer);
         assert_eq!(after.compute, before.compute);
         // Once per run, not per launch: a tree reduction of 2^25 elements

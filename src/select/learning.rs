@@ -25,7 +25,10 @@
 //!    model price or its measured prediction (the better of the two,
 //!    steady state) is within `explore_ratio` of the choice, so cold
 //!    first runs cannot bar a backend for good. A candidate predicted
-//!    many times slower by both is never tried;
+//!    many times slower by both is never tried, and one not built yet
+//!    only once its compile costs no more than the key's runs so far
+//!    took (a few runs of a 3 ms query do not pay lavapipe's 20-50 ms
+//!    shader compile to try a backend priced at their time);
 //! 4. [`cheapest`]: the cheapest prediction; the reason is `History` when
 //!    history decided (the winner is measured, or measurements overturned
 //!    the model's pick), else `Model`.
@@ -435,18 +438,40 @@ impl Ranking {
         &self.cands[self.by_prediction[0]]
     }
 
-    /// Whether exploration may run `c` instead of the best prediction:
-    /// another candidate, not backed off, within `explore_ratio` of the
-    /// best. It is judged by the better of its model price and its
-    /// measurements: a cold first run or two (scratch allocated, caches
-    /// cold) must not keep it out of exploration and re-checks for good
-    /// while the incumbent's history warms up. Still bounded: only until
-    /// `min_samples`, then one run in `RECHECK_EVERY` for the runner-up.
-    fn plausible(&self, c: &Cand, s: &LearningSettings) -> bool {
+    /// Whether exploration may run `c` instead of the best prediction on
+    /// run `runs` of the key: another candidate, not backed off, within
+    /// `explore_ratio` of the best. It is judged by the better of its
+    /// model price and its measurements: a cold first run or two (scratch
+    /// allocated, caches cold) must not keep it out of exploration and
+    /// re-checks for good while the incumbent's history warms up. Still
+    /// bounded: only until `min_samples`, then one run in `RECHECK_EVERY`
+    /// for the runner-up. And not before its compile (when it is not
+    /// built) costs at most what the key's runs so far took at the best
+    /// prediction: a key that has run as often again pays for it at most
+    /// twice over (the ski-rental bound), and one that runs a few times
+    /// does not pay a device's shader compile, tens of milliseconds on
+    /// lavapipe, to try a candidate priced at the incumbent's time.
+    fn plausible(&self, c: &Cand, s: &LearningSettings, runs: u64) -> bool {
+        self.plausibly_priced(c, s) && runs >= self.affordable_from(c)
+    }
+
+    /// `plausible` but for the compile.
+    fn plausibly_priced(&self, c: &Cand, s: &LearningSettings) -> bool {
         let best = self.best();
         c.kind != best.kind
             && !c.backed_off
             && c.steady.min(c.model_steady) <= best.steady * s.explore_ratio
+    }
+
+    /// The first run of the key at which `c`'s compile (none when it is
+    /// built) costs at most the key's runs so far at the best prediction.
+    fn affordable_from(&self, c: &Cand) -> u64 {
+        let compile = c.predicted - c.steady;
+        if compile <= 0.0 {
+            return 0;
+        }
+        // Saturating (`as`): a NaN or an unbounded ratio never affords it.
+        (compile / self.best().steady).ceil() as u64
     }
 
     fn runner_up(&self) -> Option<&Cand> {
@@ -520,7 +545,7 @@ fn exploration(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> Option<Pic
     }
     let now = bucket.runs;
     let best = r.best();
-    let plausible = |c: &&Cand| r.plausible(c, s);
+    let plausible = |c: &&Cand| r.plausible(c, s, bucket.runs);
     // Under-sampled candidates on every other run; when none is picked,
     // once in `RECHECK_EVERY` runs, the runner-up (its phase is even, so
     // it must not be an `else` of the even runs).
@@ -563,7 +588,8 @@ fn exploration(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> Option<Pic
 /// while the choice has fewer than `min_samples` measurements (the next
 /// one may overturn the model) or a plausible candidate is under-sampled
 /// (exploration may pick it on the next run), else until the runner-up's
-/// next due re-check. A re-check measured as promising picks the
+/// next due re-check, or until the key's runs pay for an under-sampled
+/// candidate's compile. A re-check measured as promising picks the
 /// runner-up on this run already, so it never ends a lease early. The
 /// leased runs are still observed, one in [`Decision::OBSERVE_LEASED`];
 /// only a new choice waits (at most [`Decision::MAX_LEASE`] runs).
@@ -579,7 +605,7 @@ fn lease(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> u32 {
     if s.explore_ratio <= 0.0 {
         return max;
     }
-    let plausible = |c: &&Cand| r.plausible(c, s);
+    let plausible = |c: &&Cand| r.plausible(c, s, bucket.runs);
     if r.cands
         .iter()
         .filter(plausible)
@@ -587,13 +613,23 @@ fn lease(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> u32 {
     {
         return 0;
     }
+    // An under-sampled candidate waiting only for the key's runs to pay
+    // for its compile: the lease ends when they do.
+    let affordable = r
+        .cands
+        .iter()
+        .filter(|c| r.plausibly_priced(c, s) && c.samples < s.min_samples)
+        .map(|c| r.affordable_from(c).saturating_sub(bucket.runs))
+        .min()
+        .map_or(max, |d| d.saturating_sub(1).min(u64::from(max)) as u32);
     let Some(c) = r.runner_up().filter(plausible) else {
-        return max;
+        return affordable;
     };
     let slowdown = c.steady / best.steady;
     (1..=u64::from(max))
         .find(|&d| recheck_due(bucket.runs + d, slowdown))
         .map_or(max, |d| (d - 1) as u32)
+        .min(affordable)
 }
 
 /// 4. The cheapest prediction: `History` when measurements decided (the
@@ -1092,6 +1128,48 @@ mod tests {
             chosen.push((k, d.reason));
         }
         chosen
+    }
+
+    #[test]
+    fn a_compile_is_explored_only_once_the_keys_runs_pay_for_it() {
+        let cand = |kind, steady: f64, compile: f64, samples| Cand {
+            kind,
+            model: steady + compile,
+            model_steady: steady,
+            steady,
+            predicted: steady + compile,
+            samples,
+            backed_off: false,
+        };
+        // cpu-simd measured at 1 ms; cpu-parallel priced the same, not
+        // built, its compile 20 ms.
+        let ranking = |compile| Ranking {
+            cands: [
+                cand(BackendKind::CpuSimd, 1e-3, 0.0, 3),
+                cand(BackendKind::CpuParallel, 1e-3, compile, 0),
+            ]
+            .into_iter()
+            .collect(),
+            by_prediction: [0, 1].into_iter().collect(),
+        };
+        let s = settings();
+        let at = |runs| Bucket {
+            runs,
+            ..Bucket::default()
+        };
+        let explored = |r: &Ranking, runs| exploration(r, &at(runs), &s).map(|p| p.0);
+        let r = ranking(20e-3);
+        assert_eq!(explored(&r, 2), None);
+        assert_eq!(explored(&r, 18), None);
+        assert_eq!(explored(&r, 20), Some(Some(BackendKind::CpuParallel)));
+        // The lease ends when the runs pay for it (run 20: 17 runs after
+        // run 2), and none is given then.
+        assert_eq!(lease(&r, &at(2), &s), 17);
+        assert_eq!(lease(&r, &at(20), &s), 0);
+        // Built, it is tried at once.
+        let built = ranking(0.0);
+        assert_eq!(explored(&built, 2), Some(Some(BackendKind::CpuParallel)));
+        assert_eq!(lease(&built, &at(2), &s), 0);
     }
 
     #[test]
