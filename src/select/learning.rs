@@ -697,10 +697,23 @@ impl Selector for LearningSelector {
             .or_else(|| only_candidate(&ranking))
             .or_else(|| exploration(&ranking, bucket, s))
             .unwrap_or_else(|| cheapest(&ranking, s));
+        // A choice not built yet carries its compile in its estimate: not
+        // leased, so that the next run's metrics price it built (leased,
+        // a forced run's estimate kept a 50 ms shader compile for 32 runs).
+        let unbuilt = ranking
+            .cands
+            .iter()
+            .any(|c| Some(c.kind) == first && c.predicted > c.steady);
         let lease = match reason {
             SelectionReason::Forced
             | SelectionReason::Environment
-            | SelectionReason::OnlyCandidate => Decision::MAX_LEASE,
+            | SelectionReason::OnlyCandidate => {
+                if unbuilt {
+                    0
+                } else {
+                    Decision::MAX_LEASE
+                }
+            }
             SelectionReason::Exploration => 0,
             _ => lease(&ranking, bucket, s),
         };
@@ -1305,6 +1318,22 @@ mod tests {
         });
         assert_eq!(d.order[0], BackendKind::CpuScalar);
         assert_eq!(d.reason, SelectionReason::Environment);
+        // Nothing to build: leased.
+        assert_eq!(d.lease, Decision::MAX_LEASE);
+        // Forced onto a backend whose program is not built: its estimate
+        // carries the compile, so not leased until it is built.
+        let forced_simd = || {
+            s.select(&SelectionInput {
+                plan: &p,
+                workload: &w,
+                candidates: &CPU,
+                forced: Some(Forced::Query(BackendKind::CpuSimd)),
+            })
+        };
+        assert_eq!(forced_simd().lease, 0);
+        p.artifact(BackendKind::CpuSimd, || Ok::<_, ()>(0u8))
+            .unwrap();
+        assert_eq!(forced_simd().lease, Decision::MAX_LEASE);
         s.observe(&w, &metrics(&p, &w, BackendKind::CpuScalar, 1e-3));
         assert_eq!(s.history().keys(), 1);
         s.reset();
