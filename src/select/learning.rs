@@ -470,7 +470,8 @@ impl Ranking {
         if compile <= 0.0 {
             return 0;
         }
-        // Saturating (`as`): a NaN or an unbounded ratio never affords it.
+        // Saturating (`as`): an unbounded ratio never affords it. (A NaN
+        // price is never plausibly priced, so it does not get here.)
         (compile / self.best().steady).ceil() as u64
     }
 
