@@ -906,7 +906,7 @@ pub fn calibrate_device(dev: &dyn Calibrate, budget: Duration) -> Option<DeviceP
     }
     // The dispatch is `launch`; what the whole run took beyond it and the
     // two transfers' latencies is `run_fixed`: on lavapipe the readback
-    // of a run waited 110-140 µs where a download on an idle queue (the
+    // of a run waited 70-230 µs where a download on an idle queue (the
     // transfer fits above) took ~10 µs, and small runs were priced at a
     // third of their time without it. Medians of seven.
     let runs: Vec<SmallestRun> = (0..7).filter_map(|_| dev.time_smallest_run()).collect();

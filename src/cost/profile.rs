@@ -130,7 +130,7 @@ pub struct DeviceProfile {
     /// Fixed cost of one run beyond its launches and its transfers'
     /// latencies, seconds: the wait for the result after the kernels
     /// (the readback's fence and mapping, the run's buffers and bind
-    /// groups). On lavapipe a run of the smallest sum waited 110-140 µs
+    /// groups). On lavapipe a run of the smallest sum waited 70-230 µs
     /// for its readback where a download on an idle queue took ~10 µs.
     /// Fitted by the calibration from whole runs of that sum; 0 when not
     /// measured (a profile from before it was). Prior: 0.
