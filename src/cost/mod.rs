@@ -15,7 +15,7 @@ mod shape;
 
 pub use calibrate::{
     calibrate_full_into, device_profile, recall_device, remember_device, set_backend_probe,
-    Calibrate, DeviceRecord, SmallestRun,
+    Calibrate, DeviceRecord,
 };
 pub(crate) use kernels::cpu_kernels;
 pub use kernels::{set_cpu_kernels, CpuKernels};

@@ -10,7 +10,8 @@
 use super::{FaultPlan, WgpuBackend};
 use crate::backend::BackendKind;
 use crate::backend::{Probe, ProbeRunner};
-use crate::cost::{Calibrate, SmallestRun};
+use crate::cost::calibrate::SmallestRun;
+use crate::cost::Calibrate;
 use crate::metrics::ExecutionMetrics;
 use crate::types::ColumnRef;
 use std::sync::atomic::{AtomicU32, Ordering};
