@@ -369,6 +369,13 @@ struct Cand {
     backed_off: bool,
 }
 
+impl Cand {
+    /// Its compile in `predicted` (0 when it is built).
+    fn compile(&self) -> f64 {
+        self.predicted - self.steady
+    }
+}
+
 /// The candidates of one selection, priced and ranked.
 struct Ranking {
     cands: SmallVec<[Cand; 5]>,
@@ -466,7 +473,7 @@ impl Ranking {
     /// The first run of the key at which `c`'s compile (none when it is
     /// built) costs at most the key's runs so far at the best prediction.
     fn affordable_from(&self, c: &Cand) -> u64 {
-        let compile = c.predicted - c.steady;
+        let compile = c.compile();
         if compile <= 0.0 {
             return 0;
         }
@@ -704,7 +711,7 @@ impl Selector for LearningSelector {
         let unbuilt = ranking
             .cands
             .iter()
-            .any(|c| Some(c.kind) == first && c.predicted > c.steady);
+            .any(|c| Some(c.kind) == first && c.compile() > 0.0);
         let lease = match reason {
             SelectionReason::Forced
             | SelectionReason::Environment
