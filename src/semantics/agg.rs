@@ -31,9 +31,12 @@ impl Combine {
 pub enum AggKind {
     /// Sum (wrapping for integers). Result type: the column's.
     Sum,
-    /// Minimum; float NaNs are skipped, all-NaN gives NaN. Result: the column's type.
+    /// Minimum; float NaNs are skipped, all-NaN gives NaN (IEEE 754
+    /// `minNum`: where the minimum is a zero of both signs, either zero may
+    /// come back). Result: the column's type.
     Min,
-    /// Maximum; float NaNs are skipped, all-NaN gives NaN. Result: the column's type.
+    /// Maximum; float NaNs are skipped, all-NaN gives NaN (`maxNum`, zeros
+    /// as for `Min`). Result: the column's type.
     Max,
     /// Number of surviving elements. No column. Result: `u64`.
     Count,
