@@ -218,7 +218,11 @@ fn stage_work(e: &EstimateInput<'_>) -> Work {
             ops: n * s.ops + build * s.build_ops,
             scalar_ops: n * s.scalar_ops,
             rows: (n * s.row_ops + build * s.build_ops) * 1e-9,
-            row_parallel: s.row_parallel,
+            row_parallel: if n >= s.row_parallel_from {
+                s.row_parallel
+            } else {
+                1.0
+            },
             fetch: s.fetch,
             simd_ops: n * s.simd_ops,
             trans: n * s.transcendental,
@@ -662,6 +666,7 @@ mod tests {
                 scalar_ops: 2.0,
                 row_ops: 0.0,
                 row_parallel: 1.0,
+                row_parallel_from: 0.0,
                 fetch: false,
                 simd_ops: 2.0,
                 transcendental: 0.0,
@@ -808,6 +813,7 @@ mod tests {
             scalar_ops: 1.0,
             row_ops: 0.0,
             row_parallel: 1.0,
+            row_parallel_from: 0.0,
             fetch: false,
             simd_ops: 1.0,
             transcendental: 0.0,
@@ -983,6 +989,19 @@ mod tests {
         assert!(
             parallel >= rows * row_ns::PARALLEL_SORT,
             "{parallel} against {rows}"
+        );
+        // Below the partition's threshold `cpu-parallel` sorts as
+        // `cpu-simd` does, on one core: the same price for the rows.
+        let n = crate::relational::PARALLEL_SORT_MIN / 2;
+        let xs = vec![1u32; n];
+        let inputs = [crate::types::Input::Host(crate::types::ColumnRef::U32(&xs))];
+        let w = WorkloadCharacteristics::with_statics(&statics, &inputs);
+        let price = |kind| m.estimate_with(kind, &all_kept(&w, &shape)).compute;
+        let rows = n as f64 * 4.0 * row_ns::SORT_PASS * 1e-9;
+        let (simd, parallel) = (price(BackendKind::CpuSimd), price(BackendKind::CpuParallel));
+        assert!(
+            parallel >= rows && parallel <= 1.05 * simd,
+            "{parallel} against {simd} ({rows} for the rows)"
         );
     }
 

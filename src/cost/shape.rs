@@ -49,8 +49,13 @@ pub struct StageShape {
     /// as interpreted operations.
     pub row_ops: f64,
     /// `cpu-parallel`'s time for `row_ops` against one core's (`row_ns`'s
-    /// `PARALLEL_*`): 1 for stages without per-row work.
+    /// `PARALLEL_*`) from `row_parallel_from` rows: 1 for stages without
+    /// per-row work.
     pub row_parallel: f64,
+    /// The rows from which `cpu-parallel` runs the stage's per-row work
+    /// its own way (`row_parallel`); below them as one core does (factor
+    /// 1): a sort partitions over threads from `relational::PARALLEL_SORT_MIN` rows only.
+    pub row_parallel_from: f64,
     /// A top-k: its output is its `k` rows, not a row per position (`k`
     /// is a run's parameter; priced as `TOP_K_ROWS`).
     pub fetch: bool,
@@ -133,11 +138,14 @@ pub(crate) mod row_ns {
     /// sorts, groups and joins ran at ~2x their estimates priced at 1.
     pub const SCALAR: f64 = 2.0;
     /// `cpu-parallel`'s per-row time against one core's, by stage, as
-    /// `selector_eval` measured them on two threads: its sorts (key-range
-    /// partitions, then a sort per partition) took twice `cpu-simd`'s time
-    /// at 10^4 and 10^6 rows (1.6-2.3x), its groups and joins as long, its
-    /// top-k selections 0.7x.
-    pub const PARALLEL_SORT: f64 = 1.6;
+    /// measured on two threads: its sorts partition by key range from
+    /// `relational::PARALLEL_SORT_MIN` rows (below, they are `cpu-simd`'s sort) and took
+    /// 0.62-0.80x its time at 3·10^6 and 0.70x at 10^7
+    /// (`examples/sort_backends`; priced at 1.6x, when the partition
+    /// started at 2,048 rows, every sort below 2^20 in `selector_eval` came
+    /// out at 1.6-1.7x its time); its groups and joins as long as one
+    /// core's, its top-k selections 0.7x.
+    pub const PARALLEL_SORT: f64 = 0.75;
     /// See `PARALLEL_SORT`.
     pub const PARALLEL_GROUP: f64 = 1.0;
     /// See `PARALLEL_SORT`.
@@ -375,12 +383,15 @@ impl PlanShape {
                 }
                 _ => 0.0,
             };
-            let row_parallel = match &s.terminal {
-                Terminal::Sort { .. } if top_k => row_ns::PARALLEL_SELECT,
-                Terminal::Sort { .. } => row_ns::PARALLEL_SORT,
-                Terminal::Group { .. } => row_ns::PARALLEL_GROUP,
-                Terminal::Join { .. } => row_ns::PARALLEL_JOIN,
-                _ => 1.0,
+            let (row_parallel, row_parallel_from) = match &s.terminal {
+                Terminal::Sort { .. } if top_k => (row_ns::PARALLEL_SELECT, 0.0),
+                Terminal::Sort { .. } => (
+                    row_ns::PARALLEL_SORT,
+                    crate::relational::PARALLEL_SORT_MIN as f64,
+                ),
+                Terminal::Group { .. } => (row_ns::PARALLEL_GROUP, 0.0),
+                Terminal::Join { .. } => (row_ns::PARALLEL_JOIN, 0.0),
+                _ => (1.0, 0.0),
             };
             let relational = matches!(
                 s.terminal,
@@ -457,6 +468,7 @@ impl PlanShape {
                 scalar_ops,
                 row_ops,
                 row_parallel,
+                row_parallel_from,
                 fetch: top_k,
                 simd_ops,
                 transcendental: trans,
@@ -511,6 +523,7 @@ impl PlanShape {
                 scalar_ops: w.ops_per_element as f64,
                 row_ops: 0.0,
                 row_parallel: 1.0,
+                row_parallel_from: 0.0,
                 fetch: false,
                 simd_ops: w.ops_per_element as f64,
                 transcendental: w.transcendental_per_element as f64,
