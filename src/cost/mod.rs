@@ -19,7 +19,7 @@ pub use calibrate::{
 };
 pub(crate) use kernels::cpu_kernels;
 pub use kernels::{set_cpu_kernels, CpuKernels};
-pub(crate) use model::PARALLEL_LEAF;
 pub use model::{CostModel, EstimateInput, MAX_ESTIMATE, PRIOR_SELECTIVITY};
+pub(crate) use model::{PARALLEL_LEAF, PARALLEL_SORT_MIN};
 pub use profile::{CpuProfile, DeviceProfile};
 pub use shape::PlanShape;

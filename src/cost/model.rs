@@ -14,6 +14,11 @@ use crate::types::BackendKind;
 /// are made of.
 pub(crate) const PARALLEL_LEAF: f64 = 16384.0;
 
+/// The rows from which `cpu-parallel` partitions a sort over its threads
+/// (`relational`'s `MSD_MIN`, which a test there checks against this):
+/// below them it runs `cpu-simd`'s sort, and the model prices it so.
+pub(crate) const PARALLEL_SORT_MIN: f64 = 1_048_576.0;
+
 /// The largest output priced as recycled memory, without page faults:
 /// glibc's largest dynamic mmap threshold (32 MiB on 64-bit systems), up to
 /// which it serves a block from freed memory once a block of the size was
@@ -992,7 +997,7 @@ mod tests {
         );
         // Below the partition's threshold `cpu-parallel` sorts as
         // `cpu-simd` does, on one core: the same price for the rows.
-        let n = crate::relational::PARALLEL_SORT_MIN / 2;
+        let n = PARALLEL_SORT_MIN as usize / 2;
         let xs = vec![1u32; n];
         let inputs = [crate::types::Input::Host(crate::types::ColumnRef::U32(&xs))];
         let w = WorkloadCharacteristics::with_statics(&statics, &inputs);

@@ -54,7 +54,7 @@ pub struct StageShape {
     pub row_parallel: f64,
     /// The rows from which `cpu-parallel` runs the stage's per-row work
     /// its own way (`row_parallel`); below them as one core does (factor
-    /// 1): a sort partitions over threads from `relational::PARALLEL_SORT_MIN` rows only.
+    /// 1): a sort partitions over threads from `cost::PARALLEL_SORT_MIN` rows only.
     pub row_parallel_from: f64,
     /// A top-k: its output is its `k` rows, not a row per position (`k`
     /// is a run's parameter; priced as `TOP_K_ROWS`).
@@ -139,7 +139,7 @@ pub(crate) mod row_ns {
     pub const SCALAR: f64 = 2.0;
     /// `cpu-parallel`'s per-row time against one core's, by stage, as
     /// measured on two threads: its sorts partition by key range from
-    /// `relational::PARALLEL_SORT_MIN` rows (below, they are `cpu-simd`'s sort) and took
+    /// `cost::PARALLEL_SORT_MIN` rows (below, they are `cpu-simd`'s sort) and took
     /// 0.62-0.80x its time at 3·10^6 and 0.70x at 10^7
     /// (`examples/sort_backends`; priced at 1.6x, when the partition
     /// started at 2,048 rows, every sort below 2^20 in `selector_eval` came
@@ -385,10 +385,7 @@ impl PlanShape {
             };
             let (row_parallel, row_parallel_from) = match &s.terminal {
                 Terminal::Sort { .. } if top_k => (row_ns::PARALLEL_SELECT, 0.0),
-                Terminal::Sort { .. } => (
-                    row_ns::PARALLEL_SORT,
-                    crate::relational::PARALLEL_SORT_MIN as f64,
-                ),
+                Terminal::Sort { .. } => (row_ns::PARALLEL_SORT, super::PARALLEL_SORT_MIN),
                 Terminal::Group { .. } => (row_ns::PARALLEL_GROUP, 0.0),
                 Terminal::Join { .. } => (row_ns::PARALLEL_JOIN, 0.0),
                 _ => (1.0, 0.0),

@@ -13,9 +13,6 @@ pub(crate) use group::{f32_group_word, f64_group_word};
 mod join;
 mod partition;
 mod radix;
-/// The rows from which `cpu-parallel` partitions a sort over its threads
-/// (the cost model prices its sorts by it).
-pub(crate) use radix::MSD_MIN as PARALLEL_SORT_MIN;
 mod slots;
 mod sort;
 /// The wgpu backend's merge of chunked sorts gathers rows as the CPU does.

@@ -282,6 +282,8 @@ fn top_counts<W: Word>(c: &[W], shift: u32) -> ([usize; 256], W, W) {
 /// rounds): the partition took 1.4-1.5x the one-thread sort's time at
 /// 10^5, 1.1-1.3x at 3·10^5 and 6·10^5, 0.75-1.0x at 10^6 and 0.7-0.8x at
 /// 3·10^6 (docs/performance.md, "Parallel sorts from 2^20 rows").
+/// The cost model prices `cpu-parallel`'s sorts by it
+/// (`cost::PARALLEL_SORT_MIN`, checked equal in the tests).
 pub(crate) const MSD_MIN: usize = 1 << 20;
 
 /// [`lsd`] across threads: chunks count their top-digit buckets and
@@ -423,6 +425,11 @@ impl<W> SharedOut<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_model_prices_the_partition_from_where_it_starts() {
+        assert_eq!(crate::cost::PARALLEL_SORT_MIN, MSD_MIN as f64);
+    }
 
     fn words(n: usize, seed: u64, mask: u64) -> Vec<u64> {
         let mut s = seed;
