@@ -402,8 +402,9 @@ pub struct BlockProgram {
 /// one (a compare, a NaN check and a select per lane: it took 1.4-1.5x a
 /// plain sum's time at 10^5 and 1.1-1.2x at 10^7 in
 /// `examples/aggregate_kernels`; it was two when LLVM compiled the fold
-/// into gathers, 2-5x a sum); a pick of the first or last survivor four. Fitted to this backend's runs (`selector_eval`),
-/// not measured: the history corrects them.
+/// into gathers, 2-5x a sum); a pick of the first or last survivor four.
+/// Fitted to this backend's runs (`selector_eval`), not measured: the
+/// history corrects them.
 mod pass_cost {
     pub(super) const FOLD: f64 = 0.5;
     pub(super) const FLOAT_MIN_MAX: f64 = 1.0;
