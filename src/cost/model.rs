@@ -470,7 +470,9 @@ impl CostModel {
                         / s.lanes
                         + extra)
                         / t
-                        + s.rows * s.row_parallel;
+                        // One thread in the pool runs the rows as one
+                        // core does, whatever the stage's parallel factor.
+                        + s.rows * if threads > 1.0 { s.row_parallel } else { 1.0 };
                     let moved = bytes + reread;
                     compute += (moved / bw(bytes, pooled)).max(cpu) + fault(s.write) / t.sqrt();
                     if pooled {
