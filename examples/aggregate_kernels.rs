@@ -20,8 +20,10 @@ use computeq::prelude::*;
 use order::{fmt_n, fmt_secs, interleaved, median, ratio};
 use std::hint::black_box;
 
-/// A computeq query of the comparison, by name.
-type Contender<'a> = (&'static str, Box<dyn FnMut() + 'a>);
+/// A computeq query of the comparison, by name, with std's loop for the
+/// same answer where it has one.
+type Contender<'a> = (&'static str, Run<'a>, Option<Run<'a>>);
+type Run<'a> = Box<dyn FnMut() + 'a>;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -44,58 +46,97 @@ fn main() {
         let xs = data(n, 1);
         let q = || xs.compute().on(backend);
         let mut cq: Vec<Contender<'_>> = vec![
-            ("sum", Box::new(|| sink(black_box(q().sum())))),
-            ("min", Box::new(|| sink(black_box(q().min())))),
-            ("max", Box::new(|| sink(black_box(q().max())))),
+            (
+                "sum",
+                Box::new(|| {
+                    black_box(q().sum());
+                }),
+                None,
+            ),
+            (
+                "min",
+                Box::new(|| {
+                    black_box(q().min());
+                }),
+                Some(Box::new(|| {
+                    black_box(xs.iter().copied().fold(f32::NAN, f32::min));
+                })),
+            ),
+            (
+                "max",
+                Box::new(|| {
+                    black_box(q().max());
+                }),
+                Some(Box::new(|| {
+                    black_box(xs.iter().copied().fold(f32::NAN, f32::max));
+                })),
+            ),
             (
                 "max(x*x)",
-                Box::new(|| sink(black_box(q().map(|x| x * x).max()))),
+                Box::new(|| {
+                    black_box(q().map(|x| x * x).max());
+                }),
+                None,
             ),
-            ("mean", Box::new(|| sink(black_box(q().mean())))),
-            ("variance", Box::new(|| sink(black_box(q().variance())))),
-            ("stats", Box::new(|| sink(black_box(q().stats())))),
+            (
+                "mean",
+                Box::new(|| {
+                    black_box(q().mean());
+                }),
+                Some(Box::new(|| {
+                    black_box(xs.iter().map(|&x| x as f64).sum::<f64>() / n as f64);
+                })),
+            ),
+            (
+                "variance",
+                Box::new(|| {
+                    black_box(q().variance());
+                }),
+                None,
+            ),
+            (
+                "stats",
+                Box::new(|| {
+                    black_box(q().stats());
+                }),
+                None,
+            ),
             (
                 "aggregate(sum, max(x*x), mean)",
                 Box::new(|| {
-                    sink(black_box(
-                        q().aggregate(|x, a| (a.sum(x), a.max(x * x), a.mean(x))),
-                    ))
+                    black_box(q().aggregate(|x, a| (a.sum(x), a.max(x * x), a.mean(x))));
                 }),
+                None,
             ),
         ];
-        // std's loops for the answers that have one line of it.
-        let mut std_min = || sink(black_box(xs.iter().copied().fold(f32::NAN, f32::min)));
-        let mut std_max = || sink(black_box(xs.iter().copied().fold(f32::NAN, f32::max)));
-        let mut std_mean = || {
-            sink(black_box(
-                xs.iter().map(|&x| x as f64).sum::<f64>() / n as f64,
-            ))
-        };
         // Past the selector's first runs of each plan.
-        for (_, f) in cq.iter_mut() {
+        for (_, f, _) in cq.iter_mut() {
             for _ in 0..8 {
                 f();
             }
         }
-        let mut fs: Vec<&mut dyn FnMut()> = cq.iter_mut().map(|(_, f)| &mut **f as _).collect();
-        let k = fs.len();
-        fs.push(&mut std_min);
-        fs.push(&mut std_max);
-        fs.push(&mut std_mean);
+        // The computeq queries first, then the std loops; each row's std
+        // loop is at `at[row]`.
+        let mut fs: Vec<&mut dyn FnMut()> = Vec::new();
+        let mut baselines: Vec<&mut dyn FnMut()> = Vec::new();
+        let mut at = Vec::new();
+        let k = cq.len();
+        for (_, f, base) in cq.iter_mut() {
+            fs.push(&mut **f);
+            at.push(base.as_mut().map(|b| {
+                baselines.push(&mut **b);
+                k + baselines.len() - 1
+            }));
+        }
+        fs.extend(baselines);
         let t = interleaved(&mut fs, rounds);
         println!("\nN = {}:", fmt_n(n));
-        for (i, (name, _)) in cq.iter().enumerate() {
-            let std_at = match *name {
-                "min" => Some(k),
-                "max" => Some(k + 1),
-                "mean" => Some(k + 2),
-                _ => None,
-            };
+        for (i, (name, _, _)) in cq.iter().enumerate() {
             println!(
                 "  {name:<32} {:>10}  {:>5.2}x the sum{}",
                 fmt_secs(median(t[i].clone())),
                 ratio(&t[i], &t[0]),
-                std_at.map_or(String::new(), |s| format!(
+                at[i].map_or(String::new(), |s| format!(
                     ", std's fold {} ({:.2}x)",
                     fmt_secs(median(t[s].clone())),
                     ratio(&t[s], &t[i])
@@ -103,9 +144,4 @@ fn main() {
             );
         }
     }
-}
-
-/// Consumes a result (kept alive by `black_box` before it).
-fn sink<T>(t: T) {
-    black_box(t);
 }
