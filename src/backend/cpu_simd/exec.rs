@@ -1383,17 +1383,30 @@ impl ReduceRun<'_, '_> {
                     None => isa::fold_lanes(self.isa, $a, $x, KeepAll, $id, $f),
                 }
             };
+            ($a:expr, $x:expr, cast) => {
+                match mask {
+                    Some(m) => isa::fold_lanes_cast(self.isa, $a, $x, KeepMask(m)),
+                    None => isa::fold_lanes_cast(self.isa, $a, $x, KeepAll),
+                }
+            };
         }
         for (acc, agg) in accs.iter_mut().zip(aggs) {
             let col = agg.col.as_ref();
             match acc {
-                Acc::Sum(l) => match agg.fused {
-                    Some(fu) => match l {
+                Acc::Sum(l) => match (agg.fused, agg.cast) {
+                    (Some(fu), _) => match l {
                         Lanes::F32(acc) => self.fused_sum::<f32>(acc, fu, regs, pos, n, mask),
                         Lanes::F64(acc) => self.fused_sum::<f64>(acc, fu, regs, pos, n, mask),
                         _ => {}
                     },
-                    None => with_lanes!(l, a, T => {
+                    (None, Some(from)) => {
+                        if let Lanes::F64(acc) = l {
+                            with_num!(from, A => {
+                                fold!(acc, self.col::<A>(col, regs, pos, n), cast)
+                            }, else ())
+                        }
+                    }
+                    (None, None) => with_lanes!(l, a, T => {
                         fold!(a, self.col::<T>(col, regs, pos, n), T::ZERO, T::n_add)
                     }),
                 },

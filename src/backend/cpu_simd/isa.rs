@@ -202,6 +202,12 @@ entry! {
         g: G,
         f: F,
     ) -> () = kernels::fold_lanes_bin;
+    /// [`kernels::fold_lanes_cast`].
+    fn fold_lanes_cast[A: CastTo<f64> + Copy, K: Keep](
+        acc: &mut [f64; LANES],
+        x: &[A],
+        keep: K,
+    ) -> () = kernels::fold_lanes_cast;
     /// [`kernels::fold_lanes_nested`].
     fn fold_lanes_nested[
         T: Num,

@@ -106,6 +106,27 @@ impl<T: Copy, X: Src<T>, Y: Src<T>, G: Fn(T, T) -> T + Copy> Src<T> for Bin<X, Y
     }
 }
 
+/// Lane `i` is `x[i]` converted to `f64` as Rust `as` converts it: the
+/// cast under a sum in `f64` (`mean`, `stats`), folded in the same pass
+/// (see [`fold_lanes_cast`]).
+#[derive(Copy, Clone)]
+struct Cv<'a, A>(&'a [A]);
+
+impl<A: CastTo<f64> + Copy> Src<f64> for Cv<'_, A> {
+    #[inline(always)]
+    fn fit(self, n: usize) -> Option<Self> {
+        self.0.get(..n).map(Cv)
+    }
+    #[inline(always)]
+    fn at(self, i: usize) -> f64 {
+        self.0[i].cast_to()
+    }
+    #[inline(always)]
+    fn sub(self, start: usize, len: usize) -> Self {
+        Cv(&self.0[start..start + len])
+    }
+}
+
 impl<T: Copy> Src<T> for K<T> {
     #[inline(always)]
     fn fit(self, _n: usize) -> Option<Self> {
@@ -507,6 +528,28 @@ pub(crate) fn fold_lanes_bin<T: Num>(
         (Op::Splat(a), Op::Slice(b)) => fold_src(acc, K(a), S(b), n, keep, id, g, f),
         (Op::Splat(a), Op::Splat(b)) => fold_src(acc, K(a), K(b), n, keep, id, g, f),
     }
+}
+
+/// [`fold_lanes`] of `x[i] as f64` into `f64` lanes: a sum of a cast
+/// that nothing else reads (a `mean` or `stats` of `f32` or integers),
+/// folded without writing the cast's register (8 KiB a block). Gives
+/// exactly the bits of casting the block first.
+#[inline(always)]
+pub(crate) fn fold_lanes_cast<A: CastTo<f64> + Copy>(
+    acc: &mut [f64; LANES],
+    x: &[A],
+    keep: impl Keep,
+) {
+    fold_src(
+        acc,
+        Cv(x),
+        K(0.0),
+        x.len(),
+        keep,
+        0.0,
+        |a, _| a,
+        <f64 as Num>::n_add,
+    );
 }
 
 /// [`fold_lanes`] of `g(h(a[i], b[i]), c)`: a fused sum whose first

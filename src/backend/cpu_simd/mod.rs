@@ -23,7 +23,8 @@
 //!   (`x * 2 + 1`), and evaluates an ordered compare of a column with a
 //!   uniform as its predicate (`x > 0.5`): the common memory-bound sums read
 //!   their inputs in one pass, with no register at all, and then fold a
-//!   whole leaf per call. (Prefetching the next block's lines during the
+//!   whole leaf per call. An `f64` sum of a cast (the sum of a `mean` or of
+//!   `stats` over `f32` or integers) converts in its fold the same way. (Prefetching the next block's lines during the
 //!   fold instead was tried and measured slower: the software prefetches
 //!   hold L1 miss buffers the hardware streamer would have used.)
 //!   A histogram's key (a chain of a dozen compares, selects, a floor and

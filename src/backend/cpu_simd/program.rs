@@ -265,6 +265,10 @@ pub(crate) struct AggProgram {
     pub(crate) col: Option<Col>,
     /// The column is `a op b`, computed inside the fold (no register).
     pub(crate) fused: Option<Fused>,
+    /// The column is a cast of `col.src`, whose values are of this type,
+    /// to `col.ty` (`f64`), converted inside the sum's fold (no register):
+    /// the `f64` sum of a `mean` or of `stats`.
+    pub(crate) cast: Option<DType>,
     /// What a leaf's accumulator starts from: typed at compile time, so a
     /// run cannot meet an aggregate it has no lanes for (a `bool` sum).
     pub(crate) init: AccInit,
@@ -444,7 +448,7 @@ impl StageProgram {
                     let fused = a.fused.map_or(0.0, |f| {
                         FUSED_OP
                             * (1.0 + f.inner.is_some() as u8 as f64 + f.keep.is_some() as u8 as f64)
-                    });
+                    }) + if a.cast.is_some() { FUSED_OP } else { 0.0 };
                     fused
                         + match a.init {
                             AccInit::Moments => MOMENTS,
@@ -750,6 +754,9 @@ struct Fusion {
     inner: Vec<Option<FoldedOp>>,
     /// The predicate `x cmp k` the fused sum evaluates itself.
     keep: Option<FoldedOp>,
+    /// Per value: the `x` of an `f64` sum's column `x as f64` that the
+    /// sum converts itself.
+    cast: Vec<Option<Value>>,
     /// A count by a histogram's key, computed by one kernel from its
     /// float column.
     bins: Option<BinValues>,
@@ -767,6 +774,7 @@ impl Fusion {
                 sum: vec![None; n],
                 inner: vec![None; n],
                 keep: None,
+                cast: vec![None; n],
                 bins,
             };
         }
@@ -775,10 +783,12 @@ impl Fusion {
         let sum = fuse_sum_columns(stage, &uses, uniform);
         let inner = fuse_inner_operations(stage, &uses, uniform, &sum);
         let keep = fused_predicate(stage, &sum, uniform, &uses);
+        let cast = fuse_sum_casts(stage, &uses, uniform);
         Fusion {
             sum,
             inner,
             keep,
+            cast,
             bins: None,
         }
     }
@@ -798,12 +808,13 @@ impl Fusion {
         let unfused: SmallVec<[Value; 8]> = roots
             .iter()
             .copied()
-            .filter(|r| self.sum[r.index()].is_none())
+            .filter(|r| self.sum[r.index()].is_none() && self.cast[r.index()].is_none())
             .filter(|r| self.keep.is_none() || Some(*r) != stage.predicate)
             .map(bins)
             .collect();
         let mut live = unfused.clone();
         live.extend(self.bins.iter().flat_map(|b| b.uniforms.all()));
+        live.extend(roots.iter().filter_map(|r| self.cast[r.index()]));
         for (x, y) in roots
             .iter()
             .filter_map(|r| self.sum[r.index()].map(|(_, x, y)| (x, y)))
@@ -838,6 +849,34 @@ fn fuse_sum_columns(stage: &Stage, uses: &[usize], uniform: &[bool]) -> Vec<Opti
         }
     }
     fused
+}
+
+/// An `f64` sum whose column is a cast of a block of another numeric type,
+/// read by nothing else (the sum of a `mean` or `stats` of `f32` or
+/// integers), converts each value in its fold: the cast's register
+/// (8 KiB a block) is neither written nor read again.
+fn fuse_sum_casts(stage: &Stage, uses: &[usize], uniform: &[bool]) -> Vec<Option<Value>> {
+    let prog = &stage.program;
+    let mut cast = vec![None; prog.len()];
+    let Terminal::Reduce(aggs) = &stage.terminal else {
+        return cast;
+    };
+    for a in aggs {
+        if let (AggKind::Sum, Some(c)) = (&a.kind, a.column) {
+            let d = prog.get(c);
+            if let Node::Cast(x) = d.node {
+                if d.ty == DType::F64
+                    && prog.ty(x).is_numeric()
+                    && !uniform[c.index()]
+                    && !uniform[x.index()]
+                    && uses[c.index()] == 1
+                {
+                    cast[c.index()] = Some(x);
+                }
+            }
+        }
+    }
+    cast
 }
 
 /// Nested fusion: a fused sum of `x op k` (`k` uniform) whose `x` is an
@@ -1120,6 +1159,22 @@ fn terminal_program(stage: &Stage, fusion: &Fusion, code: &Code) -> Result<TermP
                                 keep,
                                 inner,
                             }),
+                            cast: None,
+                        });
+                    }
+                    let cast = a
+                        .column
+                        .and_then(|c| fusion.cast[c.index()].map(|x| (c, x)));
+                    if let (Some((c, x)), AggKind::Sum) = (cast, &a.kind) {
+                        return Ok(AggProgram {
+                            kind: a.kind.clone(),
+                            init: AccInit::of(&a.kind, prog.ty(c))?,
+                            col: Some(Col {
+                                ty: prog.ty(c),
+                                src: code.operand(x)?,
+                            }),
+                            fused: None,
+                            cast: Some(prog.ty(x)),
                         });
                     }
                     let col = match a.kind {
@@ -1131,6 +1186,7 @@ fn terminal_program(stage: &Stage, fusion: &Fusion, code: &Code) -> Result<TermP
                         init: AccInit::of(&a.kind, col.map_or(DType::U64, |c| c.ty))?,
                         col,
                         fused: None,
+                        cast: None,
                     })
                 })
                 .collect::<Result<_, Fault>>()?,
@@ -1355,9 +1411,12 @@ impl fmt::Display for StageProgram {
                         write!(f, ")")?;
                         continue;
                     }
-                    match a.col {
-                        Some(c) => write!(f, " {}({}:{})", a.kind.name(), c.src, c.ty)?,
-                        None => write!(f, " {}", a.kind.name())?,
+                    match (a.col, a.cast) {
+                        (Some(c), Some(from)) => {
+                            write!(f, " {}({}:{from} as {})", a.kind.name(), c.src, c.ty)?
+                        }
+                        (Some(c), None) => write!(f, " {}({}:{})", a.kind.name(), c.src, c.ty)?,
+                        (None, _) => write!(f, " {}", a.kind.name())?,
                     }
                 }
                 writeln!(f)

@@ -437,6 +437,67 @@ fn nested_fused_sum_gives_the_bits_of_the_register() {
 }
 
 #[test]
+fn a_sum_of_a_cast_folds_the_cast_with_the_bits_of_the_register() {
+    // `sum(x as f64)` over every other numeric lane type, with and without
+    // a predicate on `x`: converting in the fold must give the bits of casting
+    // the block into a register first (a second aggregate reading the
+    // cast keeps the register).
+    let mut rng = Rng(31);
+    for n in LENGTHS {
+        let f: Vec<f32> = rng.f32s(n).iter().map(|v| (v - 0.5) * 1e7).collect();
+        let wide = |r: &mut Rng| r.next() | (1 << 63);
+        let u64s: Vec<u64> = (0..n)
+            .map(|i| {
+                if i % 3 == 0 {
+                    wide(&mut rng)
+                } else {
+                    rng.next() >> 11
+                }
+            })
+            .collect();
+        let i64s: Vec<i64> = u64s.iter().map(|&v| v as i64).collect();
+        let u32s: Vec<u32> = u64s.iter().map(|&v| (v >> 7) as u32).collect();
+        let i32s: Vec<i32> = u32s.iter().map(|&v| v as i32).collect();
+        let cols = [
+            ColumnRef::F32(&f),
+            ColumnRef::I32(&i32s),
+            ColumnRef::U32(&u32s),
+            ColumnRef::I64(&i64s),
+            ColumnRef::U64(&u64s),
+        ];
+        for col in cols {
+            let ty = col.dtype();
+            for filtered in [false, true] {
+                let build = |with_max: bool| {
+                    let mut p = P::default();
+                    let x = p.input(0, ty);
+                    let c = p.cast(x, DType::F64);
+                    let keep = filtered.then(|| {
+                        let t = p.konst(Scalar::zero(ty));
+                        p.bin(BinaryOp::Gt, x, t)
+                    });
+                    let mut aggs = smallvec![agg(AggKind::Sum, Some(c)), agg(AggKind::Count, None)];
+                    if with_max {
+                        aggs.push(agg(AggKind::Max, Some(c)));
+                    }
+                    plan(&[ty], 0, vec![stage(1, p, keep, Terminal::Reduce(aggs))])
+                };
+                let fused = build(false);
+                let text = BlockProgram::compile(&fused).unwrap().to_string();
+                assert!(text.contains(&format!(":{ty} as f64)")), "{text}");
+                let a = check(fused, &[col], &[], true);
+                let b = check(build(true), &[col], &[], true);
+                assert_eq!(
+                    first_aggregate(&a).to_bits(),
+                    first_aggregate(&b).to_bits(),
+                    "{ty} filtered={filtered} n={n}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn nan_min_max_and_arg_extrema() {
     let n = 2 * LEAF + 100;
     let mut rng = Rng(3);
