@@ -74,22 +74,34 @@ const SPREAD: [u64; 256] = {
 };
 
 /// A bitmap as one `bool` per row: eight rows per table lookup, 64 per
-/// word of the bitmap.
+/// word of the bitmap, each eight stored at once into the column (one
+/// pass over it: no zeroing first, no conversion after).
 fn unpack(bits: &BooleanBuffer) -> Vec<bool> {
     let n = bits.len();
-    let mut bytes = vec![0u8; n.next_multiple_of(64) + 64];
+    let whole = n.next_multiple_of(64);
+    let mut rows: Vec<bool> = Vec::with_capacity(whole);
     let chunks = bits.bit_chunks();
     let words = chunks
         .iter()
         .chain(std::iter::once(chunks.remainder_bits()));
-    for (rows, word) in bytes.chunks_exact_mut(64).zip(words) {
-        for (k, eight) in rows.chunks_exact_mut(8).enumerate() {
-            eight.copy_from_slice(&SPREAD[(word >> (8 * k)) as usize & 0xff].to_le_bytes());
+    // `n / 64` whole words and a remainder word: `whole / 64` of them (the
+    // remainder of a bitmap of whole words is one word more, never read).
+    for (out, word) in rows.spare_capacity_mut()[..whole]
+        .chunks_exact_mut(64)
+        .zip(words)
+    {
+        for (k, eight) in out.chunks_exact_mut(8).enumerate() {
+            let spread = SPREAD[(word >> (8 * k)) as usize & 0xff].to_le_bytes();
+            // SAFETY: `eight` is 8 bytes of the vector's spare capacity
+            // (`bool` is one byte, alignment one), and each byte stored is
+            // 0 or 1, a valid `bool`.
+            unsafe { eight.as_mut_ptr().cast::<[u8; 8]>().write(spread) };
         }
     }
-    bytes.truncate(n);
-    // Every byte is 0 or 1 (in place: the same layout).
-    bytes.into_iter().map(|b| b != 0).collect()
+    // SAFETY: every one of the first `whole >= n` elements was written
+    // above (`whole / 64` chunks, as many words).
+    unsafe { rows.set_len(n) };
+    rows
 }
 
 /// One bit per `bool`, eight at a time (the byte `j` of a word to bit `j`).

@@ -1497,7 +1497,7 @@ impl ReduceRun<'_, '_> {
             };
             let (x, y) = (opnd(h.a), opnd(h.b));
             macro_rules! nested {
-                ($h:expr) => {
+                ($h:expr, $keep:expr) => {
                     match fu.op {
                         BinaryOp::Add => isa::fold_lanes_nested(
                             self.isa,
@@ -1507,6 +1507,7 @@ impl ReduceRun<'_, '_> {
                             $h,
                             c,
                             n,
+                            $keep,
                             z,
                             T::n_add,
                             T::n_add,
@@ -1519,6 +1520,7 @@ impl ReduceRun<'_, '_> {
                             $h,
                             c,
                             n,
+                            $keep,
                             z,
                             T::n_sub,
                             T::n_add,
@@ -1531,6 +1533,7 @@ impl ReduceRun<'_, '_> {
                             $h,
                             c,
                             n,
+                            $keep,
                             z,
                             T::n_mul,
                             T::n_add,
@@ -1538,10 +1541,20 @@ impl ReduceRun<'_, '_> {
                     }
                 };
             }
-            match h.op {
-                BinaryOp::Add => nested!(T::n_add),
-                BinaryOp::Sub => nested!(T::n_sub),
-                _ => nested!(T::n_mul),
+            // Under a mask register only: the compiler fuses no predicate
+            // beside an inner operation.
+            macro_rules! inner {
+                ($keep:expr) => {
+                    match h.op {
+                        BinaryOp::Add => nested!(T::n_add, $keep),
+                        BinaryOp::Sub => nested!(T::n_sub, $keep),
+                        _ => nested!(T::n_mul, $keep),
+                    }
+                };
+            }
+            match mask {
+                Some(m) => inner!(KeepMask(m)),
+                None => inner!(KeepAll),
             }
             return;
         }

@@ -211,6 +211,7 @@ entry! {
     /// [`kernels::fold_lanes_nested`].
     fn fold_lanes_nested[
         T: Num,
+        K: Keep,
         H: Fn(T, T) -> T + Copy,
         G: Fn(T, T) -> T + Copy,
         F: Fn(T, T) -> T + Copy,
@@ -221,6 +222,7 @@ entry! {
         h: H,
         c: T,
         n: usize,
+        keep: K,
         id: T,
         g: G,
         f: F,

@@ -566,17 +566,14 @@ pub(crate) fn fold_lanes_nested<T: Num>(
     h: impl Fn(T, T) -> T + Copy,
     c: T,
     n: usize,
+    keep: impl Keep,
     id: T,
     g: impl Fn(T, T) -> T + Copy,
     f: impl Fn(T, T) -> T + Copy,
 ) {
     match (a, b) {
-        (Op::Slice(a), Op::Slice(b)) => {
-            fold_src(acc, Bin(S(a), S(b), h), K(c), n, KeepAll, id, g, f)
-        }
-        (Op::Slice(a), Op::Splat(b)) => {
-            fold_src(acc, Bin(S(a), K(b), h), K(c), n, KeepAll, id, g, f)
-        }
+        (Op::Slice(a), Op::Slice(b)) => fold_src(acc, Bin(S(a), S(b), h), K(c), n, keep, id, g, f),
+        (Op::Slice(a), Op::Splat(b)) => fold_src(acc, Bin(S(a), K(b), h), K(c), n, keep, id, g, f),
         (Op::Splat(_), _) => {}
     }
 }

@@ -781,8 +781,8 @@ impl Fusion {
         // Read by one reader only: the condition of every fusion case.
         let uses = value_uses(&stage.program, roots);
         let sum = fuse_sum_columns(stage, &uses, uniform);
-        let inner = fuse_inner_operations(stage, &uses, uniform, &sum);
         let keep = fused_predicate(stage, &sum, uniform, &uses);
+        let inner = fuse_inner_operations(stage, &uses, uniform, &sum, keep.is_some());
         let cast = fuse_sum_casts(stage, &uses, uniform);
         Fusion {
             sum,
@@ -881,17 +881,20 @@ fn fuse_sum_casts(stage: &Stage, uses: &[usize], uniform: &[bool]) -> Vec<Option
 
 /// Nested fusion: a fused sum of `x op k` (`k` uniform) whose `x` is an
 /// add, sub or mul of a block and anything, read by nothing else, folds
-/// that operation too (`sum(x * 2 + 1)` reads its input in one pass). Only
-/// without a predicate: it would multiply the fold's variants again.
+/// that operation too (`sum(x * 2 + 1)` reads its input in one pass).
+/// Under a mask register (a predicate the sum does not evaluate itself,
+/// such as the validity of a column with nulls), not beside a fused
+/// predicate (`keep`): that would multiply the fold's variants again.
 fn fuse_inner_operations(
     stage: &Stage,
     uses: &[usize],
     uniform: &[bool],
     fused: &[Option<FoldedOp>],
+    keep: bool,
 ) -> Vec<Option<FoldedOp>> {
     let prog = &stage.program;
     let mut inner = vec![None; prog.len()];
-    if !matches!(stage.terminal, Terminal::Reduce(_)) || stage.predicate.is_some() {
+    if !matches!(stage.terminal, Terminal::Reduce(_)) || keep {
         return inner;
     }
     for &(_, x, k) in fused.iter().flatten() {

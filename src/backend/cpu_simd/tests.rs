@@ -386,17 +386,23 @@ fn fused_predicate_gives_the_bits_of_the_mask() {
 
 #[test]
 fn nested_fused_sum_gives_the_bits_of_the_register() {
-    // `sum((x op1 y) op2 k)` with `y` an input or a parameter: folding the
-    // inner operation too must give the bits of computing it into a
-    // register first (a second aggregate reading it keeps the register).
+    // `sum((x op1 y) op2 k)` with `y` an input or a parameter, with and
+    // without a mask: folding the inner operation too must give the bits
+    // of computing it into a register first (a second aggregate reading it
+    // keeps the register).
     let ops = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul];
     let mut rng = Rng(29);
     for n in LENGTHS {
         let xs = rng.f64s(n);
         let ys = rng.f64s(n);
+        // A mask read from an input, as a column with nulls has its
+        // validity: the nested fold keeps its lanes.
+        let valid: Vec<bool> = (0..n).map(|i| i % 7 != 3 && i % 11 != 0).collect();
         for inner in ops {
             for outer in ops {
-                for y_input in [false, true] {
+                for (y_input, masked) in
+                    [(false, false), (true, false), (false, true), (true, true)]
+                {
                     let build = |with_max: bool| {
                         let mut p = P::default();
                         let x = p.input(0, DType::F64);
@@ -405,6 +411,7 @@ fn nested_fused_sum_gives_the_bits_of_the_register() {
                         } else {
                             p.param(0, DType::F64)
                         };
+                        let keep = masked.then(|| p.input(2, DType::Bool));
                         let k = p.konst(Scalar::F64(0.75));
                         let h = p.bin(inner, x, y);
                         let c = p.bin(outer, h, k);
@@ -413,22 +420,31 @@ fn nested_fused_sum_gives_the_bits_of_the_register() {
                             aggs.push(agg(AggKind::Max, Some(h)));
                         }
                         plan(
-                            &[DType::F64, DType::F64],
+                            &[DType::F64, DType::F64, DType::Bool],
                             1,
-                            vec![stage(2, p, None, Terminal::Reduce(aggs))],
+                            vec![stage(3, p, keep, Terminal::Reduce(aggs))],
                         )
                     };
                     let nested = build(false);
                     let text = BlockProgram::compile(&nested).unwrap().to_string();
-                    assert!(text.contains("regs:\n  reduce"), "{text}");
-                    let inputs = [ColumnRef::F64(&xs), ColumnRef::F64(&ys)];
+                    let no_register = if masked {
+                        "regs:\n  predicate: in2\n  reduce"
+                    } else {
+                        "regs:\n  reduce"
+                    };
+                    assert!(text.contains(no_register), "{text}");
+                    let inputs = [
+                        ColumnRef::F64(&xs),
+                        ColumnRef::F64(&ys),
+                        ColumnRef::Bool(&valid),
+                    ];
                     let params = [Scalar::F64(1.25)];
                     let a = check(nested, &inputs, &params, true);
                     let b = check(build(true), &inputs, &params, true);
                     assert_eq!(
                         first_aggregate(&a).to_bits(),
                         first_aggregate(&b).to_bits(),
-                        "{inner} {outer} y_input={y_input} n={n}"
+                        "{inner} {outer} y_input={y_input} masked={masked} n={n}"
                     );
                 }
             }
