@@ -13,8 +13,10 @@
 //! run's clock (metrics, learning, the run log, freeing the result).
 //!
 //! `cargo run --release --example tiny_query [-- PIPELINE N RUNS]`, with
-//! PIPELINE one of p1..p5, p6 (`variance()`), p7 (`histogram(256, 0, 1)`), g1 (`group_by(key).agg(sum)` over 1,000 sparse
-//! keys) or g6 (the same over 10^6 random keys; default p1 1000 200000).
+//! PIPELINE one of p1..p5, p6 (`variance()`), p7 (`histogram(256, 0, 1)`),
+//! `stats`, `maxsq` (`map(|x| x * x).max()`), g1 (`group_by(key).agg(sum)`
+//! over 1,000 sparse keys) or g6 (the same over 10^6 random keys; default
+//! p1 1000 200000).
 
 #[path = "../benches/common/relational_baselines.rs"]
 mod relational_baselines;
@@ -62,6 +64,10 @@ fn main() {
                 .counts
                 .len()
         }),
+        "stats" => Box::new(|| black_box(xs.compute().stats()).count as usize),
+        "maxsq" => {
+            Box::new(|| black_box(xs.compute().map(|x| x * x).max()).map_or(0, |v| v as usize))
+        }
         "g1" | "g6" => Box::new(|| {
             let g = keys
                 .compute()
@@ -70,7 +76,7 @@ fn main() {
                 .agg(|(_, x), a| a.sum(x));
             black_box(g).keys.len()
         }),
-        other => panic!("unknown pipeline {other}: p1..p7, g1, g6"),
+        other => panic!("unknown pipeline {other}: p1..p7, stats, maxsq, g1, g6"),
     };
     // Past the selector's exploration of a new plan.
     for _ in 0..64.min(runs) {
