@@ -1410,6 +1410,20 @@ impl ReduceRun<'_, '_> {
                         fold!(a, self.col::<T>(col, regs, pos, n), T::ZERO, T::n_add)
                     }),
                 },
+                Acc::Min(l) | Acc::Max(l) if agg.fused.is_some() => {
+                    let (Some(fu), max) = (agg.fused, agg.kind == AggKind::Max) else {
+                        continue;
+                    };
+                    match l {
+                        Lanes::F32(acc) => {
+                            self.fused_extreme::<f32>(acc, fu, max, regs, pos, n, mask)
+                        }
+                        Lanes::F64(acc) => {
+                            self.fused_extreme::<f64>(acc, fu, max, regs, pos, n, mask)
+                        }
+                        _ => {}
+                    }
+                }
                 Acc::Min(l) => with_lanes!(l, a, T => {
                     fold!(a, self.col::<T>(col, regs, pos, n), T::MIN_ID, T::n_min)
                 }),
@@ -1577,6 +1591,43 @@ impl ReduceRun<'_, '_> {
             }
             (None, Some(m)) => self.fused_op(acc, fu.op, a, b, n, KeepMask(m)),
             (None, None) => self.fused_op(acc, fu.op, a, b, n, KeepAll),
+        }
+    }
+
+    /// A min (or max) of `a op b` with the op fused into the fold, keeping
+    /// the lanes of `mask` (the compiler fuses no inner operation and no
+    /// predicate into a min or max).
+    #[allow(clippy::too_many_arguments)]
+    fn fused_extreme<T: Num>(
+        &self,
+        acc: &mut [T; LANES],
+        fu: Fused,
+        max: bool,
+        regs: &Regs,
+        pos: usize,
+        n: usize,
+        mask: Option<&[bool]>,
+    ) {
+        let opnd = |o: Operand| self.operand::<T>(o, regs, pos, n);
+        let (a, b) = (opnd(fu.a), opnd(fu.b));
+        macro_rules! fold {
+            ($keep:expr, $id:expr, $f:expr) => {
+                match fu.op {
+                    BinaryOp::Add => {
+                        isa::fold_lanes_bin(self.isa, acc, a, b, n, $keep, $id, T::n_add, $f)
+                    }
+                    BinaryOp::Sub => {
+                        isa::fold_lanes_bin(self.isa, acc, a, b, n, $keep, $id, T::n_sub, $f)
+                    }
+                    _ => isa::fold_lanes_bin(self.isa, acc, a, b, n, $keep, $id, T::n_mul, $f),
+                }
+            };
+        }
+        match (mask, max) {
+            (Some(m), false) => fold!(KeepMask(m), T::MIN_ID, T::n_min),
+            (Some(m), true) => fold!(KeepMask(m), T::MAX_ID, T::n_max),
+            (None, false) => fold!(KeepAll, T::MIN_ID, T::n_min),
+            (None, true) => fold!(KeepAll, T::MAX_ID, T::n_max),
         }
     }
 

@@ -24,7 +24,9 @@
 //!   uniform as its predicate (`x > 0.5`): the common memory-bound sums read
 //!   their inputs in one pass, with no register at all, and then fold a
 //!   whole leaf per call. An `f64` sum of a cast (the sum of a `mean` or of
-//!   `stats` over `f32` or integers) converts in its fold the same way. (Prefetching the next block's lines during the
+//!   `stats` over `f32` or integers) converts in its fold the same way, and
+//!   a float `min` or `max` folds the add/sub/mul of its column
+//!   (`max(x * x)`). (Prefetching the next block's lines during the
 //!   fold instead was tried and measured slower: the software prefetches
 //!   hold L1 miss buffers the hardware streamer would have used.)
 //!   A histogram's key (a chain of a dozen compares, selects, a floor and

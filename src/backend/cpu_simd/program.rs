@@ -747,7 +747,8 @@ fn roots(stage: &Stage, params_needed: &mut usize) -> Result<SmallVec<[Value; 8]
 /// What terminal fusion takes out of the instruction list (the module
 /// doc's "Terminal fusion": passes over a block cost memory bandwidth).
 struct Fusion {
-    /// Per value: the float sum's column `x op y` that the sum folds.
+    /// Per value: the float sum's, min's or max's column `x op y` that
+    /// the fold computes itself.
     sum: Vec<Option<FoldedOp>>,
     /// Per value: the `p op q` under a fused `x op k` that the sum folds
     /// too.
@@ -829,8 +830,9 @@ impl Fusion {
     }
 }
 
-/// A float sum whose column is an add, sub or mul read by nothing else
-/// folds that operation itself, saving a pass over the block.
+/// A float sum, min or max whose column is an add, sub or mul read by
+/// nothing else folds that operation itself, saving a pass over the block
+/// (`sum(x * y)`, `max(x * x)`).
 fn fuse_sum_columns(stage: &Stage, uses: &[usize], uniform: &[bool]) -> Vec<Option<FoldedOp>> {
     let prog = &stage.program;
     let mut fused = vec![None; prog.len()];
@@ -838,7 +840,7 @@ fn fuse_sum_columns(stage: &Stage, uses: &[usize], uniform: &[bool]) -> Vec<Opti
         return fused;
     };
     for a in aggs {
-        if let (AggKind::Sum, Some(c)) = (&a.kind, a.column) {
+        if let (AggKind::Sum | AggKind::Min | AggKind::Max, Some(c)) = (&a.kind, a.column) {
             let d = prog.get(c);
             if let Node::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), x, y) = d.node
             {
@@ -894,10 +896,17 @@ fn fuse_inner_operations(
 ) -> Vec<Option<FoldedOp>> {
     let prog = &stage.program;
     let mut inner = vec![None; prog.len()];
-    if !matches!(stage.terminal, Terminal::Reduce(_)) || keep {
+    let Terminal::Reduce(aggs) = &stage.terminal else {
+        return inner;
+    };
+    if keep {
         return inner;
     }
-    for &(_, x, k) in fused.iter().flatten() {
+    let sums = aggs
+        .iter()
+        .filter(|a| a.kind == AggKind::Sum)
+        .filter_map(|a| fused[a.column?.index()]);
+    for (_, x, k) in sums {
         let d = prog.get(x);
         if let Node::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), p, q) = d.node {
             if uniform[k.index()]
@@ -1134,7 +1143,9 @@ fn terminal_program(stage: &Stage, fusion: &Fusion, code: &Code) -> Result<TermP
             aggs.iter()
                 .map(|a| {
                     let f = a.column.and_then(|c| fusion.sum[c.index()].map(|f| (c, f)));
-                    if let (Some((c, (op, x, y))), AggKind::Sum) = (f, &a.kind) {
+                    if let (Some((c, (op, x, y))), AggKind::Sum | AggKind::Min | AggKind::Max) =
+                        (f, &a.kind)
+                    {
                         let inner = match fusion.inner[x.index()] {
                             Some((op, p, q)) => Some(FusedInner {
                                 op,
@@ -1261,6 +1272,9 @@ fn fused_predicate(
     let [agg] = aggs.as_slice() else {
         return None;
     };
+    if agg.kind != AggKind::Sum {
+        return None;
+    }
     let c = agg.column?;
     fused[c.index()]?;
     let prog = &stage.program;

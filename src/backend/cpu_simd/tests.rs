@@ -453,6 +453,69 @@ fn nested_fused_sum_gives_the_bits_of_the_register() {
 }
 
 #[test]
+fn a_min_or_max_of_an_operation_folds_it_with_the_bits_of_the_register() {
+    // `min(x op y)` and `max(x op y)`, `y` an input or a parameter, NaNs
+    // among the values, with and without a mask: folding the operation
+    // must give the bits of computing it into a register first (a second
+    // aggregate reading it keeps the register).
+    let ops = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul];
+    let mut rng = Rng(37);
+    for n in LENGTHS {
+        let mut xs = rng.f32s(n);
+        for i in (0..n).step_by(9) {
+            xs[i] = f32::NAN;
+        }
+        let ys: Vec<f32> = rng.f32s(n).iter().map(|v| v - 0.5).collect();
+        let valid: Vec<bool> = (0..n).map(|i| i % 5 != 2).collect();
+        for op in ops {
+            for kind in [AggKind::Min, AggKind::Max] {
+                for (y_input, masked) in
+                    [(false, false), (true, false), (false, true), (true, true)]
+                {
+                    let build = |with_count: bool| {
+                        let mut p = P::default();
+                        let x = p.input(0, DType::F32);
+                        let y = if y_input {
+                            p.input(1, DType::F32)
+                        } else {
+                            p.param(0, DType::F32)
+                        };
+                        let keep = masked.then(|| p.input(2, DType::Bool));
+                        let c = p.bin(op, x, y);
+                        let mut aggs = smallvec![agg(kind.clone(), Some(c))];
+                        if with_count {
+                            aggs.push(agg(AggKind::Sum, Some(c)));
+                        }
+                        plan(
+                            &[DType::F32, DType::F32, DType::Bool],
+                            1,
+                            vec![stage(3, p, keep, Terminal::Reduce(aggs))],
+                        )
+                    };
+                    let fused = build(false);
+                    let text = BlockProgram::compile(&fused).unwrap().to_string();
+                    assert!(text.contains(&format!("{}({op} ", kind.name())), "{text}");
+                    let inputs = [
+                        ColumnRef::F32(&xs),
+                        ColumnRef::F32(&ys),
+                        ColumnRef::Bool(&valid),
+                    ];
+                    let params = [Scalar::F32(-0.25)];
+                    let a = check(fused, &inputs, &params, false);
+                    let b = check(build(true), &inputs, &params, false);
+                    assert_eq!(
+                        first_aggregate(&a).to_bits(),
+                        first_aggregate(&b).to_bits(),
+                        "{} {op} y_input={y_input} masked={masked} n={n}",
+                        kind.name()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn a_sum_of_a_cast_folds_the_cast_with_the_bits_of_the_register() {
     // `sum(x as f64)` over every other numeric lane type, with and without
     // a predicate on `x`: converting in the fold must give the bits of casting
