@@ -15,6 +15,26 @@ use crate::graph::{
 use crate::semantics::{AggKind, RangeOp};
 use smallvec::SmallVec;
 
+/// Whether `v` is `p` or an operand of its tree of `&&`s (looking at a
+/// bounded number of nodes: a user's predicate may share subtrees).
+fn has_conjunct(arena: &crate::expr::ExprArena, p: Value, v: Value) -> bool {
+    let mut stack: SmallVec<[Value; 8]> = smallvec::smallvec![p];
+    let mut budget = 64;
+    while let Some(q) = stack.pop() {
+        if q == v {
+            return true;
+        }
+        budget -= 1;
+        if budget == 0 {
+            return false;
+        }
+        if let Node::Binary(BinaryOp::And, a, b) = arena.get(q).node {
+            stack.extend([a, b]);
+        }
+    }
+    false
+}
+
 /// The fusion rule.
 #[derive(Debug)]
 pub struct FuseElementwise;
@@ -122,6 +142,10 @@ impl Pass for FuseElementwise {
                     LogicalOp::Filter { predicate } => {
                         let p = match b.cur().predicate {
                             None => predicate,
+                            // A conjunct it already has (a filter on a
+                            // column with nulls keeps the valid rows, and
+                            // so does the aggregate after it): nothing to add.
+                            Some(old) if has_conjunct(&graph.arena, old, predicate) => old,
                             Some(old) => graph
                                 .arena
                                 .push(Node::Binary(BinaryOp::And, old, predicate))
@@ -332,6 +356,30 @@ mod tests {
         let mut g = graph_of(q);
         FuseElementwise.rewrite(&mut g);
         assert_eq!(g.graph.node_count(), 2, "{g}");
+    }
+
+    #[test]
+    fn a_filter_adds_no_conjunct_its_predicate_has() {
+        use crate::expr::{DType, ExprArena};
+        let mut a = ExprArena::default();
+        let [p, q, r, s] = [0, 1, 2, 3].map(|i| a.push_typed(Node::Input(i), DType::Bool).unwrap());
+        let pq = a.push(Node::Binary(BinaryOp::And, p, q)).unwrap();
+        let pqr = a.push(Node::Binary(BinaryOp::And, pq, r)).unwrap();
+        for v in [p, q, r, pq, pqr] {
+            assert!(has_conjunct(&a, pqr, v));
+        }
+        assert!(!has_conjunct(&a, pqr, s));
+        // `||` is not a conjunction.
+        let or = a.push(Node::Binary(BinaryOp::Or, pqr, s)).unwrap();
+        assert!(!has_conjunct(&a, or, p));
+        // Shared subtrees: `d = d' && d'` twenty deep is a million paths to
+        // `s`; the walk gives up after a bounded number of nodes.
+        let mut d = p;
+        for _ in 0..20 {
+            d = a.push(Node::Binary(BinaryOp::And, d, d)).unwrap();
+        }
+        assert!(!has_conjunct(&a, d, s));
+        assert!(has_conjunct(&a, d, d));
     }
 
     #[test]
