@@ -1579,7 +1579,7 @@ impl ReduceRun<'_, '_> {
                 };
                 macro_rules! cmp {
                     ($o:tt) => {
-                        self.fused_op(acc, fu.op, a, b, n, KeepCmp { x, k, cmp: |x: T, k: T| x $o k })
+                        self.fused_op(acc, fu.op, a, b, n, KeepCmp { x, k, cmp: |x: T, k: T| x $o k }, z, T::n_add)
                     };
                 }
                 match c.op {
@@ -1589,8 +1589,8 @@ impl ReduceRun<'_, '_> {
                     _ => cmp!(>=),
                 }
             }
-            (None, Some(m)) => self.fused_op(acc, fu.op, a, b, n, KeepMask(m)),
-            (None, None) => self.fused_op(acc, fu.op, a, b, n, KeepAll),
+            (None, Some(m)) => self.fused_op(acc, fu.op, a, b, n, KeepMask(m), z, T::n_add),
+            (None, None) => self.fused_op(acc, fu.op, a, b, n, KeepAll, z, T::n_add),
         }
     }
 
@@ -1610,27 +1610,18 @@ impl ReduceRun<'_, '_> {
     ) {
         let opnd = |o: Operand| self.operand::<T>(o, regs, pos, n);
         let (a, b) = (opnd(fu.a), opnd(fu.b));
-        macro_rules! fold {
-            ($keep:expr, $id:expr, $f:expr) => {
-                match fu.op {
-                    BinaryOp::Add => {
-                        isa::fold_lanes_bin(self.isa, acc, a, b, n, $keep, $id, T::n_add, $f)
-                    }
-                    BinaryOp::Sub => {
-                        isa::fold_lanes_bin(self.isa, acc, a, b, n, $keep, $id, T::n_sub, $f)
-                    }
-                    _ => isa::fold_lanes_bin(self.isa, acc, a, b, n, $keep, $id, T::n_mul, $f),
-                }
-            };
-        }
+        let op = fu.op;
         match (mask, max) {
-            (Some(m), false) => fold!(KeepMask(m), T::MIN_ID, T::n_min),
-            (Some(m), true) => fold!(KeepMask(m), T::MAX_ID, T::n_max),
-            (None, false) => fold!(KeepAll, T::MIN_ID, T::n_min),
-            (None, true) => fold!(KeepAll, T::MAX_ID, T::n_max),
+            (Some(m), false) => self.fused_op(acc, op, a, b, n, KeepMask(m), T::MIN_ID, T::n_min),
+            (Some(m), true) => self.fused_op(acc, op, a, b, n, KeepMask(m), T::MAX_ID, T::n_max),
+            (None, false) => self.fused_op(acc, op, a, b, n, KeepAll, T::MIN_ID, T::n_min),
+            (None, true) => self.fused_op(acc, op, a, b, n, KeepAll, T::MAX_ID, T::n_max),
         }
     }
 
+    /// Folds `a op b` by `f` (identity `id`: a sum's, a min's or a max's)
+    /// over the lanes `keep` keeps.
+    #[allow(clippy::too_many_arguments)]
     fn fused_op<T: Num>(
         &self,
         acc: &mut [T; LANES],
@@ -1639,16 +1630,13 @@ impl ReduceRun<'_, '_> {
         b: Op<'_, T>,
         n: usize,
         keep: impl Keep,
+        id: T,
+        f: impl Fn(T, T) -> T + Copy,
     ) {
-        let z = T::ZERO;
         match op {
-            BinaryOp::Add => {
-                isa::fold_lanes_bin(self.isa, acc, a, b, n, keep, z, T::n_add, T::n_add)
-            }
-            BinaryOp::Sub => {
-                isa::fold_lanes_bin(self.isa, acc, a, b, n, keep, z, T::n_sub, T::n_add)
-            }
-            _ => isa::fold_lanes_bin(self.isa, acc, a, b, n, keep, z, T::n_mul, T::n_add),
+            BinaryOp::Add => isa::fold_lanes_bin(self.isa, acc, a, b, n, keep, id, T::n_add, f),
+            BinaryOp::Sub => isa::fold_lanes_bin(self.isa, acc, a, b, n, keep, id, T::n_sub, f),
+            _ => isa::fold_lanes_bin(self.isa, acc, a, b, n, keep, id, T::n_mul, f),
         }
     }
 
