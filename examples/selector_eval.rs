@@ -1,7 +1,7 @@
 //! The selector judged against an oracle on a workload suite.
 //!
 //! ```text
-//! cargo run --release --example selector_eval [-- [--quick] [--svg PATH]]
+//! cargo run --release --example selector_eval [-- [--quick] [--svg PATH] [--only NAME]]
 //! ```
 //!
 //! Every workload runs on every available backend (forced with `.on(..)`,
@@ -479,7 +479,16 @@ fn main() {
     }
     println!();
 
-    let suite = suite(&engines, quick, device);
+    // `--only NAME`: the workloads whose name contains NAME (to look into
+    // one; the totals are then of those alone).
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1).cloned());
+    let mut suite = suite(&engines, quick, device);
+    if let Some(only) = &only {
+        suite.retain(|w| w.name.contains(only.as_str()));
+    }
     println!(
         "\n{} workloads, {} warm-up runs each, medians of 3–31 interleaved repetitions\n",
         suite.len(),

@@ -225,10 +225,12 @@ fn forced_backends_keep_their_reason() {
 }
 
 /// A selector that answers the candidates in order and leases each
-/// decision for `lease` runs, counting how often it is asked.
+/// decision for `lease` runs, counting how often it is asked; with
+/// `predicted` set, each candidate is predicted to take that many seconds.
 #[derive(Debug)]
 struct Leasing {
     lease: u32,
+    predicted: Option<f64>,
     asked: Arc<std::sync::atomic::AtomicU32>,
     generation: Arc<std::sync::atomic::AtomicU64>,
     /// Runs observed, and of them those with a failed attempt.
@@ -248,7 +250,16 @@ impl computeq::plumbing::Selector for Leasing {
                 estimate: 1e-6,
                 runner_up: None,
             },
-            estimates: Default::default(),
+            estimates: self
+                .predicted
+                .map(|seconds| {
+                    input
+                        .candidates
+                        .iter()
+                        .map(|&backend| computeq::metrics::CandidateEstimate { backend, seconds })
+                        .collect()
+                })
+                .unwrap_or_default(),
             lease: self.lease,
         }
     }
@@ -297,6 +308,106 @@ impl Backend for Flaky {
     }
 }
 
+/// cpu-scalar, taking `delay` longer while `slow` is set.
+struct Sluggish {
+    slow: Arc<std::sync::atomic::AtomicBool>,
+    delay: std::time::Duration,
+}
+
+impl Backend for Sluggish {
+    fn kind(&self) -> BackendKind {
+        BackendKind::CpuScalar
+    }
+    fn availability(&self) -> Availability {
+        Availability::Available
+    }
+    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Decline> {
+        CpuScalar.supports(plan)
+    }
+    fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {
+        // Its execution time is the whole call's, the delay included.
+        let t = std::time::Instant::now();
+        if self.slow.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(self.delay);
+        }
+        let out = CpuScalar.execute(job, stats);
+        stats.execute = t.elapsed();
+        out
+    }
+}
+
+/// A leased run far slower than its decision predicted is observed and
+/// ends the lease (the next run asks the selector); runs as fast as
+/// predicted keep it, observed one in `OBSERVE_LEASED`.
+#[test]
+fn a_surprisingly_slow_leased_run_ends_its_lease() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let asked = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let observed: Arc<[std::sync::atomic::AtomicU32; 2]> = Arc::default();
+    let slow = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let delay = std::time::Duration::from_millis(20);
+    let engine = Engine::with_config(Config {
+        disabled: vec![
+            BackendKind::Wgpu,
+            BackendKind::Cuda,
+            BackendKind::CpuParallel,
+            BackendKind::CpuSimd,
+        ],
+        ..config()
+    })
+    .with_backend(Arc::new(Sluggish {
+        slow: slow.clone(),
+        delay,
+    }))
+    .with_selector(Box::new(Leasing {
+        lease: 16,
+        // Far above a 100-element sum's time however busy the machine,
+        // far below the injected delay.
+        predicted: Some(2e-3),
+        asked: asked.clone(),
+        generation: Default::default(),
+        observed: observed.clone(),
+    }));
+    let xs = vec![1.0f32; 100];
+    let run = || {
+        let (s, m) = engine.query(&xs).map(|x| x + 1.0).with_metrics().sum();
+        assert_eq!(s, 200.0);
+        assert_eq!(m.backend, BackendKind::CpuScalar);
+        m
+    };
+    // Run 1 asks; runs 2-4 are leased, observed on the lease's first and
+    // then one in four (runs 1 and 2 observed; the next due is run 6).
+    assert_eq!(computeq::plumbing::Decision::OBSERVE_LEASED, 4);
+    for _ in 0..4 {
+        run();
+    }
+    assert_eq!(asked.load(Relaxed), 1);
+    assert_eq!(observed[0].load(Relaxed), 2);
+    // Run 5, leased and not due for observation, takes ten times its
+    // prediction: observed, and the lease ends.
+    slow.store(true, Relaxed);
+    let m = run();
+    assert!(m.phases.execute >= delay, "{m:?}");
+    assert_eq!(observed[0].load(Relaxed), 3, "the slow run is observed");
+    assert_eq!(asked.load(Relaxed), 1);
+    // Run 6 asks again (and, slow too, is observed as every asked run is).
+    run();
+    assert_eq!(asked.load(Relaxed), 2, "the slow run ended the lease");
+    assert_eq!(observed[0].load(Relaxed), 4);
+    // Run 7, the new lease's first, is slow too: observed as a first
+    // run is, and it ends this lease as well.
+    run();
+    assert_eq!(observed[0].load(Relaxed), 5);
+    slow.store(false, Relaxed);
+    run();
+    assert_eq!(asked.load(Relaxed), 3, "run 7 ended the second lease");
+    // Fast again: the third lease holds.
+    for _ in 0..4 {
+        run();
+    }
+    assert_eq!(asked.load(Relaxed), 3);
+}
+
 /// A leased decision serves the next runs of the same query on the
 /// thread without asking the selector, and no run past its lease, a new
 /// generation of the selector, another workload or a failed run.
@@ -320,6 +431,7 @@ fn leased_decisions_skip_selection_until_they_end() {
     }))
     .with_selector(Box::new(Leasing {
         lease: 4,
+        predicted: None,
         asked: asked.clone(),
         generation: generation.clone(),
         observed: observed.clone(),
@@ -368,6 +480,7 @@ fn leased_decisions_skip_selection_until_they_end() {
     let asked = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let engine = Engine::with_config(config()).with_selector(Box::new(Leasing {
         lease: u32::MAX,
+        predicted: None,
         asked: asked.clone(),
         generation: Default::default(),
         observed: Default::default(),

@@ -96,6 +96,8 @@ struct Planned {
     /// Whether the selector observes the run when it succeeds at once
     /// (a leased run is observed one time in [`Decision::OBSERVE_LEASED`]).
     observe: bool,
+    /// Whether the decision came from this thread's lease.
+    leased: bool,
 }
 
 /// Leased decisions kept per thread ([`Decision::lease`]), one per plan
@@ -296,6 +298,7 @@ fn plan_with(p: &Prepared<'_>, use_lease: bool) -> Result<Planned, Error> {
                 select_time: t2.since(t1),
                 selected: t2,
                 observe,
+                leased: true,
                 plan,
             });
         }
@@ -434,6 +437,7 @@ fn select(
         select_time: t2.since(t1),
         selected: t2,
         observe: true,
+        leased: false,
         plan,
     })
 }
@@ -801,9 +805,18 @@ fn run_with<O>(
                     transfer_out_ns = m.phases.transfer_out.as_nanos() as u64,
                     "computeq.done"
                 );
-                // A failed attempt is always observed (it ended the lease).
-                if planned.observe || !m.attempts.is_empty() {
+                // A failed attempt is always observed (it ended the lease),
+                // and so is a leased run that took far longer than its
+                // decision predicted, which ends the lease too: what the
+                // decision stood on (a quiet machine, the allocator's
+                // state, a device's load) no longer holds, and the lease's
+                // other runs would be observed one in four.
+                let surprised = planned.leased && surprising(&m);
+                if planned.observe || surprised || !m.attempts.is_empty() {
                     engine.selector.observe(&planned.workload, &m);
+                }
+                if surprised {
+                    end_lease(&planned.plan);
                 }
                 record(engine, &planned.plan, &out, &m);
                 match metrics_out {
@@ -844,6 +857,28 @@ fn run_with<O>(
         "the chosen backend failed and fallback is disabled"
     };
     Err(Error::new(kind, msg).with_attempts(errors))
+}
+
+/// A run at least this many times its decision's prediction surprises
+/// ([`surprising`]).
+pub(crate) const SURPRISE_FACTOR: u32 = 3;
+
+/// ... and at least this much longer: a sub-microsecond query that the
+/// scheduler interrupts for a few microseconds is not news.
+pub(crate) const SURPRISE_MIN: Duration = Duration::from_micros(50);
+
+/// Whether a run's backend time (transfers and execution, as the selector
+/// records it) is far past the time its decision predicted for it. A run
+/// without a prediction (a forced backend, a selector that gives none)
+/// never is.
+fn surprising(m: &ExecutionMetrics) -> bool {
+    let Some(predicted) = m.estimated() else {
+        return false;
+    };
+    let p = &m.phases;
+    let took = p.transfer_in + p.execute + p.transfer_out;
+    took > predicted.saturating_mul(SURPRISE_FACTOR)
+        && took.saturating_sub(predicted) > SURPRISE_MIN
 }
 
 #[allow(clippy::too_many_arguments)]
