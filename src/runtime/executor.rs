@@ -861,7 +861,7 @@ fn run_with<O>(
 
 /// A run at least this many times its decision's prediction surprises
 /// ([`surprising`]).
-pub(crate) const SURPRISE_FACTOR: u32 = 3;
+pub(crate) const SURPRISE_FACTOR: f64 = 3.0;
 
 /// ... and at least this much longer: a sub-microsecond query that the
 /// scheduler interrupts for a few microseconds is not news.
@@ -870,15 +870,23 @@ pub(crate) const SURPRISE_MIN: Duration = Duration::from_micros(50);
 /// Whether a run's backend time (transfers and execution, as the selector
 /// records it) is far past the time its decision predicted for it. A run
 /// without a prediction (a forced backend, a selector that gives none)
-/// never is.
+/// never is. A run shorter than [`SURPRISE_MIN`], every tiny query, is
+/// answered before the prediction is looked up.
 fn surprising(m: &ExecutionMetrics) -> bool {
-    let Some(predicted) = m.estimated() else {
-        return false;
-    };
     let p = &m.phases;
     let took = p.transfer_in + p.execute + p.transfer_out;
-    took > predicted.saturating_mul(SURPRISE_FACTOR)
-        && took.saturating_sub(predicted) > SURPRISE_MIN
+    if took <= SURPRISE_MIN {
+        return false;
+    }
+    // In seconds, as predicted: a NaN or infinite prediction surprises no
+    // one (both comparisons are false).
+    let took = took.as_secs_f64();
+    m.estimates
+        .iter()
+        .find(|e| e.backend == m.backend)
+        .is_some_and(|e| {
+            took > e.seconds * SURPRISE_FACTOR && took - e.seconds > SURPRISE_MIN.as_secs_f64()
+        })
 }
 
 #[allow(clippy::too_many_arguments)]

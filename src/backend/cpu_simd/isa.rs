@@ -45,8 +45,37 @@ pub(crate) enum Isa {
 }
 
 impl Isa {
-    /// The best instruction set of this CPU.
+    /// The best instruction set of this CPU, probed once per process (six
+    /// feature checks were ~40 instructions of every run of a tiny query).
+    #[inline]
     pub(crate) fn detect() -> Isa {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        // 0: not probed yet; else the `Isa` + 1.
+        static DETECTED: AtomicU8 = AtomicU8::new(0);
+        let code = |isa: Isa| match isa {
+            Isa::Portable => 1,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2Fma => 2,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => 3,
+        };
+        match DETECTED.load(Ordering::Relaxed) {
+            #[cfg(target_arch = "x86_64")]
+            2 => Isa::Avx2Fma,
+            #[cfg(target_arch = "x86_64")]
+            3 => Isa::Avx512,
+            1 => Isa::Portable,
+            _ => {
+                let isa = Isa::probe();
+                DETECTED.store(code(isa), Ordering::Relaxed);
+                isa
+            }
+        }
+    }
+
+    /// [`Isa::detect`] without the cache.
+    #[cold]
+    fn probe() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
             if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
