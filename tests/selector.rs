@@ -281,12 +281,16 @@ impl computeq::plumbing::Selector for Leasing {
     }
 }
 
-/// cpu-scalar, failing while `failing` is set.
-struct Flaky {
+/// cpu-scalar, failing while `failing` is set and taking `delay` longer
+/// while `slow` is.
+#[derive(Default)]
+struct Injected {
     failing: Arc<std::sync::atomic::AtomicBool>,
+    slow: Arc<std::sync::atomic::AtomicBool>,
+    delay: std::time::Duration,
 }
 
-impl Backend for Flaky {
+impl Backend for Injected {
     fn kind(&self) -> BackendKind {
         BackendKind::CpuScalar
     }
@@ -297,37 +301,17 @@ impl Backend for Flaky {
         CpuScalar.supports(plan)
     }
     fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {
-        if self.failing.load(std::sync::atomic::Ordering::Relaxed) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.failing.load(Relaxed) {
             return Err(BackendError::new(
                 BackendKind::CpuScalar,
                 computeq::plumbing::Phase::Execute,
                 "injected",
             ));
         }
-        CpuScalar.execute(job, stats)
-    }
-}
-
-/// cpu-scalar, taking `delay` longer while `slow` is set.
-struct Sluggish {
-    slow: Arc<std::sync::atomic::AtomicBool>,
-    delay: std::time::Duration,
-}
-
-impl Backend for Sluggish {
-    fn kind(&self) -> BackendKind {
-        BackendKind::CpuScalar
-    }
-    fn availability(&self) -> Availability {
-        Availability::Available
-    }
-    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Decline> {
-        CpuScalar.supports(plan)
-    }
-    fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {
         // Its execution time is the whole call's, the delay included.
         let t = std::time::Instant::now();
-        if self.slow.load(std::sync::atomic::Ordering::Relaxed) {
+        if self.slow.load(Relaxed) {
             std::thread::sleep(self.delay);
         }
         let out = CpuScalar.execute(job, stats);
@@ -355,9 +339,10 @@ fn a_surprisingly_slow_leased_run_ends_its_lease() {
         ],
         ..config()
     })
-    .with_backend(Arc::new(Sluggish {
+    .with_backend(Arc::new(Injected {
         slow: slow.clone(),
         delay,
+        ..Injected::default()
     }))
     .with_selector(Box::new(Leasing {
         lease: 16,
@@ -426,8 +411,9 @@ fn leased_decisions_skip_selection_until_they_end() {
         ],
         ..config()
     })
-    .with_backend(Arc::new(Flaky {
+    .with_backend(Arc::new(Injected {
         failing: failing.clone(),
+        ..Injected::default()
     }))
     .with_selector(Box::new(Leasing {
         lease: 4,
