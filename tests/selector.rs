@@ -477,3 +477,47 @@ fn leased_decisions_skip_selection_until_they_end() {
     }
     assert_eq!(asked.load(Relaxed), 3);
 }
+
+/// cpu-scalar reporting absurd phase times.
+struct Absurd;
+
+impl Backend for Absurd {
+    fn kind(&self) -> BackendKind {
+        BackendKind::CpuScalar
+    }
+    fn availability(&self) -> Availability {
+        Availability::Available
+    }
+    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Decline> {
+        CpuScalar.supports(plan)
+    }
+    fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {
+        let out = CpuScalar.execute(job, stats);
+        stats.transfer_in = std::time::Duration::MAX;
+        stats.execute = std::time::Duration::MAX;
+        stats.transfer_out = std::time::Duration::MAX;
+        out
+    }
+}
+
+/// A custom backend's phase times are not trusted: absurd ones are
+/// recorded and learned from without a panic, leased runs included.
+#[test]
+fn absurd_phase_times_do_not_panic() {
+    let engine = Engine::with_config(Config {
+        disabled: vec![
+            BackendKind::Wgpu,
+            BackendKind::Cuda,
+            BackendKind::CpuParallel,
+            BackendKind::CpuSimd,
+        ],
+        ..config()
+    })
+    .with_backend(Arc::new(Absurd));
+    let xs = vec![1.0f32; 100];
+    for _ in 0..40 {
+        let (s, m) = engine.query(&xs).map(|x| x + 1.0).with_metrics().sum();
+        assert_eq!(s, 200.0);
+        assert_eq!(m.backend, BackendKind::CpuScalar);
+    }
+}

@@ -869,12 +869,16 @@ pub(crate) const SURPRISE_MIN: Duration = Duration::from_micros(50);
 
 /// Whether a run's backend time (transfers and execution, as the selector
 /// records it) is far past the time its decision predicted for it. A run
-/// without a prediction (a forced backend, a selector that gives none)
-/// never is. A run shorter than [`SURPRISE_MIN`], every tiny query, is
-/// answered before the prediction is looked up.
+/// whose decision has no prediction for its backend (a selector that gives
+/// none) never is. A run shorter than [`SURPRISE_MIN`], every tiny query,
+/// is answered before the prediction is looked up.
 fn surprising(m: &ExecutionMetrics) -> bool {
     let p = &m.phases;
-    let took = p.transfer_in + p.execute + p.transfer_out;
+    // Saturating: a backend's absurd phase time must not panic here.
+    let took = p
+        .transfer_in
+        .saturating_add(p.execute)
+        .saturating_add(p.transfer_out);
     if took <= SURPRISE_MIN {
         return false;
     }
@@ -901,7 +905,12 @@ fn metrics(
     (elements_out, bytes_out): (u64, u64),
     total: Duration,
 ) -> ExecutionMetrics {
-    let accounted = stats.compile + stats.transfer_in + stats.transfer_out;
+    // Saturating: a backend's phase times are its own word (a custom
+    // backend's absurd ones must not panic the query).
+    let accounted = stats
+        .compile
+        .saturating_add(stats.transfer_in)
+        .saturating_add(stats.transfer_out);
     let execute = if stats.execute.is_zero() {
         wall.saturating_sub(accounted)
     } else {

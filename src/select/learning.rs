@@ -792,7 +792,10 @@ impl Selector for LearningSelector {
         };
         let bucket = plan.bucket_mut(key);
         let p = &m.phases;
-        let measured = (p.transfer_in + p.execute + p.transfer_out).as_secs_f64();
+        // In seconds, summed as floats: `Duration`'s `+` panics on
+        // overflow, and a custom backend's phase times are not checked.
+        let measured =
+            p.transfer_in.as_secs_f64() + p.execute.as_secs_f64() + p.transfer_out.as_secs_f64();
         bucket.stats[m.backend.index()].record(measured, estimated);
         let mut failed = false;
         for a in &m.attempts {
