@@ -24,6 +24,7 @@ use super::program::{
     TermProgram,
 };
 use super::scan;
+use super::stream;
 use super::{BLOCK, LEAF};
 use crate::expr::{eval, BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
 use crate::plan::{
@@ -327,7 +328,8 @@ impl Acct {
         self.skipped.load(Ordering::Relaxed)
     }
 
-    /// Records the algorithm of a sort or group.
+    /// Records the algorithm of a sort or group, or a collect's streamed
+    /// stores.
     pub(crate) fn algorithm(&self, a: Algorithm) {
         *self.algorithm.lock().unwrap_or_else(|e| e.into_inner()) = Some(a);
         self.has_algorithm.store(true, Ordering::Relaxed);
@@ -1920,7 +1922,8 @@ impl CollectRun<'_, '_> {
         mut out: CollectOut<'_, '_>,
     ) {
         let cols = self.cols;
-        if let (true, [c]) = (self.prog.direct_store, cols) {
+        let streams = self.streams();
+        if let (true, false, [c]) = (self.prog.direct_store, streams, cols) {
             with_lane!(c.ty, T => self.store_direct::<T>(st, start, end, &mut out));
             return;
         }
@@ -1930,11 +1933,30 @@ impl CollectRun<'_, '_> {
             self.run_instrs(&mut st.regs, pos, n);
             for (k, c) in cols.iter().enumerate() {
                 with_lane!(c.ty, T => {
-                    out.store::<T>(k, pos - start, n, self.col::<T>(Some(c), &st.regs, pos, n))
+                    let x = self.col::<T>(Some(c), &st.regs, pos, n);
+                    out.store::<T>(k, pos - start, n, x, streams)
                 })
             }
             pos += n;
         }
+        if streams {
+            stream::fence();
+        }
+    }
+
+    /// Whether this collect's output is written with streaming stores: it
+    /// is at least the last-level cache's size (`stream.rs`), so a block
+    /// is computed into its register (in L1) and copied out without the
+    /// read for ownership a plain store pays. The whole output decides,
+    /// not a window, so `cpu-simd` and every task of `cpu-parallel` agree.
+    pub(crate) fn streams(&self) -> bool {
+        stream::AVAILABLE && self.output_bytes() >= stream::min_bytes()
+    }
+
+    /// The bytes of the whole output (without a predicate).
+    pub(crate) fn output_bytes(&self) -> u64 {
+        let row: u64 = self.cols.iter().map(|c| c.ty.size() as u64).sum();
+        (self.len() as u64).saturating_mul(row)
     }
 
     /// [`StageRun::store_range`] of a program whose last instruction
@@ -2173,14 +2195,19 @@ pub(crate) enum CollectOut<'a, 'o> {
 
 impl CollectOut<'_, '_> {
     /// Puts `x`, a block of `n` positions, into column `k` at window
-    /// offset `at` (or at its end).
+    /// offset `at` (or at its end); with `streams`, through streaming
+    /// stores (`stream.rs`).
     #[inline]
-    fn store<T: Lane>(&mut self, k: usize, at: usize, n: usize, x: &[T]) {
+    fn store<T: Lane>(&mut self, k: usize, at: usize, n: usize, x: &[T], streams: bool) {
         match self {
             Self::Windows(w) => {
                 let dst = w.get_mut(k).and_then(T::out);
                 if let Some(d) = dst.and_then(|d| d.get_mut(at..at + n)) {
-                    kernels::store(d, x);
+                    if streams {
+                        stream::store(d, x);
+                    } else {
+                        kernels::store(d, x);
+                    }
                     if x.len() < n {
                         // Never for a compiled program (a collected column
                         // is a block); whatever happened, no position of
@@ -2190,9 +2217,19 @@ impl CollectOut<'_, '_> {
                 }
             }
             Self::Append(c) => {
-                if let Some(v) = c.get_mut(k).and_then(T::column_mut) {
+                let Some(v) = c.get_mut(k).and_then(T::column_mut) else {
+                    return;
+                };
+                if !streams {
                     v.extend_from_slice(x);
+                    return;
                 }
+                v.reserve(x.len());
+                let len = v.len();
+                stream::store(&mut v.spare_capacity_mut()[..x.len()], x);
+                // SAFETY: the `x.len()` lanes after `len` are within the
+                // capacity (reserved above) and were all written above.
+                unsafe { v.set_len(len + x.len()) };
             }
         }
     }
@@ -2294,7 +2331,16 @@ pub(crate) fn run_plan(
                     PlanOutput::Columns(driver.compact(&c, acct))
                 }
                 RunKind::Collect(c) => {
-                    PlanOutput::Columns(full(&run, driver.store(&c, acct)).map_err(|f| f.at(i))?)
+                    let cols = driver.store(&c, acct);
+                    // A sort's or group's algorithm says more; a
+                    // collect's stores are shown only when nothing else
+                    // is.
+                    if c.streams() && acct.last_algorithm().is_none() {
+                        acct.algorithm(Algorithm::StreamedCollect {
+                            bytes: c.output_bytes(),
+                        });
+                    }
+                    PlanOutput::Columns(full(&run, cols).map_err(|f| f.at(i))?)
                 }
                 RunKind::Scan(s) => {
                     let ty = s.col.ty;
