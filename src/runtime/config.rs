@@ -88,12 +88,6 @@ pub struct Config {
     /// least recently used evicted first; about 1.5 KiB each. Default:
     /// 1024.
     pub history_capacity: usize,
-    /// Collects whose output is at least the last-level cache's size write
-    /// it with streaming (non-temporal) stores, which skip the read of
-    /// each line a plain store makes first (`COMPUTEQ_STREAM_STORES=0`
-    /// turns them off). The values are the same either way. Process-wide:
-    /// the engine built last decides. Default: on.
-    pub stream_stores: bool,
 }
 
 impl Default for Config {
@@ -116,7 +110,6 @@ impl Default for Config {
             fault_injection: false,
             faults: Vec::new(),
             history_capacity: crate::select::history::DEFAULT_CAPACITY,
-            stream_stores: true,
         }
     }
 }
@@ -267,8 +260,7 @@ impl Config {
     /// Defaults overridden by `COMPUTEQ_BACKEND`, `COMPUTEQ_DISABLE`,
     /// `COMPUTEQ_LEARN`, `COMPUTEQ_CACHE_DIR` (or `XDG_CACHE_HOME`, `HOME`),
     /// `COMPUTEQ_CALIBRATION_MS`, `COMPUTEQ_EXPLORE`,
-    /// `COMPUTEQ_WGPU_SUBGROUPS`, `COMPUTEQ_WGPU_TIMESTAMPS`,
-    /// `COMPUTEQ_STREAM_STORES` and
+    /// `COMPUTEQ_WGPU_SUBGROUPS`, `COMPUTEQ_WGPU_TIMESTAMPS` and
     /// `COMPUTEQ_FAULT` (kept in [`Config::faults`], applied only with
     /// [`Config::with_fault_injection`]).
     ///
@@ -345,9 +337,6 @@ impl Config {
         }
         if let Some(on) = r.switch("COMPUTEQ_WGPU_TIMESTAMPS") {
             c.wgpu_timestamps = on;
-        }
-        if let Some(on) = r.switch("COMPUTEQ_STREAM_STORES") {
-            c.stream_stores = on;
         }
         if let Some(v) = r.var("COMPUTEQ_FAULT") {
             for entry in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -616,14 +605,12 @@ mod tests {
                 "COMPUTEQ_EXPLORE",
                 "COMPUTEQ_WGPU_SUBGROUPS",
                 "COMPUTEQ_WGPU_TIMESTAMPS",
-                "COMPUTEQ_STREAM_STORES",
             ] {
                 let c = Config::from_vars(vars(&[(name, v)])).unwrap();
                 let got = match name {
                     "COMPUTEQ_LEARN" => c.learn,
                     "COMPUTEQ_EXPLORE" => c.explore_ratio > 0.0,
                     "COMPUTEQ_WGPU_SUBGROUPS" => c.wgpu_subgroups,
-                    "COMPUTEQ_STREAM_STORES" => c.stream_stores,
                     _ => c.wgpu_timestamps,
                 };
                 assert_eq!(got, on, "{name}={v}");

@@ -188,7 +188,6 @@ impl Engine {
         // process's first engine sets the probe; see `cpu_probe`).
         crate::cost::set_backend_probe(super::cpu_probe::measure);
         crate::cost::set_cpu_kernels(super::cpu_probe::KERNELS);
-        crate::backend::cpu_simd::set_stream_stores(config.stream_stores);
         Engine {
             selector: Arc::from(crate::select::default_selector(config.learning_settings())),
             log: RunLog::new(config.run_log_capacity),

@@ -1,5 +1,5 @@
-//! Which algorithm a run's relational stage used, or how a large collect
-//! stored its output (shown in its metrics and in `explain_analyze`).
+//! Which algorithm a run's relational stage used (shown in its metrics and
+//! in `explain_analyze`).
 
 use std::fmt;
 
@@ -82,13 +82,6 @@ pub enum Algorithm {
         /// The row limit.
         rows: u64,
     },
-    /// A collect whose output, at least the last-level cache's size, was
-    /// written with streaming (non-temporal) stores: no line of it read
-    /// before it was written (`Config::stream_stores`).
-    StreamedCollect {
-        /// Bytes of the output.
-        bytes: u64,
-    },
 }
 
 impl fmt::Display for Algorithm {
@@ -124,11 +117,6 @@ impl fmt::Display for Algorithm {
                 p.passes
             ),
             Algorithm::Select { rows } => write!(f, "top-k selection of {rows} rows"),
-            Algorithm::StreamedCollect { bytes } => write!(
-                f,
-                "collect with streaming stores ({:.1} MiB output, past the last-level cache)",
-                *bytes as f64 / (1 << 20) as f64
-            ),
             Algorithm::DirectIndex { span } => write!(f, "direct index over {span} key values"),
             Algorithm::HashGroups { tables } => write!(f, "hash groups ({tables} tables)"),
             Algorithm::PartitionedGroups { partitions } => {

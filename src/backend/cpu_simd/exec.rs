@@ -24,7 +24,6 @@ use super::program::{
     TermProgram,
 };
 use super::scan;
-use super::stream;
 use super::{BLOCK, LEAF};
 use crate::expr::{eval, BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
 use crate::plan::{
@@ -328,8 +327,7 @@ impl Acct {
         self.skipped.load(Ordering::Relaxed)
     }
 
-    /// Records the algorithm of a sort or group, or a collect's streamed
-    /// stores.
+    /// Records the algorithm of a sort or group.
     pub(crate) fn algorithm(&self, a: Algorithm) {
         *self.algorithm.lock().unwrap_or_else(|e| e.into_inner()) = Some(a);
         self.has_algorithm.store(true, Ordering::Relaxed);
@@ -1922,8 +1920,7 @@ impl CollectRun<'_, '_> {
         mut out: CollectOut<'_, '_>,
     ) {
         let cols = self.cols;
-        let streams = self.streams();
-        if let (true, false, [c]) = (self.prog.direct_store, streams, cols) {
+        if let (true, [c]) = (self.prog.direct_store, cols) {
             with_lane!(c.ty, T => self.store_direct::<T>(st, start, end, &mut out));
             return;
         }
@@ -1933,30 +1930,11 @@ impl CollectRun<'_, '_> {
             self.run_instrs(&mut st.regs, pos, n);
             for (k, c) in cols.iter().enumerate() {
                 with_lane!(c.ty, T => {
-                    let x = self.col::<T>(Some(c), &st.regs, pos, n);
-                    out.store::<T>(k, pos - start, n, x, streams)
+                    out.store::<T>(k, pos - start, n, self.col::<T>(Some(c), &st.regs, pos, n))
                 })
             }
             pos += n;
         }
-        if streams {
-            stream::fence();
-        }
-    }
-
-    /// Whether this collect's output is written with streaming stores: it
-    /// is at least the last-level cache's size (`stream.rs`), so a block
-    /// is computed into its register (in L1) and copied out without the
-    /// read for ownership a plain store pays. The whole output decides,
-    /// not a window, so `cpu-simd` and every task of `cpu-parallel` agree.
-    pub(crate) fn streams(&self) -> bool {
-        stream::AVAILABLE && self.output_bytes() >= stream::min_bytes()
-    }
-
-    /// The bytes of the whole output (without a predicate).
-    pub(crate) fn output_bytes(&self) -> u64 {
-        let row: u64 = self.cols.iter().map(|c| c.ty.size() as u64).sum();
-        (self.len() as u64).saturating_mul(row)
     }
 
     /// [`StageRun::store_range`] of a program whose last instruction
@@ -2195,19 +2173,14 @@ pub(crate) enum CollectOut<'a, 'o> {
 
 impl CollectOut<'_, '_> {
     /// Puts `x`, a block of `n` positions, into column `k` at window
-    /// offset `at` (or at its end); with `streams`, through streaming
-    /// stores (`stream.rs`).
+    /// offset `at` (or at its end).
     #[inline]
-    fn store<T: Lane>(&mut self, k: usize, at: usize, n: usize, x: &[T], streams: bool) {
+    fn store<T: Lane>(&mut self, k: usize, at: usize, n: usize, x: &[T]) {
         match self {
             Self::Windows(w) => {
                 let dst = w.get_mut(k).and_then(T::out);
                 if let Some(d) = dst.and_then(|d| d.get_mut(at..at + n)) {
-                    if streams {
-                        stream::store(d, x);
-                    } else {
-                        kernels::store(d, x);
-                    }
+                    kernels::store(d, x);
                     if x.len() < n {
                         // Never for a compiled program (a collected column
                         // is a block); whatever happened, no position of
@@ -2217,19 +2190,9 @@ impl CollectOut<'_, '_> {
                 }
             }
             Self::Append(c) => {
-                let Some(v) = c.get_mut(k).and_then(T::column_mut) else {
-                    return;
-                };
-                if !streams {
+                if let Some(v) = c.get_mut(k).and_then(T::column_mut) {
                     v.extend_from_slice(x);
-                    return;
                 }
-                v.reserve(x.len());
-                let len = v.len();
-                stream::store(&mut v.spare_capacity_mut()[..x.len()], x);
-                // SAFETY: the `x.len()` lanes after `len` are within the
-                // capacity (reserved above) and were all written above.
-                unsafe { v.set_len(len + x.len()) };
             }
         }
     }
@@ -2331,16 +2294,7 @@ pub(crate) fn run_plan(
                     PlanOutput::Columns(driver.compact(&c, acct))
                 }
                 RunKind::Collect(c) => {
-                    let cols = driver.store(&c, acct);
-                    // A sort's or group's algorithm says more; a
-                    // collect's stores are shown only when nothing else
-                    // is.
-                    if c.streams() && acct.last_algorithm().is_none() {
-                        acct.algorithm(Algorithm::StreamedCollect {
-                            bytes: c.output_bytes(),
-                        });
-                    }
-                    PlanOutput::Columns(full(&run, cols).map_err(|f| f.at(i))?)
+                    PlanOutput::Columns(full(&run, driver.store(&c, acct)).map_err(|f| f.at(i))?)
                 }
                 RunKind::Scan(s) => {
                     let ty = s.col.ty;

@@ -62,7 +62,6 @@ mod kernels;
 mod lanes;
 mod program;
 mod scan;
-mod stream;
 
 pub(crate) use exec::{
     tree_mid, Acct, CollectOut, CollectRun, Driver, Exec, Isa, KeyRun, Partials, ReduceRun,
@@ -71,7 +70,6 @@ pub(crate) use exec::{
 pub(crate) use kernels::SUB_COUNTS;
 pub(crate) use lanes::OutSlice;
 pub use program::BlockProgram;
-pub(crate) use stream::set_enabled as set_stream_stores;
 
 use super::cpu_scalar::output_bytes;
 use super::{

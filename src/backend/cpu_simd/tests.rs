@@ -1039,53 +1039,6 @@ fn direct_stores_match_reference_semantics() {
     }
 }
 
-/// A collect at least the last-level cache's size streams its stores
-/// (`stream.rs`; the threshold lowered here to a few blocks): on
-/// `cpu-simd` and on the pool's windows, one computed column (a
-/// `direct_store` program, which then stores from its register) and
-/// several, the values are the reference's and the run says it streamed.
-#[test]
-fn streamed_collects_match_reference_semantics() {
-    use crate::metrics::Algorithm;
-    super::stream::set_min_bytes(4 * BLOCK as u64);
-    let mut rng = Rng(37);
-    for ty in all_ops_types() {
-        let (pl, _) = all_ops_plan(ty);
-        let Terminal::Collect(cols) = &pl.stages[0].terminal else {
-            unreachable!("all_ops_plan collects");
-        };
-        for n in [BLOCK - 1, 2 * BLOCK + 3, 3 * LEAF + 17] {
-            let (a, b, k) = all_ops_inputs(ty, n, &mut rng);
-            let ins = [a.as_ref(), b.as_ref()];
-            let mut shapes: Vec<PhysicalPlan> = Vec::new();
-            for &c in cols.iter().take(3) {
-                let mut one = pl.clone();
-                one.stages[0].terminal = Terminal::Collect(smallvec![c]);
-                shapes.push(one);
-            }
-            shapes.push(pl.clone());
-            for p in shapes {
-                let cp = CompiledPlan::new(p.clone(), 0, Default::default());
-                for b in [&CpuSimd as &dyn crate::backend::Backend, &CpuParallel] {
-                    let (out, stats) = run_backend(b, &cp, &ins, &[k]);
-                    let PlanOutput::Columns(cs) = &out else {
-                        panic!("{ty}: a collect gave {out:?}");
-                    };
-                    let bytes: u64 = cs.iter().map(|c| c.as_ref().as_bytes().len() as u64).sum();
-                    let streamed = stats.algorithm == Some(Algorithm::StreamedCollect { bytes });
-                    assert_eq!(
-                        streamed,
-                        bytes >= 4 * BLOCK as u64,
-                        "{ty} n={n}: {:?}",
-                        stats.algorithm
-                    );
-                }
-                check(p, &ins, &[k], false);
-            }
-        }
-    }
-}
-
 /// What `direct_store` must not take: several columns, a predicate, a
 /// column that is an input or a uniform. (A lone computed column is always
 /// the last instruction's: the compiler drops instructions nothing reads.)
