@@ -11,7 +11,7 @@
 //!
 //! `cargo run --release --example bench` (`-- --quick` stops at 10^7;
 //! `-- --sizes 1000,100000` picks sizes; `-- --devices` prints only the
-//! device backends' rows).
+//! device backends' rows; `-- --collect` only P4's allocator-regime table).
 
 #[path = "../benches/common/arrow_baselines.rs"]
 mod arrow_baselines;
@@ -257,6 +257,13 @@ fn main() {
     if args.iter().any(|a| a == "--devices") {
         // The device section alone (a lent GPU machine's time is short).
         device_section(&sizes);
+        return;
+    }
+    if args.iter().any(|a| a == "--collect") {
+        // The P4 allocator-regime table alone (for before/after runs of a
+        // change to the collect path, in alternating processes).
+        black_box(data(1 << 20, 3).compute().sum());
+        collect_regimes(&sizes);
         return;
     }
     // The engine calibrates the host on its first query and a device on
