@@ -86,7 +86,7 @@ fn fixed_time_engine() -> Engine {
     })
     .with_backend(fixed(Arc::new(CpuScalar), 4))
     .with_backend(fixed(Arc::new(CpuSimd), 1))
-    .with_backend(fixed(Arc::new(CpuParallel), 2))
+    .with_backend(fixed(Arc::new(CpuParallel::default()), 2))
 }
 
 #[test]

@@ -4,8 +4,8 @@
 use super::Backend;
 use std::sync::Arc;
 
-/// What the device backends are told by the engine's settings (the
-/// runtime's `Config` makes it; backends never read the environment).
+/// What the backends are told by the engine's settings (the runtime's
+/// `Config` makes it; backends never read the environment).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeviceSettings {
     /// Faults to inject, as `COMPUTEQ_FAULT` entries (empty unless the
@@ -15,6 +15,10 @@ pub struct DeviceSettings {
     pub wgpu_subgroups: bool,
     /// Ask the wgpu adapter for timestamp queries.
     pub wgpu_timestamps: bool,
+    /// How long `cpu-parallel`'s helpers wait for the next run's tasks
+    /// after theirs (zero: not at all; see
+    /// [`Config::pool_linger`](crate::Config::pool_linger)).
+    pub pool_linger: std::time::Duration,
 }
 
 /// Every backend compiled into this build, in `BackendKind` order, with
@@ -23,7 +27,9 @@ pub fn default_backends(config: &DeviceSettings) -> Vec<Arc<dyn Backend>> {
     let mut v: Vec<Arc<dyn Backend>> = vec![
         Arc::new(super::cpu_scalar::CpuScalar),
         Arc::new(super::cpu_simd::CpuSimd),
-        Arc::new(super::cpu_parallel::CpuParallel),
+        Arc::new(super::cpu_parallel::CpuParallel::with_linger(
+            config.pool_linger,
+        )),
     ];
     v.extend(wgpu_backend(config));
     v.extend(cuda_backend(config));

@@ -88,6 +88,14 @@ pub struct Config {
     /// least recently used evicted first; about 1.5 KiB each. Default:
     /// 1024.
     pub history_capacity: usize,
+    /// How long a `cpu-parallel` helper thread, its tasks done, waits for
+    /// the next run's (`COMPUTEQ_POOL_LINGER_US`, microseconds; 0 turns it
+    /// off). Meanwhile it runs other work of the pool and gives its core
+    /// to the OS when there is none. Without it, a query that finds the
+    /// pool asleep (rayon's workers sleep ~100-200 µs after their last
+    /// job) pays the wake-up, ~25 µs on a 2-vCPU VM: at 10^5 elements that
+    /// made `cpu-parallel` slower than one core. Default: 500 µs.
+    pub pool_linger: Duration,
 }
 
 impl Default for Config {
@@ -110,6 +118,7 @@ impl Default for Config {
             fault_injection: false,
             faults: Vec::new(),
             history_capacity: crate::select::history::DEFAULT_CAPACITY,
+            pool_linger: crate::backend::cpu_parallel::DEFAULT_LINGER,
         }
     }
 }
@@ -260,7 +269,8 @@ impl Config {
     /// Defaults overridden by `COMPUTEQ_BACKEND`, `COMPUTEQ_DISABLE`,
     /// `COMPUTEQ_LEARN`, `COMPUTEQ_CACHE_DIR` (or `XDG_CACHE_HOME`, `HOME`),
     /// `COMPUTEQ_CALIBRATION_MS`, `COMPUTEQ_EXPLORE`,
-    /// `COMPUTEQ_WGPU_SUBGROUPS`, `COMPUTEQ_WGPU_TIMESTAMPS` and
+    /// `COMPUTEQ_WGPU_SUBGROUPS`, `COMPUTEQ_WGPU_TIMESTAMPS`,
+    /// `COMPUTEQ_POOL_LINGER_US` and
     /// `COMPUTEQ_FAULT` (kept in [`Config::faults`], applied only with
     /// [`Config::with_fault_injection`]).
     ///
@@ -329,6 +339,18 @@ impl Config {
                     "COMPUTEQ_CALIBRATION_MS",
                     &v,
                     "a whole number of milliseconds (0 keeps the priors)",
+                ),
+            }
+        }
+        if let Some(v) = r.var("COMPUTEQ_POOL_LINGER_US") {
+            match v.parse::<u64>() {
+                // At most a second: a helper that waits longer is a core
+                // spent, not a wake-up saved.
+                Ok(us) if us <= 1_000_000 => c.pool_linger = Duration::from_micros(us),
+                _ => r.ignore(
+                    "COMPUTEQ_POOL_LINGER_US",
+                    &v,
+                    "a whole number of microseconds up to 1000000 (0 turns it off)",
                 ),
             }
         }
@@ -403,6 +425,7 @@ impl Config {
             faults: self.injected_faults(),
             wgpu_subgroups: self.wgpu_subgroups,
             wgpu_timestamps: self.wgpu_timestamps,
+            pool_linger: self.pool_linger,
         }
     }
 }
@@ -536,6 +559,14 @@ mod tests {
         let (c, w) = lenient(&[("COMPUTEQ_WGPU_TIMESTAMPS", "2")]);
         assert!(c.wgpu_timestamps);
         assert_eq!(w, ["COMPUTEQ_WGPU_TIMESTAMPS"]);
+        for bad in ["500us", "-1", "2000000"] {
+            let (c, w) = lenient(&[("COMPUTEQ_POOL_LINGER_US", bad)]);
+            assert_eq!(c.pool_linger, Config::default().pool_linger, "{bad}");
+            assert_eq!(w, ["COMPUTEQ_POOL_LINGER_US"], "{bad}");
+        }
+        let (c, w) = lenient(&[("COMPUTEQ_POOL_LINGER_US", "0")]);
+        assert_eq!((c.pool_linger, w.len()), (Duration::ZERO, 0));
+        assert_eq!(c.device_settings().pool_linger, Duration::ZERO);
         // Lists keep their valid entries.
         let (c, w) = lenient(&[("COMPUTEQ_DISABLE", "wgpu,cdua")]);
         assert_eq!(c.disabled, vec![BackendKind::Wgpu]);

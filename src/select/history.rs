@@ -180,6 +180,29 @@ pub struct Bucket {
     pub runs: u64,
     /// Per backend, by [`BackendKind::index`].
     pub stats: [Stat; BackendKind::COUNT],
+    /// The backend this bucket's last selection chose (not persisted).
+    pub(crate) last: Option<BackendKind>,
+    /// Where an exploration's warm-up run stands (not persisted).
+    pub(crate) explore: Explore,
+}
+
+/// An exploration that follows runs on another backend runs its candidate
+/// twice in a row and learns from the second run only: the first pays for
+/// the state the other backend left (a pool asleep and a core gone cold
+/// for `cpu-parallel`, whose re-checks between runs of `cpu-simd` measured
+/// 46-58 µs at 10^5 elements where its runs in a row take 22-30 µs), which
+/// a run of a loop of that backend would not. (selector_eval times its
+/// forced runs the same way, each after an untimed one.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Explore {
+    /// No exploration under way.
+    #[default]
+    Idle,
+    /// This backend's warm-up run was chosen; its observation is not
+    /// learned from.
+    WarmingUp(BackendKind),
+    /// The warm-up ran: the next selection picks the backend again.
+    Measure(BackendKind),
 }
 
 /// Everything known about one plan.

@@ -28,7 +28,11 @@
 //!    many times slower by both is never tried, and one not built yet
 //!    only once its compile costs no more than the key's runs so far
 //!    took (a few runs of a 3 ms query do not pay lavapipe's 20-50 ms
-//!    shader compile to try a backend priced at their time);
+//!    shader compile to try a backend priced at their time). An
+//!    exploration right after runs on another backend runs its candidate
+//!    twice in a row and learns from the second run only (`Explore`):
+//!    the first pays for the state the other backend left, which a loop
+//!    of runs on the candidate would not;
 //! 4. [`cheapest`]: the cheapest prediction; the reason is `History` when
 //!    history decided (the winner is measured, or measurements overturned
 //!    the model's pick), else `Model`.
@@ -46,7 +50,7 @@
 //! history, the history's holder waiting for a read lock queued behind a
 //! model update.)
 
-use super::history::{size_bucket, Bucket, EstimateMemo, History, PlanHistory};
+use super::history::{size_bucket, Bucket, EstimateMemo, Explore, History, PlanHistory};
 use super::persist::Persister;
 use super::{Decision, Forced, SelectionInput, Selector};
 use crate::cost::{
@@ -700,11 +704,34 @@ impl Selector for LearningSelector {
         bucket.runs += 1;
         let prices = memo.as_ref().expect("current or priced above");
         let ranking = Ranking::new(input, prices, bucket, s);
+        // An exploration's measured run, right after its warm-up.
+        let measure = match std::mem::take(&mut bucket.explore) {
+            Explore::Measure(k) if ranking.cands.iter().any(|c| c.kind == k) => Some(k),
+            // Still waiting for the warm-up's observation.
+            waiting @ Explore::WarmingUp(_) => {
+                bucket.explore = waiting;
+                None
+            }
+            _ => None,
+        };
         // The chain: the first rule that answers decides.
         let (first, reason) = forced(input.forced)
             .or_else(|| only_candidate(&ranking))
+            .or_else(|| measure.map(|k| (Some(k), SelectionReason::Exploration)))
             .or_else(|| exploration(&ranking, bucket, s))
             .unwrap_or_else(|| cheapest(&ranking, s));
+        if let Some(k) = first {
+            // A candidate explored after runs on another backend warms up
+            // first (see `Explore`).
+            if s.learn
+                && matches!(reason, SelectionReason::Exploration)
+                && measure.is_none()
+                && bucket.last != Some(k)
+            {
+                bucket.explore = Explore::WarmingUp(k);
+            }
+            bucket.last = Some(k);
+        }
         // A choice not built yet carries its compile in its estimate: not
         // leased, so that the next run's metrics price it built (leased,
         // a forced run's estimate kept a 50 ms shader compile for 32 runs).
@@ -796,7 +823,22 @@ impl Selector for LearningSelector {
         // overflow, and a custom backend's phase times are not checked.
         let measured =
             p.transfer_in.as_secs_f64() + p.execute.as_secs_f64() + p.transfer_out.as_secs_f64();
-        bucket.stats[m.backend.index()].record(measured, estimated);
+        // An exploration's warm-up teaches nothing (see `Explore`); one
+        // that ran elsewhere (a fallback) ends the exploration.
+        let warm_up = match bucket.explore {
+            Explore::WarmingUp(k) if k == m.backend && m.attempts.is_empty() => {
+                bucket.explore = Explore::Measure(k);
+                true
+            }
+            Explore::WarmingUp(_) => {
+                bucket.explore = Explore::Idle;
+                false
+            }
+            _ => false,
+        };
+        if !warm_up {
+            bucket.stats[m.backend.index()].record(measured, estimated);
+        }
         let mut failed = false;
         for a in &m.attempts {
             if !matches!(a.phase, Phase::Init | Phase::Support) {
@@ -1063,6 +1105,55 @@ mod tests {
             .find(|e| e.backend == BackendKind::CpuParallel)
             .unwrap();
         assert!((par.seconds - 3e-3).abs() < 3e-4, "{par:?}");
+    }
+
+    #[test]
+    fn an_exploration_after_another_backend_learns_from_its_second_run() {
+        let s = LearningSelector::new(settings());
+        let (p, w) = plan(1 << 24);
+        // The model's pick, measured until it has its samples.
+        let first = select(&s, &p, &w).order[0];
+        let sample = |k: BackendKind| {
+            let h = s.history();
+            h.plans[&p.fingerprint]
+                .bucket(size_bucket(&w))
+                .unwrap()
+                .stats[k.index()]
+            .samples
+        };
+        let mut other = None;
+        for _ in 0..8 {
+            let d = select(&s, &p, &w);
+            let k = d.order[0];
+            if k != first && d.reason == SelectionReason::Exploration {
+                other = Some(k);
+                // The warm-up: slow, as after another backend's runs.
+                s.observe(&w, &metrics(&p, &w, k, 1.0));
+                assert_eq!(sample(k), 0, "a warm-up is not learned from");
+                // The same candidate again, measured.
+                let d = select(&s, &p, &w);
+                assert_eq!((d.order[0], d.reason), (k, SelectionReason::Exploration));
+                s.observe(&w, &metrics(&p, &w, k, 1e-3));
+                assert_eq!(sample(k), 1);
+                // Its next exploration follows a run of its own: no
+                // warm-up.
+                let d = select(&s, &p, &w);
+                if d.order[0] == k {
+                    s.observe(&w, &metrics(&p, &w, k, 1e-3));
+                    assert_eq!(sample(k), 2);
+                }
+                break;
+            }
+            s.observe(&w, &metrics(&p, &w, k, 2e-3));
+        }
+        let k = other.expect("another candidate was explored");
+        let h = s.history();
+        let stat = &h.plans[&p.fingerprint]
+            .bucket(size_bucket(&w))
+            .unwrap()
+            .stats[k.index()];
+        // The 1 s warm-up left no trace.
+        assert!(stat.mean_seconds < 2e-3, "{stat:?}");
     }
 
     #[test]
@@ -1585,10 +1676,11 @@ mod tests {
         }
         let h = s.history();
         assert!(h.plans.len() <= 8, "{}", h.plans.len());
-        assert!(
-            h.plans[&1].bucket(size_bucket(&w)).unwrap().stats[BackendKind::CpuSimd.index()]
-                .samples
-                >= 1000
-        );
+        // Every run of it learned from, but for the warm-ups of its few
+        // explorations (`Explore`).
+        let samples = h.plans[&1].bucket(size_bucket(&w)).unwrap().stats
+            [BackendKind::CpuSimd.index()]
+        .samples;
+        assert!(samples >= 990, "{samples}");
     }
 }

@@ -208,7 +208,7 @@ pub(crate) fn check(
     let cp = CompiledPlan::new(p, 0, Default::default());
     let (simd, _) = run_backend(&CpuSimd, &cp, inputs, params);
     assert_close(&want, &simd, tolerant, "cpu-simd vs cpu-scalar");
-    let (par, _) = run_backend(&CpuParallel, &cp, inputs, params);
+    let (par, _) = run_backend(&CpuParallel::default(), &cp, inputs, params);
     assert_bitwise(&simd, &par, "cpu-parallel vs cpu-simd");
 
     let prog = BlockProgram::compile(&cp.plan).unwrap();
@@ -235,6 +235,7 @@ pub(crate) fn check(
         let d = Parallel {
             tasks_wanted: tasks,
             helpers,
+            linger: crate::backend::cpu_parallel::DEFAULT_LINGER,
         };
         let out = run_plan(
             &prog,
@@ -1370,7 +1371,9 @@ fn bad_runs_are_errors_not_panics() {
             keep_on_device: false,
         };
         assert!(CpuSimd.execute(&job, &mut RunStats::default()).is_err());
-        assert!(CpuParallel.execute(&job, &mut RunStats::default()).is_err());
+        assert!(CpuParallel::default()
+            .execute(&job, &mut RunStats::default())
+            .is_err());
     }
     // An ill-typed aggregate is declined before any work.
     let mut p = P::default();
@@ -1414,7 +1417,12 @@ fn compiles_once_and_allocates_little_for_reductions() {
     assert!(second.compile_cached);
     assert!(second.bytes_allocated < 64 * 1024, "{second:?}");
     assert_eq!(second.parallelism, 1);
-    let (_, par) = run_backend(&CpuParallel, &cp, &[ColumnRef::F32(&xs)], &params);
+    let (_, par) = run_backend(
+        &CpuParallel::default(),
+        &cp,
+        &[ColumnRef::F32(&xs)],
+        &params,
+    );
     assert!(par.launches >= 1 && par.parallelism >= 1, "{par:?}");
     assert!(
         par.bytes_allocated < 64 * 1024 * par.launches as u64,
@@ -1503,16 +1511,20 @@ fn bench_sum_affine_against_hand_written_simd() {
             _ => 0.0,
         },
     );
-    let (par, pv) =
-        best(
-            &mut || match run_backend(&CpuParallel, &cp, &[ColumnRef::F32(&xs)], &params).0 {
-                PlanOutput::Aggregates(a) => match a[0] {
-                    Scalar::F32(v) => v,
-                    _ => 0.0,
-                },
-                _ => 0.0,
-            },
-        );
+    let (par, pv) = best(&mut || match run_backend(
+        &CpuParallel::default(),
+        &cp,
+        &[ColumnRef::F32(&xs)],
+        &params,
+    )
+    .0
+    {
+        PlanOutput::Aggregates(a) => match a[0] {
+            Scalar::F32(v) => v,
+            _ => 0.0,
+        },
+        _ => 0.0,
+    });
     let gb = |t: f64| (n * 4) as f64 / t / 1e9;
     println!("isa {}", isa_name());
     println!(
