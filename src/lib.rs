@@ -203,8 +203,9 @@
 //! `COMPUTEQ_DISABLE`, `COMPUTEQ_LEARN`, `COMPUTEQ_EXPLORE`,
 //! `COMPUTEQ_CALIBRATION_MS`, `COMPUTEQ_CACHE_DIR` (else
 //! `XDG_CACHE_HOME`, `HOME`; absolute paths only), `COMPUTEQ_WGPU_SUBGROUPS`,
-//! `COMPUTEQ_WGPU_TIMESTAMPS` and `COMPUTEQ_FAULT`; every on/off switch
-//! takes `1`/`0`, `on`/`off`, `true`/`false` or `yes`/`no`.
+//! `COMPUTEQ_WGPU_TIMESTAMPS`, `COMPUTEQ_POOL_LINGER_US` and
+//! `COMPUTEQ_FAULT`; every on/off switch takes `1`/`0`, `on`/`off`,
+//! `true`/`false` or `yes`/`no`.
 //!
 //! A bad value never makes a query fail: the engine ignores it (the
 //! default stands; a list keeps its valid entries), logs one
