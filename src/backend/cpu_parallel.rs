@@ -204,7 +204,10 @@ struct Linger {
 struct LingerState {
     /// Helpers waiting (each counted until it takes an offer or leaves,
     /// both under the lock: an offer never names more helpers than wait,
-    /// and a helper looks at the offer before it leaves).
+    /// and a helper looks at the offer before it leaves). A helper busy
+    /// with other pool work it picked up meanwhile counts too: a run
+    /// offered to it alone does its tasks on the calling thread until it
+    /// is back (slower, never wrong).
     waiting: usize,
     /// One run's claims, and how many waiting helpers may still take them.
     offer: Option<(Arc<Claims>, usize)>,

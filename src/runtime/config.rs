@@ -93,7 +93,7 @@ pub struct Config {
     /// off). Meanwhile it runs other work of the pool and gives its core
     /// to the OS when there is none. Without it, a query that finds the
     /// pool asleep (rayon's workers sleep ~100-200 µs after their last
-    /// job) pays the wake-up, ~25 µs on a 2-vCPU VM: at 10^5 elements that
+    /// job) pays the wake-up, 15-25 µs on a 2-vCPU VM: at 10^5 elements that
     /// made `cpu-parallel` slower than one core. Default: 500 µs.
     pub pool_linger: Duration,
 }
