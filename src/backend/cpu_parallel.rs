@@ -169,14 +169,21 @@ impl Claims {
 
 /// Stops further claims and waits until every claimed task is done; runs
 /// when `run_claimed` returns and when it unwinds.
-struct WaitClaims<'a>(&'a Claims);
+struct WaitClaims<'a> {
+    claims: &'a Claims,
+    /// The claims were offered to lingering helpers.
+    offered: bool,
+}
 
 impl Drop for WaitClaims<'_> {
     fn drop(&mut self) {
-        let c = self.0;
+        let c = self.claims;
         // Claims still offered to lingering helpers are withdrawn (a helper
-        // that took them already finds nothing left to claim).
-        LINGER.withdraw(c);
+        // that took them already finds nothing left to claim); a run that
+        // offered none does not take the lounge's lock again.
+        if self.offered {
+            LINGER.withdraw(c);
+        }
         let claimed = c.next.fetch_add(c.tasks, Ordering::AcqRel).min(c.tasks);
         let mut spins = 0u32;
         while c.done.load(Ordering::Acquire) < claimed {
@@ -343,8 +350,12 @@ fn run_claimed(
         job,
     });
     let wanted = helpers.min(tasks - 1);
-    let _wait = WaitClaims(&claims);
     let offered = LINGER.offer(&claims, wanted);
+    // Before anything that could unwind (nothing between the two can).
+    let _wait = WaitClaims {
+        claims: &claims,
+        offered: offered > 0,
+    };
     for _ in offered..wanted {
         let c = Arc::clone(&claims);
         rayon::spawn(move || {
