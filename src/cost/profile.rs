@@ -256,6 +256,28 @@ const MIN_PARALLEL_SHARE: f64 = 0.8;
 const MAX_PARALLEL_GAIN: f64 = 1.25;
 
 impl CpuProfile {
+    /// Takes `other`'s backend figures (those the runtime's backend probe
+    /// measures: the CPU backends' fixed costs, the pool's wake-up, the
+    /// interpreter's speed) when its `cpu-simd` fixed cost is lower than
+    /// this profile's by more than the fraction `by`: a later probe of the
+    /// same machine, for a calibration whose probe met a slow stretch of
+    /// it. The figures of one probe go together (a fit of one of them at
+    /// zero, which noise can give, is not mixed with another probe's).
+    /// Returns whether it took them.
+    pub(crate) fn take_faster_probe(&mut self, other: &CpuProfile, by: f64) -> bool {
+        let faster = other.simd_fixed > 0.0 && other.simd_fixed < self.simd_fixed * (1.0 - by);
+        if faster {
+            self.simd_fixed = other.simd_fixed;
+            self.parallel_fixed = other.parallel_fixed;
+            self.pool_wakeup = other.pool_wakeup;
+            self.scalar_fixed = other.scalar_fixed;
+            self.scalar_element = other.scalar_element;
+            self.scalar_op = other.scalar_op;
+            self.scalar_transcendental = other.scalar_transcendental;
+        }
+        faster
+    }
+
     /// This profile with every implausible figure (not finite, or outside
     /// its range) replaced by its prior, and the names of those figures
     /// (empty when the profile was plausible).
@@ -542,6 +564,36 @@ impl DeviceProfile {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_probe_is_taken_whole_and_only_when_faster_by_the_margin() {
+        let base = CpuProfile {
+            simd_fixed: 400e-9,
+            scalar_fixed: 300e-9,
+            ..CpuProfile::default()
+        };
+        let probe = |simd_fixed, scalar_fixed| CpuProfile {
+            simd_fixed,
+            scalar_fixed,
+            parallel_fixed: 7e-9,
+            bandwidth_one: 1e9,
+            ..CpuProfile::default()
+        };
+        // 10% faster, under a 15% margin: kept as it was.
+        let mut p = base.clone();
+        assert!(!p.take_faster_probe(&probe(360e-9, 0.0), 0.15));
+        assert_eq!(p, base);
+        // A zero fit is noise, never the fastest.
+        assert!(!p.take_faster_probe(&probe(0.0, 100e-9), 0.15));
+        // 25% faster: every probe figure, its zero-fitted one included
+        // (the probe's figures go together); no other figure.
+        assert!(p.take_faster_probe(&probe(300e-9, 0.0), 0.15));
+        assert_eq!(
+            (p.simd_fixed, p.scalar_fixed, p.parallel_fixed),
+            (300e-9, 0.0, 7e-9)
+        );
+        assert_eq!(p.bandwidth_one, base.bandwidth_one);
+    }
     use super::*;
 
     #[test]

@@ -53,7 +53,9 @@ pub struct Config {
     /// (then goes on with the priors); zero keeps the built-in priors.
     /// `COMPUTEQ_CALIBRATION_MS`. Default: 200 ms (the quick calibration
     /// usually needs ~50 ms; [`calibrate_full`](super::calibrate_full) runs the long
-    /// one explicitly).
+    /// one explicitly). A process that measured also probes its CPU
+    /// backends twice more in the background, 1 s and 4 s later (~10 ms
+    /// of queries each), and keeps the faster figures.
     pub calibration_budget: Duration,
     /// Measurements of a (plan, size, backend) needed before history alone
     /// decides; fewer are blended with the model. Default: 3.
