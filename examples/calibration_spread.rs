@@ -3,8 +3,8 @@
 //! `cpu-scalar`, `cpu-simd` and `cpu-parallel` (the probe that ends the
 //! calibration, `runtime/cpu_probe.rs`) from the quick calibration of a
 //! fresh process's first query, then the figures in force 4.5 s later
-//! (after the calibration's two later probes, which replace the quick
-//! figures when they measure faster), then from a full calibration in the
+//! (after the calibration's first two later probes, which replace the
+//! quick figures when they measure faster), then from a full calibration in the
 //! same process. Run in a loop of fresh processes, it shows whether a
 //! spread comes from the process (every figure of a process slow) or from
 //! the machine at the time (one slow on its own):

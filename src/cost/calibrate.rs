@@ -11,9 +11,9 @@
 //!   the budget (the rest is the query's own first run) and otherwise goes
 //!   on with the priors, while the measurement finishes and is used from a
 //!   later query on; `runtime::calibrate_full` is the long, explicit run.
-//!   The same thread then probes the CPU backends twice more, 1 s and 4 s
-//!   after, ~10 ms each, and keeps a later probe's figures when they are
-//!   faster (a short probe on a shared machine sometimes meets a slow
+//!   The same thread then probes the CPU backends three times more, 1 s,
+//!   4 s and 16 s after, ~10 ms each, and keeps a later probe's figures
+//!   when they are faster (a short probe on a shared machine sometimes meets a slow
 //!   stretch of it: `Recheck`).
 //! * Devices: a device backend implements [`Calibrate`] (timed uploads,
 //!   downloads, whole runs of the smallest query, a read kernel, a compile) and
@@ -298,10 +298,12 @@ fn persist_quick(dir: &Path, cpu: &CpuProfile) {
 /// whole: on the 2-vCPU VMs of this project about half of a noisy hour's
 /// processes fitted `cpu-simd`'s fixed cost at 1.3-2x what its runs took
 /// a second later (docs/performance.md, "The calibration's spread"), and
-/// the model priced every small query that much too high. Two later
-/// probes, each ~10 ms of work in the calibration's thread, let a
-/// process (and the file it persists, which later processes load
-/// instead of calibrating) keep the faster of three draws.
+/// the model priced every small query that much too high. Three later
+/// probes, each ~10 ms of work in the calibration's thread, spread over
+/// 16 s (a stretch of other work, a device's calibration on the same
+/// cores, lasts seconds), let a process (and the file it persists, which
+/// later processes load instead of calibrating) keep the fastest of four
+/// draws.
 #[derive(Clone, Copy)]
 struct Recheck {
     probe: BackendProbe,
@@ -312,7 +314,11 @@ struct Recheck {
 }
 
 /// When [`Recheck`] probes again after a quick calibration.
-const RECHECKS: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(3)];
+const RECHECKS: [Duration; 3] = [
+    Duration::from_secs(1),
+    Duration::from_secs(3),
+    Duration::from_secs(12),
+];
 
 /// How much faster (a fraction of `cpu-simd`'s fixed cost) a later probe
 /// must be to replace the figures in force: a new profile ends every

@@ -54,8 +54,8 @@ pub struct Config {
     /// `COMPUTEQ_CALIBRATION_MS`. Default: 200 ms (the quick calibration
     /// usually needs ~50 ms; [`calibrate_full`](super::calibrate_full) runs the long
     /// one explicitly). A process that measured also probes its CPU
-    /// backends twice more in the background, 1 s and 4 s later (~10 ms
-    /// of queries each), and keeps the faster figures.
+    /// backends three times more in the background, 1 s, 4 s and 16 s
+    /// later (~10 ms of queries each), and keeps the faster figures.
     pub calibration_budget: Duration,
     /// Measurements of a (plan, size, backend) needed before history alone
     /// decides; fewer are blended with the model. Default: 3.
