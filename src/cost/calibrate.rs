@@ -13,8 +13,8 @@
 //!   later query on; `runtime::calibrate_full` is the long, explicit run.
 //!   The same thread then probes the CPU backends three times more, 1 s,
 //!   4 s and 16 s after, ~10 ms each, and keeps a later probe's figures
-//!   when they are faster (a short probe on a shared machine sometimes meets a slow
-//!   stretch of it: `Recheck`).
+//!   when they are faster (a short probe on a shared machine sometimes
+//!   meets a slow stretch of it: `Recheck`).
 //! * Devices: a device backend implements [`Calibrate`] (timed uploads,
 //!   downloads, whole runs of the smallest query, a read kernel, a compile) and
 //!   [`calibrate_device`] fits a [`DeviceProfile`] from those timings
@@ -313,7 +313,8 @@ struct Recheck {
     budget: Duration,
 }
 
-/// When [`Recheck`] probes again after a quick calibration.
+/// The waits before [`Recheck`]'s probes: they run 1 s, 4 s and 16 s
+/// after the quick calibration.
 const RECHECKS: [Duration; 3] = [
     Duration::from_secs(1),
     Duration::from_secs(3),
@@ -1322,7 +1323,7 @@ mod tests {
             scalar_fixed: 380e-9,
             ..CpuProfile::default()
         };
-        let quick = slow.clone();
+        let (quick, published) = (slow.clone(), slow.clone());
         let recheck = Recheck {
             probe,
             after: {
@@ -1337,11 +1338,18 @@ mod tests {
             move |_| quick,
             Some(recheck),
         );
-        assert_eq!(got, slow);
-        crate::runtime::finishes_within(60, "the rechecks", move || {
-            while CALLS.load(Ordering::SeqCst) < 2 || cell.generation.load(Ordering::SeqCst) < 2 {
-                std::thread::sleep(Duration::from_millis(1));
+        assert_eq!(got, published);
+        let file = cache_file::path(&dir, KIND);
+        let persisted = move || cache_file::read::<CalibrationFile>(&file, KIND);
+        // Published, then persisted (the file is written after the lock
+        // is released): wait for both.
+        let f = crate::runtime::finishes_within(60, "the rechecks", move || loop {
+            if cell.generation.load(Ordering::SeqCst) >= 2 {
+                if let Some(f) = persisted().filter(|f| f.cpu != Some(slow.clone())) {
+                    break f;
+                }
             }
+            std::thread::sleep(Duration::from_millis(1));
         });
         let now = cell.current().expect("published");
         assert_eq!(
@@ -1349,10 +1357,10 @@ mod tests {
             (350e-9, 150e-9, 200e-9)
         );
         // The figures the probe does not measure are the calibration's.
-        assert_eq!(now.bandwidth_one, slow.bandwidth_one);
-        let f: CalibrationFile = cache_file::read(&cache_file::path(&dir, KIND), KIND).unwrap();
+        assert_eq!(now.bandwidth_one, CpuProfile::default().bandwidth_one);
         assert_eq!(f.cpu.as_ref(), Some(&now));
         assert!(!f.cpu_full);
+        assert_eq!(CALLS.load(Ordering::SeqCst), 2);
         // Two rechecks, one of them published: one new generation.
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(cell.generation.load(Ordering::SeqCst), 2);
