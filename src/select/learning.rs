@@ -604,13 +604,14 @@ fn exploration(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> Option<Pic
 /// candidate's compile. A re-check measured as promising picks the
 /// runner-up on this run already, so it never ends a lease early. The
 /// leased runs are still observed, one in [`Decision::OBSERVE_LEASED`];
-/// only a new choice waits (at most [`Decision::MAX_LEASE`] runs).
+/// only a new choice waits (at most [`Decision::lease_cap`] runs: more for
+/// a query of a few microseconds, whose selection is a large share of it).
 fn lease(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> u32 {
-    let max = Decision::MAX_LEASE;
+    let best = r.best();
+    let max = Decision::lease_cap(best.steady);
     if r.cands.len() <= 1 || !s.learn {
         return max;
     }
-    let best = r.best();
     if best.samples < s.min_samples || best.backed_off {
         return 0;
     }
@@ -746,7 +747,9 @@ impl Selector for LearningSelector {
                 if unbuilt {
                     0
                 } else {
-                    Decision::MAX_LEASE
+                    // The forced or only backend's prediction.
+                    let chosen = ranking.cands.iter().find(|c| Some(c.kind) == first);
+                    Decision::lease_cap(chosen.map_or(f64::NAN, |c| c.steady))
                 }
             }
             SelectionReason::Exploration => 0,
@@ -1420,8 +1423,14 @@ mod tests {
         });
         assert_eq!(d.order[0], BackendKind::CpuScalar);
         assert_eq!(d.reason, SelectionReason::Environment);
-        // Nothing to build: leased.
-        assert_eq!(d.lease, Decision::MAX_LEASE);
+        // Nothing to build: leased, for as many runs as fit the lease's
+        // span at the chosen backend's price.
+        let cap = |d: &Decision| {
+            let e = d.estimates.iter().find(|e| e.backend == d.order[0]);
+            Decision::lease_cap(e.expect("the choice is priced").seconds)
+        };
+        assert!(d.lease >= Decision::LEASE_FLOOR);
+        assert_eq!(d.lease, cap(&d));
         // Forced onto a backend whose program is not built: its estimate
         // carries the compile, so not leased until it is built.
         let forced_simd = || {
@@ -1435,7 +1444,8 @@ mod tests {
         assert_eq!(forced_simd().lease, 0);
         p.artifact(BackendKind::CpuSimd, || Ok::<_, ()>(0u8))
             .unwrap();
-        assert_eq!(forced_simd().lease, Decision::MAX_LEASE);
+        let d = forced_simd();
+        assert_eq!(d.lease, cap(&d));
         s.observe(&w, &metrics(&p, &w, BackendKind::CpuScalar, 1e-3));
         assert_eq!(s.history().keys(), 1);
         s.reset();

@@ -89,8 +89,31 @@ impl Clone for Decision {
 }
 
 impl Decision {
-    /// The longest [`Decision::lease`] the engine honours.
-    pub const MAX_LEASE: u32 = 32;
+    /// The longest [`Decision::lease`] the engine honours: for queries
+    /// of a few microseconds or less ([`Decision::lease_cap`]).
+    pub const MAX_LEASE: u32 = 256;
+    /// The longest lease of a query predicted at [`Decision::LEASE_SPAN`]
+    /// / 32 or more (above ~6 µs): the selection it saves is a small share
+    /// of such a query, and a new choice waits at most this many runs.
+    pub const LEASE_FLOOR: u32 = 32;
+    /// About how long the runs of one lease last, for the short queries
+    /// whose lease is longer than [`Decision::LEASE_FLOOR`]: a selection
+    /// is ~5,000 instructions, most of a sub-microsecond query's fixed
+    /// cost once in 32 runs.
+    pub const LEASE_SPAN: f64 = 200e-6;
+
+    /// The longest lease of a query predicted to take `seconds`: as many
+    /// runs as fill [`Decision::LEASE_SPAN`], within
+    /// [`Decision::LEASE_FLOOR`]..=[`Decision::MAX_LEASE`] (the floor for
+    /// a prediction that is not a positive number).
+    pub fn lease_cap(seconds: f64) -> u32 {
+        let runs = Decision::LEASE_SPAN / seconds;
+        if seconds.is_nan() || seconds <= 0.0 || runs <= f64::from(Decision::LEASE_FLOOR) {
+            return Decision::LEASE_FLOOR;
+        }
+        // `as` saturates: an infinite count is the maximum.
+        (runs as u32).min(Decision::MAX_LEASE)
+    }
     /// One leased run in this many is observed ([`Decision::lease`]):
     /// learning from a settled decision's every run cost ~45 ns of a
     /// ~650 ns query (a lock, two lookups, the statistics), and the runs
@@ -128,4 +151,22 @@ pub trait Selector: Send + Sync + fmt::Debug {
     /// Uses a measured profile for a device backend from now on (the
     /// engine calls it when it has measured a device).
     fn set_device_profile(&self, _kind: BackendKind, _profile: crate::cost::DeviceProfile) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Decision;
+
+    #[test]
+    fn a_lease_covers_its_span_within_its_bounds() {
+        // A sub-microsecond query: the longest lease.
+        assert_eq!(Decision::lease_cap(0.5e-6), Decision::MAX_LEASE);
+        // A few microseconds: as many runs as fill the span.
+        assert_eq!(Decision::lease_cap(2e-6), 100);
+        // Longer queries keep the floor, and so does a price that is not
+        // a positive number.
+        for s in [10e-6, 1.0, f64::INFINITY, 0.0, -0.0, -1.0, f64::NAN] {
+            assert_eq!(Decision::lease_cap(s), Decision::LEASE_FLOOR, "{s}");
+        }
+    }
 }

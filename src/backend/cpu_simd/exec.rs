@@ -27,7 +27,8 @@ use super::scan;
 use super::{BLOCK, LEAF};
 use crate::expr::{eval, BinaryOp, DType, ExprArena, Node, Scalar, UnaryOp, Value};
 use crate::plan::{
-    AggKind, Combine, PhysicalPlan, PlanOutput, ScanOp, Stage, StageInput, StageRange, Terminal,
+    AggKind, Combine, PhysicalPlan, PlanOutput, RangeOp, ScanOp, Stage, StageInput, StageRange,
+    Terminal,
 };
 use crate::relational::{self, Algorithm, Strategy};
 use crate::semantics::{
@@ -1336,6 +1337,12 @@ impl ReduceRun<'_, '_> {
             accs.clear();
             accs.resize(aggs.len(), Acc::Count(0));
         }
+        self.reset_acc_values(accs, first_leaf);
+    }
+
+    /// [`ReduceRun::reset_accs`] of accumulators already one per aggregate.
+    fn reset_acc_values(&self, accs: &mut [Acc], first_leaf: bool) {
+        let aggs = self.aggs;
         for (acc, a) in accs.iter_mut().zip(aggs) {
             // Lanes into the lanes already there: one copy, where a new
             // accumulator is built and then moved in.
@@ -1817,6 +1824,26 @@ impl ReduceRun<'_, '_> {
         self.leaf_partials(&st.accs, out);
     }
 
+    /// The partials of a run of one leaf whose program has neither
+    /// instruction nor register ([`small_reduce`]): the fold of
+    /// [`ReduceRun::reduce_leaf_into`] (which folds such a leaf in one
+    /// block), its accumulators on the stack instead of a pooled state.
+    fn fold_small_leaf(&self) -> Partials {
+        static NO_REGS: Regs = Regs::EMPTY;
+        let mut accs: SmallVec<[Acc; 2]> = SmallVec::new();
+        for _ in self.aggs {
+            accs.push(Acc::Count(0));
+        }
+        self.reset_acc_values(&mut accs, true);
+        let n = self.len();
+        if n > 0 {
+            self.reduce_block(&mut accs, &NO_REGS, 0, n);
+        }
+        let mut out = Partials::new();
+        self.leaf_partials(&accs, &mut out);
+        out
+    }
+
     /// `a ⊕ b` where `a` covers the leaves just before `b`'s.
     pub(crate) fn combine(&self, mut a: Partials, b: Partials) -> Partials {
         let aggs = self.aggs;
@@ -2223,6 +2250,92 @@ pub(crate) fn capacity_bytes(c: &mut Column) -> u64 {
 }
 
 /// Runs every stage of a plan with `driver`.
+/// The run of a plan that is one reduction of at most one leaf ([`LEAF`]
+/// positions), from its inputs as they are (no skip or take, no
+/// enumerate), with a program that reads only inputs and uniforms (no
+/// instruction, no register), on the calling thread: `None` for any other
+/// plan or driver, and for inputs [`StageRun::check`] would refuse, which
+/// [`run_plan`] then reports.
+///
+/// The same fold as the general path, leaf for leaf and lane for lane
+/// (`ReduceRun::fold_small_leaf`), without what serves larger or longer
+/// runs: the pooled scratch state, the range resolution, the stage loop.
+/// It is the common query over a thousand elements (`sum`, `dot`, a
+/// fused `map` or `filter` before a reduction), whose fixed cost this
+/// path cuts (`examples/tiny_query`).
+pub(crate) fn small_reduce(
+    program: &BlockProgram,
+    plan: &PhysicalPlan,
+    sources: &[ColumnRef<'_>],
+    params: &[Scalar],
+    isa: Isa,
+    driver: &dyn Driver,
+    acct: &Acct,
+) -> Option<PlanOutput> {
+    let ([stage], [prog]) = (plan.stages.as_slice(), program.stages.as_slice()) else {
+        return None;
+    };
+    let (Terminal::Reduce(_), TermProgram::Reduce(_)) = (&stage.terminal, &prog.terminal) else {
+        return None;
+    };
+    if driver.shared()
+        || !prog.instrs.is_empty()
+        || prog.regs != [0; 7]
+        || stage.enumerates > 0
+        || params.len() < prog.params_needed
+        || stage.range.iter().any(|r| !matches!(r, RangeOp::Join(_)))
+    {
+        return None;
+    }
+    let mut inputs: SmallVec<[ColumnRef<'_>; 4]> = SmallVec::new();
+    for inp in &stage.inputs {
+        match *inp {
+            StageInput::Source(n) => inputs.push(*sources.get(n as usize)?),
+            StageInput::Stage { .. } => return None,
+        }
+    }
+    // `Stage::resolve_range` of joins only: the shortest joined input.
+    let mut len = usize::MAX;
+    for r in &stage.range {
+        if let RangeOp::Join(s) = *r {
+            len = len.min(inputs.get(s as usize)?.len());
+        }
+    }
+    if len == usize::MAX || len == 0 || len > LEAF {
+        return None;
+    }
+    // `StageRun::check`'s tests: each slot read is of its type and long
+    // enough.
+    for (t, c) in prog.input_types.iter().zip(&inputs) {
+        if t.is_some_and(|t| c.dtype() != t || c.len() < len) {
+            return None;
+        }
+    }
+    let mut offsets: SmallVec<[usize; 4]> = SmallVec::new();
+    for _ in 0..inputs.len() {
+        offsets.push(0);
+    }
+    let mut run = StageRun {
+        prog,
+        stage,
+        inputs,
+        offsets,
+        index_offsets: SmallVec::new(),
+        len,
+        uniforms: SmallVec::new(),
+        params,
+        isa,
+    };
+    run.evaluate_uniforms();
+    let RunKind::Reduce(r) = run.kind() else {
+        return None;
+    };
+    // What `Sequential::reduce` accounts for the run.
+    acct.task();
+    acct.alloc(run.state_bytes());
+    Some(PlanOutput::Aggregates(r.finish(r.fold_small_leaf())))
+}
+
 pub(crate) fn run_plan(
     program: &BlockProgram,
     plan: &PhysicalPlan,
@@ -2243,6 +2356,9 @@ pub(crate) fn run_plan(
                 found: c.dtype(),
             });
         }
+    }
+    if let Some(out) = small_reduce(program, plan, sources, params, isa, driver, acct) {
+        return Ok(out);
     }
     // Empty (no allocation) for the common single-stage plan.
     let mut produced: Vec<Vec<Column>> = Vec::new();

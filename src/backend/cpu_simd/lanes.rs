@@ -43,6 +43,17 @@ pub(crate) struct Regs {
 }
 
 impl Regs {
+    /// A file of no register (for programs that have none).
+    pub(crate) const EMPTY: Regs = Regs {
+        b: Vec::new(),
+        i32: Vec::new(),
+        u32: Vec::new(),
+        i64: Vec::new(),
+        u64: Vec::new(),
+        f32: Vec::new(),
+        f64: Vec::new(),
+    };
+
     /// Gives the file exactly `counts` registers per type, keeping the ones
     /// it has. A kept register holds lanes of an earlier run: every
     /// instruction writes the lanes it later reads, so nothing depends on

@@ -453,6 +453,133 @@ fn nested_fused_sum_gives_the_bits_of_the_register() {
     }
 }
 
+/// A one-stage reduction of at most one leaf whose program has no register
+/// runs by `small_reduce`, with the bits of the general path (here
+/// `cpu-parallel`'s driver, which never takes it); anything else is left
+/// to the general path.
+#[test]
+fn small_register_free_reductions_take_the_direct_path_with_the_general_bits() {
+    use super::exec::small_reduce;
+    let one_task = Parallel {
+        tasks_wanted: 1,
+        helpers: 0,
+        linger: crate::backend::cpu_parallel::DEFAULT_LINGER,
+    };
+    let mut rng = Rng(31);
+    // sum(x * 2 + 1), a masked dot product and a variance with a count:
+    // folds of inputs and uniforms only.
+    let affine = || {
+        let (p, y) = affine_f32();
+        plan(
+            &[DType::F32],
+            1,
+            vec![stage(
+                1,
+                p,
+                None,
+                Terminal::Reduce(smallvec![agg(AggKind::Sum, Some(y))]),
+            )],
+        )
+    };
+    let dot = || {
+        let mut p = P::default();
+        let x = p.input(0, DType::F32);
+        let y = p.input(1, DType::F32);
+        let keep = p.input(2, DType::Bool);
+        let m = p.bin(BinaryOp::Mul, x, y);
+        let aggs = smallvec![agg(AggKind::Sum, Some(m)), agg(AggKind::Count, None)];
+        plan(
+            &[DType::F32, DType::F32, DType::Bool],
+            1,
+            vec![stage(3, p, Some(keep), Terminal::Reduce(aggs))],
+        )
+    };
+    let moments = || {
+        let mut p = P::default();
+        let x = p.input(0, DType::F32);
+        let aggs = smallvec![agg(AggKind::M2, Some(x)), agg(AggKind::Count, None)];
+        plan(
+            &[DType::F32],
+            1,
+            vec![stage(1, p, None, Terminal::Reduce(aggs))],
+        )
+    };
+    let params = [Scalar::F32(2.0)];
+    for n in LENGTHS {
+        let xs = rng.f32s(n);
+        let ys = rng.f32s(n);
+        let keep: Vec<bool> = (0..n).map(|i| i % 3 != 1).collect();
+        let inputs = [
+            ColumnRef::F32(&xs),
+            ColumnRef::F32(&ys),
+            ColumnRef::Bool(&keep),
+        ];
+        for (name, pl) in [("affine", affine()), ("dot", dot()), ("moments", moments())] {
+            let prog = BlockProgram::compile(&pl).unwrap();
+            assert_eq!(prog.stages[0].regs, [0; 7], "{name}: {prog}");
+            let ins = &inputs[..pl.input_dtypes.len()];
+            let general = run_plan(
+                &prog,
+                &pl,
+                ins,
+                &params,
+                Isa::detect(),
+                &one_task,
+                &Acct::default(),
+            )
+            .unwrap();
+            let acct = Acct::default();
+            let direct = small_reduce(&prog, &pl, ins, &params, Isa::detect(), &Sequential, &acct);
+            match direct {
+                Some(direct) => {
+                    assert!((1..=LEAF).contains(&n), "{name} at {n}");
+                    assert_bitwise(&general, &direct, &format!("{name} at {n}"));
+                    assert_eq!(acct.tasks(), 1);
+                }
+                // Empty, or more than one leaf: the general path's.
+                None => assert!(n == 0 || n > LEAF, "{name} at {n}: not taken"),
+            }
+            // Never for a driver whose tasks run on other threads.
+            let shared = small_reduce(&prog, &pl, ins, &params, Isa::detect(), &one_task, &acct);
+            assert!(shared.is_none());
+        }
+    }
+    // A program with a register (a second aggregate reads the product),
+    // a stage that skips, and too few parameters: the general path.
+    let xs = rng.f32s(100);
+    let (mut p, y) = affine_f32();
+    let s = p.un(UnaryOp::Sqrt, y);
+    let aggs = smallvec![agg(AggKind::Sum, Some(s)), agg(AggKind::Max, Some(s))];
+    let registers = plan(
+        &[DType::F32],
+        1,
+        vec![stage(1, p, None, Terminal::Reduce(aggs))],
+    );
+    let mut skipping = affine();
+    skipping.param_count = 2;
+    skipping.stages[0].range.push(RangeOp::Skip(1));
+    let runs = [
+        (registers, vec![Scalar::F32(2.0)]),
+        (skipping, vec![Scalar::F32(2.0), Scalar::U64(3)]),
+        (affine(), vec![]),
+    ];
+    for (pl, params) in runs {
+        let prog = BlockProgram::compile(&pl).unwrap();
+        let inputs = [ColumnRef::F32(&xs)];
+        let acct = Acct::default();
+        let direct = small_reduce(
+            &prog,
+            &pl,
+            &inputs,
+            &params,
+            Isa::detect(),
+            &Sequential,
+            &acct,
+        );
+        assert!(direct.is_none(), "{prog}");
+    }
+}
+
 #[test]
 fn a_min_or_max_of_an_operation_folds_it_with_the_bits_of_the_register() {
     // `min(x op y)` and `max(x op y)`, `y` an input or a parameter, NaNs
