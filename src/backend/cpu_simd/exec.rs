@@ -1337,12 +1337,6 @@ impl ReduceRun<'_, '_> {
             accs.clear();
             accs.resize(aggs.len(), Acc::Count(0));
         }
-        self.reset_acc_values(accs, first_leaf);
-    }
-
-    /// [`ReduceRun::reset_accs`] of accumulators already one per aggregate.
-    fn reset_acc_values(&self, accs: &mut [Acc], first_leaf: bool) {
-        let aggs = self.aggs;
         for (acc, a) in accs.iter_mut().zip(aggs) {
             // Lanes into the lanes already there: one copy, where a new
             // accumulator is built and then moved in.
@@ -1355,28 +1349,34 @@ impl ReduceRun<'_, '_> {
             if reset {
                 continue;
             }
-            let ty = a.col.map_or(DType::U64, |c| c.ty);
-            *acc = match &a.init {
-                AccInit::Sum(l) => Acc::Sum(*l),
-                AccInit::Min(l) => Acc::Min(*l),
-                AccInit::Max(l) => Acc::Max(*l),
-                AccInit::Count => Acc::Count(0),
-                AccInit::Any => Acc::Any(false),
-                AccInit::All => Acc::All(true),
-                AccInit::Arg { max } => Acc::Arg {
-                    max: *max,
-                    have: false,
-                    best: Scalar::zero(ty),
-                    pos: 0,
-                },
-                AccInit::Custom(c) => Acc::Custom(first_leaf.then(|| self.identity_of(c, ty))),
-                AccInit::Moments => Acc::Moments(Moments::EMPTY),
-                AccInit::Pick { last } => Acc::Pick {
-                    last: *last,
-                    have: false,
-                    v: Scalar::zero(ty),
-                },
-            };
+            *acc = self.fresh_acc(a, first_leaf);
+        }
+    }
+
+    /// A new accumulator of `a`, set to its identity.
+    #[inline(always)]
+    fn fresh_acc(&self, a: &AggProgram, first_leaf: bool) -> Acc {
+        let ty = a.col.map_or(DType::U64, |c| c.ty);
+        match &a.init {
+            AccInit::Sum(l) => Acc::Sum(*l),
+            AccInit::Min(l) => Acc::Min(*l),
+            AccInit::Max(l) => Acc::Max(*l),
+            AccInit::Count => Acc::Count(0),
+            AccInit::Any => Acc::Any(false),
+            AccInit::All => Acc::All(true),
+            AccInit::Arg { max } => Acc::Arg {
+                max: *max,
+                have: false,
+                best: Scalar::zero(ty),
+                pos: 0,
+            },
+            AccInit::Custom(c) => Acc::Custom(first_leaf.then(|| self.identity_of(c, ty))),
+            AccInit::Moments => Acc::Moments(Moments::EMPTY),
+            AccInit::Pick { last } => Acc::Pick {
+                last: *last,
+                have: false,
+                v: Scalar::zero(ty),
+            },
         }
     }
 
@@ -1830,11 +1830,12 @@ impl ReduceRun<'_, '_> {
     /// block), its accumulators on the stack instead of a pooled state.
     fn fold_small_leaf(&self) -> Partials {
         static NO_REGS: Regs = Regs::EMPTY;
+        // Each built where it lies (a placeholder then reset was two
+        // copies of its ~260 bytes).
         let mut accs: SmallVec<[Acc; 2]> = SmallVec::new();
-        for _ in self.aggs {
-            accs.push(Acc::Count(0));
+        for a in self.aggs {
+            accs.push(self.fresh_acc(a, true));
         }
-        self.reset_acc_values(&mut accs, true);
         let n = self.len();
         if n > 0 {
             self.reduce_block(&mut accs, &NO_REGS, 0, n);
