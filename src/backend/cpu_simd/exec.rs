@@ -2255,12 +2255,15 @@ pub(crate) fn capacity_bytes(c: &mut Column) -> u64 {
 /// positions), from its inputs as they are (no skip or take, no
 /// enumerate), with a program that reads only inputs and uniforms (no
 /// instruction, no register), on the calling thread: `None` for any other
-/// plan or driver, and for inputs [`StageRun::check`] would refuse, which
-/// [`run_plan`] then reports.
+/// plan, and for inputs [`StageRun::check`] would refuse, which
+/// [`run_stages`] then reports.
 ///
 /// The same fold as the general path, leaf for leaf and lane for lane
 /// (`ReduceRun::fold_small_leaf`), without what serves larger or longer
 /// runs: the pooled scratch state, the range resolution, the stage loop.
+/// Every driver runs one leaf as one task on the calling thread (the
+/// parallel one too: no helper is posted for a single task), so this is
+/// also `cpu-parallel`'s run of such a plan, with the same accounting.
 /// It is the common query over a thousand elements (`sum`, `dot`, a
 /// fused `map` or `filter` before a reduction), whose fixed cost this
 /// path cuts (`examples/tiny_query`).
@@ -2270,7 +2273,6 @@ pub(crate) fn small_reduce(
     sources: &[ColumnRef<'_>],
     params: &[Scalar],
     isa: Isa,
-    driver: &dyn Driver,
     acct: &Acct,
 ) -> Option<PlanOutput> {
     let ([stage], [prog]) = (plan.stages.as_slice(), program.stages.as_slice()) else {
@@ -2279,8 +2281,7 @@ pub(crate) fn small_reduce(
     let (Terminal::Reduce(_), TermProgram::Reduce(_)) = (&stage.terminal, &prog.terminal) else {
         return None;
     };
-    if driver.shared()
-        || !prog.instrs.is_empty()
+    if !prog.instrs.is_empty()
         || prog.regs != [0; 7]
         || stage.enumerates > 0
         || params.len() < prog.params_needed
@@ -2331,7 +2332,8 @@ pub(crate) fn small_reduce(
     let RunKind::Reduce(r) = run.kind() else {
         return None;
     };
-    // What `Sequential::reduce` accounts for the run.
+    // What `Sequential::reduce`, and `Parallel::reduce` for its one task,
+    // account for the run.
     acct.task();
     acct.alloc(run.state_bytes());
     Some(PlanOutput::Aggregates(r.finish(r.fold_small_leaf())))
@@ -2358,9 +2360,23 @@ pub(crate) fn run_plan(
             });
         }
     }
-    if let Some(out) = small_reduce(program, plan, sources, params, isa, driver, acct) {
+    if let Some(out) = small_reduce(program, plan, sources, params, isa, acct) {
         return Ok(out);
     }
+    run_stages(program, plan, sources, params, isa, driver, acct)
+}
+
+/// [`run_plan`]'s general path, stage after stage, for inputs it checked
+/// (the tests compare [`small_reduce`] with it).
+pub(crate) fn run_stages(
+    program: &BlockProgram,
+    plan: &PhysicalPlan,
+    sources: &[ColumnRef<'_>],
+    params: &[Scalar],
+    isa: Isa,
+    driver: &dyn Driver,
+    acct: &Acct,
+) -> Result<PlanOutput, PlanError> {
     // Empty (no allocation) for the common single-stage plan.
     let mut produced: Vec<Vec<Column>> = Vec::new();
     // A sort, group or join stage's materialized columns, sorted, grouped

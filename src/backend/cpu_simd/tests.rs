@@ -212,6 +212,19 @@ pub(crate) fn check(
     assert_bitwise(&simd, &par, "cpu-parallel vs cpu-simd");
 
     let prog = BlockProgram::compile(&cp.plan).unwrap();
+    // The general path gives the bits of a small reduction's direct one
+    // (`small_reduce`, which both backends take below a leaf).
+    let general = super::exec::run_stages(
+        &prog,
+        &cp.plan,
+        inputs,
+        params,
+        Isa::detect(),
+        &Sequential,
+        &Acct::default(),
+    )
+    .unwrap();
+    assert_bitwise(&simd, &general, "cpu-simd vs its general path");
     // Every instruction set this CPU runs (the baseline, AVX2, AVX-512)
     // gives the detected one's bits.
     for isa in Isa::all_here() {
@@ -454,12 +467,12 @@ fn nested_fused_sum_gives_the_bits_of_the_register() {
 }
 
 /// A one-stage reduction of at most one leaf whose program has no register
-/// runs by `small_reduce`, with the bits of the general path (here
-/// `cpu-parallel`'s driver, which never takes it); anything else is left
-/// to the general path.
+/// runs by `small_reduce`, with the bits of the general path (`run_stages`,
+/// on the sequential and the parallel driver); anything else is left to
+/// the general path.
 #[test]
 fn small_register_free_reductions_take_the_direct_path_with_the_general_bits() {
-    use super::exec::small_reduce;
+    use super::exec::{run_stages, small_reduce};
     let one_task = Parallel {
         tasks_wanted: 1,
         helpers: 0,
@@ -518,30 +531,26 @@ fn small_register_free_reductions_take_the_direct_path_with_the_general_bits() {
             let prog = BlockProgram::compile(&pl).unwrap();
             assert_eq!(prog.stages[0].regs, [0; 7], "{name}: {prog}");
             let ins = &inputs[..pl.input_dtypes.len()];
-            let general = run_plan(
-                &prog,
-                &pl,
-                ins,
-                &params,
-                Isa::detect(),
-                &one_task,
-                &Acct::default(),
-            )
-            .unwrap();
+            let general = |d: &dyn super::exec::Driver| {
+                let acct = Acct::new(d.shared());
+                let out = run_stages(&prog, &pl, ins, &params, Isa::detect(), d, &acct).unwrap();
+                (out, acct.tasks(), acct.bytes())
+            };
+            let (sequential, tasks, bytes) = general(&Sequential);
+            let (parallel, ..) = general(&one_task);
             let acct = Acct::default();
-            let direct = small_reduce(&prog, &pl, ins, &params, Isa::detect(), &Sequential, &acct);
+            let direct = small_reduce(&prog, &pl, ins, &params, Isa::detect(), &acct);
             match direct {
                 Some(direct) => {
                     assert!((1..=LEAF).contains(&n), "{name} at {n}");
-                    assert_bitwise(&general, &direct, &format!("{name} at {n}"));
-                    assert_eq!(acct.tasks(), 1);
+                    assert_bitwise(&sequential, &direct, &format!("{name} at {n}"));
+                    assert_bitwise(&parallel, &direct, &format!("{name} at {n}, parallel"));
+                    // Accounted as the general path accounts its one task.
+                    assert_eq!((acct.tasks(), acct.bytes()), (tasks, bytes), "{name}");
                 }
                 // Empty, or more than one leaf: the general path's.
                 None => assert!(n == 0 || n > LEAF, "{name} at {n}: not taken"),
             }
-            // Never for a driver whose tasks run on other threads.
-            let shared = small_reduce(&prog, &pl, ins, &params, Isa::detect(), &one_task, &acct);
-            assert!(shared.is_none());
         }
     }
     // A program with a register (a second aggregate reads the product),
@@ -566,15 +575,13 @@ fn small_register_free_reductions_take_the_direct_path_with_the_general_bits() {
     for (pl, params) in runs {
         let prog = BlockProgram::compile(&pl).unwrap();
         let inputs = [ColumnRef::F32(&xs)];
-        let acct = Acct::default();
         let direct = small_reduce(
             &prog,
             &pl,
             &inputs,
             &params,
             Isa::detect(),
-            &Sequential,
-            &acct,
+            &Acct::default(),
         );
         assert!(direct.is_none(), "{prog}");
     }
