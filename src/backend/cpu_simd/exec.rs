@@ -2250,7 +2250,6 @@ pub(crate) fn capacity_bytes(c: &mut Column) -> u64 {
     with_lane!(ty, T => T::column_mut(c).map_or(0, |v| (v.capacity() * ty.size()) as u64))
 }
 
-/// Runs every stage of a plan with `driver`.
 /// The run of a plan that is one reduction of at most one leaf ([`LEAF`]
 /// positions), from its inputs as they are (no skip or take, no
 /// enumerate), with a program that reads only inputs and uniforms (no
@@ -2339,6 +2338,9 @@ pub(crate) fn small_reduce(
     Some(PlanOutput::Aggregates(r.finish(r.fold_small_leaf())))
 }
 
+/// Runs `plan`, compiled as `program`, over `sources`: checks the inputs'
+/// types, then runs a small reduction by [`small_reduce`] and anything
+/// else by [`run_stages`].
 pub(crate) fn run_plan(
     program: &BlockProgram,
     plan: &PhysicalPlan,
@@ -2366,8 +2368,8 @@ pub(crate) fn run_plan(
     run_stages(program, plan, sources, params, isa, driver, acct)
 }
 
-/// [`run_plan`]'s general path, stage after stage, for inputs it checked
-/// (the tests compare [`small_reduce`] with it).
+/// [`run_plan`]'s general path: every stage of the plan with `driver`,
+/// for inputs it checked (the tests compare [`small_reduce`] with it).
 pub(crate) fn run_stages(
     program: &BlockProgram,
     plan: &PhysicalPlan,

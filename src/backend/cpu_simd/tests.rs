@@ -553,7 +553,7 @@ fn small_register_free_reductions_take_the_direct_path_with_the_general_bits() {
             }
         }
     }
-    // A program with a register (a second aggregate reads the product),
+    // A program with an instruction and its register (the square root),
     // a stage that skips, and too few parameters: the general path.
     let xs = rng.f32s(100);
     let (mut p, y) = affine_f32();
