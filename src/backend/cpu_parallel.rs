@@ -50,7 +50,7 @@ use super::cpu_simd::{
 };
 use super::{Availability, Backend, BackendError, BackendKind, Decline, Job, RunStats};
 use crate::expr::{DType, Scalar};
-use crate::plan::{PhysicalPlan, PlanOutput};
+use crate::plan::{PhysicalPlan, PlanOutput, Terminal};
 use crate::relational::Strategy;
 use crate::semantics::Settles;
 use crate::types::Column;
@@ -110,7 +110,22 @@ impl Backend for CpuParallel {
             linger: self.linger,
         };
         let out = execute_with(job, BackendKind::CpuParallel, &driver, stats)?;
-        stats.parallelism = u32::try_from(threads).unwrap_or(u32::MAX);
+        let threads = u32::try_from(threads).unwrap_or(u32::MAX);
+        // The threads that could have worked: no more than the tasks run
+        // (a run of one leaf is one task, on the calling thread). A sort,
+        // group or join stage's own parallel work is not counted in
+        // tasks: a plan with one reports every thread.
+        let relational = job.plan.plan.stages.iter().any(|s| {
+            matches!(
+                s.terminal,
+                Terminal::Sort { .. } | Terminal::Group { .. } | Terminal::Join { .. }
+            )
+        });
+        stats.parallelism = if relational {
+            threads
+        } else {
+            threads.min(stats.launches.max(1))
+        };
         Ok(out)
     }
 }

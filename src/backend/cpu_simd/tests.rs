@@ -1558,6 +1558,16 @@ fn compiles_once_and_allocates_little_for_reductions() {
         &params,
     );
     assert!(par.launches >= 1 && par.parallelism >= 1, "{par:?}");
+    // Never more threads than tasks: one leaf is one task, on one thread.
+    let threads = rayon::current_num_threads() as u32;
+    assert_eq!(par.parallelism, threads.min(par.launches), "{par:?}");
+    let (_, one_leaf) = run_backend(
+        &CpuParallel::default(),
+        &cp,
+        &[ColumnRef::F32(&xs[..1000])],
+        &params,
+    );
+    assert_eq!((one_leaf.launches, one_leaf.parallelism), (1, 1));
     assert!(
         par.bytes_allocated < 64 * 1024 * par.launches as u64,
         "{par:?}"
