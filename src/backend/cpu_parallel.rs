@@ -50,7 +50,7 @@ use super::cpu_simd::{
 };
 use super::{Availability, Backend, BackendError, BackendKind, Decline, Job, RunStats};
 use crate::expr::{DType, Scalar};
-use crate::plan::{PhysicalPlan, PlanOutput, Terminal};
+use crate::plan::{PhysicalPlan, PlanOutput};
 use crate::relational::Strategy;
 use crate::semantics::Settles;
 use crate::types::Column;
@@ -115,12 +115,12 @@ impl Backend for CpuParallel {
         // (a run of one leaf is one task, on the calling thread). A sort,
         // group or join stage's own parallel work is not counted in
         // tasks: a plan with one reports every thread.
-        let relational = job.plan.plan.stages.iter().any(|s| {
-            matches!(
-                s.terminal,
-                Terminal::Sort { .. } | Terminal::Group { .. } | Terminal::Join { .. }
-            )
-        });
+        let relational = job
+            .plan
+            .plan
+            .stages
+            .iter()
+            .any(|s| s.terminal.is_relational());
         stats.parallelism = if relational {
             threads
         } else {

@@ -390,10 +390,7 @@ impl PlanShape {
                 Terminal::Join { .. } => (row_ns::PARALLEL_JOIN, 0.0),
                 _ => (1.0, 0.0),
             };
-            let relational = matches!(
-                s.terminal,
-                Terminal::Sort { .. } | Terminal::Group { .. } | Terminal::Join { .. }
-            );
+            let relational = s.terminal.is_relational();
             let (end, out_bytes) = match &s.terminal {
                 Terminal::Reduce(_) => (StageEnd::Reduce, 0.0),
                 // A count per key: the key's computation is in the

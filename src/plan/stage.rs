@@ -112,6 +112,15 @@ pub enum Terminal {
 }
 
 impl Terminal {
+    /// A sort, group or join: the stage materializes its columns and the
+    /// backend finishes them on the host (`relational::finish_stage`).
+    pub fn is_relational(&self) -> bool {
+        matches!(
+            self,
+            Terminal::Sort { .. } | Terminal::Group { .. } | Terminal::Join { .. }
+        )
+    }
+
     /// The columns a stage ending in a sort materializes before it sorts:
     /// its keys, then the columns it writes (each value once). For the
     /// other terminals, the collected columns (empty when not a collect).

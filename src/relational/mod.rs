@@ -137,12 +137,7 @@ pub(crate) fn direct_columns<'a>(
     inputs: &[ColumnRef<'a>],
     params: &[Scalar],
 ) -> Option<SmallVec<[ColumnRef<'a>; 4]>> {
-    if !matches!(
-        stage.terminal,
-        Terminal::Sort { .. } | Terminal::Group { .. } | Terminal::Join { .. }
-    ) || stage.predicate.is_some()
-        || stage.enumerates > 0
-    {
+    if !stage.terminal.is_relational() || stage.predicate.is_some() || stage.enumerates > 0 {
         return None;
     }
     let lens: SmallVec<[usize; 4]> = inputs.iter().map(|c| c.len()).collect();
