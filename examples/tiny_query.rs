@@ -15,8 +15,9 @@
 //! `cargo run --release --example tiny_query [-- PIPELINE N RUNS]`, with
 //! PIPELINE one of p1..p5, p6 (`variance()`), p7 (`histogram(256, 0, 1)`),
 //! `stats`, `maxsq` (`map(|x| x * x).max()`), g1 (`group_by(key).agg(sum)`
-//! over 1,000 sparse keys) or g6 (the same over 10^6 random keys; default
-//! p1 1000 200000).
+//! over 1,000 sparse keys in a regular pattern), g3 (the same over 10^3
+//! random keys, drawn as `bench_relational` draws them) or g6 (10^6
+//! random keys; default p1 1000 200000).
 
 #[path = "../benches/common/relational_baselines.rs"]
 mod relational_baselines;
@@ -39,6 +40,8 @@ fn main() {
     // `bench_relational` draws them.
     let keys: Vec<u32> = if which == "g6" {
         relational_baselines::keyed(n, 1_000_000, 9).0
+    } else if which == "g3" {
+        relational_baselines::keyed(n, 1_000, 9).0
     } else {
         (0..n)
             .map(|i| (((i * 7919) % 1000) as u32).wrapping_mul(2_654_435_761))
@@ -68,7 +71,7 @@ fn main() {
         "maxsq" => {
             Box::new(|| black_box(xs.compute().map(|x| x * x).max()).map_or(0, |v| v as usize))
         }
-        "g1" | "g6" => Box::new(|| {
+        "g1" | "g3" | "g6" => Box::new(|| {
             let g = keys
                 .compute()
                 .zip(&xs)
@@ -76,7 +79,7 @@ fn main() {
                 .agg(|(_, x), a| a.sum(x));
             black_box(g).keys.len()
         }),
-        other => panic!("unknown pipeline {other}: p1..p7, stats, maxsq, g1, g6"),
+        other => panic!("unknown pipeline {other}: p1..p7, stats, maxsq, g1, g3, g6"),
     };
     // Past the selector's exploration of a new plan.
     for _ in 0..64.min(runs) {

@@ -89,6 +89,62 @@ fn float_sorts_and_top_k_match_std_on_every_cpu_backend() {
     }
 }
 
+/// Top-k of one `f32` key skips 64-row blocks by comparing their values
+/// with the float of the bound (`relational::sort::select`), not each
+/// row's word: with the bound at -0.0, +0.0, ±inf or NaN, rows equal to
+/// it (and the other zero) in many blocks, the rows kept are still the
+/// stable order's first ones, by position.
+#[test]
+fn float_top_k_keeps_the_rows_at_a_zero_infinite_or_nan_bound() {
+    let e = common::engine();
+    let n = 40_000;
+    let ids: Vec<u32> = (0..n as u32).collect();
+    for special in [-0.0f32, 0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN] {
+        for desc in [false, true] {
+            // Rows before the bound in the query's order (where any
+            // exist), rows equal to it, the other zero, and the rest
+            // after it: the largest class ascending, the smallest
+            // descending (the bound itself where nothing is beyond it).
+            let (before, after) = if desc {
+                (f32::NAN, f32::NEG_INFINITY)
+            } else {
+                (-1000.0, f32::NAN)
+            };
+            let before = if total(before as f64, special as f64) == Ordering::Equal {
+                special
+            } else {
+                before
+            };
+            let xs: Vec<f32> = (0..n)
+                .map(|i| match (i % 37, i % 53) {
+                    (0, _) => special,
+                    (1, _) if special == 0.0 => -special,
+                    (_, 0) => before,
+                    _ => after,
+                })
+                .collect();
+            let want: Vec<u32> = std_sorted(&ids, |i| xs[i as usize] as f64, desc);
+            let first = want
+                .iter()
+                .position(|&i| canon(xs[i as usize] as f64) == canon(special as f64))
+                .unwrap();
+            for lim in [first + 1, first + 2, first + 7, first + 500] {
+                for k in common::CPU {
+                    let q = || e.query(&xs).on(k).no_fallback().zip(&ids);
+                    let got: Vec<u32> = if desc {
+                        q().top_k_by_key(lim, |(x, _)| x)
+                    } else {
+                        q().bottom_k_by_key(lim, |(x, _)| x)
+                    }
+                    .map(|(_, i)| i)
+                    .collect::<Vec<_>>();
+                    assert_eq!(got, want[..lim], "{k:?} {special:?} desc={desc} lim={lim}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn integer_sorts_match_std_for_every_width() {
     let e = common::engine();

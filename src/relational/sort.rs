@@ -321,14 +321,41 @@ fn select(keys: &[Key<'_>], n: usize, limit: usize, parallel: bool) -> (Vec<u32>
         // array of words: one pass over the key column).
         let flip = if k.descending { u32::MAX } else { 0 };
         let perm = match k.col {
-            ColumnRef::F32(v) => Some(merge_smallest(n, limit, parallel, &|lo, hi| {
-                smallest32(&v[lo..hi], lo, limit, |x| order::f32_word(x) ^ flip)
-            })),
+            ColumnRef::F32(v) => {
+                let word = |x: f32| order::f32_word(x) ^ flip;
+                // A block is tested against the bound's own float, not
+                // with each row's word (a float compare a row, where the
+                // word takes a NaN test, a sign test and two selects): a
+                // row whose word passes is on the bound's side of it or
+                // equal to it (-0.0 and +0.0 alike), and a NaN passes the
+                // float test too, so no block with a passing row is
+                // skipped; the rows of a block that passes are then tested
+                // by their words. (`top_k(100)` of 10^7 `f32` on two
+                // threads: 2.5-3.2 ms before, 2.0 ms after.)
+                let descending = k.descending;
+                let may_pass = move |block: &[f32], bound: u32| {
+                    let t = order::f32_of_word(bound ^ flip);
+                    if descending {
+                        block
+                            .iter()
+                            .fold(false, |any, &x| any | (x >= t) | x.is_nan())
+                    } else {
+                        block
+                            .iter()
+                            .fold(false, |any, &x| any | (x <= t) | x.is_nan())
+                    }
+                };
+                Some(merge_smallest(n, limit, parallel, &|lo, hi| {
+                    smallest32(&v[lo..hi], lo, limit, word, may_pass)
+                }))
+            }
             ColumnRef::U32(v) => Some(merge_smallest(n, limit, parallel, &|lo, hi| {
-                smallest32(&v[lo..hi], lo, limit, |x| x ^ flip)
+                let word = |x: u32| x ^ flip;
+                smallest32(&v[lo..hi], lo, limit, word, words_below(word))
             })),
             ColumnRef::I32(v) => Some(merge_smallest(n, limit, parallel, &|lo, hi| {
-                smallest32(&v[lo..hi], lo, limit, |x| (x as u32 ^ 0x8000_0000) ^ flip)
+                let word = |x: i32| (x as u32 ^ 0x8000_0000) ^ flip;
+                smallest32(&v[lo..hi], lo, limit, word, words_below(word))
             })),
             _ => None,
         };
@@ -378,25 +405,37 @@ fn smallest<W: Word>(lo: usize, hi: usize, limit: usize, word: impl Fn(usize) ->
     buf
 }
 
+/// The block test of [`smallest32`] by the rows' words: whether a row's
+/// word is below the bound.
+fn words_below<T: Copy>(key: impl Fn(T) -> u32) -> impl Fn(&[T], u32) -> bool {
+    move |block, bound| block.iter().fold(false, |any, &x| any | (key(x) < bound))
+}
+
 /// [`smallest`] of one 32-bit key, `xs` the rows from `base` on: the
 /// `(word << 32 | position)` words of the `limit` first rows, sorted.
 ///
 /// Most rows fail the threshold, so once there is one the rows are tested
-/// 64 at a time against the key of the largest word kept (an OR of 32-bit
+/// 64 at a time against the key of the largest word kept, and only a
+/// block with a row that passes is looked at row by row. A row whose key
+/// equals the threshold's comes after it (positions grow), so the test is
+/// strict. `may_pass(block, bound)`: whether a row of `block` may have a
+/// word below `bound` (true for every block that has one; an OR of
 /// comparisons the compiler vectorizes: one pass at about the rate of
-/// reading the keys), and only a block with a row that passes is looked
-/// at row by row. A row whose key equals the threshold's comes after it
-/// (positions grow), so the test is strict.
-fn smallest32<T: Copy>(xs: &[T], base: usize, limit: usize, key: impl Fn(T) -> u32) -> Vec<u64> {
+/// reading the keys).
+fn smallest32<T: Copy>(
+    xs: &[T],
+    base: usize,
+    limit: usize,
+    key: impl Fn(T) -> u32,
+    may_pass: impl Fn(&[T], u32) -> bool,
+) -> Vec<u64> {
     let cap = (limit * 2).max(64);
     let mut buf: Vec<u64> = Vec::with_capacity(cap);
     // Rows pass while their key is below this (all of them while `None`).
     let mut bound: Option<u32> = None;
     for (c, block) in xs.chunks(64).enumerate() {
-        if let Some(b) = bound {
-            if !block.iter().fold(false, |any, &x| any | (key(x) < b)) {
-                continue;
-            }
+        if bound.is_some_and(|b| !may_pass(block, b)) {
+            continue;
         }
         for (j, &x) in block.iter().enumerate() {
             let k = key(x);
