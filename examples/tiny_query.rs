@@ -16,8 +16,9 @@
 //! PIPELINE one of p1..p5, p6 (`variance()`), p7 (`histogram(256, 0, 1)`),
 //! `stats`, `maxsq` (`map(|x| x * x).max()`), g1 (`group_by(key).agg(sum)`
 //! over 1,000 sparse keys in a regular pattern), g3 (the same over 10^3
-//! random keys, drawn as `bench_relational` draws them) or g6 (10^6
-//! random keys; default p1 1000 200000).
+//! random keys, drawn as `bench_relational` draws them), g6 (10^6
+//! random keys), k32 or k64 (`top_k(100)` of `f32` or `f64`; default p1
+//! 1000 200000).
 
 #[path = "../benches/common/relational_baselines.rs"]
 mod relational_baselines;
@@ -46,6 +47,11 @@ fn main() {
         (0..n)
             .map(|i| (((i * 7919) % 1000) as u32).wrapping_mul(2_654_435_761))
             .collect()
+    };
+    let xs64: Vec<f64> = if which == "k64" {
+        xs.iter().map(|&x| x as f64).collect()
+    } else {
+        Vec::new()
     };
     let mut query: Box<dyn FnMut() -> usize> = match which.as_str() {
         "p1" => Box::new(|| black_box(xs.compute().map(|x| x * 2.0 + 1.0).sum()) as usize),
@@ -79,7 +85,15 @@ fn main() {
                 .agg(|(_, x), a| a.sum(x));
             black_box(g).keys.len()
         }),
-        other => panic!("unknown pipeline {other}: p1..p7, stats, maxsq, g1, g3, g6"),
+        "k32" => Box::new(|| {
+            let v: Vec<f32> = xs.compute().top_k(100).collect();
+            black_box(v).len()
+        }),
+        "k64" => Box::new(|| {
+            let v: Vec<f64> = xs64.compute().top_k(100).collect();
+            black_box(v).len()
+        }),
+        other => panic!("unknown pipeline {other}: p1..p7, stats, maxsq, g1, g3, g6, k32, k64"),
     };
     // Past the selector's exploration of a new plan.
     for _ in 0..64.min(runs) {

@@ -89,10 +89,10 @@ fn float_sorts_and_top_k_match_std_on_every_cpu_backend() {
     }
 }
 
-/// Top-k of one `f32` key skips 64-row blocks by comparing their values
-/// with the float of the bound (`relational::sort::select`), not each
-/// row's word: with the bound at -0.0, +0.0, ±inf or NaN, rows equal to
-/// it (and the other zero) in many blocks, the rows kept are still the
+/// Top-k of one `f32` or `f64` key skips 64-row blocks by comparing their
+/// values with the float of the bound (`relational::sort::select`), not
+/// each row's word: with the bound at -0.0, +0.0, ±inf or NaN, rows equal
+/// to it (and the other zero) in many blocks, the rows kept are still the
 /// stable order's first ones, by position.
 #[test]
 fn float_top_k_keeps_the_rows_at_a_zero_infinite_or_nan_bound() {
@@ -128,6 +128,7 @@ fn float_top_k_keeps_the_rows_at_a_zero_infinite_or_nan_bound() {
                 .iter()
                 .position(|&i| canon(xs[i as usize] as f64) == canon(special as f64))
                 .unwrap();
+            let xs64: Vec<f64> = xs.iter().map(|&x| x as f64).collect();
             for lim in [first + 1, first + 2, first + 7, first + 500] {
                 for k in common::CPU {
                     let q = || e.query(&xs).on(k).no_fallback().zip(&ids);
@@ -139,6 +140,19 @@ fn float_top_k_keeps_the_rows_at_a_zero_infinite_or_nan_bound() {
                     .map(|(_, i)| i)
                     .collect::<Vec<_>>();
                     assert_eq!(got, want[..lim], "{k:?} {special:?} desc={desc} lim={lim}");
+                    let q = || e.query(&xs64).on(k).no_fallback().zip(&ids);
+                    let got: Vec<u32> = if desc {
+                        q().top_k_by_key(lim, |(x, _)| x)
+                    } else {
+                        q().bottom_k_by_key(lim, |(x, _)| x)
+                    }
+                    .map(|(_, i)| i)
+                    .collect::<Vec<_>>();
+                    assert_eq!(
+                        got,
+                        want[..lim],
+                        "{k:?} f64 {special:?} desc={desc} lim={lim}"
+                    );
                 }
             }
         }

@@ -317,45 +317,46 @@ fn select(keys: &[Key<'_>], n: usize, limit: usize, parallel: bool) -> (Vec<u32>
         return (Vec::new(), alg);
     }
     if let [k] = keys {
-        // One 32-bit key: its words computed as the rows are read (no
-        // array of words: one pass over the key column).
-        let flip = if k.descending { u32::MAX } else { 0 };
+        // One key of 32 or 64 bits: its words computed as the rows are
+        // read (no array of words: one pass over the key column).
+        let (flip, flip64) = if k.descending {
+            (u32::MAX, u64::MAX)
+        } else {
+            (0, 0)
+        };
+        let d = k.descending;
         let perm = match k.col {
-            ColumnRef::F32(v) => {
+            // A float key's blocks are tested against the bound's own
+            // float, not with each row's word (see `floats_may_pass`).
+            ColumnRef::F32(v) => Some(merge_smallest(n, limit, parallel, &|lo, hi| {
                 let word = |x: f32| order::f32_word(x) ^ flip;
-                // A block is tested against the bound's own float, not
-                // with each row's word (a float compare a row, where the
-                // word takes a NaN test, a sign test and two selects): a
-                // row whose word passes is on the bound's side of it or
-                // equal to it (-0.0 and +0.0 alike), and a NaN passes the
-                // float test too, so no block with a passing row is
-                // skipped; the rows of a block that passes are then tested
-                // by their words. (`top_k(100)` of 10^7 `f32` on two
-                // threads: 2.5-3.2 ms before, 2.0 ms after.)
-                let descending = k.descending;
-                let may_pass = move |block: &[f32], bound: u32| {
-                    let t = order::f32_of_word(bound ^ flip);
-                    if descending {
-                        block
-                            .iter()
-                            .fold(false, |any, &x| any | (x >= t) | x.is_nan())
-                    } else {
-                        block
-                            .iter()
-                            .fold(false, |any, &x| any | (x <= t) | x.is_nan())
-                    }
+                let may_pass = |block: &[f32], bound: u32| {
+                    floats_may_pass(block, order::f32_of_word(bound ^ flip), d, f32::is_nan)
                 };
-                Some(merge_smallest(n, limit, parallel, &|lo, hi| {
-                    smallest32(&v[lo..hi], lo, limit, word, may_pass)
-                }))
-            }
+                smallest_keyed(&v[lo..hi], lo, limit, word, may_pass)
+            })),
+            ColumnRef::F64(v) => Some(merge_smallest(n, limit, parallel, &|lo, hi| {
+                let word = |x: f64| order::f64_word(x) ^ flip64;
+                let may_pass = |block: &[f64], bound: u64| {
+                    floats_may_pass(block, order::f64_of_word(bound ^ flip64), d, f64::is_nan)
+                };
+                smallest_keyed(&v[lo..hi], lo, limit, word, may_pass)
+            })),
             ColumnRef::U32(v) => Some(merge_smallest(n, limit, parallel, &|lo, hi| {
                 let word = |x: u32| x ^ flip;
-                smallest32(&v[lo..hi], lo, limit, word, words_below(word))
+                smallest_keyed(&v[lo..hi], lo, limit, word, words_below(word))
             })),
             ColumnRef::I32(v) => Some(merge_smallest(n, limit, parallel, &|lo, hi| {
                 let word = |x: i32| (x as u32 ^ 0x8000_0000) ^ flip;
-                smallest32(&v[lo..hi], lo, limit, word, words_below(word))
+                smallest_keyed(&v[lo..hi], lo, limit, word, words_below(word))
+            })),
+            ColumnRef::U64(v) => Some(merge_smallest(n, limit, parallel, &|lo, hi| {
+                let word = |x: u64| x ^ flip64;
+                smallest_keyed(&v[lo..hi], lo, limit, word, words_below(word))
+            })),
+            ColumnRef::I64(v) => Some(merge_smallest(n, limit, parallel, &|lo, hi| {
+                let word = |x: i64| (x as u64 ^ (1 << 63)) ^ flip64;
+                smallest_keyed(&v[lo..hi], lo, limit, word, words_below(word))
             })),
             _ => None,
         };
@@ -405,14 +406,73 @@ fn smallest<W: Word>(lo: usize, hi: usize, limit: usize, word: impl Fn(usize) ->
     buf
 }
 
-/// The block test of [`smallest32`] by the rows' words: whether a row's
-/// word is below the bound.
-fn words_below<T: Copy>(key: impl Fn(T) -> u32) -> impl Fn(&[T], u32) -> bool {
+/// A key word of [`smallest_keyed`], and the word that carries it with
+/// its row's position below it (ordered as the key, then the position).
+trait Keyed: Copy + Ord {
+    type Packed: Word + Into<u128>;
+    fn pack(self, position: usize) -> Self::Packed;
+    fn unpack(p: Self::Packed) -> Self;
+}
+
+impl Keyed for u32 {
+    type Packed = u64;
+    #[inline(always)]
+    fn pack(self, position: usize) -> u64 {
+        (self as u64) << 32 | position as u64
+    }
+    #[inline(always)]
+    fn unpack(p: u64) -> u32 {
+        (p >> 32) as u32
+    }
+}
+
+impl Keyed for u64 {
+    type Packed = u128;
+    #[inline(always)]
+    fn pack(self, position: usize) -> u128 {
+        (self as u128) << 32 | position as u128
+    }
+    #[inline(always)]
+    fn unpack(p: u128) -> u64 {
+        (p >> 32) as u64
+    }
+}
+
+/// The block test of [`smallest_keyed`] by the rows' words: whether a
+/// row's word is below the bound.
+fn words_below<T: Copy, K: Keyed>(key: impl Fn(T) -> K) -> impl Fn(&[T], K) -> bool {
     move |block, bound| block.iter().fold(false, |any, &x| any | (key(x) < bound))
 }
 
-/// [`smallest`] of one 32-bit key, `xs` the rows from `base` on: the
-/// `(word << 32 | position)` words of the `limit` first rows, sorted.
+/// The block test of [`smallest_keyed`] for a float key, against `t`,
+/// the float of the bound: one compare a row, where the word takes a NaN
+/// test, a sign test and two selects. A row whose word passes is on the
+/// bound's side of it or equal to it (-0.0 and +0.0 alike), and a NaN
+/// passes the float test too, so no block with a passing row is skipped;
+/// the rows of a block that passes are then tested by their words.
+/// (`top_k(100)` of 10^7 `f32` on two threads: 2.5-3.2 ms with the
+/// words, 2.0 ms so.)
+#[inline(always)]
+fn floats_may_pass<T: Copy + PartialOrd>(
+    block: &[T],
+    t: T,
+    descending: bool,
+    is_nan: impl Fn(T) -> bool,
+) -> bool {
+    if descending {
+        block
+            .iter()
+            .fold(false, |any, &x| any | (x >= t) | is_nan(x))
+    } else {
+        block
+            .iter()
+            .fold(false, |any, &x| any | (x <= t) | is_nan(x))
+    }
+}
+
+/// [`smallest`] of one key of 32 or 64 bits, `xs` the rows from `base`
+/// on: the `(word << 32 | position)` words of the `limit` first rows,
+/// sorted.
 ///
 /// Most rows fail the threshold, so once there is one the rows are tested
 /// 64 at a time against the key of the largest word kept, and only a
@@ -422,17 +482,17 @@ fn words_below<T: Copy>(key: impl Fn(T) -> u32) -> impl Fn(&[T], u32) -> bool {
 /// word below `bound` (true for every block that has one; an OR of
 /// comparisons the compiler vectorizes: one pass at about the rate of
 /// reading the keys).
-fn smallest32<T: Copy>(
+fn smallest_keyed<T: Copy, K: Keyed>(
     xs: &[T],
     base: usize,
     limit: usize,
-    key: impl Fn(T) -> u32,
-    may_pass: impl Fn(&[T], u32) -> bool,
-) -> Vec<u64> {
+    key: impl Fn(T) -> K,
+    may_pass: impl Fn(&[T], K) -> bool,
+) -> Vec<K::Packed> {
     let cap = (limit * 2).max(64);
-    let mut buf: Vec<u64> = Vec::with_capacity(cap);
+    let mut buf: Vec<K::Packed> = Vec::with_capacity(cap);
     // Rows pass while their key is below this (all of them while `None`).
-    let mut bound: Option<u32> = None;
+    let mut bound: Option<K> = None;
     for (c, block) in xs.chunks(64).enumerate() {
         if bound.is_some_and(|b| !may_pass(block, b)) {
             continue;
@@ -440,11 +500,11 @@ fn smallest32<T: Copy>(
         for (j, &x) in block.iter().enumerate() {
             let k = key(x);
             if bound.is_none_or(|b| k < b) {
-                buf.push((k as u64) << 32 | (base + c * 64 + j) as u64);
+                buf.push(k.pack(base + c * 64 + j));
                 if buf.len() == cap {
                     buf.select_nth_unstable(limit - 1);
                     buf.truncate(limit);
-                    bound = buf.iter().copied().max().map(|w| (w >> 32) as u32);
+                    bound = buf.iter().copied().max().map(K::unpack);
                 }
             }
         }
