@@ -131,28 +131,22 @@ fn float_top_k_keeps_the_rows_at_a_zero_infinite_or_nan_bound() {
             let xs64: Vec<f64> = xs.iter().map(|&x| x as f64).collect();
             for lim in [first + 1, first + 2, first + 7, first + 500] {
                 for k in common::CPU {
-                    let q = || e.query(&xs).on(k).no_fallback().zip(&ids);
-                    let got: Vec<u32> = if desc {
-                        q().top_k_by_key(lim, |(x, _)| x)
-                    } else {
-                        q().bottom_k_by_key(lim, |(x, _)| x)
+                    // The positions of the rows `top_k`/`bottom_k` keep.
+                    macro_rules! kept {
+                        ($xs:expr) => {{
+                            let q = || e.query(&$xs).on(k).no_fallback().zip(&ids);
+                            if desc {
+                                q().top_k_by_key(lim, |(x, _)| x)
+                            } else {
+                                q().bottom_k_by_key(lim, |(x, _)| x)
+                            }
+                            .map(|(_, i)| i)
+                            .collect::<Vec<u32>>()
+                        }};
                     }
-                    .map(|(_, i)| i)
-                    .collect::<Vec<_>>();
-                    assert_eq!(got, want[..lim], "{k:?} {special:?} desc={desc} lim={lim}");
-                    let q = || e.query(&xs64).on(k).no_fallback().zip(&ids);
-                    let got: Vec<u32> = if desc {
-                        q().top_k_by_key(lim, |(x, _)| x)
-                    } else {
-                        q().bottom_k_by_key(lim, |(x, _)| x)
-                    }
-                    .map(|(_, i)| i)
-                    .collect::<Vec<_>>();
-                    assert_eq!(
-                        got,
-                        want[..lim],
-                        "{k:?} f64 {special:?} desc={desc} lim={lim}"
-                    );
+                    let at = format!("{k:?} {special:?} desc={desc} lim={lim}");
+                    assert_eq!(kept!(xs), want[..lim], "f32 {at}");
+                    assert_eq!(kept!(xs64), want[..lim], "f64 {at}");
                 }
             }
         }

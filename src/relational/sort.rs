@@ -414,29 +414,22 @@ trait Keyed: Copy + Ord {
     fn unpack(p: Self::Packed) -> Self;
 }
 
-impl Keyed for u32 {
-    type Packed = u64;
-    #[inline(always)]
-    fn pack(self, position: usize) -> u64 {
-        (self as u64) << 32 | position as u64
-    }
-    #[inline(always)]
-    fn unpack(p: u64) -> u32 {
-        (p >> 32) as u32
-    }
+macro_rules! keyed {
+    ($($key:ty => $packed:ty),*) => {$(
+        impl Keyed for $key {
+            type Packed = $packed;
+            #[inline(always)]
+            fn pack(self, position: usize) -> $packed {
+                (self as $packed) << 32 | position as $packed
+            }
+            #[inline(always)]
+            fn unpack(p: $packed) -> $key {
+                (p >> 32) as $key
+            }
+        }
+    )*};
 }
-
-impl Keyed for u64 {
-    type Packed = u128;
-    #[inline(always)]
-    fn pack(self, position: usize) -> u128 {
-        (self as u128) << 32 | position as u128
-    }
-    #[inline(always)]
-    fn unpack(p: u128) -> u64 {
-        (p >> 32) as u64
-    }
-}
+keyed!(u32 => u64, u64 => u128);
 
 /// The block test of [`smallest_keyed`] by the rows' words: whether a
 /// row's word is below the bound.
