@@ -22,7 +22,8 @@
 //! `min`/`max`/`mean` of only nulls are `None`); sorts put nulls last, in
 //! both directions ([`Query::nulls_first`](crate::Query::nulls_first)
 //! puts them first); a null group key is a group of its own
-//! ([`Groups::null_group`](crate::query::Groups::null_group)).
+//! ([`Groups::null_group`](crate::query::Groups::null_group)), and
+//! `count_distinct` does not count the nulls (SQL's `COUNT(DISTINCT x)`).
 //! [`Query::collect_arrow`] and
 //! [`Query::collect_options`] return the nulls; a plain `collect` of a
 //! column with nulls is an error (its values there are unspecified), as is

@@ -475,6 +475,8 @@ fn what_does_not_take_nulls_yet_is_an_error() {
     // Once the nulls are gone, all of it runs.
     assert_eq!(q().drop_nulls().group_by(|x| x).count().unwrap().len(), 1);
     assert_eq!(q().fill_null(0).distinct().unwrap(), vec![0, 1]);
+    // count_distinct skips the nulls (SQL's COUNT(DISTINCT x)).
+    assert_eq!(q().count_distinct().unwrap(), 1);
     // A query without nulls is unaffected; an array whose validity has no
     // null reads as one without.
     let no_nulls = Int32Array::from(vec![Some(2), Some(1)]);
@@ -576,6 +578,12 @@ fn a_null_key_is_a_group_of_its_own_and_values_skip_nulls() {
                 "{ctx}"
             );
             assert_eq!(g.null_group, rows.get(&None).copied(), "null group {ctx}");
+            // SQL's COUNT(DISTINCT k): the null key is not counted.
+            assert_eq!(
+                ka.compute_on(&engine).on(kind).count_distinct(),
+                rows.keys().filter(|k| k.is_some()).count() as u64,
+                "count_distinct {ctx}"
+            );
 
             let g = ka
                 .compute_on(&engine)

@@ -286,13 +286,18 @@ impl<'a, T: Element, M: Mode> Query<'a, Expr<T>, M> {
     }
 
     /// Number of distinct values (as [`Query::distinct`] counts them).
+    /// Null elements (Arrow data) are not counted, as in SQL's
+    /// `COUNT(DISTINCT x)`.
     ///
     /// ```
     /// # let _ = computeq::set_engine(computeq::Engine::default());
     /// use computeq::prelude::*;
     /// assert_eq!([0.0f32, -0.0, f32::NAN, -f32::NAN, 1.0].compute().count_distinct(), 3);
     /// ```
-    pub fn count_distinct(self) -> M::Out<u64> {
+    pub fn count_distinct(mut self) -> M::Out<u64> {
+        if self.has_nulls() {
+            self = self.drop_nulls();
+        }
         let keys = self.trace_keys_of_self();
         let terminal = LogicalTerminal::Group {
             keys,
