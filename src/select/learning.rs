@@ -101,6 +101,19 @@ const RECHECK_SLOWDOWN: f64 = 8.0;
 /// visible stall).
 const RECHECK_MAX_STRETCH: u64 = 64;
 
+/// How much slower than its price a run can come out for being cold
+/// (caches, a sleeping pool, the state another backend left: up to ~5x
+/// measured on runs of a few microseconds), with room to spare. An
+/// exploration's warm-up run slower than this many times its model price
+/// is learned from and not repeated, and an under-sampled candidate whose
+/// measurements put it past this many times the explored range of the
+/// best prediction is not explored again until re-checks come to it: one
+/// cold run does not explain that, and each further run of it would be a
+/// stall (`count_distinct` of 10^7 distinct `f64` on `cpu-scalar`: 17.7 s
+/// a run, priced at 0.39 s, beside 0.3-0.6 s on the other CPU backends,
+/// was run four times in a key's first five).
+const COLD_SLACK: f64 = 8.0;
+
 /// The slowdown past which a runner-up is neither re-checked nor re-run
 /// as promising.
 const RECHECK_MAX_SLOWDOWN: f64 = RECHECK_SLOWDOWN * RECHECK_MAX_STRETCH as f64;
@@ -369,6 +382,9 @@ struct Cand {
     steady: f64,
     /// `steady` + compile when not built yet.
     predicted: f64,
+    /// The model's steady price times the median of its measured ratios,
+    /// unweighted (`steady` weighs them in by sample count), when measured.
+    measured: Option<f64>,
     samples: u32,
     backed_off: bool,
 }
@@ -406,13 +422,17 @@ impl Ranking {
             };
             let model = prices.steady[k.index()];
             let stat = &bucket.stats[k.index()];
-            let steady = if s.learn && stat.samples > 0 {
+            // In `f32`: the ratio is kept in `f32` and only ranks
+            // candidates; `expf` costs half of `exp` per candidate.
+            let (steady, measured) = if s.learn && stat.samples > 0 {
                 let weight = (stat.samples as f32 / s.min_samples as f32).min(1.0);
-                // In `f32`: the ratio is kept in `f32` and only ranks
-                // candidates; `expf` costs half of `exp` per candidate.
-                model * (weight * stat.log_ratio() as f32).exp() as f64
+                let ratio = stat.log_ratio() as f32;
+                (
+                    model * (weight * ratio).exp() as f64,
+                    Some(model * ratio.exp() as f64),
+                )
             } else {
-                model
+                (model, None)
             };
             cands.push(Cand {
                 kind: k,
@@ -420,6 +440,7 @@ impl Ranking {
                 model_steady: model,
                 steady,
                 predicted: steady + compile,
+                measured,
                 samples: stat.samples,
                 backed_off: s.learn && stat.backed_off(bucket.runs),
             });
@@ -472,6 +493,15 @@ impl Ranking {
         c.kind != best.kind
             && !c.backed_off
             && c.steady.min(c.model_steady) <= best.steady * s.explore_ratio
+    }
+
+    /// Whether `c`, under-sampled, is worth more samples: not when what
+    /// it measured is past [`COLD_SLACK`] times the explored range of the
+    /// best prediction (periodic re-checks of a runner-up still come, at
+    /// their own pace).
+    fn worth_sampling(&self, c: &Cand, s: &LearningSettings) -> bool {
+        c.measured
+            .is_none_or(|m| m <= self.best().steady * s.explore_ratio * COLD_SLACK)
     }
 
     /// The first run of the key at which `c`'s compile (none when it is
@@ -565,7 +595,7 @@ fn exploration(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> Option<Pic
         r.cands
             .iter()
             .filter(plausible)
-            .filter(|c| c.samples < s.min_samples)
+            .filter(|c| c.samples < s.min_samples && r.worth_sampling(c, s))
             .min_by(|a, b| {
                 a.samples
                     .cmp(&b.samples)
@@ -622,7 +652,7 @@ fn lease(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> u32 {
     if r.cands
         .iter()
         .filter(plausible)
-        .any(|c| c.samples < s.min_samples)
+        .any(|c| c.samples < s.min_samples && r.worth_sampling(c, s))
     {
         return 0;
     }
@@ -631,7 +661,7 @@ fn lease(r: &Ranking, bucket: &Bucket, s: &LearningSettings) -> u32 {
     let affordable = r
         .cands
         .iter()
-        .filter(|c| r.plausibly_priced(c, s) && c.samples < s.min_samples)
+        .filter(|c| r.plausibly_priced(c, s) && c.samples < s.min_samples && r.worth_sampling(c, s))
         .map(|c| r.affordable_from(c).saturating_sub(bucket.runs))
         .min()
         .map_or(max, |d| d.saturating_sub(1).min(u64::from(max)) as u32);
@@ -829,6 +859,14 @@ impl Selector for LearningSelector {
         // An exploration's warm-up teaches nothing (see `Explore`); one
         // that ran elsewhere (a fallback) ends the exploration.
         let warm_up = match bucket.explore {
+            // A warm-up far slower than the model's price is not the cold
+            // state of a run (`COLD_SLACK`): learned from, not repeated.
+            Explore::WarmingUp(k)
+                if k == m.backend && m.attempts.is_empty() && measured > estimated * COLD_SLACK =>
+            {
+                bucket.explore = Explore::Idle;
+                false
+            }
             Explore::WarmingUp(k) if k == m.backend && m.attempts.is_empty() => {
                 bucket.explore = Explore::Measure(k);
                 true
@@ -1130,8 +1168,10 @@ mod tests {
             let k = d.order[0];
             if k != first && d.reason == SelectionReason::Exploration {
                 other = Some(k);
-                // The warm-up: slow, as after another backend's runs.
-                s.observe(&w, &metrics(&p, &w, k, 1.0));
+                // The warm-up: slow, as after another backend's runs
+                // (within `COLD_SLACK` of its price).
+                let price = d.estimates.iter().find(|e| e.backend == k).unwrap().seconds;
+                s.observe(&w, &metrics(&p, &w, k, price * COLD_SLACK * 0.9));
                 assert_eq!(sample(k), 0, "a warm-up is not learned from");
                 // The same candidate again, measured.
                 let d = select(&s, &p, &w);
@@ -1155,8 +1195,47 @@ mod tests {
             .bucket(size_bucket(&w))
             .unwrap()
             .stats[k.index()];
-        // The 1 s warm-up left no trace.
+        // The slow warm-up left no trace.
         assert!(stat.mean_seconds < 2e-3, "{stat:?}");
+    }
+
+    #[test]
+    fn a_candidate_measured_far_past_its_price_is_not_explored_again() {
+        let s = LearningSelector::new(settings());
+        let (p, w) = plan(1 << 24);
+        let mut explored: Option<BackendKind> = None;
+        for run in 0..FIRST_RECHECK - 1 {
+            let d = select(&s, &p, &w);
+            let k = d.order[0];
+            let price = d.estimates.iter().find(|e| e.backend == k).unwrap().seconds;
+            let secs = match explored {
+                // Every later run of it would be as slow: none comes.
+                Some(slow) => {
+                    assert_ne!(k, slow, "run {run}: {d:?}");
+                    price
+                }
+                None if d.reason == SelectionReason::Exploration => {
+                    // Its first run (a warm-up) takes 50x its price: not
+                    // the cold state of a run. It is learned from, and not
+                    // run again to be measured.
+                    explored = Some(k);
+                    50.0 * price
+                }
+                // The others at twice their price: the alternatives stay
+                // plausible.
+                None => 2.0 * price,
+            };
+            s.observe(&w, &metrics(&p, &w, k, secs));
+            if let Some(slow) = explored.filter(|&e| e == k) {
+                let h = s.history();
+                let stat = h.plans[&p.fingerprint]
+                    .bucket(size_bucket(&w))
+                    .unwrap()
+                    .stats[slow.index()];
+                assert_eq!(stat.samples, 1, "the slow warm-up is a sample");
+            }
+        }
+        assert!(explored.is_some(), "the key explored a candidate");
     }
 
     #[test]
@@ -1256,6 +1335,7 @@ mod tests {
             model_steady: steady,
             steady,
             predicted: steady + compile,
+            measured: (samples > 0).then_some(steady),
             samples,
             backed_off: false,
         };
