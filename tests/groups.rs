@@ -343,9 +343,11 @@ fn the_metrics_name_the_grouping_algorithm_and_devices_decline() {
         .iter()
         .map(|&r| (r % 1000) as u32)
         .collect();
+    // Sparse 64-bit keys, 50,000 of them (mostly distinct rows would be
+    // sorted, not hashed).
     let wide: Vec<u64> = common::lcg(300_000, 2)
         .iter()
-        .map(|&r| r.wrapping_mul(7919))
+        .map(|&r| (r % 50_000).wrapping_mul(0x9E37_79B9_7F4A_7C15))
         .collect();
     let (_, m) = e
         .query(&small)
@@ -418,6 +420,129 @@ type Row = (
     Option<usize>,
     Option<f64>,
 );
+
+/// `distinct` and `count_distinct` of keys whose rows are mostly
+/// distinct (as sampled, from 2^18 rows) sort the keys' group words and
+/// keep each run once: every key type, with both zeros (one value,
+/// `+0.0`), NaNs of both signs (one value, last), infinities and the
+/// integers' extremes, against std's sort and dedup under the documented
+/// group order; a dense key keeps the direct index.
+#[test]
+fn distinct_of_mostly_distinct_keys_sorts_them_on_every_cpu_backend() {
+    let e = common::engine();
+    let n = 300_000;
+    let r = common::lcg(n, 29);
+    // Every 97th row a special value; the rest mostly distinct.
+    let special = |x: u64| x.is_multiple_of(97).then_some(x / 97 % 6);
+    let f64s: Vec<f64> = r
+        .iter()
+        .map(|&x| match special(x) {
+            Some(0) => f64::NAN,
+            Some(1) => -f64::NAN,
+            Some(2) => -0.0,
+            Some(3) => 0.0,
+            Some(4) => f64::INFINITY,
+            Some(_) => f64::NEG_INFINITY,
+            None => (x >> 11) as f64 * 1e-3 - 1e12,
+        })
+        .collect();
+    let f32s: Vec<f32> = r
+        .iter()
+        .zip(&f64s)
+        .map(|(&x, &f)| match special(x) {
+            Some(_) => f as f32,
+            None => (x >> 29) as f32 * 0.5 - 4e6,
+        })
+        .collect();
+    let i64s: Vec<i64> = r
+        .iter()
+        .map(|&x| match special(x) {
+            Some(0) => i64::MIN,
+            Some(1) => i64::MAX,
+            Some(2) => 0,
+            _ => x as i64,
+        })
+        .collect();
+    let u64s: Vec<u64> = i64s.iter().map(|&x| x as u64).collect();
+    let i32s: Vec<i32> = i64s.iter().map(|&x| (x >> 32) as i32).collect();
+    let u32s: Vec<u32> = i64s.iter().map(|&x| (x >> 32) as u32).collect();
+    // The group order: -0.0 is +0.0, every NaN one value after +inf.
+    fn canon64(x: f64) -> (bool, u64) {
+        let x = if x == 0.0 { 0.0 } else { x };
+        (x.is_nan(), if x.is_nan() { 0 } else { x.to_bits() })
+    }
+    fn want_floats(xs: &[f64]) -> Vec<(bool, u64)> {
+        let mut v: Vec<f64> = xs.to_vec();
+        v.sort_by(|a, b| match (a.is_nan(), b.is_nan()) {
+            (true, true) => std::cmp::Ordering::Equal,
+            (a, b) if a != b => a.cmp(&b),
+            _ => a.partial_cmp(b).unwrap(),
+        });
+        let mut w: Vec<(bool, u64)> = v.into_iter().map(canon64).collect();
+        w.dedup();
+        w
+    }
+    fn want_ints<T: Ord + Copy>(xs: &[T]) -> Vec<T> {
+        let mut v = xs.to_vec();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+    // The first difference, not a dump of 300,000 values.
+    fn same<T: PartialEq + std::fmt::Debug>(got: &[T], want: &[T], what: &str) {
+        let at = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i));
+        if let Some(i) = at {
+            panic!(
+                "{what}: {} values, {} wanted; at {i}: {:?} against {:?}",
+                got.len(),
+                want.len(),
+                got.get(i),
+                want.get(i)
+            );
+        }
+    }
+    let f32_as_64: Vec<f64> = f32s.iter().map(|&x| x as f64).collect();
+    for k in common::CPU {
+        let got = |d: Vec<f64>| d.into_iter().map(canon64).collect::<Vec<_>>();
+        let (d, m) = e.query(&f64s).on(k).no_fallback().with_metrics().distinct();
+        same(&got(d), &want_floats(&f64s), &format!("{k:?} f64"));
+        if k != BackendKind::CpuScalar {
+            let alg = m.algorithm.unwrap().to_string();
+            assert!(alg.contains("radix"), "{k:?} {m}");
+        }
+        let d = e.query(&f32s).on(k).no_fallback().distinct();
+        let d: Vec<f64> = d.into_iter().map(f64::from).collect();
+        same(&got(d), &want_floats(&f32_as_64), &format!("{k:?} f32"));
+        assert_eq!(
+            e.query(&f64s).on(k).no_fallback().count_distinct(),
+            want_floats(&f64s).len() as u64,
+            "{k:?} f64 count"
+        );
+        let q = |what| format!("{k:?} {what}");
+        // The integer keys, each against std's sort and dedup.
+        macro_rules! ints {
+            ($($xs:ident),*) => {$(
+                let d = e.query(&$xs).on(k).no_fallback().distinct();
+                same(&d, &want_ints(&$xs), &q(stringify!($xs)));
+            )*};
+        }
+        ints!(i64s, u64s, i32s, u32s);
+        // A dense key (every value of a small range) keeps the direct
+        // index.
+        let dense: Vec<u32> = (0..n as u32).rev().collect();
+        let (d, m) = e
+            .query(&dense)
+            .on(k)
+            .no_fallback()
+            .with_metrics()
+            .distinct();
+        same(&d, &(0..n as u32).collect::<Vec<_>>(), &q("dense"));
+        if k != BackendKind::CpuScalar {
+            let alg = m.algorithm.unwrap().to_string();
+            assert!(!alg.contains("radix"), "{k:?} {m}");
+        }
+    }
+}
 
 #[test]
 fn many_groups_partitioned_by_key_range_match_the_reference() {
@@ -499,12 +624,10 @@ fn many_groups_partitioned_by_key_range_match_the_reference() {
                 .collect::<Vec<_>>()
         };
         assert_eq!(bits(&g.values), bits(&r.values), "{k:?}");
-        // 64- and 32-bit integer keys, with and without aggregates.
+        // 64- and 32-bit integer keys, with and without aggregates (the
+        // distinct values of mostly distinct rows are sorted, not hashed).
         let (d, m) = e.query(&wide).on(k).no_fallback().with_metrics().distinct();
-        assert!(
-            m.algorithm.unwrap().to_string().contains("partitions"),
-            "{m}"
-        );
+        assert!(m.algorithm.unwrap().to_string().contains("radix"), "{m}");
         assert_eq!(
             d,
             e.query(&wide).on(reference).distinct(),

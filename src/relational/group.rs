@@ -35,6 +35,10 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::hash::Hash;
 
+/// `distinct` of one key sorts its words when the sample estimates at
+/// least one group per this many rows (see [`group`]).
+const SORTED_DISTINCT: f64 = 4.0;
+
 /// Keys spanning at most this many values (and at most a few per row)
 /// are indexed directly.
 const DENSE_SPAN: u64 = 1 << 22;
@@ -866,6 +870,22 @@ pub(crate) fn group(
         _ => None,
     };
     if let ([k], false) = (keys, first_seen) {
+        // The distinct values of a key whose rows are mostly distinct (as
+        // sampled): a radix sort of the words, then one pass over its runs,
+        // beats a hash table per partition of that many groups (10^7
+        // distinct 64-bit keys: 0.27-0.6 s hashed, 2-3x `sort_unstable` +
+        // `dedup`'s time).
+        // (Not a dense key: the direct index counts those without
+        // hashing or sorting.)
+        let mostly_distinct = |(s, _): &(super::partition::Sample, Vec<u64>)| {
+            let span = s.hi - s.lo;
+            s.groups * SORTED_DISTINCT >= n as f64
+                && !(span < DENSE_SPAN && span <= 4 * n as u64 + 1024)
+        };
+        if aggs.is_empty() && sampled.as_ref().is_some_and(mostly_distinct) {
+            let (col, alg) = super::sort::sorted_distinct(*k, parallel);
+            return Ok((vec![col], alg));
+        }
         if let Some(done) = super::partition::group(*k, aggs, parallel, sampled.as_ref()) {
             return Ok(done);
         }

@@ -259,6 +259,55 @@ fn sort_values(k: Key<'_>, parallel: bool) -> (Column, Algorithm) {
     }
 }
 
+/// The distinct values of one key (not `bool`), by group word (`-0.0` as
+/// `+0.0`, every NaN one value), sorted: the words radix-sorted, each run
+/// of equal words kept once, decoded. For keys whose rows are mostly
+/// distinct, where hashing every row into a table of that many groups
+/// costs more than the sort (see `group::group`).
+pub(super) fn sorted_distinct(k: ColumnRef<'_>, parallel: bool) -> (Column, Algorithm) {
+    use super::group::{f32_group_word, f64_group_word};
+    let narrow = |w: Vec<u32>, ty: DType| {
+        let (mut w, alg) = sort_words(w, 0..4, parallel);
+        w.dedup();
+        (decode32(ty, w.into_iter()), alg)
+    };
+    let wide = |w: Vec<u64>| {
+        let (mut w, alg) = sort_words(w, 0..8, parallel);
+        w.dedup();
+        (w, alg)
+    };
+    match k {
+        ColumnRef::F32(v) => narrow(
+            radix::map_slice(v, parallel, |x| f32_group_word(x) as u32),
+            DType::F32,
+        ),
+        ColumnRef::U32(v) => narrow(v.to_vec(), DType::U32),
+        ColumnRef::I32(v) => narrow(
+            radix::map_slice(v, parallel, |x| x as u32 ^ 0x8000_0000),
+            DType::I32,
+        ),
+        ColumnRef::Bool(v) => narrow(radix::map_slice(v, parallel, u32::from), DType::Bool),
+        ColumnRef::F64(v) => {
+            let (w, alg) = wide(radix::map_slice(v, parallel, f64_group_word));
+            (
+                Column::F64(w.into_iter().map(order::f64_of_word).collect()),
+                alg,
+            )
+        }
+        ColumnRef::U64(v) => {
+            let (w, alg) = wide(v.to_vec());
+            (Column::U64(w), alg)
+        }
+        ColumnRef::I64(v) => {
+            let (w, alg) = wide(radix::map_slice(v, parallel, |x| x as u64 ^ (1 << 63)));
+            (
+                Column::I64(w.into_iter().map(|x| (x ^ (1 << 63)) as i64).collect()),
+                alg,
+            )
+        }
+    }
+}
+
 /// The stable order of the rows by `keys`: each key, least significant
 /// first, sorts `(word, current position)` words.
 fn permutation(keys: &[Key<'_>], n: usize, parallel: bool) -> (Vec<u32>, Algorithm) {
