@@ -1,8 +1,12 @@
 //! Keyed aggregation: `group_by(..)` with its aggregates, `distinct`,
 //! `count_distinct` and `value_counts`.
 //!
-//! Three plans, chosen from the key (and a sample of it, from 2^18 rows):
+//! Four plans, chosen from the key (and a sample of it, from 2^18 rows):
 //!
+//! - **The distinct values of mostly distinct rows** (one key, no
+//!   aggregates, an estimated group per four rows or more, not dense): the
+//!   key's group words radix-sorted, each run kept once
+//!   ([`super::sort::sorted_distinct`]).
 //! - **Many groups** (an estimated 2^17 or more): the rows are scattered
 //!   into key-range partitions each grouped in its own cache-sized table
 //!   ([`super::partition`]).
