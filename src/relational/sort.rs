@@ -259,9 +259,9 @@ fn sort_values(k: Key<'_>, parallel: bool) -> (Column, Algorithm) {
     }
 }
 
-/// The distinct values of one key (not `bool`), by group word (`-0.0` as
-/// `+0.0`, every NaN one value), sorted: the words radix-sorted, each run
-/// of equal words kept once, decoded. For keys whose rows are mostly
+/// The distinct values of one key, by group word (`-0.0` as `+0.0`,
+/// every NaN one value), sorted: the words radix-sorted, each run of
+/// equal words kept once, decoded. For keys whose rows are mostly
 /// distinct, where hashing every row into a table of that many groups
 /// costs more than the sort (see `group::group`).
 pub(super) fn sorted_distinct(k: ColumnRef<'_>, parallel: bool) -> (Column, Algorithm) {
