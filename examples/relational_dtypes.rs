@@ -11,6 +11,9 @@
 //! [-- N]` (default 10^7): random values, all distinct at 64 bits, and
 //! two "d" rows with 10^5 distinct values.
 
+#[path = "../benches/common/relational_baselines.rs"]
+mod relational_baselines;
+
 use computeq::prelude::*;
 use std::hint::black_box;
 use std::time::Instant;
@@ -26,19 +29,6 @@ fn median_ms(mut f: impl FnMut()) -> f64 {
         .collect();
     v.sort_by(f64::total_cmp);
     v[2]
-}
-
-/// `n` xorshift words from `seed`.
-fn words(n: usize, seed: u64) -> Vec<u64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        })
-        .collect()
 }
 
 macro_rules! survey {
@@ -87,7 +77,8 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(10_000_000);
-    let r = words(n, 3);
+    let mut next = relational_baselines::xorshift(3);
+    let r: Vec<u64> = (0..n).map(|_| next()).collect();
     println!("{n} rows; ratio = std's time / computeq's (>1: computeq faster)\n");
     println!("| keys | sort (vs sort_unstable) | top_k(100) | distinct (vs sort_unstable + dedup) | count_distinct (each run's backend) |");
     println!("|---|---|---|---|---|");

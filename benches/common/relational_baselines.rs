@@ -139,16 +139,22 @@ pub fn distinct_sort_dedup(xs: &[u32]) -> Vec<u32> {
     v
 }
 
-/// `n` keys drawn from `distinct` random `u32` values (a sparse range:
-/// no direct index), and `n` values.
-pub fn keyed(n: usize, distinct: usize, seed: u64) -> (Vec<u32>, Vec<f32>) {
+/// The xorshift generator of these baselines' data: the same words from
+/// the same `seed` on every run.
+pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next = move || {
+    move || {
         s ^= s << 13;
         s ^= s >> 7;
         s ^= s << 17;
         s
-    };
+    }
+}
+
+/// `n` keys drawn from `distinct` random `u32` values (a sparse range:
+/// no direct index), and `n` values.
+pub fn keyed(n: usize, distinct: usize, seed: u64) -> (Vec<u32>, Vec<f32>) {
+    let mut next = xorshift(seed);
     let pool: Vec<u32> = (0..distinct).map(|_| (next() >> 32) as u32).collect();
     let keys = (0..n)
         .map(|_| pool[(next() % distinct as u64) as usize])

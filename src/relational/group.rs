@@ -47,6 +47,13 @@ const SORTED_DISTINCT: f64 = 4.0;
 /// are indexed directly.
 const DENSE_SPAN: u64 = 1 << 22;
 
+/// Whether keys whose words span `span` (largest minus smallest) over
+/// `n` rows are dense: the direct index counts them, with no hashing,
+/// partitioning or sorting.
+pub(super) fn is_dense_span(span: u64, n: usize) -> bool {
+    span < DENSE_SPAN && span <= 4 * n as u64 + 1024
+}
+
 /// One aggregate of a group: its kind and its input column.
 #[derive(Clone, Debug)]
 pub(crate) struct GroupAgg<'a> {
@@ -168,7 +175,7 @@ fn one_key<I: Iterator<Item = u64>>(
     words: impl Fn(usize, usize) -> I + Sync,
 ) -> Grouping {
     let (lo, hi) = words(0, n).fold((u64::MAX, 0), |(lo, hi), x| (lo.min(x), hi.max(x)));
-    if n > 0 && hi - lo < DENSE_SPAN && hi - lo <= 4 * n as u64 + 1024 {
+    if n > 0 && is_dense_span(hi - lo, n) {
         return dense(lo, (hi - lo + 1) as usize, ids, || words(0, n));
     }
     hashed(n, parallel, ids, words)
@@ -598,7 +605,7 @@ fn fused_cap(n: usize, wide: &impl Fn(usize) -> u64, sampled: Option<Sample>) ->
             let x = wide(i);
             (lo.min(x), hi.max(x))
         });
-        if n == 0 || (hi - lo < DENSE_SPAN && hi - lo <= 4 * n as u64 + 1024) {
+        if n == 0 || is_dense_span(hi - lo, n) {
             return None;
         }
     }
@@ -881,9 +888,7 @@ pub(crate) fn group(
         // groups (10^7 distinct 64-bit keys: 0.27-0.6 s hashed, 2-3x
         // `sort_unstable` + `dedup`'s time; 0.1 s sorted).
         let mostly_distinct = |(s, _): &(super::partition::Sample, Vec<u64>)| {
-            let span = s.hi - s.lo;
-            s.groups * SORTED_DISTINCT >= n as f64
-                && !(span < DENSE_SPAN && span <= 4 * n as u64 + 1024)
+            s.groups * SORTED_DISTINCT >= n as f64 && !is_dense_span(s.hi - s.lo, n)
         };
         if aggs.is_empty() && sampled.as_ref().is_some_and(mostly_distinct) {
             let (col, alg) = super::sort::sorted_distinct(*k, parallel);

@@ -50,9 +50,6 @@ const PARTITION_ROWS: usize = 1 << 16;
 const MAX_PARTITIONS: usize = 256;
 /// Buckets of the partition map (`u8` partitions, a 64 KiB table).
 const BUCKETS: usize = 1 << 16;
-/// Keys spanning fewer values than this (and a few per row) are left to
-/// the direct index.
-const DENSE_SPAN: u64 = 1 << 22;
 
 /// A key word: ordered like the key's group order.
 trait KeyWord: Copy + Eq + Hash + Ord + Send + Sync + Into<u64> {}
@@ -143,7 +140,8 @@ pub(super) fn sample(n: usize, word: &impl Fn(usize) -> u64) -> Option<(Sample, 
 /// to partitions of about equal rows.
 fn plan(n: usize, (s, sample): &(Sample, Vec<u64>)) -> Option<Partitions> {
     let (lo, span) = (s.lo, s.hi - s.lo);
-    if s.groups < MANY_GROUPS || (span < DENSE_SPAN && span <= 4 * n as u64 + 1024) {
+    // Dense keys are left to the direct index.
+    if s.groups < MANY_GROUPS || super::group::is_dense_span(span, n) {
         return None;
     }
     let shift = (u64::BITS - span.leading_zeros()).saturating_sub(BUCKETS.trailing_zeros());

@@ -129,6 +129,15 @@ fn sort_packed(
     Some((cols, alg))
 }
 
+/// The column of 64-bit `ty` whose (ascending) words are `w`.
+fn decode64(ty: DType, w: impl Iterator<Item = u64>) -> Column {
+    match ty {
+        DType::F64 => Column::F64(w.map(order::f64_of_word).collect()),
+        DType::U64 => Column::U64(w.collect()),
+        _ => Column::I64(w.map(|x| (x ^ (1 << 63)) as i64).collect()),
+    }
+}
+
 /// The column of `ty` whose (ascending) words are `w`.
 fn decode32(ty: DType, w: impl Iterator<Item = u32>) -> Column {
     match ty {
@@ -242,20 +251,7 @@ fn sort_values(k: Key<'_>, parallel: bool) -> (Column, Algorithm) {
     } else {
         let (w, alg) = sort_words(words64(k, parallel), 0..8, parallel);
         let flip = if k.descending { u64::MAX } else { 0 };
-        let col = match ty {
-            DType::F64 => Column::F64(
-                w.into_iter()
-                    .map(|x| order::f64_of_word(x ^ flip))
-                    .collect(),
-            ),
-            DType::U64 => Column::U64(w.into_iter().map(|x| x ^ flip).collect()),
-            _ => Column::I64(
-                w.into_iter()
-                    .map(|x| ((x ^ flip) ^ (1 << 63)) as i64)
-                    .collect(),
-            ),
-        };
-        (col, alg)
+        (decode64(ty, w.into_iter().map(move |x| x ^ flip)), alg)
     }
 }
 
@@ -266,45 +262,28 @@ fn sort_values(k: Key<'_>, parallel: bool) -> (Column, Algorithm) {
 /// costs more than the sort (see `group::group`).
 pub(super) fn sorted_distinct(k: ColumnRef<'_>, parallel: bool) -> (Column, Algorithm) {
     use super::group::{f32_group_word, f64_group_word};
-    let narrow = |w: Vec<u32>, ty: DType| {
+    // Group words: the ascending order words, but for a float's zeros.
+    let key = Key {
+        col: k,
+        descending: false,
+    };
+    let ty = k.dtype();
+    if order::is_narrow(ty) {
+        let w = match k {
+            ColumnRef::F32(v) => radix::map_slice(v, parallel, |x| f32_group_word(x) as u32),
+            _ => words32(key, parallel),
+        };
         let (mut w, alg) = sort_words(w, 0..4, parallel);
         w.dedup();
         (decode32(ty, w.into_iter()), alg)
-    };
-    let wide = |w: Vec<u64>| {
+    } else {
+        let w = match k {
+            ColumnRef::F64(v) => radix::map_slice(v, parallel, f64_group_word),
+            _ => words64(key, parallel),
+        };
         let (mut w, alg) = sort_words(w, 0..8, parallel);
         w.dedup();
-        (w, alg)
-    };
-    match k {
-        ColumnRef::F32(v) => narrow(
-            radix::map_slice(v, parallel, |x| f32_group_word(x) as u32),
-            DType::F32,
-        ),
-        ColumnRef::U32(v) => narrow(v.to_vec(), DType::U32),
-        ColumnRef::I32(v) => narrow(
-            radix::map_slice(v, parallel, |x| x as u32 ^ 0x8000_0000),
-            DType::I32,
-        ),
-        ColumnRef::Bool(v) => narrow(radix::map_slice(v, parallel, u32::from), DType::Bool),
-        ColumnRef::F64(v) => {
-            let (w, alg) = wide(radix::map_slice(v, parallel, f64_group_word));
-            (
-                Column::F64(w.into_iter().map(order::f64_of_word).collect()),
-                alg,
-            )
-        }
-        ColumnRef::U64(v) => {
-            let (w, alg) = wide(v.to_vec());
-            (Column::U64(w), alg)
-        }
-        ColumnRef::I64(v) => {
-            let (w, alg) = wide(radix::map_slice(v, parallel, |x| x as u64 ^ (1 << 63)));
-            (
-                Column::I64(w.into_iter().map(|x| (x ^ (1 << 63)) as i64).collect()),
-                alg,
-            )
-        }
+        (decode64(ty, w.into_iter()), alg)
     }
 }
 
