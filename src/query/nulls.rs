@@ -338,8 +338,9 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
                     .any(|a| matches!(a.kind, AggKind::ArgMin | AggKind::ArgMax))
                 {
                     return self.refuse(|| {
-                        "argmin/argmax over a column with nulls is not supported yet: \
-                         call drop_nulls() or fill_null(..) first"
+                        "argmin/argmax among other aggregates over a column with nulls is not \
+                         supported yet: call argmin()/argmax() alone (they skip nulls), or \
+                         drop_nulls()/fill_null(..) first"
                             .into()
                     });
                 }

@@ -35,8 +35,14 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
 }
 
 impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
-    fn push_scan(mut self, combine: Option<TracedCombine>, exclusive: bool) -> Self {
-        self.refuse_nulls("a scan");
+    /// Ends the stage with a scan. A null element adds nothing (it is
+    /// replaced by the identity, as SQL's running `SUM(x) OVER (ROWS
+    /// UNBOUNDED PRECEDING)` skips it): its output is the running value,
+    /// never null.
+    fn push_scan(mut self, combine: Option<TracedCombine>, exclusive: bool, identity: T) -> Self {
+        if self.has_nulls() {
+            self = self.fill_null(identity);
+        }
         let column = self.columns[0];
         let index = self.traced.trace.ops.len() as u16;
         let result = self.add_stream(Stream::Scan(index), T::DTYPE);
@@ -62,7 +68,11 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// assert_eq!(v, vec![1, 3, 6]);
     /// ```
     pub fn scan_sum(self) -> Self {
-        self.push_scan(None, false)
+        self.push_scan(
+            None,
+            false,
+            T::from_scalar(crate::expr::Scalar::zero(T::DTYPE)),
+        )
     }
 
     /// Exclusive running sum: element `i` is `x0 + .. + x(i-1)`, starting at 0.
@@ -74,7 +84,11 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// assert_eq!(v, vec![0, 1, 3]);
     /// ```
     pub fn scan_sum_exclusive(self) -> Self {
-        self.push_scan(None, true)
+        self.push_scan(
+            None,
+            true,
+            T::from_scalar(crate::expr::Scalar::zero(T::DTYPE)),
+        )
     }
 
     /// Inclusive scan with an associative `f` and its `identity`:
@@ -89,7 +103,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// ```
     pub fn scan(mut self, identity: T, f: impl FnOnce(Expr<T>, Expr<T>) -> Expr<T>) -> Self {
         let c = self.trace_combine(identity, f);
-        self.push_scan(Some(c), false)
+        self.push_scan(Some(c), false, identity)
     }
 
     /// Exclusive scan: element `i` combines `identity, x0, .., x(i-1)`.
@@ -106,6 +120,6 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
         f: impl FnOnce(Expr<T>, Expr<T>) -> Expr<T>,
     ) -> Self {
         let c = self.trace_combine(identity, f);
-        self.push_scan(Some(c), true)
+        self.push_scan(Some(c), true, identity)
     }
 }

@@ -198,6 +198,9 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     }
 
     fn arg(self, kind: AggKind) -> M::Out<Option<usize>> {
+        if self.has_nulls() {
+            return self.arg_over_nulls(kind);
+        }
         let c = self.column();
         self.finish(
             LogicalTerminal::Reduce(smallvec![agg(kind, Some(c)), agg(AggKind::Count, None)]),
@@ -208,8 +211,48 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
         )
     }
 
+    /// `argmin`/`argmax` where some elements are null (Arrow data): the
+    /// first position of the best non-null element, selected as the top
+    /// row of a rank (0 a number, 1 NaN, 2 null) then the value, with
+    /// `-0.0` as `+0.0` (they tie, as `argmin` compares them): NaN wins
+    /// only over nulls, and `None` when every element is null.
+    fn arg_over_nulls(mut self, kind: AggKind) -> M::Out<Option<usize>> {
+        let c = self.column();
+        let Some(valid) = self.validity_of(c) else {
+            unreachable!("called with nulls")
+        };
+        let id = self.arena_id;
+        let mut q = self.enumerate().map(move |(i, x)| {
+            let valid = Expr::<bool>::from_parts(valid, id);
+            let zero = Expr::constant(T::from_scalar(Scalar::zero(T::DTYPE)));
+            let nan = x.ne(x);
+            let rank = valid.select(nan.cast::<u32>(), Expr::constant(2u32));
+            let key = (valid & !nan & x.ne(zero)).select(x, zero);
+            (i, (rank, key))
+        });
+        q.reset_validity();
+        let q = if kind == AggKind::ArgMax {
+            q.sort_by_key(|(_, (r, k))| (r, k.desc()))
+        } else {
+            q.sort_by_key(|(_, (r, k))| (r, k))
+        };
+        let q = q.take(1);
+        let cols = smallvec![q.columns[0], q.columns[1]];
+        q.finish(LogicalTerminal::Collect(cols), |o| match o {
+            PlanOutput::Columns(cs) => match (&cs[0], &cs[1]) {
+                (crate::types::Column::U64(i), crate::types::Column::U32(r)) => {
+                    (r.first().is_some_and(|&r| r < 2)).then(|| i[0] as usize)
+                }
+                _ => unreachable!("the position and rank columns"),
+            },
+            PlanOutput::Aggregates(_) => unreachable!("a collect plan returned aggregates"),
+        })
+    }
+
     /// Position of the first smallest element (`None` when empty). NaNs
-    /// never win; an all-NaN input gives `Some(0)`.
+    /// never win; an all-NaN input gives `Some(0)`. Over Arrow data with
+    /// nulls, the nulls are skipped (a NaN wins only over them; `None`
+    /// when every element is null).
     ///
     /// ```
     /// # let _ = computeq::set_engine(computeq::Engine::default());
