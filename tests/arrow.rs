@@ -899,3 +899,106 @@ fn a_scan_adds_nothing_for_a_null_on_every_backend() {
         }
     }
 }
+
+/// `None` after every value, as the groups order a null component.
+fn nulls_last<T: Copy>(x: Option<T>) -> (bool, Option<T>) {
+    (x.is_none(), x)
+}
+
+#[test]
+fn tuple_keys_and_distinct_with_nulls_come_back_as_options_on_every_backend() {
+    use std::collections::BTreeMap;
+    let engine = common::engine();
+    for n in [0, 1, 100, 5000, 70_001] {
+        let r = common::lcg(n, 53);
+        let k1: Vec<Option<i32>> = r
+            .iter()
+            .map(|&w| (w % 7 != 0).then_some((w >> 40) as i32 % 5 - 2))
+            .collect();
+        let k2: Vec<Option<u32>> = r
+            .iter()
+            .map(|&w| (w % 5 != 1).then_some((w >> 20) as u32 % 3))
+            .collect();
+        let v: Vec<Option<i64>> = r
+            .iter()
+            .map(|&w| (w % 11 != 2).then_some((w >> 30) as i64 - (1 << 33)))
+            .collect();
+        let (a1, a2, av) = (
+            Int32Array::from(k1.clone()),
+            UInt32Array::from(k2.clone()),
+            Int64Array::from(v.clone()),
+        );
+        // Reference: per (k1, k2), the rows and the sum of the non-null
+        // values; groups ordered component by component, nulls last.
+        type Key = (Option<i32>, Option<u32>);
+        let order = |k: &Key| (nulls_last(k.0), nulls_last(k.1));
+        let mut rows: BTreeMap<_, (Key, u64)> = BTreeMap::new();
+        let mut sums: BTreeMap<_, (Key, i64, u64)> = BTreeMap::new();
+        let mut first_seen: Vec<Key> = Vec::new();
+        for i in 0..n {
+            let k = (k1[i], k2[i]);
+            rows.entry(order(&k)).or_insert((k, 0)).1 += 1;
+            if !first_seen.contains(&k) {
+                first_seen.push(k);
+            }
+            if let Some(x) = v[i] {
+                let e = sums.entry(order(&k)).or_insert((k, 0, 0));
+                e.1 = e.1.wrapping_add(x);
+                e.2 += 1;
+            }
+        }
+        let mut distinct: Vec<Option<i32>> = k1.clone();
+        distinct.sort_by_key(|&x| nulls_last(x));
+        distinct.dedup();
+        for kind in backends(&engine) {
+            let ctx = format!("n={n} on {kind}");
+            let q = || a1.compute_on(&engine).on(kind).zip(&a2);
+            let g = q().group_by(|(a, b)| (a, b)).option_keys().count();
+            assert_eq!(
+                g.into_pairs(),
+                rows.values().copied().collect::<Vec<_>>(),
+                "counts {ctx}"
+            );
+            let g = q()
+                .group_by(|(a, b)| (a, b))
+                .option_keys()
+                .first_seen()
+                .count();
+            assert_eq!(g.keys, first_seen, "first seen {ctx}");
+            let g = q()
+                .zip(&av)
+                .group_by(|((a, b), _)| (a, b))
+                .option_keys()
+                .agg(|(_, x), a| (a.sum(x), a.count()));
+            assert_eq!(
+                g.into_pairs(),
+                sums.values()
+                    .map(|&(k, s, c)| (k, (s, c)))
+                    .collect::<Vec<_>>(),
+                "sums {ctx}"
+            );
+            // One key: the null group as the key `None`, last.
+            let g = a1
+                .compute_on(&engine)
+                .on(kind)
+                .group_by(|x| x)
+                .option_keys()
+                .count();
+            assert_eq!(g.keys, distinct, "one key {ctx}");
+            assert_eq!(g.null_group, None, "{ctx}");
+            let d = a1.compute_on(&engine).on(kind).distinct_options();
+            assert_eq!(d, distinct, "distinct_options {ctx}");
+        }
+    }
+    // Two 64-bit keys that may be null need 192 bits: a clear error.
+    let a = Int64Array::from(vec![Some(1), None]);
+    let e = a
+        .compute_on(&engine)
+        .fallible()
+        .zip(&a)
+        .group_by(|(x, y)| (x, y))
+        .option_keys()
+        .count()
+        .unwrap_err();
+    assert!(e.to_string().contains("128 bits"), "{e}");
+}

@@ -366,6 +366,15 @@ pub trait Shape: Copy {
     fn host_from_columns(cols: &mut Vec<crate::types::Column>) -> Vec<Self::Host>;
     /// Host value from scalars (one per column).
     fn host_from_scalars(s: &[Scalar]) -> Self::Host;
+    /// The Rust value of one element whose columns may be null:
+    /// `Option<T>` per column (`(Option<u64>, Option<f32>)`).
+    type Options: Send + 'static;
+    /// Rebuilds host values with their nulls from one output column per
+    /// width and its validity (`None`: no row is null).
+    fn options_from_columns(
+        cols: &mut Vec<crate::types::Column>,
+        valid: &mut Vec<Option<Vec<bool>>>,
+    ) -> Vec<Self::Options>;
 }
 
 impl<T: Element> Shape for Expr<T> {
@@ -385,6 +394,21 @@ impl<T: Element> Shape for Expr<T> {
     }
     fn host_from_scalars(s: &[Scalar]) -> T {
         T::from_scalar(s[0])
+    }
+    type Options = Option<T>;
+    fn options_from_columns(
+        cols: &mut Vec<crate::types::Column>,
+        valid: &mut Vec<Option<Vec<bool>>>,
+    ) -> Vec<Option<T>> {
+        let values = T::from_column(cols.remove(0));
+        match valid.remove(0) {
+            Some(v) => values
+                .into_iter()
+                .zip(v)
+                .map(|(x, ok)| ok.then_some(x))
+                .collect(),
+            None => values.into_iter().map(Some).collect(),
+        }
     }
 }
 
@@ -419,5 +443,14 @@ impl<A: Shape, B: Shape> Shape for (A, B) {
             A::host_from_scalars(&s[..A::WIDTH]),
             B::host_from_scalars(&s[A::WIDTH..]),
         )
+    }
+    type Options = (A::Options, B::Options);
+    fn options_from_columns(
+        cols: &mut Vec<crate::types::Column>,
+        valid: &mut Vec<Option<Vec<bool>>>,
+    ) -> Vec<Self::Options> {
+        let a = A::options_from_columns(cols, valid);
+        let b = B::options_from_columns(cols, valid);
+        a.into_iter().zip(b).collect()
     }
 }

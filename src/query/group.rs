@@ -61,11 +61,82 @@ impl<K, V> IntoIterator for Groups<K, V> {
 /// A query grouped by a traced key, waiting for its aggregates
 /// ([`Query::group_by`]).
 #[must_use = "a grouping does nothing until a terminal such as `count` or `agg` runs"]
-pub struct GroupBy<'a, S, K, M> {
+pub struct GroupBy<'a, S, K, M, R = PlainKeys> {
     query: Query<'a, S, M>,
     keys: SmallVec<[Value; 2]>,
     first_seen: bool,
-    _key: PhantomData<K>,
+    _key: PhantomData<(K, R)>,
+}
+
+/// How a grouping returns its keys: as their Rust values ([`PlainKeys`],
+/// the default) or with their nulls ([`OptionKeys`], after
+/// [`GroupBy::option_keys`]).
+pub trait KeyRead<K: Shape> {
+    /// One key as returned.
+    type Out: Send + 'static;
+    /// Whether a key component may come back null.
+    #[doc(hidden)]
+    const OPTIONS: bool;
+    /// Reads the key columns; `valid` has one entry per column (`None`:
+    /// no row of it is null).
+    #[doc(hidden)]
+    fn read(cols: &mut Vec<Column>, valid: &mut Vec<Option<Vec<bool>>>) -> Vec<Self::Out>;
+}
+
+/// Keys returned as their Rust values: a null key (one key over Arrow
+/// data) is the group [`Groups::null_group`].
+#[derive(Debug)]
+pub struct PlainKeys;
+
+/// Keys returned with their nulls: each component an `Option`, `None`
+/// where null ([`GroupBy::option_keys`]).
+#[derive(Debug)]
+pub struct OptionKeys;
+
+impl<K: Shape> KeyRead<K> for PlainKeys {
+    type Out = K::Host;
+    const OPTIONS: bool = false;
+    fn read(cols: &mut Vec<Column>, _: &mut Vec<Option<Vec<bool>>>) -> Vec<K::Host> {
+        K::host_from_columns(cols)
+    }
+}
+
+impl<K: Shape> KeyRead<K> for OptionKeys {
+    type Out = K::Options;
+    const OPTIONS: bool = true;
+    fn read(cols: &mut Vec<Column>, valid: &mut Vec<Option<Vec<bool>>>) -> Vec<K::Options> {
+        K::options_from_columns(cols, valid)
+    }
+}
+
+/// The keys of a group plan's output, read as `R` reads them: `cols` are
+/// the key columns, each component that may be null (`flagged`) behind
+/// its "is null" flag. Also the index of the group whose (only) key is
+/// null, for [`Groups::null_group`] when `R` reads plain keys.
+fn read_keys<K: Shape, R: KeyRead<K>>(
+    cols: Vec<Column>,
+    flagged: &[bool],
+) -> (Vec<R::Out>, Option<usize>) {
+    let mut keys = Vec::with_capacity(K::WIDTH);
+    let mut valid = Vec::with_capacity(K::WIDTH);
+    let mut it = cols.into_iter();
+    for j in 0..K::WIDTH {
+        let v = if flagged.get(j).copied().unwrap_or(false) {
+            match it.next() {
+                Some(Column::U32(flag)) => Some(flag.iter().map(|&f| f == 0).collect::<Vec<_>>()),
+                _ => unreachable!("the null flag is a u32 column"),
+            }
+        } else {
+            None
+        };
+        keys.extend(it.next());
+        valid.push(v);
+    }
+    let null_at = match (R::OPTIONS, valid.as_slice()) {
+        (false, [Some(v)]) => v.iter().position(|&ok| !ok),
+        _ => None,
+    };
+    (R::read(&mut keys, &mut valid), null_at)
 }
 
 impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
@@ -113,8 +184,8 @@ fn split_columns(out: PlanOutput, width: usize) -> (Vec<Column>, Vec<Column>) {
     }
 }
 
-impl<'a, S: Shape, K: Shape, M: Mode> GroupBy<'a, S, K, M> {
-    fn with_mode<M2: Mode>(self) -> GroupBy<'a, S, K, M2> {
+impl<'a, S: Shape, K: Shape, M: Mode, R: KeyRead<K>> GroupBy<'a, S, K, M, R> {
+    fn with_mode<M2: Mode, R2: KeyRead<K>>(self) -> GroupBy<'a, S, K, M2, R2> {
         GroupBy {
             query: self.query.reshape(),
             keys: self.keys,
@@ -125,23 +196,42 @@ impl<'a, S: Shape, K: Shape, M: Mode> GroupBy<'a, S, K, M> {
 
     /// The terminal returns `(groups, ExecutionMetrics)`, as
     /// [`Query::with_metrics`].
-    pub fn with_metrics(self) -> GroupBy<'a, S, K, super::Measured> {
+    pub fn with_metrics(self) -> GroupBy<'a, S, K, super::Measured, R> {
         self.with_mode()
     }
 
     /// The terminal returns the plan without running, as
     /// [`Query::explain`].
-    pub fn explain(self) -> GroupBy<'a, S, K, super::ExplainOnly> {
+    pub fn explain(self) -> GroupBy<'a, S, K, super::ExplainOnly, R> {
         self.with_mode()
     }
 
     /// The terminal runs and returns the plan with its metrics.
-    pub fn explain_analyze(self) -> GroupBy<'a, S, K, super::Analyze> {
+    pub fn explain_analyze(self) -> GroupBy<'a, S, K, super::Analyze, R> {
         self.with_mode()
     }
 
     /// The terminal returns `Result`, as [`Query::fallible`].
-    pub fn fallible(self) -> GroupBy<'a, S, K, super::Try> {
+    pub fn fallible(self) -> GroupBy<'a, S, K, super::Try, R> {
+        self.with_mode()
+    }
+
+    /// The groups' keys with their nulls (Arrow data): each component an
+    /// `Option`, `None` where it is null, the null of each component
+    /// ordered after its values (SQL's `NULLS LAST`, component by
+    /// component). Needed for a tuple key that may be null; for one key,
+    /// the null key's group comes as the key `None` (last) instead of in
+    /// [`Groups::null_group`]. A key component that may be null takes 32
+    /// more bits of the 128 a key may have.
+    ///
+    /// ```
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
+    /// use computeq::prelude::*;
+    /// // Without Arrow inputs nothing is null: every key is `Some`.
+    /// let g = [3u32, 1, 3].compute().group_by(|x| (x, x % 2)).option_keys().count();
+    /// assert_eq!(g.keys, [(Some(1), Some(1)), (Some(3), Some(1))]);
+    /// ```
+    pub fn option_keys(self) -> GroupBy<'a, S, K, M, OptionKeys> {
         self.with_mode()
     }
 
@@ -164,42 +254,40 @@ impl<'a, S: Shape, K: Shape, M: Mode> GroupBy<'a, S, K, M> {
     /// std_dev, argmin/argmax, first/last, any/all). A group is never
     /// empty, so the `Option`s are `Some` (an argmin/argmax is a position
     /// in the stream reaching the grouping).
-    pub fn agg<R: AggShape>(
+    pub fn agg<A: AggShape>(
         mut self,
-        f: impl FnOnce(S, &mut Aggregates) -> R,
-    ) -> M::Out<Groups<K::Host, R::Out>> {
+        f: impl FnOnce(S, &mut Aggregates) -> A,
+    ) -> M::Out<Groups<R::Out, A::Out>> {
         let q = &mut self.query;
         let mut aggs = Aggregates::new(q.arena_id);
         let shape = q.trace_with(|x| f(x, &mut aggs));
         let list: SmallVec<[LogicalAgg; 4]> = aggs.aggs.into_iter().collect();
         let mut keys = self.keys;
-        // With nulls, a leading "key is null" column (0 or 1) keeps the
-        // rows of a null key in a group of their own.
-        let null_flag = q.has_nulls() && q.settle_group_nulls(&mut keys, &list);
-        let width = K::WIDTH + usize::from(null_flag);
+        // With nulls, an "is null" column (0 or 1) before each key that
+        // may be null keeps the rows of a null key in groups of their own.
+        let flagged = if q.has_nulls() {
+            q.settle_group_nulls(&mut keys, &list, R::OPTIONS)
+        } else {
+            SmallVec::new()
+        };
+        let width = K::WIDTH + flagged.iter().filter(|&&f| f).count();
         let terminal = LogicalTerminal::Group {
             keys,
             aggs: list,
             first_seen: self.first_seen,
         };
         self.query.finish(terminal, move |out| {
-            let (mut keys, values) = split_columns(out, width);
+            let (keys, values) = split_columns(out, width);
             let groups = keys.first().map_or(0, |c| c.len());
             let mut row: Vec<Scalar> = Vec::with_capacity(values.len());
-            let mut values: Vec<R::Out> = (0..groups)
+            let mut values: Vec<A::Out> = (0..groups)
                 .map(|j| {
                     row.clear();
                     row.extend(values.iter().map(|c| c.as_ref().get(j)));
                     shape.read(&row)
                 })
                 .collect();
-            let null_at = null_flag
-                .then(|| match keys.remove(0) {
-                    Column::U32(flag) => flag.iter().position(|&f| f == 1),
-                    _ => unreachable!("the null flag is a u32 column"),
-                })
-                .flatten();
-            let mut keys = K::host_from_columns(&mut keys);
+            let (mut keys, null_at) = read_keys::<K, R>(keys, &flagged);
             let null_group = null_at.map(|at| {
                 keys.remove(at);
                 values.remove(at)
@@ -213,43 +301,56 @@ impl<'a, S: Shape, K: Shape, M: Mode> GroupBy<'a, S, K, M> {
     }
 
     /// Number of elements per group.
-    pub fn count(self) -> M::Out<Groups<K::Host, u64>> {
+    pub fn count(self) -> M::Out<Groups<R::Out, u64>> {
         self.agg(|_, a| a.count())
     }
 
     /// The distinct keys alone.
-    fn keys_only(self) -> M::Out<Vec<K::Host>> {
-        let width = K::WIDTH;
+    fn keys_only(mut self) -> M::Out<Vec<R::Out>> {
+        let q = &mut self.query;
+        let flagged = match (q.has_nulls(), R::OPTIONS) {
+            (false, _) => SmallVec::new(),
+            (true, true) => q.settle_group_nulls(&mut self.keys, &[], true),
+            (true, false) => {
+                q.refuse(|| {
+                    "distinct() of a column with nulls: use distinct_options() (the null \
+                     comes as None, last), or drop_nulls()/fill_null(..) first"
+                        .into()
+                });
+                SmallVec::new()
+            }
+        };
+        let width = K::WIDTH + flagged.iter().filter(|&&f| f).count();
         let terminal = LogicalTerminal::Group {
             keys: self.keys,
             aggs: SmallVec::new(),
             first_seen: self.first_seen,
         };
         self.query.finish(terminal, move |out| {
-            let (mut keys, _) = split_columns(out, width);
-            K::host_from_columns(&mut keys)
+            let (keys, _) = split_columns(out, width);
+            read_keys::<K, R>(keys, &flagged).0
         })
     }
 }
 
-impl<'a, T: Numeric, K: Shape, M: Mode> GroupBy<'a, Expr<T>, K, M> {
+impl<'a, T: Numeric, K: Shape, M: Mode, R: KeyRead<K>> GroupBy<'a, Expr<T>, K, M, R> {
     /// Sum of the elements per group (wrapping for integers).
-    pub fn sum(self) -> M::Out<Groups<K::Host, T>> {
+    pub fn sum(self) -> M::Out<Groups<R::Out, T>> {
         self.agg(|x, a| a.sum(x))
     }
 
     /// Smallest element per group (NaN rules as [`Query::min`]).
-    pub fn min(self) -> M::Out<Groups<K::Host, T>> {
+    pub fn min(self) -> M::Out<Groups<R::Out, T>> {
         self.agg(|x, a| Unwrapped(a.min(x)))
     }
 
     /// Largest element per group.
-    pub fn max(self) -> M::Out<Groups<K::Host, T>> {
+    pub fn max(self) -> M::Out<Groups<R::Out, T>> {
         self.agg(|x, a| Unwrapped(a.max(x)))
     }
 
     /// Mean of the elements per group, summed in `f64`.
-    pub fn mean(self) -> M::Out<Groups<K::Host, f64>> {
+    pub fn mean(self) -> M::Out<Groups<R::Out, f64>> {
         self.agg(|x, a| Unwrapped(a.mean(x)))
     }
 }
@@ -283,6 +384,21 @@ impl<'a, T: Element, M: Mode> Query<'a, Expr<T>, M> {
     /// ```
     pub fn distinct(self) -> M::Out<Vec<T>> {
         self.group_by(|x| x).keys_only()
+    }
+
+    /// The distinct values with the null (Arrow data): as
+    /// [`Query::distinct`], each `Some`, then `None` when some element is
+    /// null. (`distinct` of a column with nulls is an error: its `Vec<T>`
+    /// has no place for the null.)
+    ///
+    /// ```
+    /// # let _ = computeq::set_engine(computeq::Engine::default());
+    /// use computeq::prelude::*;
+    /// let d = [2u32, 1, 2].compute().distinct_options();
+    /// assert_eq!(d, [Some(1), Some(2)]);
+    /// ```
+    pub fn distinct_options(self) -> M::Out<Vec<Option<T>>> {
+        self.group_by(|x| x).option_keys().keys_only()
     }
 
     /// Number of distinct values (as [`Query::distinct`] counts them).

@@ -29,7 +29,7 @@ pub(crate) use crate::runtime::executor::Held;
 pub(crate) use crate::runtime::TracedBox;
 pub use aggregate::{Agg, AggShape, Aggregates, Histogram, MAX_BINS};
 pub use device::{DeviceArray, ToDevice};
-pub use group::{GroupBy, Groups};
+pub use group::{GroupBy, Groups, KeyRead, OptionKeys, PlainKeys};
 pub use join::JoinKeys;
 pub use mode::{Analyze, Capture, ExplainOnly, Measured, Mode, Run, Try};
 pub use nulls::{SourceParts, SourceValues};

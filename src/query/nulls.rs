@@ -387,32 +387,40 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
 
 impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Prepares a grouping over columns that may be null: a null key
-    /// becomes a key of its own (the key replaced by zero there, behind a
-    /// leading "is null" key: `true` when the flag leads `keys`); rows
-    /// whose aggregated values are null are skipped (all aggregates must
-    /// read one validity). Refuses what it cannot do.
+    /// component becomes a value of its own (zero there, behind an "is
+    /// null" key, so nulls order last component by component); rows whose
+    /// aggregated values are null are skipped (all aggregates must read
+    /// one validity). Returns which key components are flagged (none when
+    /// refused). A tuple key with nulls needs `options` (its keys come
+    /// back as `Option`s): refused otherwise, as is what else it cannot do.
     pub(crate) fn settle_group_nulls(
         &mut self,
         keys: &mut SmallVec<[Value; 2]>,
         aggs: &[LogicalAgg],
-    ) -> bool {
+        options: bool,
+    ) -> SmallVec<[bool; 2]> {
         let valid: SmallVec<[Option<Value>; 2]> =
             keys.iter().map(|&k| self.validity_of(k)).collect();
-        let mut flagged = false;
-        match valid.as_slice() {
-            [Some(kv)] => {
-                let kv = *kv;
-                let flag = self.null_flag(kv);
-                let key = self.zero_where_null(kv, keys[0]);
-                *keys = smallvec::smallvec![flag, key];
-                flagged = true;
-            }
-            v if v.iter().any(Option::is_some) => self.refuse(|| {
-                "group_by on a tuple key with nulls is not supported yet: \
-                 fill_null(..) or drop_nulls() first"
+        let mut flagged = SmallVec::new();
+        if !options && keys.len() > 1 && valid.iter().any(Option::is_some) {
+            self.refuse(|| {
+                "group_by on a tuple key with nulls: call option_keys() to get the keys as \
+                 Options (None where null), or fill_null(..)/drop_nulls() first"
                     .into()
-            }),
-            _ => {}
+            });
+        } else {
+            let mut out = SmallVec::new();
+            for (&k, v) in keys.iter().zip(&valid) {
+                flagged.push(v.is_some());
+                match *v {
+                    Some(v) => {
+                        out.push(self.null_flag(v));
+                        out.push(self.zero_where_null(v, k));
+                    }
+                    None => out.push(k),
+                }
+            }
+            *keys = out;
         }
         let mut vs: SmallVec<[Value; 4]> = SmallVec::new();
         for a in aggs {
