@@ -461,11 +461,6 @@ fn what_does_not_take_nulls_yet_is_an_error() {
     assert!(e.to_string().contains("argmin/argmax"), "{e}");
     let b = Int32Array::from(vec![1, 2, 3]);
     let e = q()
-        .join(b.compute_on(&engine), |x| x, |y| y)
-        .count()
-        .unwrap_err();
-    assert!(e.to_string().contains("join"), "{e}");
-    let e = q()
         .zip(&b)
         .aggregate(|(x, y), g| (g.sum(x), g.sum(y)))
         .unwrap_err();
@@ -1001,4 +996,101 @@ fn tuple_keys_and_distinct_with_nulls_come_back_as_options_on_every_backend() {
         .count()
         .unwrap_err();
     assert!(e.to_string().contains("128 bits"), "{e}");
+}
+
+#[test]
+fn a_null_join_key_matches_nothing_and_payload_nulls_travel_on_every_backend() {
+    let engine = common::engine();
+    for (n, m) in [(0, 5), (7, 0), (100, 30), (5000, 700), (70_001, 4000)] {
+        let r = common::lcg(n, 59);
+        let s = common::lcg(m, 61);
+        let k: Vec<Option<i32>> = r
+            .iter()
+            .map(|&w| (w % 6 != 0).then_some((w >> 40) as i32 % 40))
+            .collect();
+        let p: Vec<Option<i64>> = r
+            .iter()
+            .map(|&w| (w % 5 != 3).then_some((w >> 20) as i64 % 1000))
+            .collect();
+        // Build keys: some null, some repeated (a probe row matches each).
+        let bk: Vec<Option<i32>> = s
+            .iter()
+            .map(|&w| (w % 4 != 0).then_some((w >> 40) as i32 % 60))
+            .collect();
+        let bp: Vec<Option<i64>> = s
+            .iter()
+            .map(|&w| (w % 3 != 1).then_some((w >> 24) as i64 % 100))
+            .collect();
+        let (ka, pa, bka, bpa) = (
+            Int32Array::from(k.clone()),
+            Int64Array::from(p.clone()),
+            Int32Array::from(bk.clone()),
+            Int64Array::from(bp.clone()),
+        );
+        // References: pairs in probe order, matches in build order.
+        let mut pairs: Vec<(Option<i64>, Option<i64>)> = Vec::new();
+        let mut semi: Vec<Option<i64>> = Vec::new();
+        let mut anti: Vec<Option<i64>> = Vec::new();
+        for i in 0..n {
+            let matches: Vec<usize> = (0..m)
+                .filter(|&j| k[i].is_some() && bk[j] == k[i])
+                .collect();
+            pairs.extend(matches.iter().map(|&j| (p[i], bp[j])));
+            if matches.is_empty() {
+                anti.push(p[i]);
+            } else {
+                semi.push(p[i]);
+            }
+        }
+        let sums: Vec<Option<i64>> = pairs.iter().map(|&(a, b)| Some(a? + b?)).collect();
+        for kind in backends(&engine) {
+            let ctx = format!("n={n} m={m} on {kind}");
+            let q = || ka.compute_on(&engine).on(kind).zip(&pa);
+            let b = || bka.compute_on(&engine).zip(&bpa);
+            let joined = || q().join(b(), |(k, _)| k, |(k, _)| k);
+            assert_eq!(joined().count_rows(), pairs.len(), "rows {ctx}");
+            assert_eq!(
+                joined().map(|((_, p), _)| p).collect_options(),
+                pairs.iter().map(|x| x.0).collect::<Vec<_>>(),
+                "probe payload {ctx}"
+            );
+            assert_eq!(
+                joined().map(|(_, (_, bp))| bp).collect_options(),
+                pairs.iter().map(|x| x.1).collect::<Vec<_>>(),
+                "build payload {ctx}"
+            );
+            assert_eq!(
+                joined().map(|((_, p), (_, bp))| p + bp).collect_options(),
+                sums,
+                "both payloads {ctx}"
+            );
+            // Aggregates skip the nulls that came through the join.
+            assert_eq!(
+                joined().map(|(_, (_, bp))| bp).sum(),
+                pairs.iter().filter_map(|x| x.1).sum::<i64>(),
+                "sum {ctx}"
+            );
+            assert_eq!(
+                q().semi_join(b(), |(k, _)| k, |(k, _)| k)
+                    .map(|(_, p)| p)
+                    .collect_options(),
+                semi,
+                "semi {ctx}"
+            );
+            // An anti join keeps a null key's rows: it matches nothing.
+            assert_eq!(
+                q().anti_join(b(), |(k, _)| k, |(k, _)| k)
+                    .map(|(_, p)| p)
+                    .collect_options(),
+                anti,
+                "anti {ctx}"
+            );
+            let set: Vec<i32> = bk.iter().flatten().copied().collect();
+            assert_eq!(
+                q().map(|(k, _)| k).not_in(&set).count_rows(),
+                anti.len(),
+                "not_in {ctx}"
+            );
+        }
+    }
 }

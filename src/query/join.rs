@@ -102,18 +102,56 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         }
     }
 
+    /// The validity of a whole join key (every component valid), when
+    /// some component may be null.
+    fn key_validity(&mut self, keys: &[Value]) -> Option<Value> {
+        if !self.has_nulls() {
+            return None;
+        }
+        let vs = keys.iter().filter_map(|&k| self.validity_of(k)).collect();
+        self.and_all(vs)
+    }
+
     /// Adds `other` as the build side of a join on `other_key`, returning
-    /// the query inputs of its keys, then of its columns when `columns`.
+    /// the query inputs of its keys, then of its columns when `columns`,
+    /// then of the validities of those columns that may be null; and for
+    /// each column, which of those validities is its own. Build rows
+    /// whose key is null are dropped (a null matches nothing); `flag`
+    /// puts a zero "is null" key before the keys, to match the probe's.
     fn add_build_side<S2: Shape, M2: Mode, K: JoinKeys>(
         &mut self,
         mut other: Query<'a, S2, M2>,
         other_key: impl FnOnce(S2) -> K,
         columns: bool,
-    ) -> SmallVec<[u16; 4]> {
-        let keys = other.trace_join_keys(other_key);
+        flag: bool,
+    ) -> (SmallVec<[u16; 4]>, SmallVec<[Option<usize>; 4]>) {
+        let mut keys = other.trace_join_keys(other_key);
+        if let Some(v) = other.key_validity(&keys) {
+            other.push_filter(v);
+        }
+        if flag {
+            let zero = other
+                .traced
+                .trace
+                .arena
+                .push_unchecked(crate::expr::NodeData {
+                    node: Node::Const(crate::expr::Scalar::U32(0)),
+                    ty: DType::U32,
+                });
+            keys.insert(0, zero);
+        }
         let mut wanted: SmallVec<[Value; 4]> = keys.iter().copied().collect();
+        let mut own: SmallVec<[Option<usize>; 4]> = SmallVec::new();
         if columns {
             wanted.extend(other.columns.iter().copied());
+            let mut validities: SmallVec<[Value; 4]> = SmallVec::new();
+            for c in other.columns.clone() {
+                own.push(other.validity_of(c).map(|v| {
+                    crate::graph::push_unique(&mut validities, [v]);
+                    validities.iter().position(|&u| u == v).expect("pushed")
+                }));
+            }
+            wanted.extend(validities);
         }
         let dtype = |v: Value| other.traced.trace.arena.ty(v);
         // Read in place when every wanted value is a plain input column
@@ -124,7 +162,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             None => wanted.iter().map(|&v| other.plain_input(v)).collect(),
         };
         if let Some(direct) = direct {
-            return wanted
+            let build = wanted
                 .iter()
                 .zip(direct)
                 .map(|(&v, input)| {
@@ -134,6 +172,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
                     n
                 })
                 .collect();
+            return (build, own);
         }
         // Otherwise the side runs first and collects each value once.
         let mut unique: SmallVec<[Value; 4]> = SmallVec::new();
@@ -157,26 +196,40 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             },
             at: (first_input..first_input + unique.len() as u16).collect(),
         });
-        wanted
+        let build = wanted
             .iter()
             .map(|v| first_input + unique.iter().position(|u| u == v).expect("collected") as u16)
-            .collect()
+            .collect();
+        (build, own)
     }
 
     /// Ends the stage with a join; the query goes on over its columns
-    /// (this query's, then `added` for an inner join).
+    /// (this query's, then `added` for an inner join). The validities of
+    /// this query's columns travel through the join beside them; an added
+    /// column `j` has the validity `added_valid[j]` among the build side's
+    /// validity columns (the inputs after its columns).
     fn push_join(
         mut self,
         kind: JoinKind,
         keys: SmallVec<[Value; 2]>,
         build: SmallVec<[u16; 4]>,
         added: &[DType],
+        added_valid: &[Option<usize>],
     ) -> Self {
         let index = self.traced.trace.ops.len() as u16;
-        let columns = self.columns.clone();
+        let mut carried: SmallVec<[Value; 4]> = SmallVec::new();
+        if let Some(h) = self.held.as_ref() {
+            crate::graph::push_unique(&mut carried, h.validity.iter().flatten().copied());
+        }
+        let mut columns = self.columns.clone();
+        let width = columns.len();
+        columns.extend(carried.iter().copied());
+        let build_valid = added_valid.iter().flatten().max().map_or(0, |&m| m + 1);
         let mut dtypes: SmallVec<[DType; 4]> = SmallVec::new();
         S::dtypes(&mut dtypes);
+        dtypes.extend(carried.iter().map(|_| DType::Bool));
         dtypes.extend_from_slice(added);
+        dtypes.extend((0..build_valid).map(|_| DType::Bool));
         let results: SmallVec<[Value; 4]> = dtypes
             .iter()
             .enumerate()
@@ -197,8 +250,27 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             build,
             results: results.clone(),
         });
-        self.columns = results;
-        self.reset_validity();
+        let probe = width + carried.len();
+        let first = probe + added.len();
+        let at = |v: Value| results[width + carried.iter().position(|&c| c == v).expect("carried")];
+        let mut validity: SmallVec<[Option<Value>; 4]> = (0..width)
+            .map(|i| {
+                let v = self
+                    .held
+                    .as_ref()
+                    .and_then(|h| h.validity.get(i).copied().flatten());
+                v.map(at)
+            })
+            .collect();
+        validity.extend(added_valid.iter().map(|v| v.map(|j| results[first + j])));
+        self.columns = results[..width]
+            .iter()
+            .chain(&results[probe..first])
+            .copied()
+            .collect();
+        if self.held.is_some() || validity.iter().any(Option::is_some) {
+            self.held().validity = validity;
+        }
         self
     }
 
@@ -209,20 +281,29 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         key: impl FnOnce(S) -> K,
         other_key: impl FnOnce(S2) -> K,
     ) -> Self {
-        if self.has_nulls() || other.has_nulls() {
-            self.refuse(|| {
-                "a join does not take nulls yet: call drop_nulls() or fill_null(..) on both sides"
-                    .into()
-            });
+        let mut keys = self.trace_join_keys(key);
+        // A null key matches nothing: an inner or semi join drops the
+        // rows; an anti join keeps them, behind an "is null" key that no
+        // build row has (the build side's is zero).
+        let mut flag = false;
+        if let Some(v) = self.key_validity(&keys) {
+            if kind == JoinKind::Anti {
+                for k in keys.iter_mut() {
+                    *k = self.zero_where_null(v, *k);
+                }
+                keys.insert(0, self.null_flag(v));
+                flag = true;
+            } else {
+                self.push_filter(v);
+            }
         }
-        let keys = self.trace_join_keys(key);
         let inner = kind == JoinKind::Inner;
-        let build = self.add_build_side(other, other_key, inner);
+        let (build, added_valid) = self.add_build_side(other, other_key, inner, flag);
         let mut added: SmallVec<[DType; 4]> = SmallVec::new();
         if inner {
             S2::dtypes(&mut added);
         }
-        self.push_join(kind, keys, build, &added)
+        self.push_join(kind, keys, build, &added, &added_valid)
     }
 
     /// The inner equi-join of this query with `other`: every pair of

@@ -191,7 +191,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         })
     }
 
-    fn and_all(&mut self, mut vs: SmallVec<[Value; 4]>) -> Option<Value> {
+    pub(crate) fn and_all(&mut self, mut vs: SmallVec<[Value; 4]>) -> Option<Value> {
         vs.sort_unstable();
         vs.dedup();
         let mut it = vs.into_iter();
@@ -261,7 +261,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     }
 
     /// Filters out the rows where `v` is false.
-    fn push_filter(&mut self, v: Value) {
+    pub(crate) fn push_filter(&mut self, v: Value) {
         self.traced
             .trace
             .ops
