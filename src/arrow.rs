@@ -22,13 +22,17 @@
 //! `min`/`max`/`mean` of only nulls are `None`); sorts put nulls last, in
 //! both directions ([`Query::nulls_first`](crate::Query::nulls_first)
 //! puts them first); a null group key is a group of its own
-//! ([`Groups::null_group`](crate::query::Groups::null_group)), and
-//! `count_distinct` does not count the nulls (SQL's `COUNT(DISTINCT x)`).
+//! ([`Groups::null_group`](crate::query::Groups::null_group), or the key
+//! `None` after [`GroupBy::option_keys`](crate::query::GroupBy::option_keys),
+//! which tuple keys with nulls need), `count_distinct` does not count the
+//! nulls (SQL's `COUNT(DISTINCT x)`), `distinct_options` returns the null
+//! as `None`, a scan adds nothing for a null (as SQL's running `SUM`),
+//! `argmin`/`argmax` skip nulls, and a null join key matches nothing.
 //! [`Query::collect_arrow`] and
-//! [`Query::collect_options`] return the nulls; a plain `collect` of a
-//! column with nulls is an error (its values there are unspecified), as is
-//! what does not take nulls yet (tuple group keys, `distinct`, joins,
-//! scans, `argmin`/`argmax`): [`Query::drop_nulls`](crate::Query::drop_nulls) or
+//! [`Query::collect_options`] return the nulls; a plain `collect` (or
+//! `distinct`) of a column with nulls is an error (its values there are
+//! unspecified), as is what does not take nulls yet (see `docs/arrow.md`):
+//! [`Query::drop_nulls`](crate::Query::drop_nulls) or
 //! [`Query::fill_null`](crate::Query::fill_null) first. An array whose
 //! validity has no null reads as one without.
 //!

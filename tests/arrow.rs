@@ -548,16 +548,20 @@ fn a_null_key_is_a_group_of_its_own_and_values_skip_nulls() {
             Int32Array::from(keys.clone()),
             Int64Array::from(vals.clone()),
         );
-        // Reference: count of rows and sum of the non-null values per key,
-        // `None` the null key's group.
+        // Reference: count of rows and sum and count of the non-null
+        // values per key (every key has its group, (0, 0) when its values
+        // are all null), `None` the null key's group.
         let mut rows: BTreeMap<Option<i32>, u64> = BTreeMap::new();
         let mut sums: BTreeMap<Option<i32>, (i64, u64)> = BTreeMap::new();
+        let mut mins: BTreeMap<Option<i32>, Option<i64>> = BTreeMap::new();
         for (k, v) in keys.iter().zip(&vals) {
             *rows.entry(*k).or_default() += 1;
+            let e = sums.entry(*k).or_default();
+            let m = mins.entry(*k).or_default();
             if let Some(v) = v {
-                let e = sums.entry(*k).or_default();
                 e.0 = e.0.wrapping_add(*v);
                 e.1 += 1;
+                *m = Some(m.map_or(*v, |m| m.min(*v)));
             }
         }
         for kind in backends(&engine) {
@@ -592,6 +596,26 @@ fn a_null_key_is_a_group_of_its_own_and_values_skip_nulls() {
                 sums.get(&None).copied(),
                 "null group sums {ctx}"
             );
+            // A min of only nulls is `None`; with a variance among the
+            // aggregates, rows with a null value are dropped first (a key
+            // whose values are all null has no group).
+            let g = ka
+                .compute_on(&engine)
+                .on(kind)
+                .zip(&va)
+                .group_by(|(k, _)| k)
+                .agg(|(_, v), a| a.min(v));
+            let expect: Vec<(i32, Option<i64>)> =
+                mins.iter().filter_map(|(k, m)| Some(((*k)?, *m))).collect();
+            assert_eq!(g.into_pairs(), expect, "mins {ctx}");
+            let g = ka
+                .compute_on(&engine)
+                .on(kind)
+                .zip(&va)
+                .group_by(|(k, _)| k)
+                .agg(|(_, v), a| (a.min(v), a.variance(v)));
+            let expect: Vec<i32> = mins.iter().filter_map(|(k, m)| m.and(*k)).collect();
+            assert_eq!(g.keys, expect, "keys with a variance {ctx}");
         }
     }
 }

@@ -255,18 +255,29 @@ impl<'a, S: Shape, K: Shape, M: Mode, R: KeyRead<K>> GroupBy<'a, S, K, M, R> {
     /// empty, so the `Option`s are `Some` (an argmin/argmax is a position
     /// in the stream reaching the grouping).
     pub fn agg<A: AggShape>(
+        self,
+        f: impl FnOnce(S, &mut Aggregates) -> A,
+    ) -> M::Out<Groups<R::Out, A::Out>> {
+        self.agg_with(f, true)
+    }
+
+    /// [`GroupBy::agg`]; `keep_null_values`: a group whose aggregated
+    /// values are all null is kept where the aggregates allow (its `min`
+    /// and the like are `None`), not dropped.
+    fn agg_with<A: AggShape>(
         mut self,
         f: impl FnOnce(S, &mut Aggregates) -> A,
+        keep_null_values: bool,
     ) -> M::Out<Groups<R::Out, A::Out>> {
         let q = &mut self.query;
         let mut aggs = Aggregates::new(q.arena_id);
         let shape = q.trace_with(|x| f(x, &mut aggs));
-        let list: SmallVec<[LogicalAgg; 4]> = aggs.aggs.into_iter().collect();
+        let mut list: SmallVec<[LogicalAgg; 4]> = aggs.aggs.into_iter().collect();
         let mut keys = self.keys;
         // With nulls, an "is null" column (0 or 1) before each key that
         // may be null keeps the rows of a null key in groups of their own.
         let flagged = if q.has_nulls() {
-            q.settle_group_nulls(&mut keys, &list, R::OPTIONS)
+            q.settle_group_nulls(&mut keys, &mut list, R::OPTIONS, keep_null_values)
         } else {
             SmallVec::new()
         };
@@ -310,7 +321,7 @@ impl<'a, S: Shape, K: Shape, M: Mode, R: KeyRead<K>> GroupBy<'a, S, K, M, R> {
         let q = &mut self.query;
         let flagged = match (q.has_nulls(), R::OPTIONS) {
             (false, _) => SmallVec::new(),
-            (true, true) => q.settle_group_nulls(&mut self.keys, &[], true),
+            (true, true) => q.settle_group_nulls(&mut self.keys, &mut SmallVec::new(), true, true),
             (true, false) => {
                 q.refuse(|| {
                     "distinct() of a column with nulls: use distinct_options() (the null \
@@ -341,17 +352,17 @@ impl<'a, T: Numeric, K: Shape, M: Mode, R: KeyRead<K>> GroupBy<'a, Expr<T>, K, M
 
     /// Smallest element per group (NaN rules as [`Query::min`]).
     pub fn min(self) -> M::Out<Groups<R::Out, T>> {
-        self.agg(|x, a| Unwrapped(a.min(x)))
+        self.agg_with(|x, a| Unwrapped(a.min(x)), false)
     }
 
     /// Largest element per group.
     pub fn max(self) -> M::Out<Groups<R::Out, T>> {
-        self.agg(|x, a| Unwrapped(a.max(x)))
+        self.agg_with(|x, a| Unwrapped(a.max(x)), false)
     }
 
     /// Mean of the elements per group, summed in `f64`.
     pub fn mean(self) -> M::Out<Groups<R::Out, f64>> {
-        self.agg(|x, a| Unwrapped(a.mean(x)))
+        self.agg_with(|x, a| Unwrapped(a.mean(x)), false)
     }
 }
 

@@ -22,15 +22,26 @@
 //!   descending after `nulls_first`; the key zeroed where null, so null
 //!   rows keep their order), and the validities travel through the sort as
 //!   columns;
-//! - `group_by` with one key: the rows of a null key form one group
-//!   (a leading "is null" key, reported as `Groups::null_group`); rows
-//!   whose aggregated values are null are skipped;
-//! - a plain `collect` of a column with nulls is an error (its values at
-//!   null rows are unspecified); `collect_arrow` and `collect_options`
-//!   return the nulls, `drop_nulls` and `fill_null` remove them;
-//! - what does not take nulls yet (a tuple group key with nulls,
-//!   `distinct`, joins, scans, argmin/argmax, aggregates over columns with
-//!   different validities) is an error at the terminal
+//! - `argmin`/`argmax` select the best non-null element by a rank
+//!   (number, NaN, null) then the value, positions counting null rows;
+//! - scans replace a null by the identity (as SQL's running `SUM` skips
+//!   it), so their output has no null;
+//! - `group_by`: the rows of a null key component form groups of their
+//!   own (an "is null" key before the component; one key's null group is
+//!   `Groups::null_group`, or `None` after `option_keys`, which tuple keys
+//!   with nulls need); aggregates skip null values by reading the
+//!   identity there and counting the valid rows (every key keeps its
+//!   group), or, where an aggregate cannot, by dropping those rows;
+//! - joins: a null key matches nothing (inner and semi joins drop the
+//!   row, an anti join keeps it behind an "is null" key no build row
+//!   has), and both sides' validities travel through the join;
+//! - a plain `collect` or `distinct` of a column with nulls is an error
+//!   (its values at null rows are unspecified); `collect_arrow`,
+//!   `collect_options` and `distinct_options` return the nulls,
+//!   `drop_nulls` and `fill_null` remove them;
+//! - what does not take nulls yet (aggregates over columns with
+//!   different validities in one pass, an argmin/argmax among other
+//!   aggregates, `collect_on_device`) is an error at the terminal
 //!   (`ErrorKind::InvalidQuery`), never a silently wrong answer.
 //!
 //! Values at null rows are whatever the array's buffer holds: every
@@ -396,8 +407,9 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     pub(crate) fn settle_group_nulls(
         &mut self,
         keys: &mut SmallVec<[Value; 2]>,
-        aggs: &[LogicalAgg],
+        aggs: &mut SmallVec<[LogicalAgg; 4]>,
         options: bool,
+        keep_null_values: bool,
     ) -> SmallVec<[bool; 2]> {
         let valid: SmallVec<[Option<Value>; 2]> =
             keys.iter().map(|&k| self.validity_of(k)).collect();
@@ -423,7 +435,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             *keys = out;
         }
         let mut vs: SmallVec<[Value; 4]> = SmallVec::new();
-        for a in aggs {
+        for a in aggs.iter() {
             if let Some(v) = a.column.and_then(|c| self.validity_of(c)) {
                 crate::graph::push_unique(&mut vs, [v]);
             }
@@ -432,7 +444,9 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             [] => {}
             [v] => {
                 let v = *v;
-                self.push_filter(v);
+                if !(keep_null_values && self.mask_aggs(aggs, v)) {
+                    self.push_filter(v);
+                }
             }
             _ => self.refuse(|| {
                 "group aggregates over columns with different nulls are not supported \
@@ -442,6 +456,60 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         }
         self.reset_validity();
         flagged
+    }
+
+    /// Makes the aggregates skip the rows where `v` (the validity of every
+    /// column they read) is false without filtering the rows out, so a
+    /// group whose values are all null stays, counted 0, its `min` and
+    /// the like `None`: `count` becomes the sum of `v`, a sum, min, max,
+    /// any or all reads the identity where `v` is false. `false` (nothing
+    /// changed) when an aggregate cannot skip a row that way (argmin,
+    /// argmax, first, last, variance, a custom reduce).
+    fn mask_aggs(&mut self, aggs: &mut SmallVec<[LogicalAgg; 4]>, v: Value) -> bool {
+        use crate::expr::ops::UnaryOp;
+        let maskable = aggs.iter().all(|a| {
+            matches!(
+                a.kind,
+                AggKind::Count
+                    | AggKind::Sum
+                    | AggKind::Min
+                    | AggKind::Max
+                    | AggKind::Any
+                    | AggKind::All
+            )
+        });
+        if !maskable {
+            return false;
+        }
+        let arena = &mut self.traced.trace.arena;
+        let push = |arena: &mut crate::expr::ExprArena, node: Node, ty: DType| {
+            arena.push_unchecked(NodeData { node, ty })
+        };
+        for a in aggs.iter_mut() {
+            let Some(c) = a.column else {
+                // The number of valid rows.
+                let n = push(arena, Node::Cast(v), DType::U64);
+                *a = LogicalAgg {
+                    kind: AggKind::Sum,
+                    column: Some(n),
+                };
+                continue;
+            };
+            a.column = Some(match a.kind {
+                AggKind::Any => push(arena, Node::Binary(BinaryOp::And, v, c), DType::Bool),
+                AggKind::All => {
+                    let null = push(arena, Node::Unary(UnaryOp::Not, v), DType::Bool);
+                    push(arena, Node::Binary(BinaryOp::Or, null, c), DType::Bool)
+                }
+                _ => {
+                    let ty = arena.ty(c);
+                    let id = crate::semantics::agg_identity(&a.kind, ty, &[]);
+                    let id = push(arena, Node::Const(id), ty);
+                    push(arena, Node::Select(v, c, id), ty)
+                }
+            });
+        }
+        true
     }
 
     /// Drops the elements where any column is null; the query goes on
