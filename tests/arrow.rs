@@ -554,14 +554,21 @@ fn a_null_key_is_a_group_of_its_own_and_values_skip_nulls() {
         let mut rows: BTreeMap<Option<i32>, u64> = BTreeMap::new();
         let mut sums: BTreeMap<Option<i32>, (i64, u64)> = BTreeMap::new();
         let mut mins: BTreeMap<Option<i32>, Option<i64>> = BTreeMap::new();
+        // max, mean, any and all of `v > 2^32` over the non-null values.
+        let mut more: BTreeMap<Option<i32>, (Option<i64>, Vec<i64>, bool, bool)> = BTreeMap::new();
         for (k, v) in keys.iter().zip(&vals) {
             *rows.entry(*k).or_default() += 1;
             let e = sums.entry(*k).or_default();
             let m = mins.entry(*k).or_default();
+            let o = more.entry(*k).or_insert((None, Vec::new(), false, true));
             if let Some(v) = v {
                 e.0 = e.0.wrapping_add(*v);
                 e.1 += 1;
                 *m = Some(m.map_or(*v, |m| m.min(*v)));
+                o.0 = Some(o.0.map_or(*v, |m| m.max(*v)));
+                o.1.push(*v);
+                o.2 |= *v > 1 << 32;
+                o.3 &= *v > 1 << 32;
             }
         }
         for kind in backends(&engine) {
@@ -608,6 +615,37 @@ fn a_null_key_is_a_group_of_its_own_and_values_skip_nulls() {
             let expect: Vec<(i32, Option<i64>)> =
                 mins.iter().filter_map(|(k, m)| Some(((*k)?, *m))).collect();
             assert_eq!(g.into_pairs(), expect, "mins {ctx}");
+            let g = ka
+                .compute_on(&engine)
+                .on(kind)
+                .zip(&va)
+                .group_by(|(k, _)| k)
+                .agg(|(_, v), a| {
+                    let big = v.gt(1i64 << 32);
+                    (a.max(v), a.mean(v), a.any(big), a.all(big))
+                });
+            let expect: Vec<_> = more
+                .iter()
+                .filter_map(|(k, (max, vs, any, all))| {
+                    let mean = (!vs.is_empty())
+                        .then(|| vs.iter().map(|&x| x as f64).sum::<f64>() / vs.len() as f64);
+                    Some(((*k)?, (*max, mean, *any, *all)))
+                })
+                .collect();
+            assert_eq!(
+                g.keys,
+                expect.iter().map(|e| e.0).collect::<Vec<_>>(),
+                "{ctx}"
+            );
+            for ((_, (max, mean, any, all)), (k, got)) in expect.iter().zip(g.iter()) {
+                assert_eq!((got.0, got.2, got.3), (*max, *any, *all), "key {k} {ctx}");
+                match (got.1, mean) {
+                    (Some(a), Some(b)) => {
+                        assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{ctx}")
+                    }
+                    (a, b) => assert_eq!(a, *b, "mean of key {k} {ctx}"),
+                }
+            }
             let g = ka
                 .compute_on(&engine)
                 .on(kind)
