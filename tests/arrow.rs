@@ -554,8 +554,10 @@ fn a_null_key_is_a_group_of_its_own_and_values_skip_nulls() {
         let mut rows: BTreeMap<Option<i32>, u64> = BTreeMap::new();
         let mut sums: BTreeMap<Option<i32>, (i64, u64)> = BTreeMap::new();
         let mut mins: BTreeMap<Option<i32>, Option<i64>> = BTreeMap::new();
-        // max, mean, any and all of `v > 2^32` over the non-null values.
-        let mut more: BTreeMap<Option<i32>, (Option<i64>, Vec<i64>, bool, bool)> = BTreeMap::new();
+        // max, the values (for the mean), any and all of `v > 2^32` over
+        // the non-null values.
+        type More = (Option<i64>, Vec<i64>, bool, bool);
+        let mut more: BTreeMap<Option<i32>, More> = BTreeMap::new();
         for (k, v) in keys.iter().zip(&vals) {
             *rows.entry(*k).or_default() += 1;
             let e = sums.entry(*k).or_default();
