@@ -24,7 +24,8 @@ pub struct Groups<K, V> {
     pub values: Vec<V>,
     /// The value of the group of the rows whose key is null (Arrow data
     /// with nulls only; it sorts after every key), apart from `keys` and
-    /// `values`.
+    /// `values`. Always `None` after [`GroupBy::option_keys`], which
+    /// returns that group as the key `None`.
     pub null_group: Option<V>,
 }
 
