@@ -197,11 +197,11 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
         self.extremum(AggKind::Max)
     }
 
-    fn arg(self, kind: AggKind) -> M::Out<Option<usize>> {
-        if self.has_nulls() {
-            return self.arg_over_nulls(kind);
-        }
+    fn arg(mut self, kind: AggKind) -> M::Out<Option<usize>> {
         let c = self.column();
+        if let Some(valid) = self.validity_of(c) {
+            return self.arg_over_nulls(kind, valid);
+        }
         self.finish(
             LogicalTerminal::Reduce(smallvec![agg(kind, Some(c)), agg(AggKind::Count, None)]),
             |o| {
@@ -216,11 +216,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// row of a rank (0 a number, 1 NaN, 2 null) then the value, with
     /// `-0.0` as `+0.0` (they tie, as `argmin` compares them): NaN wins
     /// only over nulls, and `None` when every element is null.
-    fn arg_over_nulls(mut self, kind: AggKind) -> M::Out<Option<usize>> {
-        let c = self.column();
-        let Some(valid) = self.validity_of(c) else {
-            unreachable!("called with nulls")
-        };
+    fn arg_over_nulls(self, kind: AggKind, valid: crate::expr::Value) -> M::Out<Option<usize>> {
         let id = self.arena_id;
         let mut q = self.enumerate().map(move |(i, x)| {
             let valid = Expr::<bool>::from_parts(valid, id);
