@@ -410,14 +410,7 @@ impl<'a, T: ArrowElement, M: Mode> Query<'a, Expr<T>, M> {
     /// assert_eq!(a.compute().map(|x| x * 2).collect_options(), [Some(6), None]);
     /// ```
     pub fn collect_options(self) -> M::Out<Vec<Option<T>>> {
-        self.collect_with_validity(|values, valid| match valid {
-            Some(valid) => values
-                .into_iter()
-                .zip(valid)
-                .map(|(x, ok)| ok.then_some(x))
-                .collect(),
-            None => values.into_iter().map(Some).collect(),
-        })
+        self.collect_with_validity(crate::types::with_nulls)
     }
 }
 

@@ -45,6 +45,12 @@ fn patterns(n: usize, seed: u64) -> Vec<Vec<bool>> {
     ]
 }
 
+/// Values drawn from random words `r`: `value(w)` where `keep(w)`, else
+/// null.
+fn drawn<T>(r: &[u64], keep: impl Fn(u64) -> bool, value: impl Fn(u64) -> T) -> Vec<Option<T>> {
+    r.iter().map(|&w| keep(w).then(|| value(w))).collect()
+}
+
 fn options<T: Copy>(values: &[T], valid: &[bool]) -> Vec<Option<T>> {
     values
         .iter()
@@ -358,14 +364,8 @@ fn zip_keeps_each_columns_own_nulls() {
     let engine = common::engine();
     let n = 3000;
     let r = common::lcg(n, 17);
-    let a: Vec<Option<i32>> = r
-        .iter()
-        .map(|&w| (w % 5 != 0).then_some((w >> 40) as i32))
-        .collect();
-    let b: Vec<Option<i32>> = r
-        .iter()
-        .map(|&w| (w % 7 != 1).then_some((w >> 44) as i32))
-        .collect();
+    let a: Vec<Option<i32>> = drawn(&r, |w| w % 5 != 0, |w| (w >> 40) as i32);
+    let b: Vec<Option<i32>> = drawn(&r, |w| w % 7 != 1, |w| (w >> 44) as i32);
     let (aa, ba) = (Int32Array::from(a.clone()), Int32Array::from(b.clone()));
     for kind in backends(&engine) {
         let q = || aa.compute_on(&engine).on(kind).zip(&ba);
@@ -536,14 +536,8 @@ fn a_null_key_is_a_group_of_its_own_and_values_skip_nulls() {
     let engine = common::engine();
     for n in [0, 1, 100, 5000, 300_000] {
         let r = common::lcg(n, 23);
-        let keys: Vec<Option<i32>> = r
-            .iter()
-            .map(|&w| (w % 9 != 0).then_some((w >> 40) as i32 % 50 - 25))
-            .collect();
-        let vals: Vec<Option<i64>> = r
-            .iter()
-            .map(|&w| (w % 4 != 1).then_some((w >> 30) as i64))
-            .collect();
+        let keys: Vec<Option<i32>> = drawn(&r, |w| w % 9 != 0, |w| (w >> 40) as i32 % 50 - 25);
+        let vals: Vec<Option<i64>> = drawn(&r, |w| w % 4 != 1, |w| (w >> 30) as i64);
         let (ka, va) = (
             Int32Array::from(keys.clone()),
             Int64Array::from(vals.clone()),
@@ -970,18 +964,9 @@ fn tuple_keys_and_distinct_with_nulls_come_back_as_options_on_every_backend() {
     let engine = common::engine();
     for n in [0, 1, 100, 5000, 70_001] {
         let r = common::lcg(n, 53);
-        let k1: Vec<Option<i32>> = r
-            .iter()
-            .map(|&w| (w % 7 != 0).then_some((w >> 40) as i32 % 5 - 2))
-            .collect();
-        let k2: Vec<Option<u32>> = r
-            .iter()
-            .map(|&w| (w % 5 != 1).then_some((w >> 20) as u32 % 3))
-            .collect();
-        let v: Vec<Option<i64>> = r
-            .iter()
-            .map(|&w| (w % 11 != 2).then_some((w >> 30) as i64 - (1 << 33)))
-            .collect();
+        let k1: Vec<Option<i32>> = drawn(&r, |w| w % 7 != 0, |w| (w >> 40) as i32 % 5 - 2);
+        let k2: Vec<Option<u32>> = drawn(&r, |w| w % 5 != 1, |w| (w >> 20) as u32 % 3);
+        let v: Vec<Option<i64>> = drawn(&r, |w| w % 11 != 2, |w| (w >> 30) as i64 - (1 << 33));
         let (a1, a2, av) = (
             Int32Array::from(k1.clone()),
             UInt32Array::from(k2.clone()),
@@ -1068,23 +1053,11 @@ fn a_null_join_key_matches_nothing_and_payload_nulls_travel_on_every_backend() {
     for (n, m) in [(0, 5), (7, 0), (100, 30), (5000, 700), (70_001, 4000)] {
         let r = common::lcg(n, 59);
         let s = common::lcg(m, 61);
-        let k: Vec<Option<i32>> = r
-            .iter()
-            .map(|&w| (w % 6 != 0).then_some((w >> 40) as i32 % 40))
-            .collect();
-        let p: Vec<Option<i64>> = r
-            .iter()
-            .map(|&w| (w % 5 != 3).then_some((w >> 20) as i64 % 1000))
-            .collect();
+        let k: Vec<Option<i32>> = drawn(&r, |w| w % 6 != 0, |w| (w >> 40) as i32 % 40);
+        let p: Vec<Option<i64>> = drawn(&r, |w| w % 5 != 3, |w| (w >> 20) as i64 % 1000);
         // Build keys: some null, some repeated (a probe row matches each).
-        let bk: Vec<Option<i32>> = s
-            .iter()
-            .map(|&w| (w % 4 != 0).then_some((w >> 40) as i32 % 60))
-            .collect();
-        let bp: Vec<Option<i64>> = s
-            .iter()
-            .map(|&w| (w % 3 != 1).then_some((w >> 24) as i64 % 100))
-            .collect();
+        let bk: Vec<Option<i32>> = drawn(&s, |w| w % 4 != 0, |w| (w >> 40) as i32 % 60);
+        let bp: Vec<Option<i64>> = drawn(&s, |w| w % 3 != 1, |w| (w >> 24) as i64 % 100);
         let (ka, pa, bka, bpa) = (
             Int32Array::from(k.clone()),
             Int64Array::from(p.clone()),

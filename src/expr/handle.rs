@@ -400,15 +400,7 @@ impl<T: Element> Shape for Expr<T> {
         cols: &mut Vec<crate::types::Column>,
         valid: &mut Vec<Option<Vec<bool>>>,
     ) -> Vec<Option<T>> {
-        let values = T::from_column(cols.remove(0));
-        match valid.remove(0) {
-            Some(v) => values
-                .into_iter()
-                .zip(v)
-                .map(|(x, ok)| ok.then_some(x))
-                .collect(),
-            None => values.into_iter().map(Some).collect(),
-        }
+        crate::types::with_nulls(T::from_column(cols.remove(0)), valid.remove(0))
     }
 }
 

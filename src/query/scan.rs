@@ -68,11 +68,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// assert_eq!(v, vec![1, 3, 6]);
     /// ```
     pub fn scan_sum(self) -> Self {
-        self.push_scan(
-            None,
-            false,
-            T::from_scalar(crate::expr::Scalar::zero(T::DTYPE)),
-        )
+        self.push_scan(None, false, T::ZERO)
     }
 
     /// Exclusive running sum: element `i` is `x0 + .. + x(i-1)`, starting at 0.
@@ -84,11 +80,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
     /// assert_eq!(v, vec![0, 1, 3]);
     /// ```
     pub fn scan_sum_exclusive(self) -> Self {
-        self.push_scan(
-            None,
-            true,
-            T::from_scalar(crate::expr::Scalar::zero(T::DTYPE)),
-        )
+        self.push_scan(None, true, T::ZERO)
     }
 
     /// Inclusive scan with an associative `f` and its `identity`:

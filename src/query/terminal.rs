@@ -220,7 +220,7 @@ impl<'a, T: Numeric, M: Mode> Query<'a, Expr<T>, M> {
         let id = self.arena_id;
         let mut q = self.enumerate().map(move |(i, x)| {
             let valid = Expr::<bool>::from_parts(valid, id);
-            let zero = Expr::constant(T::from_scalar(Scalar::zero(T::DTYPE)));
+            let zero = Expr::constant(T::ZERO);
             let nan = x.ne(x);
             let rank = valid.select(nan.cast::<u32>(), Expr::constant(2u32));
             let key = (valid & !nan & x.ne(zero)).select(x, zero);

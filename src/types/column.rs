@@ -344,3 +344,16 @@ pub(crate) unsafe fn advise_huge_pages(ptr: *const u8, bytes: usize) {
     #[cfg(not(target_os = "linux"))]
     let _ = (ptr, bytes);
 }
+
+/// `values` with their nulls: `None` where `valid` is false (`valid`
+/// `None`: no value is null).
+pub(crate) fn with_nulls<T>(values: Vec<T>, valid: Option<Vec<bool>>) -> Vec<Option<T>> {
+    match valid {
+        Some(valid) => values
+            .into_iter()
+            .zip(valid)
+            .map(|(x, ok)| ok.then_some(x))
+            .collect(),
+        None => values.into_iter().map(Some).collect(),
+    }
+}

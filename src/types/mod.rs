@@ -13,7 +13,7 @@ mod plan_error;
 
 pub use algorithm::{Algorithm, Passes};
 pub use backend::{BackendError, BackendKind, Phase, RunStats, TimingSource};
-pub(crate) use column::{advise_huge_pages, vec_for_output, HUGE_PAGE_MIN_BYTES};
+pub(crate) use column::{advise_huge_pages, vec_for_output, with_nulls, HUGE_PAGE_MIN_BYTES};
 pub use column::{Column, ColumnRef};
 pub use decline::Decline;
 pub use dtype::{DType, Scalar};
