@@ -462,7 +462,7 @@ fn what_does_not_take_nulls_yet_is_an_error() {
     let b = Int32Array::from(vec![1, 2, 3]);
     let e = q()
         .zip(&b)
-        .aggregate(|(x, y), g| (g.sum(x), g.sum(y)))
+        .aggregate(|(x, y), g| (g.sum(x), g.variance(y)))
         .unwrap_err();
     assert!(e.to_string().contains("different nulls"), "{e}");
     // Once the nulls are gone, all of it runs.
@@ -1130,4 +1130,152 @@ fn a_null_join_key_matches_nothing_and_payload_nulls_travel_on_every_backend() {
             );
         }
     }
+}
+
+/// `f64` sums in another order: equal within a relative `1e-9`.
+fn close(a: Option<f64>, b: Option<f64>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * (a.abs().max(b.abs()) + 1.0),
+        (a, b) => a == b,
+    }
+}
+
+#[test]
+fn aggregates_over_columns_with_different_nulls_skip_each_their_own_on_every_backend() {
+    use std::collections::BTreeMap;
+    let engine = common::engine();
+    for n in [0, 1, 64, 1000, 70_001] {
+        let r = common::lcg(n, 29);
+        let k: Vec<Option<i32>> = drawn(&r, |w| w % 11 != 3, |w| (w >> 50) as i32 % 7);
+        // (patterns: ~20% and ~14% null, all null, none null.)
+        for (p, (ka, kb)) in [(5, 2), (1, 7), (0, 1), (1, 0)].into_iter().enumerate() {
+            let a: Vec<Option<i64>> = drawn(
+                &r,
+                |w| ka != 0 && w % 5 >= ka as u64 - 1,
+                |w| (w >> 33) as i64 - (1 << 30),
+            );
+            let b: Vec<Option<f64>> = drawn(
+                &r,
+                |w| kb != 0 && (w >> 3) % 7 >= kb - 1,
+                |w| ((w >> 20) % 1000) as f64 / 100.0,
+            );
+            let (aa, ba, kk) = (
+                Int64Array::from(a.clone()),
+                Float64Array::from(b.clone()),
+                Int32Array::from(k.clone()),
+            );
+            let xs: Vec<i64> = a.iter().flatten().copied().collect();
+            let ys: Vec<f64> = b.iter().flatten().copied().collect();
+            let both: Vec<f64> = a
+                .iter()
+                .zip(&b)
+                .filter_map(|(x, y)| Some(*x.as_ref()? as f64 * y.as_ref()?))
+                .collect();
+            let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+            let fmin = |v: &[f64]| v.iter().copied().reduce(f64::min);
+            for kind in backends(&engine) {
+                let ctx = format!("n={n} pattern {p} on {kind}");
+                let q = || aa.compute_on(&engine).on(kind).zip(&ba);
+                // Each aggregate skips the nulls of what it reads, in one
+                // pass; `count()` counts the elements with no null.
+                let (s, c, m, lo, hi, any, all) = q().aggregate(|(x, y), g| {
+                    (
+                        g.sum(x),
+                        g.count(),
+                        g.mean(y),
+                        g.min(x),
+                        g.max(y),
+                        g.any(y.gt(5.0)),
+                        g.all(x.gt(0i64)),
+                    )
+                });
+                assert_eq!(s, xs.iter().fold(0i64, |s, &x| s.wrapping_add(x)), "{ctx}");
+                assert_eq!(c as usize, both.len(), "count {ctx}");
+                assert!(close(m, mean(&ys)), "mean {ctx}: {m:?}");
+                assert_eq!(lo, xs.iter().min().copied(), "min {ctx}");
+                assert_eq!(hi, ys.iter().copied().reduce(f64::max), "max {ctx}");
+                assert_eq!(any, ys.iter().any(|&y| y > 5.0), "any {ctx}");
+                assert_eq!(all, xs.iter().all(|&x| x > 0), "all {ctx}");
+                // An expression of both is null where either is.
+                let (d, md, lod) = q().aggregate(|(x, y), g| {
+                    let xy = x.cast::<f64>() * y;
+                    (g.sum(xy), g.mean(xy), g.min(xy))
+                });
+                assert!(close(Some(d), Some(both.iter().sum())), "dot {ctx}");
+                assert!(close(md, mean(&both)), "mean of xy {ctx}");
+                assert_eq!(lod, fmin(&both), "min of xy {ctx}");
+
+                // Per group of a key that may be null.
+                #[derive(Default, Debug, PartialEq)]
+                struct G {
+                    rows: u64,
+                    xs: Vec<i64>,
+                    ys: Vec<f64>,
+                }
+                let mut groups: BTreeMap<Option<i32>, G> = BTreeMap::new();
+                for ((k, x), y) in k.iter().zip(&a).zip(&b) {
+                    let g = groups.entry(*k).or_default();
+                    if x.is_some() && y.is_some() {
+                        g.rows += 1;
+                    }
+                    g.xs.extend(x);
+                    g.ys.extend(y);
+                }
+                let g = kk
+                    .compute_on(&engine)
+                    .on(kind)
+                    .zip(&aa)
+                    .zip(&ba)
+                    .group_by(|((k, _), _)| k)
+                    .agg(|((_, x), y), g| (g.count(), g.sum(x), g.min(x), g.mean(y), g.max(y)));
+                let keys: Vec<i32> = groups.keys().filter_map(|k| *k).collect();
+                assert_eq!(g.keys, keys, "group keys {ctx}");
+                let mut got: Vec<_> = g.values.clone();
+                got.extend(g.null_group);
+                for ((key, e), v) in groups
+                    .iter()
+                    .filter(|(k, _)| k.is_some())
+                    .chain(groups.iter().filter(|(k, _)| k.is_none()))
+                    .zip(&got)
+                {
+                    let sum = e.xs.iter().fold(0i64, |s, &x| s.wrapping_add(x));
+                    assert_eq!(
+                        (v.0, v.1, v.2),
+                        (e.rows, sum, e.xs.iter().min().copied()),
+                        "group {key:?} {ctx}"
+                    );
+                    assert!(close(v.3, mean(&e.ys)), "group {key:?} mean {ctx}");
+                    assert_eq!(
+                        v.4,
+                        e.ys.iter().copied().reduce(f64::max),
+                        "group {key:?} {ctx}"
+                    );
+                }
+                assert_eq!(got.len(), groups.len(), "groups {ctx}");
+            }
+        }
+    }
+    // What cannot read the identity at a null row is refused over
+    // columns with different nulls, with a clear error.
+    let a = Int64Array::from(vec![Some(1), None, Some(3)]);
+    let b = Float64Array::from(vec![Some(1.0), Some(2.0), None]);
+    let q = || a.compute_on(&engine).zip(&b).fallible();
+    let e = q()
+        .aggregate(|(x, y), g| (g.variance(x), g.sum(y)))
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("variance") && e.to_string().contains("different nulls"),
+        "{e}"
+    );
+    let e = q()
+        .group_by(|(x, _)| x & 1)
+        .agg(|(x, y), g| (g.first(x), g.sum(y)))
+        .unwrap_err();
+    assert!(e.to_string().contains("first"), "{e}");
+    // With one validity they run (rows with a null are skipped).
+    assert_eq!(
+        q().aggregate(|(x, _), g| (g.variance(x), g.sum(x)))
+            .unwrap(),
+        (Some(2.0), 4)
+    );
 }

@@ -312,26 +312,79 @@ fn what_cannot_be_a_function_is_refused_with_the_reason() {
 }
 
 #[test]
-fn an_aggregate_over_different_nulls_in_one_pass_is_an_error_not_a_wrong_answer() {
+fn an_aggregate_over_different_nulls_skips_each_its_own_or_is_an_error() {
     hermetic();
     let ctx = SessionContext::new();
     let b = RecordBatch::try_new(
         Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
             Field::new("a", DataType::Float64, true),
             Field::new("b", DataType::Float64, true),
         ])),
         vec![
-            Arc::new(Float64Array::from(vec![Some(1.0), None, Some(3.0)])),
-            Arc::new(Float64Array::from(vec![None, Some(2.0), Some(3.0)])),
+            Arc::new(Int64Array::from(vec![1, 1, 1, 2, 2, 3])),
+            Arc::new(Float64Array::from(vec![
+                Some(1.0),
+                None,
+                Some(3.0),
+                None,
+                Some(5.0),
+                None,
+            ])),
+            Arc::new(Float64Array::from(vec![
+                None,
+                Some(2.0),
+                Some(3.0),
+                Some(4.0),
+                None,
+                None,
+            ])),
         ],
     )
     .unwrap();
     ctx.register_batch("ab", b).unwrap();
+    // Sums and counts skip each the nulls of what they read, as SQL's
+    // `SUM(a), SUM(b), SUM(a * b), COUNT(*)` over non-null pairs would.
+    let four = Pipeline::over::<(f64, f64)>(|q| {
+        q.aggregate(|(a, b), g| (g.sum(a), g.sum(b), g.sum(a * b), g.count()))
+    })
+    .unwrap();
+    ctx.register_udaf(aggregate_udf("four", four).unwrap());
+    let read = |got: &[RecordBatch]| {
+        let mut rows = Vec::new();
+        for batch in got {
+            let s = batch
+                .column(batch.num_columns() - 1)
+                .as_any()
+                .downcast_ref::<StructArray>()
+                .expect("a struct");
+            let f = |i: usize| {
+                s.column(i)
+                    .as_any()
+                    .downcast_ref::<Float64Array>()
+                    .unwrap()
+                    .clone()
+            };
+            let n = s.column(3).as_any().downcast_ref::<UInt64Array>().unwrap();
+            for r in 0..batch.num_rows() {
+                rows.push((f(0).value(r), f(1).value(r), f(2).value(r), n.value(r)));
+            }
+        }
+        rows
+    };
+    let got = sql(&ctx, "SELECT four(a, b) FROM ab");
+    assert_eq!(read(&got), [(9.0, 9.0, 9.0, 1)]);
+    let got = sql(&ctx, "SELECT k, four(a, b) FROM ab GROUP BY k ORDER BY k");
+    assert_eq!(
+        read(&got),
+        [(4.0, 5.0, 9.0, 1), (5.0, 4.0, 0.0, 0), (0.0, 0.0, 0.0, 0)]
+    );
+    // A max goes with a count the whole pass shares: refused.
     let two =
-        Pipeline::over::<(f64, f64)>(|q| q.aggregate(|(a, b), g| (g.sum(a), g.sum(b)))).unwrap();
+        Pipeline::over::<(f64, f64)>(|q| q.aggregate(|(a, b), g| (g.max(a), g.sum(b)))).unwrap();
     ctx.register_udaf(aggregate_udf("two", two).unwrap());
     let r = rt().block_on(async { ctx.sql("SELECT two(a, b) FROM ab").await?.collect().await });
-    let e = r.expect_err("different validities in one pass");
+    let e = r.expect_err("a max and a sum over different validities in one pass");
     assert!(e.to_string().contains("different nulls"), "{e}");
 }
 

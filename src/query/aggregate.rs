@@ -167,7 +167,9 @@ impl Aggregates {
     ) -> Agg<R> {
         let c = self.column(x);
         let a = self.slot(kind, Some(c));
-        let n = self.slot(AggKind::Count, None);
+        // The rows `x` is not null in (`Query::settle_aggs` makes it a
+        // count of rows, or of valid rows where columns differ in nulls).
+        let n = self.slot(AggKind::Count, Some(c));
         self.handle(a, n, read_kind, read)
     }
 
@@ -328,12 +330,17 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             // the plan a reduce, and nothing reads it.
             aggs.slot(AggKind::Count, None);
         }
-        let list = aggs.aggs.into_iter().collect();
+        let mut list = aggs.aggs.into_iter().collect();
+        let slots = self.settle_aggs(&mut list);
+        let at = slots.clone();
         self.finish_as(
             LogicalTerminal::Reduce(list),
             move || {
                 let mut reads = SmallVec::new();
                 shape.reads(&mut reads);
+                for r in &mut reads {
+                    r.at = r.at.map(|i| at[i as usize]);
+                }
                 let names = if reads.len() == 1 {
                     Names::One
                 } else {
@@ -341,7 +348,12 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
                 };
                 Finish::Values { reads, names }
             },
-            move |o| shape.read(&aggregates(o)),
+            move |o| {
+                let values = aggregates(o);
+                let asked: SmallVec<[Scalar; 8]> =
+                    slots.iter().map(|&i| values[i as usize]).collect();
+                shape.read(&asked)
+            },
         )
     }
 }

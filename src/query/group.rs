@@ -277,11 +277,8 @@ impl<'a, S: Shape, K: Shape, M: Mode, R: KeyRead<K>> GroupBy<'a, S, K, M, R> {
         let mut keys = self.keys;
         // With nulls, an "is null" column (0 or 1) before each key that
         // may be null keeps the rows of a null key in groups of their own.
-        let flagged = if q.has_nulls() {
-            q.settle_group_nulls(&mut keys, &mut list, R::OPTIONS, keep_null_values)
-        } else {
-            SmallVec::new()
-        };
+        let (flagged, slots) =
+            q.settle_group_nulls(&mut keys, &mut list, R::OPTIONS, keep_null_values);
         let width = K::WIDTH + flagged.iter().filter(|&&f| f).count();
         let terminal = LogicalTerminal::Group {
             keys,
@@ -295,7 +292,7 @@ impl<'a, S: Shape, K: Shape, M: Mode, R: KeyRead<K>> GroupBy<'a, S, K, M, R> {
             let mut values: Vec<A::Out> = (0..groups)
                 .map(|j| {
                     row.clear();
-                    row.extend(values.iter().map(|c| c.as_ref().get(j)));
+                    row.extend(slots.iter().map(|&i| values[i as usize].as_ref().get(j)));
                     shape.read(&row)
                 })
                 .collect();
@@ -322,7 +319,10 @@ impl<'a, S: Shape, K: Shape, M: Mode, R: KeyRead<K>> GroupBy<'a, S, K, M, R> {
         let q = &mut self.query;
         let flagged = match (q.has_nulls(), R::OPTIONS) {
             (false, _) => SmallVec::new(),
-            (true, true) => q.settle_group_nulls(&mut self.keys, &mut SmallVec::new(), true, true),
+            (true, true) => {
+                q.settle_group_nulls(&mut self.keys, &mut SmallVec::new(), true, true)
+                    .0
+            }
             (true, false) => {
                 q.refuse(|| {
                     "distinct() of a column with nulls: use distinct_options() (the null \

@@ -32,6 +32,9 @@
 //!   with nulls need); aggregates skip null values by reading the
 //!   identity there and counting the valid rows (every key keeps its
 //!   group), or, where an aggregate cannot, by dropping those rows;
+//! - one pass of several aggregates over columns with different nulls
+//!   (`aggregate`, `agg`): each aggregate reads its identity where its
+//!   own value is null, and its count counts its valid rows;
 //! - joins: a null key matches nothing (inner and semi joins drop the
 //!   row, an anti join keeps it behind an "is null" key no build row
 //!   has), and both sides' validities travel through the join;
@@ -39,9 +42,11 @@
 //!   (its values at null rows are unspecified); `collect_arrow`,
 //!   `collect_options` and `distinct_options` return the nulls,
 //!   `drop_nulls` and `fill_null` remove them;
-//! - what does not take nulls yet (aggregates over columns with
-//!   different validities in one pass, an argmin/argmax among other
-//!   aggregates, `collect_on_device`) is an error at the terminal
+//! - what does not take nulls yet (a variance, first, last or custom
+//!   reduce in one pass with aggregates of columns with other nulls, an
+//!   argmin/argmax among other aggregates, `collect_on_device`, and a
+//!   pipeline's aggregates over different nulls) is an error at the
+//!   terminal
 //!   (`ErrorKind::InvalidQuery`), never a silently wrong answer.
 //!
 //! Values at null rows are whatever the array's buffer holds: every
@@ -202,12 +207,22 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         })
     }
 
+    /// The conjunction of `vs` (`None` when empty), one node per set.
     pub(crate) fn and_all(&mut self, mut vs: SmallVec<[Value; 4]>) -> Option<Value> {
         vs.sort_unstable();
         vs.dedup();
-        let mut it = vs.into_iter();
-        let first = it.next()?;
-        Some(it.fold(first, |acc, v| self.and(acc, v)))
+        match vs.as_slice() {
+            [] => return None,
+            [v] => return Some(*v),
+            _ => {}
+        }
+        let h = self.held();
+        if let Some((_, v)) = h.conjunctions.iter().find(|(set, _)| *set == vs) {
+            return Some(*v);
+        }
+        let all = vs[1..].iter().fold(vs[0], |acc, &v| self.and(acc, v));
+        self.held().conjunctions.push((vs, all));
+        Some(all)
     }
 
     /// The validity of `v`: the conjunction of the validities of the
@@ -344,38 +359,10 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         }
         match terminal {
             LogicalTerminal::Reduce(aggs) => {
-                if aggs
-                    .iter()
-                    .any(|a| matches!(a.kind, AggKind::ArgMin | AggKind::ArgMax))
-                {
-                    return self.refuse(|| {
-                        "argmin/argmax among other aggregates over a column with nulls is not \
-                         supported yet: call argmin()/argmax() alone (they skip nulls), or \
-                         drop_nulls()/fill_null(..) first"
-                            .into()
-                    });
-                }
-                let vs: SmallVec<[Option<Value>; 4]> = aggs
-                    .iter()
-                    .map(|a: &LogicalAgg| match a.column {
-                        Some(c) => self.validity_of(c),
-                        None => self.element_validity(),
-                    })
-                    .collect();
-                match vs.first() {
-                    Some(&first) if vs.iter().all(|&v| v == first) => {
-                        if let Some(v) = first {
-                            self.push_filter(v);
-                        }
-                    }
-                    Some(_) => self.refuse(|| {
-                        "aggregates over columns with different nulls in one pass are not \
-                         supported yet: drop_nulls() or fill_null(..) first, or one query \
-                         per column"
-                            .into()
-                    }),
-                    None => {}
-                }
+                // A terminal's own aggregates read one column (a pass of
+                // several is settled by `aggregate` before it comes here).
+                let mut aggs: SmallVec<[LogicalAgg; 4]> = aggs.iter().cloned().collect();
+                self.settle_pass(&mut aggs, false);
             }
             LogicalTerminal::CountByKey { key, .. } => {
                 if let Some(v) = self.validity_of(*key) {
@@ -399,21 +386,25 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
 impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Prepares a grouping over columns that may be null: a null key
     /// component becomes a value of its own (zero there, behind an "is
-    /// null" key, so nulls order last component by component); rows whose
-    /// aggregated values are null are skipped (all aggregates must read
-    /// one validity). Returns which key components are flagged (none when
-    /// refused). A tuple key with nulls needs `options` (its keys come
-    /// back as `Option`s): refused otherwise, as is what else it cannot do.
+    /// null" key, so nulls order last component by component), and the
+    /// aggregates skip their nulls ([`Query::settle_group_aggs`]). Returns
+    /// which key components are flagged (none when refused) and, for each
+    /// aggregate asked for, its slot among those `aggs` becomes. A tuple
+    /// key with nulls needs `options` (its keys come back as `Option`s):
+    /// refused otherwise.
     pub(crate) fn settle_group_nulls(
         &mut self,
         keys: &mut SmallVec<[Value; 2]>,
         aggs: &mut SmallVec<[LogicalAgg; 4]>,
         options: bool,
         keep_null_values: bool,
-    ) -> SmallVec<[bool; 2]> {
+    ) -> (SmallVec<[bool; 2]>, Slots) {
+        let mut flagged = SmallVec::new();
+        if !self.has_nulls() {
+            return (flagged, merge_aggs(aggs));
+        }
         let valid: SmallVec<[Option<Value>; 2]> =
             keys.iter().map(|&k| self.validity_of(k)).collect();
-        let mut flagged = SmallVec::new();
         if !options && keys.len() > 1 && valid.iter().any(Option::is_some) {
             self.refuse(|| {
                 "group_by on a tuple key with nulls: call option_keys() to get the keys as \
@@ -434,67 +425,164 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             }
             *keys = out;
         }
-        let mut vs: SmallVec<[Value; 4]> = SmallVec::new();
-        for a in aggs.iter() {
-            if let Some(v) = a.column.and_then(|c| self.validity_of(c)) {
-                crate::graph::push_unique(&mut vs, [v]);
+        self.settle_group_aggs(aggs, keep_null_values);
+        self.reset_validity();
+        (flagged, merge_aggs(aggs))
+    }
+
+    /// Makes the aggregates of a grouping skip their nulls. When every
+    /// column they read has one validity, a group whose values are all
+    /// null stays (counted 0, its `min` and the like `None`) where the
+    /// aggregates can read the identity at null rows instead
+    /// ([`Query::mask_aggs`]; `keep_null_values`), and its rows are
+    /// dropped before grouping otherwise (`variance`, `first`, `last`,
+    /// `argmin`/`argmax`). Columns with different validities in one pass
+    /// need the identity: the other aggregates are refused there.
+    /// `count()` counts the rows where every aggregated column is valid.
+    fn settle_group_aggs(&mut self, aggs: &mut SmallVec<[LogicalAgg; 4]>, keep_null_values: bool) {
+        let own: SmallVec<[Option<Value>; 4]> = aggs
+            .iter()
+            .map(|a| a.column.and_then(|c| self.validity_of(c)))
+            .collect();
+        // One validity per class of aggregates that read a column.
+        let mut classes: SmallVec<[Option<Value>; 4]> = SmallVec::new();
+        for (a, &v) in aggs.iter().zip(&own) {
+            if a.column.is_some() && !classes.contains(&v) {
+                classes.push(v);
             }
         }
-        match vs.as_slice() {
-            [] => {}
-            [v] => {
+        let all = self.and_all(classes.iter().flatten().copied().collect());
+        let own: SmallVec<[Option<Value>; 4]> = aggs
+            .iter()
+            .zip(own)
+            .map(|(a, v)| if a.column.is_some() { v } else { all })
+            .collect();
+        match classes.as_slice() {
+            [] | [None] => {}
+            [Some(v)] => {
                 let v = *v;
-                if !(keep_null_values && self.mask_aggs(aggs, v)) {
+                if !(keep_null_values && self.mask_aggs(aggs, &own)) {
                     self.push_filter(v);
                 }
             }
-            _ => self.refuse(|| {
-                "group aggregates over columns with different nulls are not supported \
-                 yet: drop_nulls() or fill_null(..) first"
-                    .into()
-            }),
+            _ => {
+                if !self.mask_aggs(aggs, &own) {
+                    self.refuse(|| {
+                        format!(
+                            "{} over columns with different nulls in one group pass is not \
+                             supported yet (count, sum, min, max, mean, any and all are): \
+                             drop_nulls() or fill_null(..) first, or one query per column",
+                            unmaskable(aggs)
+                        )
+                    });
+                }
+            }
         }
-        self.reset_validity();
-        flagged
     }
 
-    /// Makes the aggregates skip the rows where `v` (the validity of every
-    /// column they read) is false without filtering the rows out, so a
-    /// group whose values are all null stays, counted 0, its `min` and
-    /// the like `None`: `count` becomes the sum of `v`, a sum, min, max,
-    /// any or all reads the identity where `v` is false. `false` (nothing
+    /// Settles the nulls of one [`Query::aggregate`] pass
+    /// ([`Query::settle_pass`]) and returns, for each aggregate asked for,
+    /// its slot among those `aggs` becomes.
+    pub(crate) fn settle_aggs(&mut self, aggs: &mut SmallVec<[LogicalAgg; 4]>) -> Slots {
+        self.settle_pass(aggs, true);
+        merge_aggs(aggs)
+    }
+
+    /// Settles the nulls of one pass of aggregates over the whole stream:
+    /// when every aggregate reads one validity (a `count()` that of the
+    /// whole element; the count a `min` or `mean` goes with, `Count(Some(c))`,
+    /// that of `c`), the rows where it is false are filtered out; when
+    /// they read different ones, each aggregate reads its identity where
+    /// its own is false ([`Query::mask_aggs`]), refused for those that
+    /// cannot and where `!may_mask` (a pipeline's `min`, `mean` and the
+    /// like share one count). An `argmin`/`argmax` among other aggregates
+    /// over nulls is refused (a filter would move its positions). Leaves
+    /// the columns without nulls.
+    pub(crate) fn settle_pass(&mut self, aggs: &mut SmallVec<[LogicalAgg; 4]>, may_mask: bool) {
+        if !self.has_nulls() {
+            return;
+        }
+        if aggs
+            .iter()
+            .any(|a| matches!(a.kind, AggKind::ArgMin | AggKind::ArgMax))
+        {
+            self.refuse(|| {
+                "argmin/argmax among other aggregates over a column with nulls is not \
+                 supported yet: call argmin()/argmax() alone (they skip nulls), or \
+                 drop_nulls()/fill_null(..) first"
+                    .into()
+            });
+        } else {
+            let own: SmallVec<[Option<Value>; 4]> = aggs
+                .iter()
+                .map(|a| match (&a.kind, a.column) {
+                    (AggKind::Count, None) => self.element_validity(),
+                    (_, Some(c)) => self.validity_of(c),
+                    (_, None) => None,
+                })
+                .collect();
+            let first = own.first().copied().flatten();
+            if own.iter().all(|&v| v == first) {
+                if let Some(v) = first {
+                    self.push_filter(v);
+                }
+            } else if !may_mask {
+                self.refuse(|| {
+                    "min, max, mean, variance and the like over columns with different nulls \
+                     in one pipeline are not supported yet (sum, count, any and all are): \
+                     filter the nulls in the engine that runs it (WHERE x IS NOT NULL), or \
+                     one pipeline per column"
+                        .into()
+                })
+            } else if !self.mask_aggs(aggs, &own) {
+                self.refuse(|| {
+                    format!(
+                        "{} over columns with different nulls in one pass is not supported \
+                         yet (count, sum, min, max, mean, any and all are): drop_nulls() or \
+                         fill_null(..) first, or one query per column",
+                        unmaskable(aggs)
+                    )
+                });
+            }
+        }
+        self.reset_validity();
+    }
+
+    /// Makes each aggregate skip the rows where its validity (`own`,
+    /// parallel to `aggs`; `None`: never null) is false without filtering
+    /// them out: a count becomes the sum of the validity, a sum, min,
+    /// max, any or all reads its identity there. `false` (nothing
     /// changed) when an aggregate cannot skip a row that way (argmin,
     /// argmax, first, last, variance, a custom reduce).
-    fn mask_aggs(&mut self, aggs: &mut SmallVec<[LogicalAgg; 4]>, v: Value) -> bool {
+    fn mask_aggs(&mut self, aggs: &mut SmallVec<[LogicalAgg; 4]>, own: &[Option<Value>]) -> bool {
         use crate::expr::ops::UnaryOp;
-        let maskable = aggs.iter().all(|a| {
-            matches!(
-                a.kind,
-                AggKind::Count
-                    | AggKind::Sum
-                    | AggKind::Min
-                    | AggKind::Max
-                    | AggKind::Any
-                    | AggKind::All
-            )
-        });
-        if !maskable {
+        if !aggs.iter().all(|a| maskable(&a.kind)) {
             return false;
         }
         let arena = &mut self.traced.trace.arena;
         let push = |arena: &mut crate::expr::ExprArena, node: Node, ty: DType| {
             arena.push_unchecked(NodeData { node, ty })
         };
-        for a in aggs.iter_mut() {
-            let Some(c) = a.column else {
-                // The number of valid rows.
-                let n = push(arena, Node::Cast(v), DType::U64);
+        // One count per validity.
+        let mut counts: SmallVec<[(Value, Value); 4]> = SmallVec::new();
+        for (a, &v) in aggs.iter_mut().zip(own) {
+            let Some(v) = v else { continue };
+            if a.kind == AggKind::Count {
+                let n = match counts.iter().find(|(w, _)| *w == v) {
+                    Some(&(_, n)) => n,
+                    None => {
+                        let n = push(arena, Node::Cast(v), DType::U64);
+                        counts.push((v, n));
+                        n
+                    }
+                };
                 *a = LogicalAgg {
                     kind: AggKind::Sum,
                     column: Some(n),
                 };
                 continue;
-            };
+            }
+            let Some(c) = a.column else { continue };
             a.column = Some(match a.kind {
                 AggKind::Any => push(arena, Node::Binary(BinaryOp::And, v, c), DType::Bool),
                 AggKind::All => {
@@ -617,4 +705,56 @@ impl<'a, T: Element, M: Mode> Query<'a, Expr<T>, M> {
             }
         })
     }
+}
+
+/// For each aggregate asked for, its slot among the aggregates the plan
+/// computes.
+pub(crate) type Slots = SmallVec<[u32; 8]>;
+
+/// Whether an aggregate skips a row by reading its identity there.
+fn maskable(kind: &AggKind) -> bool {
+    matches!(
+        kind,
+        AggKind::Count | AggKind::Sum | AggKind::Min | AggKind::Max | AggKind::Any | AggKind::All
+    )
+}
+
+/// The names of the aggregates that cannot, for an error.
+fn unmaskable(aggs: &[LogicalAgg]) -> String {
+    let mut names: SmallVec<[&str; 4]> = SmallVec::new();
+    for a in aggs.iter().filter(|a| !maskable(&a.kind)) {
+        let name = match a.kind {
+            AggKind::M2 => "variance/std_dev",
+            _ => a.kind.name(),
+        };
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names.join(", ")
+}
+
+/// The aggregates the plan computes from those asked for: a count of a
+/// column left (`Count(Some(c))`: its column never null, or filtered on)
+/// counts rows, and aggregates that became identical are computed once.
+/// Returns each one's slot.
+pub(crate) fn merge_aggs(aggs: &mut SmallVec<[LogicalAgg; 4]>) -> Slots {
+    let mut out: SmallVec<[LogicalAgg; 4]> = SmallVec::new();
+    let slots = aggs
+        .drain(..)
+        .map(|mut a| {
+            if a.kind == AggKind::Count {
+                a.column = None;
+            }
+            match out.iter().position(|b| *b == a) {
+                Some(i) => i as u32,
+                None => {
+                    out.push(a);
+                    (out.len() - 1) as u32
+                }
+            }
+        })
+        .collect();
+    *aggs = out;
+    slots
 }

@@ -681,8 +681,9 @@ impl Pipeline {
         let prepared = if all_plain(&sources) {
             self.plain_prepared(bound, engine, sources, options, t)?
         } else {
-            let (q, _) = self.replay(engine, sources, Vec::new(), options)?;
-            q.into_prepared(t.clone())
+            let (mut q, _) = self.replay(engine, sources, Vec::new(), options)?;
+            let aggs = self.settle_replayed(&mut q);
+            q.into_prepared(LogicalTerminal::Reduce(aggs))
         };
         match executor::run_value(prepared)? {
             PlanOutput::Aggregates(a) => Ok(State(a.into_iter().collect())),
@@ -711,11 +712,9 @@ impl Pipeline {
         let (mut q, extra) = self.replay(engine, sources, extra, options)?;
         // The rows the aggregates skip for their nulls, as a whole-stream
         // reduce skips them; then no column is null for the grouping.
-        q.settle_nulls(&LogicalTerminal::Reduce(aggs.clone()));
-        q.reset_validity();
         let terminal = LogicalTerminal::Group {
             keys: smallvec![extra[0]],
-            aggs: aggs.clone(),
+            aggs: self.settle_replayed(&mut q),
             first_seen: false,
         };
         let (out, m) = executor::run(q.into_prepared(terminal))?;
@@ -730,6 +729,22 @@ impl Pipeline {
             _ => return Err(invalid("a grouping returned keys of another type")),
         };
         Ok((keys, cols, m))
+    }
+
+    /// The aggregates of a replay, made to skip the nulls of its sources
+    /// as [`Query::aggregate`] skips them ([`Query::settle_pass`]), slot
+    /// for slot (a pipeline's aggregates are its state). Over columns
+    /// with different nulls each aggregate may read its identity at its
+    /// own nulls only where no value goes with a count (`min`, `mean` and
+    /// the like share the pipeline's one count).
+    fn settle_replayed(&self, q: &mut Query<'_, Expr<bool>, Run>) -> SmallVec<[LogicalAgg; 4]> {
+        let mut aggs: SmallVec<[LogicalAgg; 4]> = self.aggs().iter().cloned().collect();
+        let counted = match &self.finish {
+            Finish::Values { reads, .. } => reads.iter().any(|r| r.kind != ReadKind::Value),
+            _ => false,
+        };
+        q.settle_pass(&mut aggs, !counted);
+        aggs
     }
 
     /// Checks that `sources` are one column per input, each of its type.

@@ -69,6 +69,10 @@ pub(crate) struct Held {
     pub(crate) error: Option<String>,
     /// Sorts put null elements first (`Query::nulls_first`).
     pub(crate) nulls_first: bool,
+    /// The conjunctions of validities traced so far, by the sorted
+    /// validities they join (one node for one set, so aggregates of one
+    /// compound validity compare equal).
+    pub(crate) conjunctions: Vec<(SmallVec<[crate::expr::Value; 4]>, crate::expr::Value)>,
 }
 
 /// A join's build side that runs before the query: its result columns
