@@ -704,6 +704,27 @@ fn nulls_on_the_ptx_interpreter() {
                 })
                 .collect();
             assert_eq!(q().scan_sum().collect::<Vec<_>>(), running, "scan {ctx}");
+            // Another column with other nulls: each aggregate skips its own.
+            let ps = patterns(n, 13);
+            let other = options(&values, &ps[(p + 1) % ps.len()]);
+            let b = Int64Array::from(other.clone());
+            let ys: Vec<i64> = other.iter().flatten().copied().collect();
+            let both = opts
+                .iter()
+                .zip(&other)
+                .filter(|(x, y)| x.is_some() && y.is_some());
+            let got = q()
+                .zip(&b)
+                .aggregate(|(x, y), g| (g.sum(x), g.max(y), g.count()));
+            assert_eq!(
+                got,
+                (
+                    non_null.iter().fold(0i64, |s, &x| s.wrapping_add(x)),
+                    ys.iter().max().copied(),
+                    both.count() as u64
+                ),
+                "different nulls {ctx}"
+            );
             let f = Float32Array::from(
                 opts.iter()
                     .map(|x| x.map(|x| (x % 1000) as f32 / 8.0))
