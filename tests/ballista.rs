@@ -535,7 +535,8 @@ fn malformed_and_foreign_parts_are_errors_that_say_what_is_wrong() {
     ));
     assert!(e.contains("\"other\""), "{e}");
     // The pipeline inside, of another version.
-    let e = error_of(&with("\\\"version\\\":1", "\\\"version\\\":7"));
+    let inner = format!("\\\"version\\\":{}", computeq::query::WIRE_VERSION);
+    let e = error_of(&with(&inner, "\\\"version\\\":7"));
     assert!(e.contains("version 7"), "{e}");
     let e = error_of(&with("\"kind\":\"aggregate\"", "\"kind\":\"scalar\""));
     assert!(e.contains("Scalar"), "{e}");

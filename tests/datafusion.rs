@@ -379,12 +379,53 @@ fn an_aggregate_over_different_nulls_skips_each_its_own_or_is_an_error() {
         read(&got),
         [(4.0, 5.0, 9.0, 1), (5.0, 4.0, 0.0, 0), (0.0, 0.0, 0.0, 0)]
     );
-    // A max goes with a count the whole pass shares: refused.
+    // A max and a mean go each with the count of its own column's rows.
     let two =
-        Pipeline::over::<(f64, f64)>(|q| q.aggregate(|(a, b), g| (g.max(a), g.sum(b)))).unwrap();
+        Pipeline::over::<(f64, f64)>(|q| q.aggregate(|(a, b), g| (g.max(a), g.mean(b)))).unwrap();
     ctx.register_udaf(aggregate_udf("two", two).unwrap());
-    let r = rt().block_on(async { ctx.sql("SELECT two(a, b) FROM ab").await?.collect().await });
-    let e = r.expect_err("a max and a sum over different validities in one pass");
+    let pairs = |got: &[RecordBatch]| {
+        let mut rows = Vec::new();
+        for batch in got {
+            let s = batch
+                .column(batch.num_columns() - 1)
+                .as_any()
+                .downcast_ref::<StructArray>()
+                .expect("a struct");
+            let f = |i: usize| {
+                s.column(i)
+                    .as_any()
+                    .downcast_ref::<Float64Array>()
+                    .unwrap()
+                    .clone()
+            };
+            let (max, mean) = (f(0), f(1));
+            for r in 0..batch.num_rows() {
+                let opt = |a: &Float64Array| (!a.is_null(r)).then(|| a.value(r));
+                rows.push((opt(&max), opt(&mean)));
+            }
+        }
+        rows
+    };
+    let got = sql(&ctx, "SELECT two(a, b) FROM ab");
+    assert_eq!(pairs(&got), [(Some(5.0), Some(3.0))]);
+    let got = sql(&ctx, "SELECT k, two(a, b) FROM ab GROUP BY k ORDER BY k");
+    assert_eq!(
+        pairs(&got),
+        [(Some(3.0), Some(2.5)), (Some(5.0), Some(4.0)), (None, None)]
+    );
+    // A variance cannot skip a row by reading its identity: refused over
+    // columns with different nulls, with the reason.
+    let spread =
+        Pipeline::over::<(f64, f64)>(|q| q.aggregate(|(a, b), g| (g.variance(a), g.sum(b))))
+            .unwrap();
+    ctx.register_udaf(aggregate_udf("spread", spread).unwrap());
+    let r = rt().block_on(async {
+        ctx.sql("SELECT spread(a, b) FROM ab")
+            .await?
+            .collect()
+            .await
+    });
+    let e = r.expect_err("a variance and a sum over different validities in one pass");
     assert!(e.to_string().contains("different nulls"), "{e}");
 }
 

@@ -44,6 +44,13 @@ fn shapes() -> Vec<(&'static str, Pipeline)> {
             .unwrap(),
         ),
         (
+            "a count per column read",
+            Pipeline::over::<(f64, i64)>(|q| {
+                q.aggregate(|(x, n), a| (a.min(x), a.mean(n), a.max(n * 2), a.count()))
+            })
+            .unwrap(),
+        ),
+        (
             "three inputs",
             Pipeline::over::<(f32, f32, u32)>(|q| {
                 q.filter(|((_, _), m)| m.gt(0))
@@ -170,8 +177,19 @@ fn malformed_and_foreign_documents_are_clear_errors() {
     assert!(rejected("").contains("not a pipeline document"));
     assert!(rejected("{}").contains("not a pipeline document"));
     assert!(rejected(r#"{"format":"parquet","version":1}"#).contains("format"));
-    let v2 = good.replace(r#""version":1"#, r#""version":2"#);
-    assert!(rejected(&v2).contains("version 2"));
+    let other = format!(r#""version":{}"#, computeq::query::WIRE_VERSION + 1);
+    let v = good.replace(
+        &format!(r#""version":{}"#, computeq::query::WIRE_VERSION),
+        &other,
+    );
+    assert_ne!(v, good, "the document has the version this test edits");
+    assert!(rejected(&v).contains(&format!("version {}", computeq::query::WIRE_VERSION + 1)));
+    // Version 1 counted a min's rows as every column's: not read.
+    let v1 = good.replace(
+        &format!(r#""version":{}"#, computeq::query::WIRE_VERSION),
+        r#""version":1"#,
+    );
+    assert!(rejected(&v1).contains("version 1"));
     assert!(rejected(&good[..good.len() / 2]).contains("malformed"));
     // A node that reads a value defined after it.
     let forward = good.replacen(r#"{"Binary":["Gt",0,1]}"#, r#"{"Binary":["Gt",0,9]}"#, 1);

@@ -168,7 +168,9 @@ impl Aggregates {
         let c = self.column(x);
         let a = self.slot(kind, Some(c));
         // The rows `x` is not null in (`Query::settle_aggs` makes it a
-        // count of rows, or of valid rows where columns differ in nulls).
+        // count of rows, or of valid rows where columns differ in nulls;
+        // a pipeline keeps one per set of columns read,
+        // `Query::pipeline_counts`).
         let n = self.slot(AggKind::Count, Some(c));
         self.handle(a, n, read_kind, read)
     }
@@ -331,7 +333,11 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             aggs.slot(AggKind::Count, None);
         }
         let mut list = aggs.aggs.into_iter().collect();
-        let slots = self.settle_aggs(&mut list);
+        let slots = if M::CAPTURE {
+            self.pipeline_counts(&mut list)
+        } else {
+            self.settle_aggs(&mut list)
+        };
         let at = slots.clone();
         self.finish_as(
             LogicalTerminal::Reduce(list),

@@ -151,8 +151,8 @@ impl<'a, T: Element, M: Mode> Query<'a, Expr<T>, M> {
     pub fn collect_on_device(self) -> Result<(DeviceArray<T>, ExecutionMetrics), Error> {
         let mut q = self;
         let cols = q.columns.clone();
-        let terminal = LogicalTerminal::Collect(cols);
-        q.settle_nulls(&terminal);
+        let mut terminal = LogicalTerminal::Collect(cols);
+        q.settle_nulls(&mut terminal);
         q.traced.trace.terminal = Some(terminal);
         let (c, m) = executor::run_to_device(Prepared {
             engine: q.engine,

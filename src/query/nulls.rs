@@ -33,8 +33,10 @@
 //!   identity there and counting the valid rows (every key keeps its
 //!   group), or, where an aggregate cannot, by dropping those rows;
 //! - one pass of several aggregates over columns with different nulls
-//!   (`aggregate`, `agg`): each aggregate reads its identity where its
-//!   own value is null, and its count counts its valid rows;
+//!   (`aggregate`, `agg`, a pipeline's replay): each aggregate reads its
+//!   identity where its own value is null, and its count counts its
+//!   valid rows (a pipeline keeps a count per set of columns read,
+//!   `Query::pipeline_counts`);
 //! - joins: a null key matches nothing (inner and semi joins drop the
 //!   row, an anti join keeps it behind an "is null" key no build row
 //!   has), and both sides' validities travel through the join;
@@ -44,9 +46,8 @@
 //!   `drop_nulls` and `fill_null` remove them;
 //! - what does not take nulls yet (a variance, first, last or custom
 //!   reduce in one pass with aggregates of columns with other nulls, an
-//!   argmin/argmax among other aggregates, `collect_on_device`, and a
-//!   pipeline's aggregates over different nulls) is an error at the
-//!   terminal
+//!   argmin/argmax among other aggregates, `collect_on_device`) is an
+//!   error at the terminal
 //!   (`ErrorKind::InvalidQuery`), never a silently wrong answer.
 //!
 //! Values at null rows are whatever the array's buffer holds: every
@@ -225,15 +226,11 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         Some(all)
     }
 
-    /// The validity of `v`: the conjunction of the validities of the
-    /// current columns it is computed from (`None` when none may be null).
-    pub(crate) fn validity_of(&mut self, v: Value) -> Option<Value> {
-        let h = self.held.as_ref()?;
-        if h.validity.iter().all(Option::is_none) {
-            return None;
-        }
+    /// The current columns `v` is computed from, as bits (bit `j`: column
+    /// `j`; the columns past 64 are not told apart).
+    pub(crate) fn columns_of(&self, v: Value) -> u64 {
         let arena = &self.traced.trace.arena;
-        let mut found: SmallVec<[Value; 4]> = SmallVec::new();
+        let mut found = 0u64;
         let mut seen: SmallVec<[Value; 16]> = SmallVec::new();
         let mut stack: SmallVec<[Value; 16]> = smallvec::smallvec![v];
         while let Some(x) = stack.pop() {
@@ -242,12 +239,30 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             }
             seen.push(x);
             if let Some(j) = self.columns.iter().position(|&c| c == x) {
-                found.extend(h.validity.get(j).copied().flatten());
+                found |= 1 << j.min(63);
                 continue;
             }
             stack.extend(arena.get(x).node.operands());
         }
-        self.and_all(found)
+        found
+    }
+
+    /// The validity of `v`: the conjunction of the validities of the
+    /// current columns it is computed from (`None` when none may be null).
+    pub(crate) fn validity_of(&mut self, v: Value) -> Option<Value> {
+        let h = self.held.as_ref()?;
+        if h.validity.iter().all(Option::is_none) {
+            return None;
+        }
+        let read = self.columns_of(v);
+        let vs: SmallVec<[Value; 4]> = h
+            .validity
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| read & (1 << j.min(63)) != 0)
+            .filter_map(|(_, v)| *v)
+            .collect();
+        self.and_all(vs)
     }
 
     /// The validity of a whole element: every current column valid.
@@ -353,23 +368,23 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Rewrites a terminal for the nulls of the columns it reads: a filter
     /// of the rows where they are valid before an aggregate, or an error
     /// where the terminal does not take nulls yet.
-    pub(crate) fn settle_nulls(&mut self, terminal: &LogicalTerminal) {
+    pub(crate) fn settle_nulls(&mut self, terminal: &mut LogicalTerminal) {
         if !self.has_nulls() {
             return;
         }
         match terminal {
             LogicalTerminal::Reduce(aggs) => {
-                // A terminal's own aggregates read one column (a pass of
-                // several is settled by `aggregate` before it comes here).
-                let mut aggs: SmallVec<[LogicalAgg; 4]> = aggs.iter().cloned().collect();
-                self.settle_pass(&mut aggs, false);
+                self.settle_pass(aggs);
+                uncount(aggs);
             }
             LogicalTerminal::CountByKey { key, .. } => {
-                if let Some(v) = self.validity_of(*key) {
+                let key = *key;
+                if let Some(v) = self.validity_of(key) {
                     self.push_filter(v);
                 }
             }
             LogicalTerminal::Collect(cols) => {
+                let cols = cols.clone();
                 if cols.iter().any(|&c| self.validity_of(c).is_some()) {
                     self.refuse(|| {
                         "collect() of a column with nulls: use collect_arrow() or \
@@ -484,7 +499,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// ([`Query::settle_pass`]) and returns, for each aggregate asked for,
     /// its slot among those `aggs` becomes.
     pub(crate) fn settle_aggs(&mut self, aggs: &mut SmallVec<[LogicalAgg; 4]>) -> Slots {
-        self.settle_pass(aggs, true);
+        self.settle_pass(aggs);
         merge_aggs(aggs)
     }
 
@@ -494,11 +509,10 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// that of `c`), the rows where it is false are filtered out; when
     /// they read different ones, each aggregate reads its identity where
     /// its own is false ([`Query::mask_aggs`]), refused for those that
-    /// cannot and where `!may_mask` (a pipeline's `min`, `mean` and the
-    /// like share one count). An `argmin`/`argmax` among other aggregates
-    /// over nulls is refused (a filter would move its positions). Leaves
-    /// the columns without nulls.
-    pub(crate) fn settle_pass(&mut self, aggs: &mut SmallVec<[LogicalAgg; 4]>, may_mask: bool) {
+    /// cannot. An `argmin`/`argmax` among other aggregates over nulls is
+    /// refused (a filter would move its positions). Leaves the columns
+    /// without nulls.
+    pub(crate) fn settle_pass(&mut self, aggs: &mut SmallVec<[LogicalAgg; 4]>) {
         if !self.has_nulls() {
             return;
         }
@@ -526,14 +540,6 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
                 if let Some(v) = first {
                     self.push_filter(v);
                 }
-            } else if !may_mask {
-                self.refuse(|| {
-                    "min, max, mean, variance and the like over columns with different nulls \
-                     in one pipeline are not supported yet (sum, count, any and all are): \
-                     filter the nulls in the engine that runs it (WHERE x IS NOT NULL), or \
-                     one pipeline per column"
-                        .into()
-                })
             } else if !self.mask_aggs(aggs, &own) {
                 self.refuse(|| {
                     format!(
@@ -546,6 +552,30 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             }
         }
         self.reset_validity();
+    }
+
+    /// A pipeline's aggregates, traced without data: a count that goes
+    /// with a value (`Count(Some(c))`, for a `min`, `mean`...) becomes the
+    /// count of elements where `c` reads every column, and stays a count
+    /// of its own, one per set of columns read, where `c` reads some (a
+    /// replay over columns with different nulls counts the rows where
+    /// those are valid: [`Query::settle_pass`]); aggregates that became
+    /// identical merge. Returns each one's slot.
+    pub(crate) fn pipeline_counts(&self, aggs: &mut SmallVec<[LogicalAgg; 4]>) -> Slots {
+        let every = u64::MAX >> (64 - self.columns.len().clamp(1, 64));
+        let mut sets: SmallVec<[(u64, Value); 4]> = SmallVec::new();
+        for a in aggs.iter_mut().filter(|a| a.kind == AggKind::Count) {
+            let Some(c) = a.column else { continue };
+            let read = self.columns_of(c);
+            if read == every {
+                a.column = None;
+            } else if let Some(&(_, first)) = sets.iter().find(|(r, _)| *r == read) {
+                a.column = Some(first);
+            } else {
+                sets.push((read, c));
+            }
+        }
+        dedup_aggs(aggs)
     }
 
     /// Makes each aggregate skip the rows where its validity (`own`,
@@ -734,24 +764,34 @@ fn unmaskable(aggs: &[LogicalAgg]) -> String {
     names.join(", ")
 }
 
+/// Makes every count a count of rows (`Count(Some(c))` is the count of
+/// the rows where `c` is not null: once the nulls are settled, of rows),
+/// slot for slot.
+pub(crate) fn uncount(aggs: &mut [LogicalAgg]) {
+    for a in aggs.iter_mut().filter(|a| a.kind == AggKind::Count) {
+        a.column = None;
+    }
+}
+
 /// The aggregates the plan computes from those asked for: a count of a
 /// column left (`Count(Some(c))`: its column never null, or filtered on)
 /// counts rows, and aggregates that became identical are computed once.
 /// Returns each one's slot.
 pub(crate) fn merge_aggs(aggs: &mut SmallVec<[LogicalAgg; 4]>) -> Slots {
+    uncount(aggs);
+    dedup_aggs(aggs)
+}
+
+/// Computes identical aggregates once; returns each one's slot.
+fn dedup_aggs(aggs: &mut SmallVec<[LogicalAgg; 4]>) -> Slots {
     let mut out: SmallVec<[LogicalAgg; 4]> = SmallVec::new();
     let slots = aggs
         .drain(..)
-        .map(|mut a| {
-            if a.kind == AggKind::Count {
-                a.column = None;
-            }
-            match out.iter().position(|b| *b == a) {
-                Some(i) => i as u32,
-                None => {
-                    out.push(a);
-                    (out.len() - 1) as u32
-                }
+        .map(|a| match out.iter().position(|b| *b == a) {
+            Some(i) => i as u32,
+            None => {
+                out.push(a);
+                (out.len() - 1) as u32
             }
         })
         .collect();

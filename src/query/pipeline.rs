@@ -25,6 +25,7 @@
 
 use super::join::placeholder;
 use super::mode::Capture;
+use super::nulls::uncount;
 use super::{Query, Run, SourceParts, SourceValues};
 use crate::error::{Error, ErrorKind};
 use crate::expr::{DType, Element, Expr, Node, Scalar, Shape, Value};
@@ -643,7 +644,11 @@ impl Pipeline {
             });
         }
         let (q, _) = self.replay(engine, sources, Vec::new(), options)?;
-        let mut p = q.into_prepared(terminal.clone());
+        let mut terminal = terminal.clone();
+        if let LogicalTerminal::Reduce(aggs) = &mut terminal {
+            uncount(aggs);
+        }
+        let mut p = q.into_prepared(terminal);
         if p.held.is_none() && p.sides.is_empty() {
             let (plan, hit) = engine
                 .plans
@@ -733,17 +738,12 @@ impl Pipeline {
 
     /// The aggregates of a replay, made to skip the nulls of its sources
     /// as [`Query::aggregate`] skips them ([`Query::settle_pass`]), slot
-    /// for slot (a pipeline's aggregates are its state). Over columns
-    /// with different nulls each aggregate may read its identity at its
-    /// own nulls only where no value goes with a count (`min`, `mean` and
-    /// the like share the pipeline's one count).
+    /// for slot (a pipeline's aggregates are its state; each count a
+    /// count of rows after, see [`Query::pipeline_counts`]).
     fn settle_replayed(&self, q: &mut Query<'_, Expr<bool>, Run>) -> SmallVec<[LogicalAgg; 4]> {
         let mut aggs: SmallVec<[LogicalAgg; 4]> = self.aggs().iter().cloned().collect();
-        let counted = match &self.finish {
-            Finish::Values { reads, .. } => reads.iter().any(|r| r.kind != ReadKind::Value),
-            _ => false,
-        };
-        q.settle_pass(&mut aggs, !counted);
+        q.settle_pass(&mut aggs);
+        uncount(&mut aggs);
         aggs
     }
 

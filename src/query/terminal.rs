@@ -60,9 +60,9 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// every terminal, as the code it replaced was: a call here cost a
     /// tiny query ~170 instructions).
     #[inline(always)]
-    pub(crate) fn into_prepared(mut self, terminal: LogicalTerminal) -> Prepared<'a> {
+    pub(crate) fn into_prepared(mut self, mut terminal: LogicalTerminal) -> Prepared<'a> {
         if self.held.is_some() {
-            self.settle_nulls(&terminal);
+            self.settle_nulls(&mut terminal);
         }
         self.traced.trace.terminal = Some(terminal);
         Prepared {

@@ -23,7 +23,9 @@ use smallvec::SmallVec;
 const FORMAT: &str = "computeq-pipeline";
 
 /// The version this build writes and reads.
-pub const WIRE_VERSION: u32 = 1;
+/// (2: a count may name a column, the count of the rows where it is not
+/// null, which version 1 counted as every column's.)
+pub const WIRE_VERSION: u32 = 2;
 
 /// A pipeline document.
 #[derive(Serialize, Deserialize)]
@@ -332,7 +334,8 @@ fn read(doc: Doc) -> Result<Pipeline, Error> {
                 let column = column.map(node).transpose()?;
                 let ty = column.map(|c| arena.ty(c));
                 let ok = match (kind, ty) {
-                    (Agg::Count, None) => true,
+                    // A count of the rows where the column is not null.
+                    (Agg::Count, _) => true,
                     (Agg::Any | Agg::All, Some(DType::Bool)) => true,
                     (Agg::Sum | Agg::Min | Agg::Max | Agg::M2, Some(t)) => t.is_numeric(),
                     _ => false,
@@ -387,8 +390,13 @@ fn read(doc: Doc) -> Result<Pipeline, Error> {
         _ => SmallVec::new(),
     };
     let params: crate::expr::Params = doc.params.into_iter().collect();
-    // The planner's own checks, as for any query: what passes them runs.
-    crate::runtime::check_plan(&trace, params.len())
+    // The planner's own checks, as for any query: what passes them runs
+    // (its counts counting rows, as they do once nulls are settled).
+    let mut planned = trace.clone();
+    if let Some(LogicalTerminal::Reduce(aggs)) = &mut planned.terminal {
+        super::nulls::uncount(aggs);
+    }
+    crate::runtime::check_plan(&planned, params.len())
         .map_err(|e| malformed(format!("its plan does not verify ({e})")))?;
     Ok(Pipeline {
         trace,
