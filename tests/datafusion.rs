@@ -7,7 +7,7 @@ use computeq::datafusion::{aggregate_udf, scalar_udf};
 use computeq::prelude::*;
 use computeq::query::Pipeline;
 use datafusion::arrow::array::{
-    Array, Float64Array, Int32Array, Int64Array, RecordBatch, StructArray, UInt64Array,
+    Array, ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StructArray, UInt64Array,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::datasource::MemTable;
@@ -311,6 +311,33 @@ fn what_cannot_be_a_function_is_refused_with_the_reason() {
     assert!(e.to_string().contains("scalar_udf"), "{e}");
 }
 
+/// The rows of the struct in the last column of `got`, each field as an
+/// `f64` (a count converted; `None` where null).
+fn struct_rows(got: &[RecordBatch]) -> Vec<Vec<Option<f64>>> {
+    let mut rows = Vec::new();
+    for batch in got {
+        let s = batch
+            .column(batch.num_columns() - 1)
+            .as_any()
+            .downcast_ref::<StructArray>()
+            .expect("a struct");
+        for r in 0..batch.num_rows() {
+            let field = |c: &ArrayRef| {
+                let any = c.as_any();
+                (!c.is_null(r)).then(|| match any.downcast_ref::<Float64Array>() {
+                    Some(f) => f.value(r),
+                    None => any
+                        .downcast_ref::<UInt64Array>()
+                        .expect("f64 or u64")
+                        .value(r) as f64,
+                })
+            };
+            rows.push(s.columns().iter().map(field).collect());
+        }
+    }
+    rows
+}
+
 #[test]
 fn an_aggregate_over_different_nulls_skips_each_its_own_or_is_an_error() {
     hermetic();
@@ -350,68 +377,31 @@ fn an_aggregate_over_different_nulls_skips_each_its_own_or_is_an_error() {
     })
     .unwrap();
     ctx.register_udaf(aggregate_udf("four", four).unwrap());
-    let read = |got: &[RecordBatch]| {
-        let mut rows = Vec::new();
-        for batch in got {
-            let s = batch
-                .column(batch.num_columns() - 1)
-                .as_any()
-                .downcast_ref::<StructArray>()
-                .expect("a struct");
-            let f = |i: usize| {
-                s.column(i)
-                    .as_any()
-                    .downcast_ref::<Float64Array>()
-                    .unwrap()
-                    .clone()
-            };
-            let n = s.column(3).as_any().downcast_ref::<UInt64Array>().unwrap();
-            for r in 0..batch.num_rows() {
-                rows.push((f(0).value(r), f(1).value(r), f(2).value(r), n.value(r)));
-            }
-        }
-        rows
-    };
     let got = sql(&ctx, "SELECT four(a, b) FROM ab");
-    assert_eq!(read(&got), [(9.0, 9.0, 9.0, 1)]);
-    let got = sql(&ctx, "SELECT k, four(a, b) FROM ab GROUP BY k ORDER BY k");
     assert_eq!(
-        read(&got),
-        [(4.0, 5.0, 9.0, 1), (5.0, 4.0, 0.0, 0), (0.0, 0.0, 0.0, 0)]
+        struct_rows(&got),
+        [[Some(9.0), Some(9.0), Some(9.0), Some(1.0)]]
+    );
+    let got = sql(&ctx, "SELECT k, four(a, b) FROM ab GROUP BY k ORDER BY k");
+    let some = |r: [f64; 4]| r.map(Some);
+    assert_eq!(
+        struct_rows(&got),
+        [
+            some([4.0, 5.0, 9.0, 1.0]),
+            some([5.0, 4.0, 0.0, 0.0]),
+            some([0.0, 0.0, 0.0, 0.0])
+        ]
     );
     // A max and a mean go each with the count of its own column's rows.
     let two =
         Pipeline::over::<(f64, f64)>(|q| q.aggregate(|(a, b), g| (g.max(a), g.mean(b)))).unwrap();
     ctx.register_udaf(aggregate_udf("two", two).unwrap());
-    let pairs = |got: &[RecordBatch]| {
-        let mut rows = Vec::new();
-        for batch in got {
-            let s = batch
-                .column(batch.num_columns() - 1)
-                .as_any()
-                .downcast_ref::<StructArray>()
-                .expect("a struct");
-            let f = |i: usize| {
-                s.column(i)
-                    .as_any()
-                    .downcast_ref::<Float64Array>()
-                    .unwrap()
-                    .clone()
-            };
-            let (max, mean) = (f(0), f(1));
-            for r in 0..batch.num_rows() {
-                let opt = |a: &Float64Array| (!a.is_null(r)).then(|| a.value(r));
-                rows.push((opt(&max), opt(&mean)));
-            }
-        }
-        rows
-    };
     let got = sql(&ctx, "SELECT two(a, b) FROM ab");
-    assert_eq!(pairs(&got), [(Some(5.0), Some(3.0))]);
+    assert_eq!(struct_rows(&got), [[Some(5.0), Some(3.0)]]);
     let got = sql(&ctx, "SELECT k, two(a, b) FROM ab GROUP BY k ORDER BY k");
     assert_eq!(
-        pairs(&got),
-        [(Some(3.0), Some(2.5)), (Some(5.0), Some(4.0)), (None, None)]
+        struct_rows(&got),
+        [[Some(3.0), Some(2.5)], [Some(5.0), Some(4.0)], [None, None]]
     );
     // A variance cannot skip a row by reading its identity: refused over
     // columns with different nulls, with the reason.
