@@ -1168,16 +1168,13 @@ fn aggregates_over_columns_with_different_nulls_skip_each_their_own_on_every_bac
     for n in [0, 1, 64, 1000, 70_001] {
         let r = common::lcg(n, 29);
         let k: Vec<Option<i32>> = drawn(&r, |w| w % 11 != 3, |w| (w >> 50) as i32 % 7);
-        // (patterns: ~20% and ~14% null, all null, none null.)
-        for (p, (ka, kb)) in [(5, 2), (1, 7), (0, 1), (1, 0)].into_iter().enumerate() {
-            let a: Vec<Option<i64>> = drawn(
-                &r,
-                |w| ka != 0 && w % 5 >= ka as u64 - 1,
-                |w| (w >> 33) as i64 - (1 << 30),
-            );
+        // Nulls in a: out of 10, in b: out of 7 (20% and 14%; none and
+        // 86%; all and none; none and all).
+        for (p, (na, nb)) in [(2, 1), (0, 6), (10, 0), (0, 7)].into_iter().enumerate() {
+            let a: Vec<Option<i64>> = drawn(&r, |w| w % 10 >= na, |w| (w >> 33) as i64 - (1 << 30));
             let b: Vec<Option<f64>> = drawn(
                 &r,
-                |w| kb != 0 && (w >> 3) % 7 >= kb - 1,
+                |w| (w >> 8) % 7 >= nb,
                 |w| ((w >> 20) % 1000) as f64 / 100.0,
             );
             let (aa, ba, kk) = (
