@@ -457,12 +457,16 @@ fn what_does_not_take_nulls_yet_is_an_error() {
         e.to_string().contains("distinct") && e.to_string().contains("drop_nulls"),
         "{e}"
     );
-    let e = q().aggregate(|x, g| (g.argmax(x), g.sum(x))).unwrap_err();
-    assert!(e.to_string().contains("argmin/argmax"), "{e}");
+    // An argmax among other aggregates skips the nulls, positions
+    // counting them.
+    assert_eq!(
+        q().aggregate(|x, g| (g.argmax(x), g.sum(x))).unwrap(),
+        (Some(0), 2)
+    );
     let b = Int32Array::from(vec![1, 2, 3]);
     let e = q()
         .zip(&b)
-        .aggregate(|(x, y), g| (g.sum(x), g.variance(y)))
+        .aggregate(|(x, y), g| (g.variance(x), g.sum(y)))
         .unwrap_err();
     assert!(e.to_string().contains("different nulls"), "{e}");
     // Once the nulls are gone, all of it runs.
@@ -715,13 +719,20 @@ fn nulls_on_the_ptx_interpreter() {
                 .filter(|(x, y)| x.is_some() && y.is_some());
             let got = q()
                 .zip(&b)
-                .aggregate(|(x, y), g| (g.sum(x), g.max(y), g.count()));
+                .aggregate(|(x, y), g| (g.sum(x), g.max(y), g.count(), g.argmin(x)));
+            let argmin = opts
+                .iter()
+                .enumerate()
+                .filter_map(|(i, x)| Some((x.as_ref()?, i)))
+                .min()
+                .map(|(_, i)| i);
             assert_eq!(
                 got,
                 (
                     non_null.iter().fold(0i64, |s, &x| s.wrapping_add(x)),
                     ys.iter().max().copied(),
-                    both.count() as u64
+                    both.count() as u64,
+                    argmin
                 ),
                 "different nulls {ctx}"
             );
@@ -1222,6 +1233,26 @@ fn aggregates_over_columns_with_different_nulls_skip_each_their_own_on_every_bac
                 assert!(close(Some(d), Some(both.iter().sum())), "dot {ctx}");
                 assert!(close(md, mean(&both)), "mean of xy {ctx}");
                 assert_eq!(lod, fmin(&both), "min of xy {ctx}");
+                // Argmin and argmax among them: positions count the nulls.
+                let arg = |v: &[Option<f64>], max: bool| {
+                    let mut best: Option<(usize, f64)> = None;
+                    for (i, x) in v.iter().enumerate() {
+                        let Some(x) = *x else { continue };
+                        if best.is_none_or(|(_, b)| if max { x > b } else { x < b }) {
+                            best = Some((i, x));
+                        }
+                    }
+                    best.map(|(i, _)| i)
+                };
+                let af: Vec<Option<f64>> = a.iter().map(|x| x.map(|x| x as f64)).collect();
+                let got =
+                    q().aggregate(|(x, y), g| (g.argmin(x), g.argmax(y), g.sum(y), g.count()));
+                assert_eq!(
+                    (got.0, got.1, got.3),
+                    (arg(&af, false), arg(&b, true), both.len() as u64),
+                    "argmin, argmax {ctx}"
+                );
+                assert!(close(Some(got.2), Some(ys.iter().sum())), "sum {ctx}");
 
                 // Per group of a key that may be null.
                 #[derive(Default, Debug, PartialEq)]
@@ -1290,10 +1321,44 @@ fn aggregates_over_columns_with_different_nulls_skip_each_their_own_on_every_bac
         .agg(|(x, y), g| (g.first(x), g.sum(y)))
         .unwrap_err();
     assert!(e.to_string().contains("first"), "{e}");
-    // With one validity they run (rows with a null are skipped).
+    // With one validity they run (rows with a null are skipped), and
+    // so does a variance of a column never null beside others.
     assert_eq!(
         q().aggregate(|(x, _), g| (g.variance(x), g.sum(x)))
             .unwrap(),
         (Some(2.0), 4)
     );
+    let c = [1.0f64, 2.0, 4.0];
+    let got = q()
+        .zip(&c)
+        .aggregate(|((x, _), z), g| (g.sum(x), g.variance(z), g.first(z)))
+        .unwrap();
+    assert_eq!((got.0, got.2), (4, Some(1.0)));
+    assert!(close(got.1, Some(7.0 / 3.0)), "{got:?}");
+    // An argmin whose valid values all tie with its mask (the type's
+    // extreme, or NaN) is the first valid row, not a null one before it.
+    let big = Int64Array::from(vec![None, Some(i64::MAX), None, Some(i64::MAX)]);
+    let nan = Float64Array::from(vec![None, None, Some(f64::NAN), Some(f64::NAN)]);
+    let small = Int64Array::from(vec![None, Some(i64::MIN), Some(3)]);
+    for kind in backends(&engine) {
+        let got = big
+            .compute_on(&engine)
+            .on(kind)
+            .zip(&nan)
+            .aggregate(|(x, y), g| {
+                (
+                    g.argmin(x),
+                    g.argmax(x),
+                    g.argmin(y),
+                    g.argmax(y),
+                    g.count(),
+                )
+            });
+        assert_eq!(got, (Some(1), Some(1), Some(2), Some(2), 1), "on {kind}");
+        let got = small
+            .compute_on(&engine)
+            .on(kind)
+            .aggregate(|x, g| (g.argmax(x), g.argmin(x), g.sum(x)));
+        assert_eq!(got, (Some(2), Some(1), i64::MIN + 3), "on {kind}");
+    }
 }

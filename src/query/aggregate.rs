@@ -333,8 +333,8 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
             aggs.slot(AggKind::Count, None);
         }
         let mut list = aggs.aggs.into_iter().collect();
-        let slots = if M::CAPTURE {
-            self.pipeline_counts(&mut list)
+        let (slots, fixes) = if M::CAPTURE {
+            (self.pipeline_counts(&mut list), Default::default())
         } else {
             self.settle_aggs(&mut list)
         };
@@ -355,7 +355,8 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
                 Finish::Values { reads, names }
             },
             move |o| {
-                let values = aggregates(o);
+                let mut values = aggregates(o);
+                super::nulls::fix_args(&mut values, &fixes);
                 let asked: SmallVec<[Scalar; 8]> =
                     slots.iter().map(|&i| values[i as usize]).collect();
                 shape.read(&asked)

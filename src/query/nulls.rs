@@ -36,7 +36,9 @@
 //!   (`aggregate`, `agg`, a pipeline's replay): each aggregate reads its
 //!   identity where its own value is null, and its count counts its
 //!   valid rows (a pipeline keeps a count per set of columns read,
-//!   `Query::pipeline_counts`);
+//!   `Query::pipeline_counts`); an argmin/argmax among them reads null
+//!   rows as a value that never wins, ties with it told apart after the
+//!   run (`ArgFix`);
 //! - joins: a null key matches nothing (inner and semi joins drop the
 //!   row, an anti join keeps it behind an "is null" key no build row
 //!   has), and both sides' validities travel through the join;
@@ -45,9 +47,9 @@
 //!   `collect_options` and `distinct_options` return the nulls,
 //!   `drop_nulls` and `fill_null` remove them;
 //! - what does not take nulls yet (a variance, first, last or custom
-//!   reduce in one pass with aggregates of columns with other nulls, an
-//!   argmin/argmax among other aggregates, `collect_on_device`) is an
-//!   error at the terminal
+//!   reduce of a column that may be null in one pass with aggregates of
+//!   columns with other nulls, an argmin/argmax among other aggregates
+//!   in a pipeline, `collect_on_device`) is an error at the terminal
 //!   (`ErrorKind::InvalidQuery`), never a silently wrong answer.
 //!
 //! Values at null rows are whatever the array's buffer holds: every
@@ -59,7 +61,7 @@ use super::join::placeholder;
 use super::{Mode, Query};
 use crate::backend::Input;
 use crate::expr::ops::BinaryOp;
-use crate::expr::{DType, Element, Expr, Node, NodeData, Shape, Value};
+use crate::expr::{DType, Element, Expr, Node, NodeData, Scalar, Shape, Value};
 use crate::graph::{LogicalAgg, LogicalOp, LogicalTerminal, Stream};
 use crate::plan::AggKind;
 use crate::runtime::executor::Held;
@@ -374,7 +376,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
         }
         match terminal {
             LogicalTerminal::Reduce(aggs) => {
-                self.settle_pass(aggs);
+                self.settle_pass(aggs, None);
                 uncount(aggs);
             }
             LogicalTerminal::CountByKey { key, .. } => {
@@ -487,7 +489,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
                             "{} over columns with different nulls in one group pass is not \
                              supported yet (count, sum, min, max, mean, any and all are): \
                              drop_nulls() or fill_null(..) first, or one query per column",
-                            unmaskable(aggs)
+                            unmaskable(aggs, &own)
                         )
                     });
                 }
@@ -498,9 +500,19 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// Settles the nulls of one [`Query::aggregate`] pass
     /// ([`Query::settle_pass`]) and returns, for each aggregate asked for,
     /// its slot among those `aggs` becomes.
-    pub(crate) fn settle_aggs(&mut self, aggs: &mut SmallVec<[LogicalAgg; 4]>) -> Slots {
-        self.settle_pass(aggs);
-        merge_aggs(aggs)
+    pub(crate) fn settle_aggs(
+        &mut self,
+        aggs: &mut SmallVec<[LogicalAgg; 4]>,
+    ) -> (Slots, ArgFixes) {
+        let mut fixes = ArgFixes::new();
+        self.settle_pass(aggs, Some(&mut fixes));
+        let slots = merge_aggs(aggs);
+        for f in &mut fixes {
+            for i in [&mut f.arg, &mut f.best, &mut f.first] {
+                *i = slots[*i as usize];
+            }
+        }
+        (slots, fixes)
     }
 
     /// Settles the nulls of one pass of aggregates over the whole stream:
@@ -509,49 +521,126 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// that of `c`), the rows where it is false are filtered out; when
     /// they read different ones, each aggregate reads its identity where
     /// its own is false ([`Query::mask_aggs`]), refused for those that
-    /// cannot. An `argmin`/`argmax` among other aggregates over nulls is
-    /// refused (a filter would move its positions). Leaves the columns
-    /// without nulls.
-    pub(crate) fn settle_pass(&mut self, aggs: &mut SmallVec<[LogicalAgg; 4]>) {
+    /// cannot. With an `argmin`/`argmax` among them every aggregate reads
+    /// masked (a filter would move its positions): its null rows read a
+    /// value that never wins, and `args` gets how to tell a tie with it
+    /// apart ([`Query::mask_args`]); without `args`, refused. Leaves the
+    /// columns without nulls.
+    pub(crate) fn settle_pass(
+        &mut self,
+        aggs: &mut SmallVec<[LogicalAgg; 4]>,
+        args: Option<&mut ArgFixes>,
+    ) {
         if !self.has_nulls() {
             return;
         }
-        if aggs
+        let arg = aggs
             .iter()
-            .any(|a| matches!(a.kind, AggKind::ArgMin | AggKind::ArgMax))
-        {
+            .any(|a| matches!(a.kind, AggKind::ArgMin | AggKind::ArgMax));
+        let mut own: SmallVec<[Option<Value>; 4]> = aggs
+            .iter()
+            .map(|a| match (&a.kind, a.column) {
+                (AggKind::Count, None) => self.element_validity(),
+                (_, Some(c)) => self.validity_of(c),
+                (_, None) => None,
+            })
+            .collect();
+        let first = own.first().copied().flatten();
+        if !arg && own.iter().all(|&v| v == first) {
+            if let Some(v) = first {
+                self.push_filter(v);
+            }
+        } else if arg && args.is_none() {
             self.refuse(|| {
                 "argmin/argmax among other aggregates over a column with nulls is not \
-                 supported yet: call argmin()/argmax() alone (they skip nulls), or \
+                 supported here: call argmin()/argmax() alone (they skip nulls), or \
                  drop_nulls()/fill_null(..) first"
                     .into()
             });
+        } else if !self.can_mask(aggs, &own, arg) {
+            self.refuse(|| {
+                format!(
+                    "{} over columns with different nulls in one pass is not supported yet \
+                     (count, sum, min, max, mean, any, all, argmin and argmax are): \
+                     drop_nulls() or fill_null(..) first, or one query per column",
+                    unmaskable(aggs, &own)
+                )
+            });
         } else {
-            let own: SmallVec<[Option<Value>; 4]> = aggs
-                .iter()
-                .map(|a| match (&a.kind, a.column) {
-                    (AggKind::Count, None) => self.element_validity(),
-                    (_, Some(c)) => self.validity_of(c),
-                    (_, None) => None,
-                })
-                .collect();
-            let first = own.first().copied().flatten();
-            if own.iter().all(|&v| v == first) {
-                if let Some(v) = first {
-                    self.push_filter(v);
-                }
-            } else if !self.mask_aggs(aggs, &own) {
-                self.refuse(|| {
-                    format!(
-                        "{} over columns with different nulls in one pass is not supported \
-                         yet (count, sum, min, max, mean, any and all are): drop_nulls() or \
-                         fill_null(..) first, or one query per column",
-                        unmaskable(aggs)
-                    )
-                });
+            if let Some(fixes) = args {
+                self.mask_args(aggs, &mut own, fixes);
             }
+            let masked = self.mask_aggs(aggs, &own);
+            debug_assert!(masked, "can_mask said so");
         }
         self.reset_validity();
+    }
+
+    /// Whether every aggregate that may read a null (`own`) can skip it by
+    /// reading its identity there (an argmin/argmax: where `arg`).
+    fn can_mask(&self, aggs: &[LogicalAgg], own: &[Option<Value>], arg: bool) -> bool {
+        aggs.iter().zip(own).all(|(a, v)| {
+            v.is_none()
+                || maskable(&a.kind)
+                || (arg && matches!(a.kind, AggKind::ArgMin | AggKind::ArgMax))
+        })
+    }
+
+    /// Makes each argmin/argmax whose column may be null (`own`) read it
+    /// masked, null rows at a value that never wins (NaN, or the type's
+    /// extreme that a valid value can only tie), and adds what tells the
+    /// ties apart: the masked min/max and the first valid row. Its `own`
+    /// becomes `None` (done).
+    fn mask_args(
+        &mut self,
+        aggs: &mut SmallVec<[LogicalAgg; 4]>,
+        own: &mut [Option<Value>],
+        fixes: &mut ArgFixes,
+    ) {
+        use crate::expr::ops::UnaryOp;
+        let arena = &mut self.traced.trace.arena;
+        let push = |arena: &mut crate::expr::ExprArena, node: Node, ty: DType| {
+            arena.push_unchecked(NodeData { node, ty })
+        };
+        let mut extra: SmallVec<[LogicalAgg; 4]> = SmallVec::new();
+        for (i, (a, v)) in aggs.iter_mut().zip(own.iter_mut()).enumerate() {
+            let (Some(valid), Some(c)) = (*v, a.column) else {
+                continue;
+            };
+            let best = match a.kind {
+                AggKind::ArgMin => AggKind::Min,
+                AggKind::ArgMax => AggKind::Max,
+                _ => continue,
+            };
+            let ty = arena.ty(c);
+            let mask = crate::semantics::agg_identity(&best, ty, &[]);
+            let m = push(arena, Node::Const(mask), ty);
+            let masked = push(arena, Node::Select(valid, c, m), ty);
+            a.column = Some(masked);
+            let null = push(arena, Node::Unary(UnaryOp::Not, valid), DType::Bool);
+            let null = push(arena, Node::Cast(null), DType::U32);
+            extra.push(LogicalAgg {
+                kind: best,
+                column: Some(masked),
+            });
+            extra.push(LogicalAgg {
+                kind: AggKind::ArgMin,
+                column: Some(null),
+            });
+            fixes.push(ArgFix {
+                arg: i as u32,
+                best: 0,
+                first: 0,
+                mask,
+            });
+            *v = None;
+        }
+        let base = aggs.len() as u32;
+        for (k, f) in fixes.iter_mut().enumerate() {
+            f.best = base + 2 * k as u32;
+            f.first = base + 2 * k as u32 + 1;
+        }
+        aggs.extend(extra);
     }
 
     /// A pipeline's aggregates, traced without data: a count that goes
@@ -586,7 +675,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
     /// argmax, first, last, variance, a custom reduce).
     fn mask_aggs(&mut self, aggs: &mut SmallVec<[LogicalAgg; 4]>, own: &[Option<Value>]) -> bool {
         use crate::expr::ops::UnaryOp;
-        if !aggs.iter().all(|a| maskable(&a.kind)) {
+        if !self.can_mask(aggs, own, false) {
             return false;
         }
         let arena = &mut self.traced.trace.arena;
@@ -749,10 +838,15 @@ fn maskable(kind: &AggKind) -> bool {
     )
 }
 
-/// The names of the aggregates that cannot, for an error.
-fn unmaskable(aggs: &[LogicalAgg]) -> String {
+/// The names of the aggregates that cannot, of those that may read a
+/// null (`own`), for an error.
+fn unmaskable(aggs: &[LogicalAgg], own: &[Option<Value>]) -> String {
     let mut names: SmallVec<[&str; 4]> = SmallVec::new();
-    for a in aggs.iter().filter(|a| !maskable(&a.kind)) {
+    let cannot = aggs
+        .iter()
+        .zip(own)
+        .filter(|(a, v)| v.is_some() && !maskable(&a.kind) && !is_arg(&a.kind));
+    for (a, _) in cannot {
         let name = match a.kind {
             AggKind::M2 => "variance/std_dev",
             _ => a.kind.name(),
@@ -762,6 +856,40 @@ fn unmaskable(aggs: &[LogicalAgg]) -> String {
         }
     }
     names.join(", ")
+}
+
+fn is_arg(kind: &AggKind) -> bool {
+    matches!(kind, AggKind::ArgMin | AggKind::ArgMax)
+}
+
+/// An argmin/argmax that read its column masked ([`Query::mask_args`]):
+/// its slot, the slots of the masked min/max and of the first valid row,
+/// and the mask. Where the masked best is the mask (every valid value
+/// ties with it, or is NaN), the answer is the first valid row.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ArgFix {
+    pub(crate) arg: u32,
+    pub(crate) best: u32,
+    pub(crate) first: u32,
+    pub(crate) mask: Scalar,
+}
+
+/// The [`ArgFix`]es of one pass.
+pub(crate) type ArgFixes = SmallVec<[ArgFix; 1]>;
+
+/// Applies `fixes` to a pass's values (in the plan's slots).
+pub(crate) fn fix_args(values: &mut [Scalar], fixes: &[ArgFix]) {
+    for f in fixes {
+        let best = values[f.best as usize];
+        let tied = match best {
+            Scalar::F32(x) => x.is_nan(),
+            Scalar::F64(x) => x.is_nan(),
+            _ => best.to_bits() == f.mask.to_bits(),
+        };
+        if tied {
+            values[f.arg as usize] = values[f.first as usize];
+        }
+    }
 }
 
 /// Makes every count a count of rows (`Count(Some(c))` is the count of

@@ -742,7 +742,7 @@ impl Pipeline {
     /// count of rows after, see [`Query::pipeline_counts`]).
     fn settle_replayed(&self, q: &mut Query<'_, Expr<bool>, Run>) -> SmallVec<[LogicalAgg; 4]> {
         let mut aggs: SmallVec<[LogicalAgg; 4]> = self.aggs().iter().cloned().collect();
-        q.settle_pass(&mut aggs);
+        q.settle_pass(&mut aggs, None);
         uncount(&mut aggs);
         aggs
     }
