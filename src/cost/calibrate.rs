@@ -1338,7 +1338,14 @@ mod tests {
             move |_| quick,
             Some(recheck),
         );
-        assert_eq!(got, published);
+        // The quick calibration's figures, or already the recheck's: the
+        // caller reads what is published when it wakes, and on a loaded
+        // machine the rechecks can publish before it does.
+        let rechecked = |p: &CpuProfile| (p.simd_fixed, p.parallel_fixed, p.scalar_fixed);
+        assert!(
+            got == published || rechecked(&got) == (350e-9, 150e-9, 200e-9),
+            "{got:?}"
+        );
         let file = cache_file::path(&dir, KIND);
         let persisted = move || cache_file::read::<CalibrationFile>(&file, KIND);
         // Published, then persisted (the file is written after the lock
