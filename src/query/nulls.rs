@@ -612,10 +612,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
                 AggKind::ArgMax => AggKind::Max,
                 _ => continue,
             };
-            let ty = arena.ty(c);
-            let mask = crate::semantics::agg_identity(&best, ty, &[]);
-            let m = push(arena, Node::Const(mask), ty);
-            let masked = push(arena, Node::Select(valid, c, m), ty);
+            let (masked, mask) = masked(arena, &best, valid, c);
             a.column = Some(masked);
             let null = push(arena, Node::Unary(UnaryOp::Not, valid), DType::Bool);
             let null = push(arena, Node::Cast(null), DType::U32);
@@ -708,12 +705,7 @@ impl<'a, S: Shape, M: Mode> Query<'a, S, M> {
                     let null = push(arena, Node::Unary(UnaryOp::Not, v), DType::Bool);
                     push(arena, Node::Binary(BinaryOp::Or, null, c), DType::Bool)
                 }
-                _ => {
-                    let ty = arena.ty(c);
-                    let id = crate::semantics::agg_identity(&a.kind, ty, &[]);
-                    let id = push(arena, Node::Const(id), ty);
-                    push(arena, Node::Select(v, c, id), ty)
-                }
+                _ => masked(arena, &a.kind, v, c).0,
             });
         }
         true
@@ -856,6 +848,27 @@ fn unmaskable(aggs: &[LogicalAgg], own: &[Option<Value>]) -> String {
         }
     }
     names.join(", ")
+}
+
+/// `c` where `valid`, else `kind`'s identity (a value that never wins a
+/// min or max, adds nothing to a sum); returns it and the identity.
+fn masked(
+    arena: &mut crate::expr::ExprArena,
+    kind: &AggKind,
+    valid: Value,
+    c: Value,
+) -> (Value, Scalar) {
+    let ty = arena.ty(c);
+    let id = crate::semantics::agg_identity(kind, ty, &[]);
+    let k = arena.push_unchecked(NodeData {
+        node: Node::Const(id),
+        ty,
+    });
+    let v = arena.push_unchecked(NodeData {
+        node: Node::Select(valid, c, k),
+        ty,
+    });
+    (v, id)
 }
 
 fn is_arg(kind: &AggKind) -> bool {
