@@ -167,7 +167,8 @@ fn breakdown(query: &mut dyn FnMut() -> usize, log: &computeq::plumbing::RunLog,
     let [trace, plan, select, call] = phases.each_mut().map(median);
     println!(
         "  where it goes (medians of {} runs' metrics): trace {trace:.0} ns, plan-cache \
-         lookup {plan:.0}, selection {select:.0}, backend call {call:.0} (the work and \
+         lookup (and the lease's) {plan:.0}, selection {select:.0} (zero under a lease), \
+         backend call {call:.0} (the work and \
          its set-up); after the run's clock stops {:.0} (metrics, learning, run log, \
          freeing the result)",
         phases[0].len(),

@@ -120,11 +120,17 @@ pub struct CandidateEstimate {
 pub struct PhaseTimes {
     /// Tracing closures (from `.compute()` to the terminal call).
     pub trace: Duration,
-    /// Plan-cache lookup, and on a miss building the operation graph.
+    /// Plan-cache lookup, and on a miss building the operation graph;
+    /// the workload's figures; on a run under its thread's lease (see
+    /// `select`) the lease's lookup too.
     pub plan: Duration,
     /// Optimizer passes and lowering (zero on a plan-cache hit).
     pub optimize: Duration,
-    /// Choosing the backend.
+    /// Choosing the backend. Zero on a run that repeats its thread's
+    /// leased decision ([`Decision::lease`](crate::plumbing::Decision::lease)):
+    /// no choice is made there, and the lease's lookup is timed in `plan`
+    /// (one clock read fewer for a query that may take under a
+    /// microsecond).
     pub select: Duration,
     /// Compiling for the backend (zero when cached).
     pub compile: Duration,
