@@ -478,6 +478,15 @@ fn main() {
         }
     }
     println!();
+    // The devices' profiles each engine measured (the forced runs' estimates
+    // are engine 0's).
+    for (i, e) in engines.iter().enumerate() {
+        for (k, v) in e.selector().settings() {
+            if k.ends_with(".profile") {
+                println!("engine {i} {k}: {v}");
+            }
+        }
+    }
 
     // `--only NAME`: the workloads whose name contains NAME (to look into
     // one; the totals are then of those alone).
