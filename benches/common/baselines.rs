@@ -248,6 +248,28 @@ pub fn p6_wide(xs: &[f32]) -> f64 {
     m2 / (n - 1.0)
 }
 
+/// The counts of one-byte keys, four sub-count tables fed byte by byte
+/// (one load and one store a key): one thread's share of
+/// [`p7_increments_par`].
+pub fn p7_increments(keys: &[u8]) -> Vec<u64> {
+    let mut sub = [[0u32; 256]; 4];
+    let mut q = keys.chunks_exact(4);
+    for k in &mut q {
+        sub[0][k[0] as usize] += 1;
+        sub[1][k[1] as usize] += 1;
+        sub[2][k[2] as usize] += 1;
+        sub[3][k[3] as usize] += 1;
+    }
+    for &k in q.remainder() {
+        sub[0][k as usize] += 1;
+    }
+    let mut counts = vec![0u64; 256];
+    for s in &sub {
+        counts.iter_mut().zip(s).for_each(|(c, &s)| *c += s as u64);
+    }
+    counts
+}
+
 /// P7 `histogram(256, 0, 1)`: the bin formula of computeq's (in `f64`),
 /// out-of-range values counted apart (below, above, NaN at the end).
 pub fn p7_std(xs: &[f32]) -> Vec<u64> {
@@ -289,32 +311,13 @@ pub fn p7_keys(xs: &[f32]) -> Vec<u8> {
 /// different memory, the arrays merged at the end. No histogram that
 /// increments one counter per value runs faster on this machine.
 pub fn p7_increments_par(keys: &[u8]) -> Vec<u64> {
-    keys.par_chunks(PAR_CHUNK)
-        .map(|c| {
-            let mut sub = [[0u32; 256]; 4];
-            let mut q = c.chunks_exact(4);
-            for k in &mut q {
-                sub[0][k[0] as usize] += 1;
-                sub[1][k[1] as usize] += 1;
-                sub[2][k[2] as usize] += 1;
-                sub[3][k[3] as usize] += 1;
-            }
-            for &k in q.remainder() {
-                sub[0][k as usize] += 1;
-            }
-            let mut counts = vec![0u64; 256];
-            for s in &sub {
-                counts.iter_mut().zip(s).for_each(|(c, &s)| *c += s as u64);
-            }
-            counts
-        })
-        .reduce(
-            || vec![0u64; 256],
-            |mut a, b| {
-                a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
-                a
-            },
-        )
+    keys.par_chunks(PAR_CHUNK).map(p7_increments).reduce(
+        || vec![0u64; 256],
+        |mut a, b| {
+            a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+            a
+        },
+    )
 }
 /// Keys of 8 lanes at a time in `f32x8` (`floor(x * 256)`, clamped, out
 /// of range and NaN mapped to their slots), then one increment each.

@@ -127,7 +127,7 @@ pub struct PhaseTimes {
     /// Optimizer passes and lowering (zero on a plan-cache hit).
     pub optimize: Duration,
     /// Choosing the backend. Zero on a run that repeats its thread's
-    /// leased decision ([`Decision::lease`](crate::plumbing::Decision::lease)):
+    /// leased decision (the selector's `Decision::lease`):
     /// no choice is made there, and the lease's lookup is timed in `plan`
     /// (one clock read fewer for a query that may take under a
     /// microsecond).
