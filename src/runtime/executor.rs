@@ -290,9 +290,9 @@ fn plan_with(p: &Prepared<'_>, use_lease: bool) -> Result<Planned, Error> {
             leased(&plan, generation, p.options, &workload)
         {
             // No choice is made: the lease's lookup is timed with the
-            // plan's (`select` zero), one clock read fewer (a read costs a
-            // query at 10^3 ~30 ns on this project's VM, more than its
-            // instruction count suggests).
+            // plan's (`select` zero), one clock read fewer (a `rdtsc` costs
+            // ~10 ns on this project's VM, far more than its one
+            // instruction suggests to callgrind).
             let t2 = Tick::now();
             return Ok(Planned {
                 plan_cache_hit: hit,
