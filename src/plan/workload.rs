@@ -167,24 +167,38 @@ impl WorkloadCharacteristics {
         if let [Input::Host(c)] = inputs {
             if st.build.is_empty() && st.positional.iter().all(|&k| k == 0) {
                 let elements = c.len() as u64;
-                return WorkloadCharacteristics {
-                    elements,
-                    build_elements: 0,
-                    bytes_in: elements * c.dtype().size() as u64,
-                    bytes_out: st
-                        .reduce_bytes
-                        .unwrap_or(elements * st.out_bytes_per_element),
-                    ops_per_element: st.ops_per_element,
-                    transcendental_per_element: st.transcendental_per_element,
-                    wide_types: st.wide_types,
-                    stages: st.stages,
-                    terminal: st.terminal,
-                    residency: Residency::Host,
-                    output_on_device: false,
-                };
+                let bytes_in = elements * c.dtype().size() as u64;
+                return WorkloadCharacteristics::of(st, elements, 0, bytes_in, Residency::Host);
             }
         }
         WorkloadCharacteristics::walked(st, inputs)
+    }
+
+    /// The workload of the plan whose statics are `st`, from the figures
+    /// its inputs give (the output on the host).
+    #[inline(always)]
+    fn of(
+        st: &PlanStatics,
+        elements: u64,
+        build_elements: u64,
+        bytes_in: u64,
+        residency: Residency,
+    ) -> WorkloadCharacteristics {
+        WorkloadCharacteristics {
+            elements,
+            build_elements,
+            bytes_in,
+            bytes_out: st
+                .reduce_bytes
+                .unwrap_or(elements * st.out_bytes_per_element),
+            ops_per_element: st.ops_per_element,
+            transcendental_per_element: st.transcendental_per_element,
+            wide_types: st.wide_types,
+            stages: st.stages,
+            terminal: st.terminal,
+            residency,
+            output_on_device: false,
+        }
     }
 
     /// [`WorkloadCharacteristics::with_statics`] by the general walks over
@@ -217,9 +231,6 @@ impl WorkloadCharacteristics {
             .map(|i| i.len() as u64)
             .max()
             .unwrap_or(0);
-        let bytes_out = st
-            .reduce_bytes
-            .unwrap_or(elements * st.out_bytes_per_element);
         let mut devices = inputs.iter().map(|i| i.device());
         let first = devices.next().flatten();
         let residency = match first {
@@ -227,19 +238,7 @@ impl WorkloadCharacteristics {
             Some(d) if inputs.iter().all(|i| i.device() == Some(d)) => Residency::Device(d),
             _ => Residency::Mixed,
         };
-        WorkloadCharacteristics {
-            elements,
-            build_elements,
-            bytes_in,
-            bytes_out,
-            ops_per_element: st.ops_per_element,
-            transcendental_per_element: st.transcendental_per_element,
-            wide_types: st.wide_types,
-            stages: st.stages,
-            terminal: st.terminal,
-            residency,
-            output_on_device: false,
-        }
+        WorkloadCharacteristics::of(st, elements, build_elements, bytes_in, residency)
     }
 }
 
