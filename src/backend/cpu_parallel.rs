@@ -46,7 +46,7 @@
 
 use super::cpu_simd::{
     execute_with, tree_mid, Acct, CollectOut, CollectRun, Driver, Exec, KeyRun, OutSlice, Partials,
-    ReduceRun, ScanOut, ScanRun, StageRun, SUB_COUNTS,
+    ReduceRun, ScanOut, ScanRun, StageRun,
 };
 use super::{Availability, Backend, BackendError, BackendKind, Decline, Job, RunStats};
 use crate::expr::{DType, Scalar};
@@ -512,7 +512,7 @@ impl Driver for Parallel {
         let slots: Vec<OnceLock<Vec<u64>>> = tasks.iter().map(|_| OnceLock::new()).collect();
         // Per task its counts and `u32` sub-counts (`count_leaves`), and
         // the total.
-        acct.alloc(((tasks.len() * (SUB_COUNTS * 4 + 8) + 8) * run.keys) as u64);
+        acct.alloc(tasks.len() as u64 * run.count_bytes() + (8 * run.keys) as u64);
         self.run(run, &tasks, acct, &|st, i, lo, hi| {
             let mut counts = vec![0u64; run.keys];
             run.count_leaves(st, &mut counts, lo, hi);

@@ -1203,15 +1203,31 @@ impl<'a> StageRun<'a> {
 impl KeyRun<'_, '_> {
     // ---- counts per key ------------------------------------------------
 
+    /// The `u32` sub-count arrays `count_leaves` increments and the
+    /// length of each: more for a histogram, whose keys are few, each with
+    /// the room `kernels::count_bin_keys` wants.
+    fn sub_count_arrays(&self) -> (usize, usize) {
+        match self.bins {
+            None => (kernels::SUB_COUNTS, self.keys),
+            Some(_) => (kernels::BIN_SUB_COUNTS, kernels::bin_stride(self.keys)),
+        }
+    }
+
+    /// The bytes `count_leaves` allocates: its sub-counts and `u64` counts.
+    pub(crate) fn count_bytes(&self) -> u64 {
+        let (arrays, stride) = self.sub_count_arrays();
+        (arrays * stride * 4 + self.keys * 8) as u64
+    }
+
     /// Adds the counts of leaves `lo..hi` to `counts` (`keys` long).
     pub(crate) fn count_leaves(&self, st: &mut Exec, counts: &mut [u64], lo: usize, hi: usize) {
         let (start, end) = self.leaves_span(lo, hi);
         if start == end {
             return;
         }
-        let mut sub = SubCounts::new(self.keys);
         match self.bins {
             None => {
+                let mut sub = SubCounts::new(self.sub_count_arrays());
                 let mut pos = start;
                 while pos < end {
                     let n = (end - pos).min(BLOCK);
@@ -1221,18 +1237,25 @@ impl KeyRun<'_, '_> {
                     isa::count_keys(self.isa, sub.block(counts), keys, mask);
                     pos += n;
                 }
+                sub.flush(counts);
             }
             Some(b) => {
-                with_float!(self.key.ty, T => self.count_bins::<T>(st, &mut sub, counts, b, start, end), else ())
+                // Keys narrow where they fit in 16 bits.
+                let mut sub = SubCounts::new(self.sub_count_arrays());
+                if self.keys <= 1 << 16 {
+                    with_float!(self.key.ty, T => self.count_bins::<T, u16>(st, &mut sub, counts, b, start, end), else ())
+                } else {
+                    with_float!(self.key.ty, T => self.count_bins::<T, u32>(st, &mut sub, counts, b, start, end), else ())
+                }
+                sub.flush(counts);
             }
         }
-        sub.flush(counts);
     }
 
     /// `count_leaves`'s blocks over `start..end` when the key is a
     /// histogram's: one kernel computes a block's keys from the float
-    /// column, another counts them.
-    fn count_bins<T: FloatLane + CastTo<i32>>(
+    /// column (as `K`, which holds every key), another counts them.
+    fn count_bins<T: kernels::BinLane, K: kernels::KeyLane>(
         &self,
         st: &mut Exec,
         sub: &mut SubCounts,
@@ -1266,7 +1289,7 @@ impl KeyRun<'_, '_> {
             Operand::Input(s) => s as usize,
             _ => 0,
         };
-        let mut keys = vec![0u32; BLOCK];
+        let mut keys = [K::default(); BLOCK];
         let mut pos = start;
         while pos < end {
             let n = (end - pos).min(BLOCK);
@@ -1276,24 +1299,29 @@ impl KeyRun<'_, '_> {
             isa::bin_keys(self.isa, x, keys, p, last_key);
             let mask = self.mask(&st.regs, pos, n);
             let ahead = self.input_bytes(slot, pos + n, (end - pos - n).min(BLOCK));
-            isa::count_clamped_keys(self.isa, sub.block(counts), keys, mask, ahead);
+            isa::count_bin_keys(self.isa, sub.block(counts), keys, last_key, mask, ahead);
             pos += n;
         }
     }
 }
 
-/// The `u32` sub-counts a count's blocks increment ([`kernels::count_keys`]),
-/// added to the `u64` counts before they could wrap.
+/// The `u32` sub-counts a count's blocks increment ([`kernels::count_keys`],
+/// [`kernels::count_bin_keys`]), added to the `u64` counts before they
+/// could wrap.
 struct SubCounts {
     sub: Vec<u32>,
+    /// The length of each array of `sub`.
+    stride: usize,
     /// Positions counted since the last flush.
     since: usize,
 }
 
 impl SubCounts {
-    fn new(keys: usize) -> SubCounts {
+    /// `arrays` arrays of `stride` sub-counts (`KeyRun::sub_count_arrays`).
+    fn new((arrays, stride): (usize, usize)) -> SubCounts {
         SubCounts {
-            sub: vec![0; kernels::SUB_COUNTS * keys],
+            sub: vec![0; arrays * stride],
+            stride,
             since: 0,
         }
     }
@@ -1307,12 +1335,13 @@ impl SubCounts {
         &mut self.sub
     }
 
-    /// Adds the sub-counts to `counts` and clears them.
+    /// Adds the sub-counts to `counts` and clears them (an array's slots
+    /// past `counts` are never counted in).
     fn flush(&mut self, counts: &mut [u64]) {
-        if counts.is_empty() {
+        if counts.is_empty() || self.stride == 0 {
             return;
         }
-        for part in self.sub.chunks_exact_mut(counts.len()) {
+        for part in self.sub.chunks_exact_mut(self.stride) {
             for (c, s) in counts.iter_mut().zip(part.iter_mut()) {
                 *c += *s as u64;
                 *s = 0;
@@ -2491,7 +2520,7 @@ impl Driver for Sequential {
     fn count_by_key(&self, run: &KeyRun<'_, '_>, acct: &Acct) -> Vec<u64> {
         acct.task();
         // The result and the `u32` sub-counts of `count_leaves`.
-        acct.alloc(run.state_bytes() + ((kernels::SUB_COUNTS * 4 + 8) * run.keys) as u64);
+        acct.alloc(run.state_bytes() + run.count_bytes());
         let mut counts = vec![0u64; run.keys];
         run.with_state(|st| run.count_leaves(st, &mut counts, 0, run.leaves()));
         counts

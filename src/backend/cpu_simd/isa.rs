@@ -28,7 +28,7 @@
 //! measurable (`docs/performance.md`, build time).
 
 use super::kernels::{self, ArgState, BinParams, Keep, Op, Slot, LANES};
-use super::lanes::{CastTo, FloatLane, Lane, Num};
+use super::lanes::{CastTo, Lane, Num};
 
 /// The instruction set the block loops are compiled for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -265,13 +265,14 @@ entry! {
     /// [`kernels::count_keys`].
     fn count_keys[](counts: &mut [u32], keys: &[u32], mask: Option<&[bool]>) -> ()
         = kernels::count_keys;
-    /// [`kernels::count_clamped_keys`].
-    fn count_clamped_keys[](
+    /// [`kernels::count_bin_keys`].
+    fn count_bin_keys[K: kernels::KeyLane](
         counts: &mut [u32],
-        keys: &[u32],
+        keys: &[K],
+        last_key: u32,
         mask: Option<&[bool]>,
         ahead: &[u8],
-    ) -> () = kernels::count_clamped_keys;
+    ) -> () = kernels::count_bin_keys;
     /// [`kernels::arg`].
     fn arg[T: Lane, F: Fn(T, T) -> bool](
         st: &mut ArgState<T>,
@@ -285,9 +286,9 @@ entry! {
 // The `wide` kernels: an AVX-512 twin each (see the module's docs).
 entry! {
     /// [`kernels::bin_keys`].
-    fn bin_keys[T: FloatLane + CastTo<i32>](
+    fn bin_keys[T: kernels::BinLane, K: kernels::KeyLane](
         x: &[T],
-        out: &mut [u32],
+        out: &mut [K],
         p: BinParams<T>,
         last_key: u32,
     ) -> () = kernels::bin_keys, wide;

@@ -836,7 +836,7 @@ pub(crate) struct BinParams<T> {
 /// rounded as written (no FMA) and the cast as Rust's `as`: the key the
 /// block instructions it stands for compute.
 #[inline(always)]
-fn bin_key<T: FloatLane + CastTo<i32>>(v: T, p: &BinParams<T>) -> u32 {
+pub(crate) fn bin_key<T: FloatLane + CastTo<i32>>(v: T, p: &BinParams<T>) -> u32 {
     let t = T::f_floor(T::n_mul(T::n_sub(v, p.lo), p.scale));
     let inside = t.cast_to().min(p.last);
     let k = if v >= p.hi { p.above } else { inside };
@@ -846,23 +846,157 @@ fn bin_key<T: FloatLane + CastTo<i32>>(v: T, p: &BinParams<T>) -> u32 {
     k as u32
 }
 
-/// The histogram keys of `x` ([`bin_key`]), each at most `last_key`
-/// (a larger key counts in the last slot, as [`count_keys`] counts it),
-/// in vector registers: the keys of a block for [`count_clamped_keys`].
+/// A float lane a histogram's key is computed from ([`bin_keys`]).
+pub(crate) trait BinLane: FloatLane + CastTo<i32> {
+    /// `i` as this type, if exactly.
+    fn exact(i: i32) -> Option<Self>;
+    fn finite(self) -> bool;
+    /// `self` truncated, for a value known to be in `0..=i32::MAX`.
+    ///
+    /// # Safety
+    /// `self` is not NaN and truncates into `i32`'s range.
+    unsafe fn truncate(self) -> i32;
+}
+
+macro_rules! bin_lane {
+    ($($t:ty),*) => {$(
+        impl BinLane for $t {
+            #[inline(always)]
+            fn exact(i: i32) -> Option<$t> {
+                let f = i as $t;
+                (f as i32 == i).then_some(f)
+            }
+            #[inline(always)]
+            fn finite(self) -> bool {
+                self.is_finite()
+            }
+            #[inline(always)]
+            unsafe fn truncate(self) -> i32 {
+                // SAFETY: the caller's promise.
+                unsafe { self.to_int_unchecked::<i32>() }
+            }
+        }
+    )*};
+}
+bin_lane!(f32, f64);
+
+/// A histogram's key as a block holds it: `u16` where every key fits
+/// (half the bytes to store and load back), `u32` otherwise.
+pub(crate) trait KeyLane: Copy + Default {
+    fn of(k: u32) -> Self;
+    fn index(self) -> usize;
+}
+
+impl KeyLane for u16 {
+    #[inline(always)]
+    fn of(k: u32) -> u16 {
+        k as u16
+    }
+    #[inline(always)]
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl KeyLane for u32 {
+    #[inline(always)]
+    fn of(k: u32) -> u32 {
+        k
+    }
+    #[inline(always)]
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A histogram's keys ([`bin_key`]) as a kernel computes them: each at
+/// most `last_key` (a larger key counts in the last slot, as
+/// [`count_keys`] counts it), in vector registers.
+///
+/// The bounds a histogram is asked for (`lo` finite, a positive finite
+/// `scale`, `lo_cmp >= lo` and a last bin from 0 up to what the float holds
+/// exactly) take a shorter form: every value that no compare sends to a
+/// slot of its own has `(v - lo) * scale` at or above zero, so clamping it
+/// into `0..=last` before the cast gives what flooring, the saturating
+/// cast and the `min`s give, with no floor and no saturation
+/// (`bin_keys_agree_with_the_key_expression` checks both forms against
+/// [`bin_key`]). Other bounds (which only a program written by hand has)
+/// take the general form.
+#[derive(Copy, Clone)]
+struct BinKeys<T> {
+    p: BinParams<T>,
+    last_key: u32,
+    /// The short form's last bin as `T`, and its slots clamped to
+    /// `last_key`; `None`: the general form.
+    short: Option<(T, [i32; 3])>,
+}
+
+impl<T: BinLane> BinKeys<T> {
+    #[inline(always)]
+    fn new(p: BinParams<T>, last_key: u32) -> BinKeys<T> {
+        let last = (p.last.max(0) as u32).min(last_key);
+        let bounds = p.last >= 0
+            && p.lo.finite()
+            && p.scale.finite()
+            && p.scale > T::ZERO
+            && p.lo_cmp >= p.lo;
+        let slot = |k: i32| (k as u32).min(last_key) as i32;
+        let short = T::exact(last as i32)
+            .filter(|_| bounds)
+            .map(|last_t| (last_t, [slot(p.below), slot(p.above), slot(p.nan)]));
+        BinKeys { p, last_key, short }
+    }
+
+    /// The keys of `x` into `out`.
+    #[inline(always)]
+    fn keys<K: KeyLane>(&self, x: &[T], out: &mut [K]) {
+        let p = &self.p;
+        let Some((last_t, [below, above, nan])) = self.short else {
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = K::of(bin_key(v, p).min(self.last_key));
+            }
+            return;
+        };
+        for (o, &v) in out.iter_mut().zip(x) {
+            let t = T::n_mul(T::n_sub(v, p.lo), p.scale);
+            // `max`/`min` by compare, as the vector instructions do: NaN
+            // becomes 0 (its key is the NaN slot's below).
+            let t = if t > T::ZERO { t } else { T::ZERO };
+            let t = if t < last_t { t } else { last_t };
+            // SAFETY: `t` is in `0..=last`, not NaN, and `last` is an `i32`.
+            let inside = unsafe { t.truncate() };
+            let k = if v >= p.hi { above } else { inside };
+            let k = if v < p.lo_cmp { below } else { k };
+            #[allow(clippy::eq_op)]
+            let k = if v != v { nan } else { k };
+            *o = K::of(k as u32);
+        }
+    }
+}
+
+/// The histogram keys of `x` ([`bin_key`]) into `out`, each at most
+/// `last_key` ([`BinKeys`]): the keys of a block for [`count_bin_keys`].
+/// `K` holds every key up to `last_key` (the caller's choice).
 #[inline(always)]
-pub(crate) fn bin_keys<T: FloatLane + CastTo<i32>>(
+pub(crate) fn bin_keys<T: BinLane, K: KeyLane>(
     x: &[T],
-    out: &mut [u32],
+    out: &mut [K],
     p: BinParams<T>,
     last_key: u32,
 ) {
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = bin_key(v, &p).min(last_key);
-    }
+    BinKeys::new(p, last_key).keys(x, out)
 }
 
 /// Sub-counts per key that [`count_keys`] spreads increments over.
 pub(crate) const SUB_COUNTS: usize = 4;
+
+/// Sub-count arrays of a histogram's counts ([`count_bin_keys`]):
+/// more than a key's [`SUB_COUNTS`], as its counts are few (a histogram's
+/// bins): eight arrays of 259 `u32` take 8 KiB of the core's first cache.
+pub(crate) const BIN_SUB_COUNTS: usize = 8;
+
+/// Keys [`increments`] counts between two of its prefetch hints.
+const GROUP: usize = 32;
 
 /// Adds one to the count of `key` for every surviving position (a key past
 /// the end counts in the last slot). `counts` holds [`SUB_COUNTS`] arrays
@@ -873,20 +1007,12 @@ pub(crate) const SUB_COUNTS: usize = 4;
 /// `u64` counts in the core's first cache).
 #[inline(always)]
 pub(crate) fn count_keys(counts: &mut [u32], keys: &[u32], mask: Option<&[bool]>) {
-    let n = counts.len() / SUB_COUNTS;
-    increments(
-        counts,
-        keys,
-        mask,
-        |k| (k as usize).min(n.saturating_sub(1)),
-        &[],
-    )
+    increments::<u32, SUB_COUNTS, false>(counts, keys, usize::MAX, mask, &[])
 }
 
-/// [`count_keys`] of keys already within the counts (from [`bin_keys`]):
-/// no clamp per increment, which the scalar loop pays for and the vector
-/// one does not. (A key past the end would be an index panic, not a
-/// wrong count; [`bin_keys`] clamps.)
+/// [`count_keys`] of a histogram's keys (from [`bin_keys`]), over
+/// [`BIN_SUB_COUNTS`] arrays (each `counts.len() / BIN_SUB_COUNTS` long),
+/// a key past `last_key` counted as `last_key`.
 ///
 /// `ahead` is memory the next block will read (its input): the loop asks
 /// the core to bring it into its first cache, one line per group of
@@ -897,17 +1023,163 @@ pub(crate) fn count_keys(counts: &mut [u32], keys: &[u32], mask: Option<&[bool]>
 /// on one core: `docs/performance.md`, "Histograms count while the next
 /// block loads").
 #[inline(always)]
-pub(crate) fn count_clamped_keys(
+pub(crate) fn count_bin_keys<K: KeyLane>(
     counts: &mut [u32],
-    keys: &[u32],
+    keys: &[K],
+    last_key: u32,
     mask: Option<&[bool]>,
     ahead: &[u8],
 ) {
-    increments(counts, keys, mask, |k| k as usize, ahead)
+    let keys_n = last_key as usize + 1;
+    if keys_n.next_power_of_two() <= counts.len() / BIN_SUB_COUNTS {
+        increments::<K, BIN_SUB_COUNTS, true>(counts, keys, keys_n, mask, ahead)
+    } else {
+        increments::<K, BIN_SUB_COUNTS, false>(counts, keys, keys_n, mask, ahead)
+    }
 }
 
-/// Keys counted between two prefetch hints of [`count_clamped_keys`].
-const GROUP: usize = 4 * SUB_COUNTS;
+/// The length of each of a histogram's sub-count arrays for `keys` keys:
+/// room for [`count_bin_keys`] to mask its keys to the power of two at or
+/// above `keys` (an `and` where a clamp is a compare and a move, per
+/// increment), and one line more, so that the arrays do not start a
+/// multiple of 4 KiB apart (where the core would take the same counter of
+/// two arrays for one).
+pub(crate) fn bin_stride(keys: usize) -> usize {
+    keys.next_power_of_two() + LINE / 4
+}
+
+/// The loop of [`count_keys`] and [`count_bin_keys`], over `W` arrays
+/// (`MASKED`: [`Tally`]'s).
+#[inline(always)]
+fn increments<K: KeyLane, const W: usize, const MASKED: bool>(
+    counts: &mut [u32],
+    keys: &[K],
+    bound: usize,
+    mask: Option<&[bool]>,
+    ahead: &[u8],
+) {
+    let keys_max = counts.len() / W;
+    let mut tally = Tally::<W, MASKED>::new(counts, keys_max.min(bound));
+    let mut hints = hints(ahead, keys.len());
+    match mask {
+        None => {
+            let mut ch = keys.chunks_exact(GROUP);
+            for g in &mut ch {
+                if let Some(h) = hints.next() {
+                    prefetch(h);
+                }
+                tally.add_all(g);
+            }
+            tally.add_all(ch.remainder());
+        }
+        Some(m) => {
+            let mut ch = keys.chunks_exact(GROUP);
+            let mut mk = m.chunks_exact(GROUP);
+            for (g, gm) in (&mut ch).zip(&mut mk) {
+                if let Some(h) = hints.next() {
+                    prefetch(h);
+                }
+                tally.add_kept(g, gm);
+            }
+            tally.add_kept(ch.remainder(), mk.remainder());
+        }
+    }
+}
+
+/// The increments of [`increments`]: `W` arrays of sub-counts in one
+/// slice, each its length over `W`. A key at or past `keys` counts in
+/// slot `keys - 1`; `MASKED`, keys are known to be below `keys` and go
+/// through a mask instead of that clamp (the mask keeps a wrong key inside
+/// the arrays, not its count right).
+struct Tally<'a, const W: usize, const MASKED: bool> {
+    counts: &'a mut [u32],
+    /// Slots per array.
+    stride: usize,
+    /// The last slot a key counts in, below `stride`.
+    last: usize,
+    /// `MASKED`: one less than the power of two at or above `keys`, below
+    /// `stride`.
+    mask: usize,
+}
+
+impl<'a, const W: usize, const MASKED: bool> Tally<'a, W, MASKED> {
+    /// Nothing counts when `counts` is shorter than its arrays, `keys` is
+    /// zero, or (`MASKED`, which its caller checks first) the mask would
+    /// reach past an array.
+    #[inline(always)]
+    fn new(counts: &'a mut [u32], keys: usize) -> Tally<'a, W, MASKED> {
+        let stride = counts.len() / W;
+        let last = keys.min(stride).checked_sub(1);
+        let mask = last.map_or(0, |l| (l + 1).next_power_of_two() - 1);
+        let (stride, last) = match last {
+            Some(last) if stride * W <= counts.len() && (!MASKED || mask < stride) => {
+                (stride, last)
+            }
+            _ => (0, 0),
+        };
+        Tally {
+            counts,
+            stride,
+            last,
+            mask,
+        }
+    }
+
+    /// Adds `by` to key `k`'s count in array `j % W`.
+    #[inline(always)]
+    fn add<K: KeyLane>(&mut self, j: usize, k: K, by: u32) {
+        if self.stride == 0 {
+            return;
+        }
+        let slot = if MASKED {
+            k.index() & self.mask
+        } else {
+            k.index().min(self.last)
+        };
+        let at = (j % W) * self.stride + slot;
+        // SAFETY: `j % W < W` and the slot is at most `last` or `mask`,
+        // each below `stride`, so `at` is below `W * stride <=
+        // counts.len()` (`new`). (Indexing would check each of the `W`
+        // arrays' bounds, which do not fit in registers with the arrays:
+        // their loads from the stack cost as much as the increments.)
+        unsafe { *self.counts.get_unchecked_mut(at) += by };
+    }
+
+    /// One for each of `keys`, key `j` in array `j % W`.
+    #[inline(always)]
+    fn add_all<K: KeyLane>(&mut self, keys: &[K]) {
+        let mut ch = keys.chunks_exact(W);
+        for g in &mut ch {
+            for (j, &k) in g.iter().enumerate() {
+                self.add(j, k, 1);
+            }
+        }
+        for (j, &k) in ch.remainder().iter().enumerate() {
+            self.add(j, k, 1);
+        }
+    }
+
+    /// [`Tally::add_all`] of the keys whose `keep` is true.
+    #[inline(always)]
+    fn add_kept<K: KeyLane>(&mut self, keys: &[K], keep: &[bool]) {
+        for (j, (&k, &m)) in keys.iter().zip(keep).enumerate() {
+            self.add(j, k, m as u32);
+        }
+    }
+}
+
+/// `ahead` in whole lines, spread over the groups of `n` positions: the
+/// prefetch hints of one group after another.
+#[inline(always)]
+fn hints(ahead: &[u8], n: usize) -> std::slice::Chunks<'_, u8> {
+    let groups = (n / GROUP).max(1);
+    let share = ahead
+        .len()
+        .div_ceil(groups)
+        .next_multiple_of(LINE)
+        .max(LINE);
+    ahead.chunks(share)
+}
 
 /// Bytes one prefetch hint brings in: a cache line.
 const LINE: usize = 64;
@@ -925,68 +1197,6 @@ fn prefetch(bytes: &[u8]) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = bytes;
-}
-
-#[inline(always)]
-fn increments(
-    counts: &mut [u32],
-    keys: &[u32],
-    mask: Option<&[bool]>,
-    at: impl Fn(u32) -> usize,
-    ahead: &[u8],
-) {
-    let n = counts.len() / SUB_COUNTS;
-    if n == 0 {
-        return;
-    }
-    let (c0, rest) = counts.split_at_mut(n);
-    let (c1, rest) = rest.split_at_mut(n);
-    let (c2, c3) = rest.split_at_mut(n);
-    // The hints' share of `ahead` per group of keys, in whole lines.
-    let groups = (keys.len() / GROUP).max(1);
-    let share = ahead
-        .len()
-        .div_ceil(groups)
-        .next_multiple_of(LINE)
-        .max(LINE);
-    let mut hints = ahead.chunks(share);
-    match mask {
-        None => {
-            let mut ch = keys.chunks_exact(GROUP);
-            for g in &mut ch {
-                if let Some(h) = hints.next() {
-                    prefetch(h);
-                }
-                for k in g.chunks_exact(SUB_COUNTS) {
-                    c0[at(k[0])] += 1;
-                    c1[at(k[1])] += 1;
-                    c2[at(k[2])] += 1;
-                    c3[at(k[3])] += 1;
-                }
-            }
-            for &k in ch.remainder() {
-                c0[at(k)] += 1;
-            }
-        }
-        Some(m) => {
-            let mut ch = keys.chunks_exact(GROUP);
-            let mut mk = m.chunks_exact(GROUP);
-            for (g, gm) in (&mut ch).zip(&mut mk) {
-                if let Some(h) = hints.next() {
-                    prefetch(h);
-                }
-                for (k, m) in g.chunks_exact(SUB_COUNTS).zip(gm.chunks_exact(SUB_COUNTS)) {
-                    c0[at(k[0])] += m[0] as u32;
-                    c1[at(k[1])] += m[1] as u32;
-                    c2[at(k[2])] += m[2] as u32;
-                    c3[at(k[3])] += m[3] as u32;
-                }
-            }
-            for (&k, &keep) in ch.remainder().iter().zip(mk.remainder()) {
-                c0[at(k)] += keep as u32;
-            }
-        }
-    }
 }
 
 /// Whether a surviving lane is true.

@@ -67,7 +67,6 @@ pub(crate) use exec::{
     tree_mid, Acct, CollectOut, CollectRun, Driver, Exec, Isa, KeyRun, Partials, ReduceRun,
     ScanOut, ScanRun, StageRun,
 };
-pub(crate) use kernels::SUB_COUNTS;
 pub(crate) use lanes::OutSlice;
 pub use program::BlockProgram;
 

@@ -1837,6 +1837,236 @@ fn histogram_keys_are_one_kernel_with_the_instructions_results() {
     }
 }
 
+/// A histogram's key uniforms: 7 bins over [-1, 3), its slots 7, 8 and 9.
+fn seven_bins<T: From<f32>>() -> super::kernels::BinParams<T> {
+    super::kernels::BinParams {
+        lo: T::from(-1.0),
+        scale: T::from(7.0 / 4.0),
+        hi: T::from(3.0),
+        lo_cmp: T::from(-1.0),
+        last: 6,
+        below: 7,
+        above: 8,
+        nan: 9,
+    }
+}
+
+/// `bin_keys` gives, on every instruction set and in `u16` and `u32`,
+/// what the key's expression gives value by value (`kernels::bin_key`,
+/// then the clamp to the last key): in its short form (the bounds a
+/// histogram is asked for, including a last bin past the last key, a NaN
+/// `hi`, slots past the last key and a scale that overflows) and in its
+/// general form (bounds only a hand-written program has: `lo_cmp` below
+/// `lo`, a negative, infinite or NaN scale, an infinite `lo`, a negative
+/// last bin), over random values, bin edges, NaN, infinities, signed
+/// zeros, subnormals and values far outside.
+#[test]
+fn bin_keys_agree_with_the_key_expression() {
+    use super::isa;
+    use super::kernels::{bin_key, BinLane, BinParams, KeyLane};
+    fn check<T: BinLane + std::fmt::Debug, K: KeyLane + std::fmt::Debug + PartialEq>(
+        what: &str,
+        x: &[T],
+        p: BinParams<T>,
+        last_key: u32,
+    ) {
+        let want: Vec<K> = x
+            .iter()
+            .map(|&v| K::of(bin_key(v, &p).min(last_key)))
+            .collect();
+        for i in Isa::all_here() {
+            let mut got = vec![K::default(); x.len()];
+            isa::bin_keys(i, x, &mut got, p, last_key);
+            for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g, w, "{what}, {}: key of {:?} ({p:?})", i.name(), x[j]);
+            }
+        }
+    }
+    let base = seven_bins::<f64>();
+    let cases: [(&str, BinParams<f64>, u32); 13] = [
+        ("a histogram", base, 9),
+        (
+            "last bin past the last key",
+            BinParams { last: 20, ..base },
+            9,
+        ),
+        (
+            "slots past the last key",
+            BinParams {
+                below: -5,
+                above: 40,
+                nan: 12,
+                ..base
+            },
+            9,
+        ),
+        (
+            "NaN hi",
+            BinParams {
+                hi: f64::NAN,
+                ..base
+            },
+            9,
+        ),
+        (
+            "scale that overflows",
+            BinParams {
+                scale: 1e300,
+                ..base
+            },
+            9,
+        ),
+        (
+            "lo_cmp above lo",
+            BinParams {
+                lo_cmp: 0.5,
+                ..base
+            },
+            9,
+        ),
+        (
+            "lo_cmp below lo",
+            BinParams {
+                lo_cmp: -2.0,
+                ..base
+            },
+            9,
+        ),
+        (
+            "negative scale",
+            BinParams {
+                scale: -2.0,
+                ..base
+            },
+            9,
+        ),
+        (
+            "infinite scale",
+            BinParams {
+                scale: f64::INFINITY,
+                ..base
+            },
+            9,
+        ),
+        (
+            "NaN scale",
+            BinParams {
+                scale: f64::NAN,
+                ..base
+            },
+            9,
+        ),
+        (
+            "infinite lo",
+            BinParams {
+                lo: f64::NEG_INFINITY,
+                lo_cmp: f64::NEG_INFINITY,
+                ..base
+            },
+            9,
+        ),
+        ("negative last bin", BinParams { last: -3, ..base }, 9),
+        (
+            "NaN lo_cmp",
+            BinParams {
+                lo_cmp: f64::NAN,
+                ..base
+            },
+            9,
+        ),
+    ];
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut xs: Vec<f64> = (0..BLOCK + 37).map(|_| rng.f64() * 6.0 - 2.0).collect();
+    // Bin edges and their neighbours, then values of their own kind.
+    for b in 0..=8 {
+        let edge = -1.0 + b as f64 * 4.0 / 7.0;
+        xs.extend([edge, edge - 1e-9, edge + 1e-9]);
+    }
+    xs.extend([
+        f64::NAN,
+        -f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        5e-324,
+        -5e-324,
+        -1.0,
+        3.0,
+        3.0 - 1e-12,
+        -1.000_001,
+        1e300,
+        -1e300,
+        f64::MAX,
+        f64::MIN,
+    ]);
+    for (what, p, last_key) in cases {
+        check::<f64, u32>(what, &xs, p, last_key);
+        check::<f64, u16>(what, &xs, p, last_key);
+        let narrow = BinParams {
+            lo: p.lo as f32,
+            scale: p.scale as f32,
+            hi: p.hi as f32,
+            lo_cmp: p.lo_cmp as f32,
+            last: p.last,
+            below: p.below,
+            above: p.above,
+            nan: p.nan,
+        };
+        let x32: Vec<f32> = xs.iter().map(|&v| v as f32).collect();
+        check::<f32, u32>(what, &x32, narrow, last_key);
+        check::<f32, u16>(what, &x32, narrow, last_key);
+    }
+}
+
+/// `count_bin_keys` counts what a plain loop counts, on every instruction
+/// set, in `u16` and `u32`, with and without a mask, at lengths around its
+/// groups: over arrays with room for its mask (`bin_stride`, as a
+/// histogram's run allocates them) and over arrays just long enough, where
+/// it clamps instead.
+#[test]
+fn count_bin_keys_counts_as_a_plain_loop() {
+    use super::isa;
+    use super::kernels::{bin_stride, KeyLane, BIN_SUB_COUNTS};
+    fn check<K: KeyLane + Into<u32>>(raw: &[u32], keep: &[bool], keys: usize) {
+        let last_key = keys as u32 - 1;
+        let ks: Vec<K> = raw.iter().map(|&k| K::of(k)).collect();
+        for stride in [bin_stride(keys), keys] {
+            for mask in [None, Some(keep)] {
+                let mut want = vec![0u64; keys];
+                for (j, &k) in raw.iter().enumerate() {
+                    if mask.is_none_or(|m| m[j]) {
+                        want[(k as usize).min(keys - 1)] += 1;
+                    }
+                }
+                for i in Isa::all_here() {
+                    let mut sub = vec![0u32; BIN_SUB_COUNTS * stride];
+                    isa::count_bin_keys(i, &mut sub, &ks, last_key, mask, &[]);
+                    let mut got = vec![0u64; keys];
+                    for part in sub.chunks_exact(stride) {
+                        assert!(
+                            part[keys..].iter().all(|&c| c == 0),
+                            "a count past the keys"
+                        );
+                        got.iter_mut().zip(part).for_each(|(g, &c)| *g += c as u64);
+                    }
+                    let what = format!("{}: {} keys, stride {stride}", i.name(), raw.len());
+                    assert_eq!(got, want, "{what}, mask {}", mask.is_some());
+                }
+            }
+        }
+    }
+    let mut rng = Rng(0x6a09_e667_f3bc_c909);
+    let keep: Vec<bool> = (0..BLOCK).map(|_| !rng.next().is_multiple_of(3)).collect();
+    for keys in [1usize, 7, 259, 300] {
+        for n in [0, 1, 7, 8, 9, 31, 32, 33, 100, BLOCK] {
+            let raw: Vec<u32> = (0..n).map(|_| (rng.next() % keys as u64) as u32).collect();
+            check::<u16>(&raw, &keep[..n], keys);
+            check::<u32>(&raw, &keep[..n], keys);
+        }
+    }
+}
+
 /// The `wide` kernels (an AVX-512 twin where the CPU has it) give the bits
 /// of the baseline and AVX2 twins: the moments of every lane type, with
 /// and without a mask, at lengths around the kernels' chunk of sixteen and
@@ -1845,7 +2075,6 @@ fn histogram_keys_are_one_kernel_with_the_instructions_results() {
 #[test]
 fn wide_kernels_give_the_same_bits_on_every_isa() {
     use super::isa;
-    use super::kernels::BinParams;
     let isas = Isa::all_here();
     println!("instruction sets here: {isas:?}");
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -1905,16 +2134,7 @@ fn wide_kernels_give_the_same_bits_on_every_isa() {
         }
     }
     // A histogram's keys: 7 bins over [-1, 3), the last key 9.
-    let p = BinParams {
-        lo: -1.0f32,
-        scale: 7.0 / 4.0,
-        hi: 3.0,
-        lo_cmp: -1.0,
-        last: 6,
-        below: 7,
-        above: 8,
-        nan: 9,
-    };
+    let p = seven_bins::<f32>();
     let mut keys_of: Vec<f32> = xs.iter().map(|&v| (v * 2.0) as f32).collect();
     keys_of.extend(special.iter().map(|&v| v as f32));
     keys_of.extend([-1.0, 3.0, 3.0 - 1e-7, -1.000_001, 1e30, -1e30]);
