@@ -1011,9 +1011,11 @@ pub(crate) fn count_keys(counts: &mut [u32], keys: &[u32], mask: Option<&[bool]>
     increments::<u32, SUB_COUNTS, false>(counts, keys, usize::MAX, mask, &[])
 }
 
-/// [`count_keys`] of a histogram's keys (from [`bin_keys`]), over
-/// [`BIN_SUB_COUNTS`] arrays (each `counts.len() / BIN_SUB_COUNTS` long),
-/// a key past `last_key` counted as `last_key`.
+/// [`count_keys`] of a histogram's keys (from [`bin_keys`]: each at most
+/// `last_key`), over [`BIN_SUB_COUNTS`] arrays (each `counts.len() /
+/// BIN_SUB_COUNTS` long). Where the arrays have [`bin_stride`]'s room, a
+/// key goes through a mask (a larger key would count in a wrong slot,
+/// never outside the arrays); otherwise it is clamped to `last_key`.
 ///
 /// `ahead` is memory the next block will read (its input): the loop asks
 /// the core to bring it into its first cache, one line per group of
@@ -1032,6 +1034,10 @@ pub(crate) fn count_bin_keys<K: KeyLane>(
     ahead: &[u8],
 ) {
     let keys_n = last_key as usize + 1;
+    debug_assert!(
+        keys.iter().all(|k| k.index() < keys_n),
+        "a key past {last_key}"
+    );
     if keys_n.next_power_of_two() <= counts.len() / BIN_SUB_COUNTS {
         increments::<K, BIN_SUB_COUNTS, true>(counts, keys, keys_n, mask, ahead)
     } else {
