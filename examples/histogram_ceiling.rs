@@ -12,7 +12,8 @@
 //! ```
 //!
 //! The schemes: four sub-count tables fed byte by byte (what the bench's
-//! ceiling line and computeq's counting do); four and eight tables fed
+//! ceiling line does; computeq counts 16-bit keys into eight); four and
+//! eight tables fed
 //! from 64-bit loads of eight keys; sixteen tables from two such loads;
 //! eight tables of 16-bit counters flushed into 32-bit ones before they
 //! can overflow. Each must give the same counts (checked).
