@@ -512,7 +512,8 @@ impl Driver for Parallel {
         let slots: Vec<OnceLock<Vec<u64>>> = tasks.iter().map(|_| OnceLock::new()).collect();
         // Per task its counts and `u32` sub-counts (`count_leaves`), and
         // the total.
-        acct.alloc(tasks.len() as u64 * run.count_bytes() + (8 * run.keys) as u64);
+        let sub: u64 = tasks.iter().map(|&(lo, hi)| run.count_bytes(lo, hi)).sum();
+        acct.alloc(sub + (8 * run.keys) as u64);
         self.run(run, &tasks, acct, &|st, i, lo, hi| {
             let mut counts = vec![0u64; run.keys];
             run.count_leaves(st, &mut counts, lo, hi);

@@ -1203,19 +1203,26 @@ impl<'a> StageRun<'a> {
 impl KeyRun<'_, '_> {
     // ---- counts per key ------------------------------------------------
 
-    /// The `u32` sub-count arrays `count_leaves` increments and the
-    /// length of each: more for a histogram, whose keys are few, each with
-    /// the room `kernels::count_bin_keys` wants.
-    fn sub_count_arrays(&self) -> (usize, usize) {
+    /// The `u32` sub-count arrays `count_leaves` increments over
+    /// `positions` positions, and the length of each: for a histogram of
+    /// enough positions more arrays, each with the room
+    /// `kernels::count_bin_keys` wants for its mask (16.5 KiB for 256 bins,
+    /// where four arrays of its keys take 4 KiB: their clearing and summing
+    /// cost more than the faster increments save below
+    /// `kernels::WIDE_BIN_COUNTS`' positions).
+    fn sub_count_arrays(&self, positions: usize) -> (usize, usize) {
         match self.bins {
-            None => (kernels::SUB_COUNTS, self.keys),
-            Some(_) => (kernels::BIN_SUB_COUNTS, kernels::bin_stride(self.keys)),
+            Some(_) if positions >= kernels::WIDE_BIN_COUNTS => {
+                (kernels::BIN_SUB_COUNTS, kernels::bin_stride(self.keys))
+            }
+            _ => (kernels::SUB_COUNTS, self.keys),
         }
     }
 
-    /// The bytes `count_leaves` allocates: its sub-counts and `u64` counts.
-    pub(crate) fn count_bytes(&self) -> u64 {
-        let (arrays, stride) = self.sub_count_arrays();
+    /// The bytes `count_leaves` allocates for leaves `lo..hi`: its
+    /// sub-counts and `u64` counts.
+    pub(crate) fn count_bytes(&self, lo: usize, hi: usize) -> u64 {
+        let (arrays, stride) = self.sub_count_arrays(self.leaves_len(lo, hi) as usize);
         (arrays * stride * 4 + self.keys * 8) as u64
     }
 
@@ -1227,7 +1234,7 @@ impl KeyRun<'_, '_> {
         }
         match self.bins {
             None => {
-                let mut sub = SubCounts::new(self.sub_count_arrays());
+                let mut sub = SubCounts::new(self.sub_count_arrays(end - start));
                 let mut pos = start;
                 while pos < end {
                     let n = (end - pos).min(BLOCK);
@@ -1241,7 +1248,7 @@ impl KeyRun<'_, '_> {
             }
             Some(b) => {
                 // Keys narrow where they fit in 16 bits.
-                let mut sub = SubCounts::new(self.sub_count_arrays());
+                let mut sub = SubCounts::new(self.sub_count_arrays(end - start));
                 if self.keys <= 1 << 16 {
                     with_float!(self.key.ty, T => self.count_bins::<T, u16>(st, &mut sub, counts, b, start, end), else ())
                 } else {
@@ -1254,7 +1261,8 @@ impl KeyRun<'_, '_> {
 
     /// `count_leaves`'s blocks over `start..end` when the key is a
     /// histogram's: one kernel computes a block's keys from the float
-    /// column (as `K`, which holds every key), another counts them.
+    /// column (as `K`, which holds every key), another counts them (into
+    /// `sub`'s arrays, in their layout).
     fn count_bins<T: kernels::BinLane, K: kernels::KeyLane>(
         &self,
         st: &mut Exec,
@@ -1299,7 +1307,9 @@ impl KeyRun<'_, '_> {
             isa::bin_keys(self.isa, x, keys, p, last_key);
             let mask = self.mask(&st.regs, pos, n);
             let ahead = self.input_bytes(slot, pos + n, (end - pos - n).min(BLOCK));
-            isa::count_bin_keys(self.isa, sub.block(counts), keys, last_key, mask, ahead);
+            let wide = sub.arrays == kernels::BIN_SUB_COUNTS;
+            let sub = sub.block(counts);
+            isa::count_bin_keys(self.isa, sub, keys, last_key, wide, mask, ahead);
             pos += n;
         }
     }
@@ -1310,6 +1320,8 @@ impl KeyRun<'_, '_> {
 /// could wrap.
 struct SubCounts {
     sub: Vec<u32>,
+    /// The number of arrays in `sub`.
+    arrays: usize,
     /// The length of each array of `sub`.
     stride: usize,
     /// Positions counted since the last flush.
@@ -1321,6 +1333,7 @@ impl SubCounts {
     fn new((arrays, stride): (usize, usize)) -> SubCounts {
         SubCounts {
             sub: vec![0; arrays * stride],
+            arrays,
             stride,
             since: 0,
         }
@@ -2520,7 +2533,7 @@ impl Driver for Sequential {
     fn count_by_key(&self, run: &KeyRun<'_, '_>, acct: &Acct) -> Vec<u64> {
         acct.task();
         // The result and the `u32` sub-counts of `count_leaves`.
-        acct.alloc(run.state_bytes() + run.count_bytes());
+        acct.alloc(run.state_bytes() + run.count_bytes(0, run.leaves()));
         let mut counts = vec![0u64; run.keys];
         run.with_state(|st| run.count_leaves(st, &mut counts, 0, run.leaves()));
         counts

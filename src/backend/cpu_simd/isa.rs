@@ -270,6 +270,7 @@ entry! {
         counts: &mut [u32],
         keys: &[K],
         last_key: u32,
+        wide: bool,
         mask: Option<&[bool]>,
         ahead: &[u8],
     ) -> () = kernels::count_bin_keys;

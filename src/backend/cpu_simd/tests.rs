@@ -1754,7 +1754,8 @@ fn histogram_keys_are_one_kernel_with_the_instructions_results() {
         5e-324,
         2.999_999_9,
     ];
-    xs.extend((0..3 * LEAF + 517).map(|i| (i as f64 * 0.618_034).fract() * 5.0 - 1.5));
+    // Past `kernels::WIDE_BIN_COUNTS` positions too: the wide sub-counts.
+    xs.extend((0..5 * LEAF + 517).map(|i| (i as f64 * 0.618_034).fract() * 5.0 - 1.5));
     let narrow: Vec<f32> = xs.iter().map(|&x| x as f32).collect();
     let ints: Vec<i32> = xs.iter().map(|&x| (x * 1e6) as i32).collect();
     // lo, scale, last, hi, above, lo_cmp, below, nan: the histogram's own
@@ -1822,7 +1823,7 @@ fn histogram_keys_are_one_kernel_with_the_instructions_results() {
                 if fused && ty.is_float() && !filtered {
                     assert!(prog.stages[0].instrs.is_empty(), "{prog:?}");
                 }
-                for n in LENGTHS {
+                for n in LENGTHS.into_iter().chain([xs.len()]) {
                     let n = n.min(xs.len());
                     let col = match col {
                         ColumnRef::F32(c) => ColumnRef::F32(&c[..n]),
@@ -2021,17 +2022,23 @@ fn bin_keys_agree_with_the_key_expression() {
 
 /// `count_bin_keys` counts what a plain loop counts, on every instruction
 /// set, in `u16` and `u32`, with and without a mask, at lengths around its
-/// groups: over arrays with room for its mask (`bin_stride`, as a
-/// histogram's run allocates them) and over arrays just long enough, where
-/// it clamps instead.
+/// groups: over the wide layout with room for its mask (`bin_stride`, as a
+/// histogram's run of many positions allocates it), over wide arrays just
+/// long enough, where it clamps instead, and over the four arrays of a
+/// small run.
 #[test]
 fn count_bin_keys_counts_as_a_plain_loop() {
     use super::isa;
-    use super::kernels::{bin_stride, KeyLane, BIN_SUB_COUNTS};
+    use super::kernels::{bin_stride, KeyLane, BIN_SUB_COUNTS, SUB_COUNTS};
     fn check<K: KeyLane + Into<u32>>(raw: &[u32], keep: &[bool], keys: usize) {
         let last_key = keys as u32 - 1;
         let ks: Vec<K> = raw.iter().map(|&k| K::of(k)).collect();
-        for stride in [bin_stride(keys), keys] {
+        let layouts = [
+            (BIN_SUB_COUNTS, bin_stride(keys), true),
+            (BIN_SUB_COUNTS, keys, true),
+            (SUB_COUNTS, keys, false),
+        ];
+        for (arrays, stride, wide) in layouts {
             for mask in [None, Some(keep)] {
                 let mut want = vec![0u64; keys];
                 for (j, &k) in raw.iter().enumerate() {
@@ -2040,8 +2047,8 @@ fn count_bin_keys_counts_as_a_plain_loop() {
                     }
                 }
                 for i in Isa::all_here() {
-                    let mut sub = vec![0u32; BIN_SUB_COUNTS * stride];
-                    isa::count_bin_keys(i, &mut sub, &ks, last_key, mask, &[]);
+                    let mut sub = vec![0u32; arrays * stride];
+                    isa::count_bin_keys(i, &mut sub, &ks, last_key, wide, mask, &[]);
                     let mut got = vec![0u64; keys];
                     for part in sub.chunks_exact(stride) {
                         assert!(
@@ -2050,7 +2057,7 @@ fn count_bin_keys_counts_as_a_plain_loop() {
                         );
                         got.iter_mut().zip(part).for_each(|(g, &c)| *g += c as u64);
                     }
-                    let what = format!("{}: {} keys, stride {stride}", i.name(), raw.len());
+                    let what = format!("{}: {} keys, {arrays} x {stride}", i.name(), raw.len());
                     assert_eq!(got, want, "{what}, mask {}", mask.is_some());
                 }
             }
