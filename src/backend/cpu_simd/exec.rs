@@ -1297,6 +1297,7 @@ impl KeyRun<'_, '_> {
             Operand::Input(s) => s as usize,
             _ => 0,
         };
+        let wide = sub.arrays == kernels::BIN_SUB_COUNTS;
         let mut keys = [K::default(); BLOCK];
         let mut pos = start;
         while pos < end {
@@ -1307,7 +1308,6 @@ impl KeyRun<'_, '_> {
             isa::bin_keys(self.isa, x, keys, p, last_key);
             let mask = self.mask(&st.regs, pos, n);
             let ahead = self.input_bytes(slot, pos + n, (end - pos - n).min(BLOCK));
-            let wide = sub.arrays == kernels::BIN_SUB_COUNTS;
             let sub = sub.block(counts);
             isa::count_bin_keys(self.isa, sub, keys, last_key, wide, mask, ahead);
             pos += n;

@@ -1076,8 +1076,7 @@ fn increments<K: KeyLane, const W: usize, const MASKED: bool>(
     mask: Option<&[bool]>,
     ahead: &[u8],
 ) {
-    let keys_max = counts.len() / W;
-    let mut tally = Tally::<W, MASKED>::new(counts, keys_max.min(bound));
+    let mut tally = Tally::<W, MASKED>::new(counts, bound);
     let mut hints = hints(ahead, keys.len());
     match mask {
         None => {
@@ -1121,18 +1120,17 @@ struct Tally<'a, const W: usize, const MASKED: bool> {
 }
 
 impl<'a, const W: usize, const MASKED: bool> Tally<'a, W, MASKED> {
-    /// Nothing counts when `counts` is shorter than its arrays, `keys` is
-    /// zero, or (`MASKED`, which its caller checks first) the mask would
-    /// reach past an array.
+    /// Nothing counts when `counts` is shorter than `W`, `keys` is zero,
+    /// or (`MASKED`, which its caller checks first) the mask would reach
+    /// past an array.
     #[inline(always)]
     fn new(counts: &'a mut [u32], keys: usize) -> Tally<'a, W, MASKED> {
+        // `W * stride <= counts.len()` by this division.
         let stride = counts.len() / W;
         let last = keys.min(stride).checked_sub(1);
         let mask = last.map_or(0, |l| (l + 1).next_power_of_two() - 1);
         let (stride, last) = match last {
-            Some(last) if stride * W <= counts.len() && (!MASKED || mask < stride) => {
-                (stride, last)
-            }
+            Some(last) if !MASKED || mask < stride => (stride, last),
             _ => (0, 0),
         };
         Tally {
