@@ -186,6 +186,7 @@ impl HostCell {
             let _span =
                 tracing::debug_span!("computeq.calibrate", budget_ms = budget.as_millis() as u64)
                     .entered();
+            let _busy = super::background::busy();
             // A panic here must not leave `calibrating` set for good.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| measure(budget)))
         };
@@ -225,9 +226,11 @@ impl HostCell {
                 return;
             }
             let mut again = cpu.clone();
+            let busy = super::background::busy();
             let probed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 (r.probe)(&mut again, Instant::now() + r.budget)
             }));
+            drop(busy);
             // A probe that panicked or fitted an implausible figure is
             // no faster measurement (a figure the sanitizing would reset
             // to its prior must not win).
@@ -353,7 +356,9 @@ pub fn host_profile(cache_dir: Option<&Path>, budget: Duration) -> CpuProfile {
 /// Runs the full CPU calibration, makes it the process-wide profile and
 /// persists it in `cache_dir` (the body of `runtime::calibrate_full`).
 pub fn calibrate_full_into(cache_dir: Option<&Path>) -> CpuProfile {
+    let busy = super::background::busy();
     let cpu = measure_cpu(&Plan::full(), Instant::now() + Duration::from_secs(10));
+    drop(busy);
     // A figure timed at zero on a coarse clock would be an infinite speed.
     let cpu = cpu.sanitized().0;
     HOST.publish(cpu.clone(), true, true);

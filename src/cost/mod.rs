@@ -6,6 +6,7 @@
 //! Owns profiles, their calibration and persistence, and pricing; it never
 //! chooses a backend (that is `select`) and never runs a query.
 
+pub(crate) mod background;
 pub mod cache_file;
 pub mod calibrate;
 mod kernels;

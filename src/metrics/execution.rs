@@ -204,6 +204,12 @@ pub struct ExecutionMetrics {
     /// The algorithm of the plan's last sort, when it has one (e.g.
     /// `lsd-radix 4 of 4 digit passes`).
     pub algorithm: Option<super::Algorithm>,
+    /// computeq measured the CPU in the background while this ran (the
+    /// calibration on a process's first query, one of its re-probes, or
+    /// `computeq::calibrate_full`): the run shared the
+    /// cores with it, so its times are not the backend's alone, and the
+    /// learning selector does not learn from them.
+    pub during_calibration: bool,
 }
 
 impl ExecutionMetrics {
@@ -277,6 +283,7 @@ impl ExecutionMetrics {
             oom_retries: 0,
             elements_skipped: 0,
             algorithm: None,
+            during_calibration: false,
         }
     }
 }
@@ -334,6 +341,9 @@ impl fmt::Display for ExecutionMetrics {
         }
         if self.oom_retries > 0 {
             write!(f, " oom_retries={}", self.oom_retries)?;
+        }
+        if self.during_calibration {
+            write!(f, " during_calibration")?;
         }
         for a in &self.attempts {
             write!(f, " failed[{}@{}: {}]", a.backend, a.phase, a.message)?;

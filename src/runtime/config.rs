@@ -265,6 +265,7 @@ impl Config {
             calibration_budget: self.calibration_budget,
             cpu_profile: self.cpu_profile.clone(),
             history_capacity: self.history_capacity,
+            learn_beside_calibration: false,
         }
     }
 

@@ -531,4 +531,51 @@ mod tests {
             assert!(set_engine(Engine::default()).is_err());
         });
     }
+
+    /// In a child process, where no other test calibrates: runs while a
+    /// calibration is under way say so in their metrics and teach the
+    /// selector nothing; once it ends, runs are learned from again.
+    #[test]
+    fn runs_beside_the_calibration_say_so_and_teach_nothing() {
+        use crate::metrics::SelectionReason;
+        if !is_child() {
+            return in_child(
+                "runtime::engine::tests::runs_beside_the_calibration_say_so_and_teach_nothing",
+                &[],
+            );
+        }
+        joined(|| {
+            let engine = Engine::with_config(Config {
+                calibration_budget: std::time::Duration::ZERO,
+                disabled: vec![BackendKind::Wgpu, BackendKind::Cuda],
+                ..Config::default()
+            });
+            let xs = vec![0.5f32; 1 << 20];
+            let run = || {
+                engine
+                    .query(&xs)
+                    .map(|x| x * 2.0 + 1.0)
+                    .with_metrics()
+                    .sum()
+                    .1
+            };
+            let busy = crate::cost::background::busy();
+            for _ in 0..12 {
+                let m = run();
+                assert!(m.during_calibration, "{m}");
+                // Neither explored nor decided by measurements: none kept.
+                assert!(matches!(m.reason, SelectionReason::Model { .. }), "{m}");
+            }
+            drop(busy);
+            let after: Vec<_> = (0..12).map(|_| run()).collect();
+            assert!(after.iter().all(|m| !m.during_calibration));
+            assert!(
+                after
+                    .iter()
+                    .any(|m| !matches!(m.reason, SelectionReason::Model { .. })),
+                "learned from once the calibration ended: {:?}",
+                after.iter().map(|m| m.reason).collect::<Vec<_>>()
+            );
+        });
+    }
 }

@@ -771,6 +771,7 @@ fn run_with<O>(
         };
         let exec_span = tracing::debug_span!("computeq.execute", backend = kind.name());
         let _exec = exec_span.enter();
+        let calibration = crate::cost::background::mark();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             exec(backend, &job, &mut stats)
         }))
@@ -783,6 +784,7 @@ fn run_with<O>(
         });
         let end = Tick::now();
         let wall = end.since(t);
+        let during_calibration = !crate::cost::background::quiet_since(calibration);
         drop(_exec);
         match result {
             Ok(out) => {
@@ -792,7 +794,7 @@ fn run_with<O>(
                 };
                 // The run ends here: its metrics take the estimates.
                 let estimates = std::mem::take(&mut planned.decision.estimates);
-                let m = metrics(
+                let mut m = metrics(
                     &planned,
                     estimates,
                     kind,
@@ -803,6 +805,7 @@ fn run_with<O>(
                     size(&out),
                     end.since(p.started),
                 );
+                m.during_calibration = during_calibration;
                 span.record("backend", kind.name());
                 tracing::debug!(
                     backend = %kind,
@@ -818,8 +821,9 @@ fn run_with<O>(
                 // decision predicted, which ends the lease too: what the
                 // decision stood on (a quiet machine, the allocator's
                 // state, a device's load) no longer holds, and the lease's
-                // other runs would be observed one in four.
-                let surprised = planned.leased && surprising(&m);
+                // other runs would be observed one in four. (Not one that
+                // shared the cores with the calibration: that is why.)
+                let surprised = planned.leased && !m.during_calibration && surprising(&m);
                 if planned.observe || surprised || !m.attempts.is_empty() {
                     engine.selector.observe(&planned.workload, &m);
                 }
@@ -970,6 +974,7 @@ fn metrics(
         oom_retries: stats.oom_retries,
         elements_skipped: stats.elements_skipped,
         algorithm: stats.algorithm,
+        during_calibration: false,
     }
 }
 

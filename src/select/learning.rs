@@ -54,7 +54,7 @@ use super::history::{size_bucket, Bucket, EstimateMemo, Explore, History, PlanHi
 use super::persist::Persister;
 use super::{Decision, Forced, SelectionInput, Selector};
 use crate::cost::{
-    calibrate, CostModel, DeviceProfile, EstimateInput, PlanShape, PRIOR_SELECTIVITY,
+    background, calibrate, CostModel, DeviceProfile, EstimateInput, PlanShape, PRIOR_SELECTIVITY,
 };
 use crate::metrics::{CandidateEstimate, ExecutionMetrics, SelectionReason};
 use crate::plan::WorkloadCharacteristics;
@@ -153,6 +153,12 @@ pub struct LearningSettings {
     /// Plans the history keeps (see
     /// [`Config::history_capacity`](crate::Config::history_capacity)).
     pub history_capacity: usize,
+    /// Learn from runs that shared the cores with computeq's CPU
+    /// calibration ([`ExecutionMetrics::during_calibration`]), and explore
+    /// while it runs. Off (the engine's setting): such runs measured the
+    /// calibration as much as the backend, so they teach nothing, and an
+    /// exploration then would be a slow run learned from not at all.
+    pub learn_beside_calibration: bool,
 }
 
 /// State shared with the background persister.
@@ -735,9 +741,12 @@ impl Selector for LearningSelector {
         bucket.runs += 1;
         let prices = memo.as_ref().expect("current or priced above");
         let ranking = Ranking::new(input, prices, bucket, s);
+        // While the CPU calibration runs, no run is learned from: none is
+        // explored either (see `LearningSettings::learn_beside_calibration`).
+        let quiet = s.learn_beside_calibration || !background::active();
         // An exploration's measured run, right after its warm-up.
         let measure = match std::mem::take(&mut bucket.explore) {
-            Explore::Measure(k) if ranking.cands.iter().any(|c| c.kind == k) => Some(k),
+            Explore::Measure(k) if quiet && ranking.cands.iter().any(|c| c.kind == k) => Some(k),
             // Still waiting for the warm-up's observation.
             waiting @ Explore::WarmingUp(_) => {
                 bucket.explore = waiting;
@@ -749,7 +758,7 @@ impl Selector for LearningSelector {
         let (first, reason) = forced(input.forced)
             .or_else(|| only_candidate(&ranking))
             .or_else(|| measure.map(|k| (Some(k), SelectionReason::Exploration)))
-            .or_else(|| exploration(&ranking, bucket, s))
+            .or_else(|| quiet.then(|| exploration(&ranking, bucket, s)).flatten())
             .unwrap_or_else(|| cheapest(&ranking, s));
         if let Some(k) = first {
             // A candidate explored after runs on another backend warms up
@@ -856,6 +865,13 @@ impl Selector for LearningSelector {
         // overflow, and a custom backend's phase times are not checked.
         let measured =
             p.transfer_in.as_secs_f64() + p.execute.as_secs_f64() + p.transfer_out.as_secs_f64();
+        // A run beside the calibration teaches nothing of its backend's
+        // time, and ends an exploration (its warm-up or measured run
+        // would be the calibration's as much as the candidate's).
+        let timed = !m.during_calibration || self.settings.learn_beside_calibration;
+        if !timed {
+            bucket.explore = Explore::Idle;
+        }
         // An exploration's warm-up teaches nothing (see `Explore`); one
         // that ran elsewhere (a fallback) ends the exploration.
         let warm_up = match bucket.explore {
@@ -877,7 +893,7 @@ impl Selector for LearningSelector {
             }
             _ => false,
         };
-        if !warm_up {
+        if timed && !warm_up {
             bucket.stats[m.backend.index()].record(measured, estimated);
         }
         let mut failed = false;
@@ -1026,6 +1042,9 @@ mod tests {
             calibration_budget: Duration::ZERO,
             cpu_profile: Some(host()),
             history_capacity: 1024,
+            // Other tests of this process calibrate: the pause is tested
+            // on its own below.
+            learn_beside_calibration: true,
         }
     }
 
@@ -1146,6 +1165,89 @@ mod tests {
             .find(|e| e.backend == BackendKind::CpuParallel)
             .unwrap();
         assert!((par.seconds - 3e-3).abs() < 3e-4, "{par:?}");
+    }
+
+    /// The engine's setting: runs beside the CPU calibration are neither
+    /// learned from nor explored.
+    fn paused_beside_calibration() -> LearningSettings {
+        LearningSettings {
+            learn_beside_calibration: false,
+            ..settings()
+        }
+    }
+
+    #[test]
+    fn runs_beside_the_calibration_are_not_learned_from() {
+        let s = LearningSelector::new(paused_beside_calibration());
+        let (p, w) = plan(1 << 24);
+        let samples = |k: BackendKind| {
+            let h = s.history();
+            h.plans[&p.fingerprint]
+                .bucket(size_bucket(&w))
+                .map_or(0, |b| b.stats[k.index()].samples)
+        };
+        select(&s, &p, &w);
+        let beside = |k: BackendKind, secs: f64| ExecutionMetrics {
+            during_calibration: true,
+            ..metrics(&p, &w, k, secs)
+        };
+        for _ in 0..5 {
+            s.observe(&w, &beside(BackendKind::CpuParallel, 9e-3));
+        }
+        assert_eq!(samples(BackendKind::CpuParallel), 0);
+        // A failure beside it still counts: it is not a time.
+        let failed = ExecutionMetrics {
+            attempts: vec![Attempt {
+                backend: BackendKind::CpuParallel,
+                phase: Phase::Execute,
+                message: "injected".into(),
+                decline: None,
+            }],
+            ..beside(BackendKind::CpuSimd, 1e-3)
+        };
+        s.observe(&w, &failed);
+        assert_eq!(samples(BackendKind::CpuSimd), 0);
+        let h = s.history();
+        let b = h.plans[&p.fingerprint].bucket(size_bucket(&w)).unwrap();
+        assert!(
+            b.stats[BackendKind::CpuParallel.index()].backed_off(b.runs),
+            "the failure was recorded"
+        );
+        drop(h);
+        // The same runs away from the calibration are learned from.
+        s.observe(&w, &metrics(&p, &w, BackendKind::CpuSimd, 1e-3));
+        assert_eq!(samples(BackendKind::CpuSimd), 1);
+        // With the pause off, beside it too.
+        let s = LearningSelector::new(settings());
+        select(&s, &p, &w);
+        s.observe(&w, &beside(BackendKind::CpuSimd, 1e-3));
+        let h = s.history();
+        let b = h.plans[&p.fingerprint].bucket(size_bucket(&w)).unwrap();
+        assert_eq!(b.stats[BackendKind::CpuSimd.index()].samples, 1);
+    }
+
+    #[test]
+    fn nothing_is_explored_while_the_calibration_runs() {
+        let explored = |settings: LearningSettings| {
+            // Every candidate plausible: explored unless paused.
+            let s = LearningSelector::new(LearningSettings {
+                explore_ratio: 1e3,
+                ..settings
+            });
+            let (p, w) = plan(1 << 24);
+            (0..12)
+                .filter(|_| {
+                    let d = select(&s, &p, &w);
+                    s.observe(&w, &metrics(&p, &w, d.order[0], 1e-3));
+                    d.reason == SelectionReason::Exploration
+                })
+                .count()
+        };
+        // Held by this test: whatever other tests do, one runs.
+        let busy = background::busy();
+        assert_eq!(explored(paused_beside_calibration()), 0);
+        assert!(explored(settings()) > 0, "the pause off explores");
+        drop(busy);
     }
 
     #[test]
