@@ -9,8 +9,9 @@
 //! later) runs `histogram(256, 0, 1)` over 10^7 values for SECONDS
 //! (default 5). Each run that shared the cores with a calibration says so
 //! in its metrics (`during_calibration`) and the learning selector does
-//! not learn from it. Printed: each such run's backend time against the
-//! median of the runs on the same backend just before and after it.
+//! not learn from it. Printed: the first sixteen runs (where the selector
+//! explores), then each run beside a calibration against the median of
+//! the runs on the same backend just before and after it.
 
 use computeq::prelude::*;
 use computeq::Config;
@@ -43,6 +44,7 @@ fn main() {
         .collect();
     let start = Instant::now();
     let mut runs = Vec::new();
+    let mut reasons = Vec::new();
     while start.elapsed() < Duration::from_secs_f64(seconds) {
         let (h, m) = engine.query(&xs).with_metrics().histogram(256, 0.0, 1.0);
         std::hint::black_box(h);
@@ -53,6 +55,18 @@ fn main() {
             took.as_secs_f64(),
             m.during_calibration,
         ));
+        reasons.push(m.reason);
+    }
+    // The process's first runs, where the selector explores.
+    println!("the first runs (backend, backend time, why):");
+    for (i, (r, why)) in runs.iter().zip(&reasons).take(16).enumerate() {
+        let beside = if r.3 { ", beside a calibration" } else { "" };
+        println!(
+            "  run {i:>2} at {:>6.0?}: {} {:.2} ms ({why}{beside})",
+            r.0,
+            r.1,
+            r.2 * 1e3
+        );
     }
     println!(
         "{} runs of histogram(256, 0, 1) over 10^7 f32 in {:.1} s; {} beside a calibration",
