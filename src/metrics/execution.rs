@@ -206,9 +206,9 @@ pub struct ExecutionMetrics {
     pub algorithm: Option<super::Algorithm>,
     /// computeq measured the CPU in the background while this ran (the
     /// calibration on a process's first query, one of its re-probes, or
-    /// `computeq::calibrate_full`): the run shared the
-    /// cores with it, so its times are not the backend's alone, and the
-    /// learning selector does not learn from them.
+    /// `computeq::calibrate_full`): the run shared the cores with it, so
+    /// its times are not the backend's alone, and the learning selector
+    /// does not learn from them.
     pub during_calibration: bool,
 }
 
