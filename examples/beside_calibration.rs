@@ -17,10 +17,8 @@ use computeq::prelude::*;
 use computeq::Config;
 use std::time::{Duration, Instant};
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
+#[path = "../benches/common/order.rs"]
+mod order;
 
 fn main() {
     let seconds: f64 = std::env::args()
@@ -86,7 +84,15 @@ fn main() {
             .filter(|r| !r.3 && r.1 == backend)
             .map(|r| r.2)
             .collect();
-        let quiet = median(near);
+        if near.is_empty() {
+            println!(
+                "  run {i} at {:>6.0?}: {backend} {:.2} ms, no quiet run on {backend} around it",
+                at,
+                took * 1e3
+            );
+            continue;
+        }
+        let quiet = order::median(near);
         ratios.push(took / quiet);
         println!(
             "  run {i} at {:>6.0?}: {backend} {:.2} ms, the quiet runs around it {:.2} ms ({:.2}x)",
@@ -99,7 +105,7 @@ fn main() {
     if !ratios.is_empty() {
         println!(
             "median slowdown of a run beside the calibration: {:.2}x (not learned from)",
-            median(ratios)
+            order::median(ratios)
         );
     }
     drop(engine);
