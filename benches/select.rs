@@ -34,6 +34,7 @@ fn selection(c: &mut Criterion) {
         workload: &w,
         candidates: &CANDIDATES,
         forced: None,
+        measuring: false,
     };
     let config = Config {
         calibration_budget: Duration::ZERO,

@@ -172,6 +172,8 @@ fn history_persists_across_engines_and_resets() {
     let xs = vec![0.5f32; 50_000];
     {
         let a = with_dir();
+        // Its devices probed first: runs beside a probe teach nothing.
+        a.prepare_devices();
         reasons(&a, &xs, 12);
     } // dropped: history written
     let b = with_dir();

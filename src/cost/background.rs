@@ -1,69 +1,105 @@
-//! Whether computeq is measuring the CPU itself: the quick calibration on
-//! a process's first query, its re-probes 1, 4 and 16 s later, a full
-//! calibration a caller asks for. Each runs work of its own on the cores
-//! a query runs on, so a query timed meanwhile measured the machine shared
-//! with it, not the backend alone: on the 2-vCPU VM of this project a
-//! 10^7-value histogram on `cpu-parallel` beside a re-probe ran 1.4-2.1x
-//! (median of a process's runs) its time just before and after, and one
-//! beside the quick calibration 14x (`cargo run --release --example
+//! Whether computeq is measuring the machine itself: the CPU calibration
+//! (the quick one on a process's first query, its re-probes 1, 4 and 16 s
+//! later, a full calibration a caller asks for), process-wide, and an
+//! engine's device probes (the opening of a device and its calibration),
+//! each engine's own. Each runs work of its own on the cores a query runs
+//! on, so a query timed meanwhile measured the machine shared with it, not
+//! the backend alone: on the 2-vCPU VM of this project a 10^7-value
+//! histogram on `cpu-parallel` beside a re-probe ran 1.4-2.1x (median of a
+//! process's runs) its time just before and after, and one beside the
+//! quick calibration 14x; lavapipe's probe (Mesa initializing LLVM, then
+//! compiling and timing the calibration's kernels on the CPU) in a
+//! process's first ~150 ms steered the same histogram onto `cpu-simd`
+//! (2x slower) in two processes of three (`cargo run --release --example
 //! beside_calibration`; docs/selector.md, "Runs beside the calibration").
 //!
-//! A device's probe is not counted: on a real GPU it mostly waits for the
-//! device. On lavapipe it is CPU work as well, and runs beside it are
-//! learned from as before (a limit, in docs/selector.md).
+//! A measurement holds a [`Busy`] of its [`Activity`] while it runs: the
+//! CPU calibration [`CPU`]'s, a device probe its engine's. A query takes a
+//! [`Mark`] of each before its run and asks [`Activity::quiet_since`]
+//! after it: quiet when no measurement ran at any time in between. Two
+//! atomics an activity, read twice a query; written only when a
+//! measurement starts or ends.
 //!
-//! A measurement holds a [`Busy`] while it runs. A query takes a [`Mark`]
-//! before its run and asks [`quiet_since`] after it: quiet when no
-//! measurement ran at any time in between. Two atomics, read twice a
-//! query; written only when a measurement starts or ends.
+//! A device probe pauses its own engine only: an engine's history is its
+//! own, and a process that runs several engines side by side (a test
+//! binary, a service with one engine per tenant) would otherwise stop
+//! every engine's learning whenever any of them opens a device.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-/// Measurements running now.
-static ACTIVE: AtomicU32 = AtomicU32::new(0);
+/// Measurements of one kind: running now, and started or ended so far.
+#[derive(Debug, Default)]
+pub struct Activity {
+    active: AtomicU32,
+    epoch: AtomicU64,
+}
 
-/// Measurements started or ended so far.
-static EPOCH: AtomicU64 = AtomicU64::new(0);
+/// The process's CPU calibration.
+pub static CPU: Activity = Activity::new();
 
-/// One of computeq's own measurements, running while this is held.
+/// One measurement, running while this is held.
 #[must_use = "the measurement counts as running only while this is held"]
-pub struct Busy(());
+pub struct Busy<'a>(&'a Activity);
 
-/// Marks a measurement as running until the returned guard drops.
-pub fn busy() -> Busy {
-    ACTIVE.fetch_add(1, Ordering::AcqRel);
-    EPOCH.fetch_add(1, Ordering::AcqRel);
-    Busy(())
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        EPOCH.fetch_add(1, Ordering::AcqRel);
-        ACTIVE.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Whether a measurement is running now.
-pub fn active() -> bool {
-    ACTIVE.load(Ordering::Acquire) > 0
-}
-
-/// Where the measurements stood at some moment ([`mark`]).
+/// Where an activity's measurements stood at some moment
+/// ([`Activity::mark`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mark(Option<u64>);
 
-/// The measurements' state now: `None` inside while one runs.
-pub fn mark() -> Mark {
-    // The epoch before the count: a measurement that starts between the
-    // two reads moves the epoch past the one kept.
-    let epoch = EPOCH.load(Ordering::Acquire);
-    Mark((ACTIVE.load(Ordering::Acquire) == 0).then_some(epoch))
+impl Activity {
+    /// No measurement ran yet.
+    pub const fn new() -> Activity {
+        Activity {
+            active: AtomicU32::new(0),
+            epoch: AtomicU64::new(0),
+        }
+    }
+
+    /// Marks a measurement as running until the returned guard drops.
+    pub fn busy(&self) -> Busy<'_> {
+        self.active.fetch_add(1, Ordering::AcqRel);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        Busy(self)
+    }
+
+    /// Whether a measurement is running now.
+    pub fn active(&self) -> bool {
+        self.active.load(Ordering::Acquire) > 0
+    }
+
+    /// The measurements' state now: `None` inside while one runs.
+    pub fn mark(&self) -> Mark {
+        // The epoch before the count: a measurement that starts between
+        // the two reads moves the epoch past the one kept.
+        let epoch = self.epoch.load(Ordering::Acquire);
+        Mark((self.active.load(Ordering::Acquire) == 0).then_some(epoch))
+    }
+
+    /// Whether no measurement ran at any time since `m` was taken: none
+    /// was running then, none is now, and none started or ended in
+    /// between.
+    pub fn quiet_since(&self, m: Mark) -> bool {
+        m.0.is_some_and(|e| {
+            self.active.load(Ordering::Acquire) == 0 && self.epoch.load(Ordering::Acquire) == e
+        })
+    }
 }
 
-/// Whether no measurement ran at any time since `m` was taken: none was
-/// running then, none is now, and none started or ended in between.
-pub fn quiet_since(m: Mark) -> bool {
-    m.0.is_some_and(|e| ACTIVE.load(Ordering::Acquire) == 0 && EPOCH.load(Ordering::Acquire) == e)
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.epoch.fetch_add(1, Ordering::AcqRel);
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Marks a CPU calibration as running until the returned guard drops.
+pub fn busy() -> Busy<'static> {
+    CPU.busy()
+}
+
+/// Whether a CPU calibration is running now.
+pub fn active() -> bool {
+    CPU.active()
 }
 
 #[cfg(test)]
@@ -71,14 +107,14 @@ mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
-    /// A mark with no measurement running since: the counters are
+    /// A mark of the CPU calibration with none running since: it is
     /// process-wide and other tests calibrate, so this waits (at most a
     /// minute) for a moment when none runs.
     fn quiet_mark() -> Mark {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let m = mark();
-            if quiet_since(m) {
+            let m = CPU.mark();
+            if CPU.quiet_since(m) {
                 return m;
             }
             assert!(Instant::now() < deadline, "a measurement ran for a minute");
@@ -93,16 +129,35 @@ mod tests {
         let during = {
             let _b = busy();
             assert!(active());
-            let during = mark();
-            assert!(!quiet_since(during), "taken while one ran");
+            let during = CPU.mark();
+            assert!(!CPU.quiet_since(during), "taken while one ran");
             during
         };
-        assert!(!quiet_since(during), "one was running at the mark");
+        assert!(!CPU.quiet_since(during), "one was running at the mark");
         let before = quiet_mark();
         drop(busy());
-        assert!(!quiet_since(before), "one started and ended since the mark");
+        assert!(
+            !CPU.quiet_since(before),
+            "one started and ended since the mark"
+        );
         let before = quiet_mark();
         let _b = busy();
-        assert!(!quiet_since(before), "one is running now");
+        assert!(!CPU.quiet_since(before), "one is running now");
+    }
+
+    /// An engine's probes are its own: they leave another activity's
+    /// marks quiet.
+    #[test]
+    fn activities_are_apart() {
+        let (a, b) = (Activity::new(), Activity::new());
+        let (ma, mb) = (a.mark(), b.mark());
+        let busy = a.busy();
+        assert!(a.active() && !b.active());
+        assert!(!a.quiet_since(ma));
+        assert!(b.quiet_since(mb));
+        drop(busy);
+        assert!(!a.quiet_since(ma), "one ran since the mark");
+        assert!(a.quiet_since(a.mark()));
+        assert!(b.quiet_since(mb));
     }
 }

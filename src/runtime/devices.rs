@@ -17,6 +17,7 @@
 //! the selector.
 
 use crate::backend::{Availability, Backend, BackendKind, Phase};
+use crate::cost::background::Activity;
 use crate::cost::{DeviceProfile, DeviceRecord};
 use crate::metrics::Attempt;
 use crate::plan::CompiledPlan;
@@ -34,6 +35,9 @@ pub(crate) struct Devices {
     /// Never start a probe: the private engine of a probe, whose device
     /// the probe that owns it prices.
     quiet: bool,
+    /// This engine's probes, running or done: its runs meanwhile shared
+    /// the machine with them (see [`crate::cost::background`]).
+    pub(crate) probes: Arc<Activity>,
 }
 
 #[derive(Default)]
@@ -71,6 +75,7 @@ struct ProbeJob {
     backend: Arc<dyn Backend>,
     selector: Arc<dyn Selector>,
     slot: Arc<Slot>,
+    activity: Arc<Activity>,
     cache_dir: Option<PathBuf>,
     budget: Duration,
 }
@@ -91,6 +96,7 @@ impl Devices {
         Devices {
             slots: Default::default(),
             quiet: false,
+            probes: Arc::default(),
         }
     }
 
@@ -209,6 +215,7 @@ impl Devices {
             backend: b.clone(),
             selector: engine.selector.clone(),
             slot: self.slots[b.kind().index()].clone(),
+            activity: self.probes.clone(),
             cache_dir: engine.config.cache_dir.clone(),
             budget: engine.config.calibration_budget,
         }
@@ -445,11 +452,15 @@ fn probe(job: ProbeJob) {
         backend,
         selector,
         slot,
+        activity,
         cache_dir,
         budget,
     } = job;
     let kind = backend.kind();
     let _span = tracing::debug_span!("computeq.device_probe", backend = %kind).entered();
+    // From the opening on: a driver's opening is CPU work too (lavapipe
+    // initializes LLVM).
+    let busy = activity.busy();
     // A panic in a driver must not leave the probe marked as under way
     // (`prepare` would wait for it forever).
     let priced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -478,6 +489,7 @@ fn probe(job: ProbeJob) {
     if dropped.is_err() {
         tracing::warn!(backend = %kind, "computeq: releasing a probed device panicked");
     }
+    drop(busy);
     *slot.probing.lock() = false;
     slot.probed.notify_all();
 }
@@ -589,7 +601,7 @@ fn probe_engine(backend: &Arc<dyn Backend>) -> Engine {
 }
 
 #[cfg(test)]
-mod teardown_tests {
+pub(crate) mod teardown_tests {
     use super::*;
     use crate::backend::{BackendError, Job, RunStats};
     use crate::plan::{PhysicalPlan, PlanOutput};
@@ -639,6 +651,7 @@ mod teardown_tests {
             backend: Arc::new(Dropped(dropped.clone())),
             selector: engine.selector.clone(),
             slot: slot.clone(),
+            activity: Arc::default(),
             cache_dir: None,
             budget: Duration::ZERO,
         };
@@ -653,6 +666,95 @@ mod teardown_tests {
         );
         drop(probing);
         t.join().unwrap();
+    }
+
+    /// A device whose opening waits for the test to let it go on, and
+    /// which then cannot run anything.
+    pub(crate) struct Gated {
+        gate: Mutex<std::sync::mpsc::Receiver<()>>,
+        opened: AtomicBool,
+    }
+
+    impl Gated {
+        /// The device, and the sender that lets its opening go on.
+        pub(crate) fn new() -> (Gated, std::sync::mpsc::Sender<()>) {
+            let (open, gate) = std::sync::mpsc::channel();
+            let g = Gated {
+                gate: Mutex::new(gate),
+                opened: AtomicBool::new(false),
+            };
+            (g, open)
+        }
+    }
+
+    impl Backend for Gated {
+        fn kind(&self) -> BackendKind {
+            BackendKind::Wgpu
+        }
+        fn is_initialized(&self) -> bool {
+            self.opened.load(Ordering::SeqCst)
+        }
+        fn availability(&self) -> Availability {
+            if !self.opened.load(Ordering::SeqCst) {
+                let _ = self.gate.lock().recv();
+                self.opened.store(true, Ordering::SeqCst);
+            }
+            Availability::Unavailable("a test device".into())
+        }
+        fn supports(&self, _: &PhysicalPlan) -> Result<(), crate::backend::Decline> {
+            Ok(())
+        }
+        fn execute(&self, _: &Job<'_>, _: &mut RunStats) -> Result<PlanOutput, BackendError> {
+            Err(BackendError::new(
+                BackendKind::Wgpu,
+                Phase::Execute,
+                "a test device",
+            ))
+        }
+    }
+
+    /// A probe is a measurement of its engine from the device's opening
+    /// to its end: its engine's runs meanwhile are flagged, another
+    /// engine's are not.
+    #[test]
+    fn a_probe_is_its_engines_measurement_while_it_runs() {
+        let (gated, open) = Gated::new();
+        let engine = Engine::with_config(Config::default());
+        let other = Devices::new();
+        let slot = Arc::new(Slot::default());
+        *slot.probing.lock() = true;
+        let activity: Arc<Activity> = Arc::default();
+        let before = (activity.mark(), other.probes.mark());
+        let job = ProbeJob {
+            backend: Arc::new(gated),
+            selector: engine.selector.clone(),
+            slot: slot.clone(),
+            activity: activity.clone(),
+            cache_dir: None,
+            budget: Duration::ZERO,
+        };
+        let t = std::thread::spawn(move || probe(job));
+        // Until the probe's thread is inside the opening.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !activity.active() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the probe never began"
+            );
+            std::thread::yield_now();
+        }
+        let during = activity.mark();
+        open.send(()).unwrap();
+        t.join().unwrap();
+        assert!(!*slot.probing.lock(), "the probe ended");
+        assert!(!activity.active(), "its measurement ended with it");
+        assert!(!activity.quiet_since(before.0), "it ran since the mark");
+        assert!(!activity.quiet_since(during), "it ran at the mark");
+        assert!(activity.quiet_since(activity.mark()));
+        assert!(
+            other.probes.quiet_since(before.1),
+            "another engine's is apart"
+        );
     }
 }
 

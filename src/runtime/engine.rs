@@ -578,4 +578,62 @@ mod tests {
             );
         });
     }
+
+    /// The same for this engine's device probe, from the device's opening
+    /// to the probe's end (a device here that opens when the test says).
+    #[test]
+    fn runs_beside_a_device_probe_say_so_and_teach_nothing() {
+        use crate::metrics::SelectionReason;
+        use crate::runtime::devices::teardown_tests::Gated;
+        if !is_child() {
+            return in_child(
+                "runtime::engine::tests::runs_beside_a_device_probe_say_so_and_teach_nothing",
+                &[],
+            );
+        }
+        joined(|| {
+            let (device, open) = Gated::new();
+            let engine = Engine::with_config(Config {
+                calibration_budget: std::time::Duration::ZERO,
+                disabled: vec![BackendKind::Cuda],
+                ..Config::default()
+            })
+            .with_backend(Arc::new(device));
+            // Large enough for the device to be worth a probe.
+            let xs = vec![0.5f32; 1 << 20];
+            let run = || {
+                engine
+                    .query(&xs)
+                    .map(|x| x * 2.0 + 1.0)
+                    .with_metrics()
+                    .sum()
+                    .1
+            };
+            // Starts the probe, which waits inside the device's opening.
+            run();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !engine.devices.probes.active() {
+                assert!(std::time::Instant::now() < deadline, "no probe began");
+                std::thread::yield_now();
+            }
+            for _ in 0..12 {
+                let m = run();
+                assert!(m.during_calibration, "{m}");
+                assert!(matches!(m.reason, SelectionReason::Model { .. }), "{m}");
+            }
+            open.send(()).unwrap();
+            // Waits for the probe under way.
+            engine.prepare_devices();
+            assert!(!engine.devices.probes.active());
+            let after: Vec<_> = (0..12).map(|_| run()).collect();
+            assert!(after.iter().all(|m| !m.during_calibration));
+            assert!(
+                after
+                    .iter()
+                    .any(|m| !matches!(m.reason, SelectionReason::Model { .. })),
+                "learned from once the probe ended: {:?}",
+                after.iter().map(|m| m.reason).collect::<Vec<_>>()
+            );
+        });
+    }
 }

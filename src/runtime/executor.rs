@@ -418,6 +418,7 @@ fn select(
         workload: &workload,
         candidates: &candidates,
         forced,
+        measuring: crate::cost::background::active() || engine.devices.probes.active(),
     });
     if use_lease && decision.lease > 0 {
         keep_lease(
@@ -771,7 +772,11 @@ fn run_with<O>(
         };
         let exec_span = tracing::debug_span!("computeq.execute", backend = kind.name());
         let _exec = exec_span.enter();
-        let calibration = crate::cost::background::mark();
+        // The CPU calibration's and this engine's device probes' state.
+        let marks = (
+            crate::cost::background::CPU.mark(),
+            engine.devices.probes.mark(),
+        );
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             exec(backend, &job, &mut stats)
         }))
@@ -784,7 +789,8 @@ fn run_with<O>(
         });
         let end = Tick::now();
         let wall = end.since(t);
-        let during_calibration = !crate::cost::background::quiet_since(calibration);
+        let during_calibration = !(crate::cost::background::CPU.quiet_since(marks.0)
+            && engine.devices.probes.quiet_since(marks.1));
         drop(_exec);
         match result {
             Ok(out) => {

@@ -54,7 +54,7 @@ use super::history::{size_bucket, Bucket, EstimateMemo, Explore, History, PlanHi
 use super::persist::Persister;
 use super::{Decision, Forced, SelectionInput, Selector};
 use crate::cost::{
-    background, calibrate, CostModel, DeviceProfile, EstimateInput, PlanShape, PRIOR_SELECTIVITY,
+    calibrate, CostModel, DeviceProfile, EstimateInput, PlanShape, PRIOR_SELECTIVITY,
 };
 use crate::metrics::{CandidateEstimate, ExecutionMetrics, SelectionReason};
 use crate::plan::WorkloadCharacteristics;
@@ -153,11 +153,13 @@ pub struct LearningSettings {
     /// Plans the history keeps (see
     /// [`Config::history_capacity`](crate::Config::history_capacity)).
     pub history_capacity: usize,
-    /// Learn from runs that shared the cores with computeq's CPU
-    /// calibration ([`ExecutionMetrics::during_calibration`]), and explore
-    /// while it runs. Off (the engine's setting): such runs measured the
-    /// calibration as much as the backend, so they teach nothing, and an
-    /// exploration then would be a slow run learned from not at all.
+    /// Learn from runs that shared the machine with computeq's own
+    /// measurements, the CPU calibration or a device probe
+    /// ([`ExecutionMetrics::during_calibration`]), and explore while one
+    /// runs ([`SelectionInput::measuring`]). Off (the engine's setting):
+    /// such runs measured the calibration as much as the backend, so they
+    /// teach nothing, and an exploration then would be a slow run learned
+    /// from not at all.
     pub learn_beside_calibration: bool,
 }
 
@@ -741,9 +743,10 @@ impl Selector for LearningSelector {
         bucket.runs += 1;
         let prices = memo.as_ref().expect("current or priced above");
         let ranking = Ranking::new(input, prices, bucket, s);
-        // While the CPU calibration runs, no run is learned from: none is
-        // explored either (see `LearningSettings::learn_beside_calibration`).
-        let quiet = s.learn_beside_calibration || !background::active();
+        // While computeq measures the machine, no run is learned from:
+        // none is explored either (see
+        // `LearningSettings::learn_beside_calibration`).
+        let quiet = s.learn_beside_calibration || !input.measuring;
         // An exploration's measured run, right after its warm-up.
         let measure = match std::mem::take(&mut bucket.explore) {
             Explore::Measure(k) if quiet && ranking.cands.iter().any(|c| c.kind == k) => Some(k),
@@ -1029,6 +1032,7 @@ impl Drop for LearningSelector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cost::background;
     use crate::metrics::Attempt;
     use crate::plan::{CompiledPlan, PlanReport};
     use crate::prelude::*;
@@ -1109,6 +1113,8 @@ mod tests {
                 workload: w,
                 candidates: &CPU,
                 forced: None,
+                // As the engine asks (its devices are not probed here).
+                measuring: background::active(),
             });
             *h = Some((
                 Arc::downgrade(&s.shared),
@@ -1602,6 +1608,7 @@ mod tests {
             workload: &w,
             candidates: &CPU,
             forced: Some(Forced::Environment(BackendKind::CpuScalar)),
+            measuring: false,
         });
         assert_eq!(d.order[0], BackendKind::CpuScalar);
         assert_eq!(d.reason, SelectionReason::Environment);
@@ -1621,6 +1628,7 @@ mod tests {
                 workload: &w,
                 candidates: &CPU,
                 forced: Some(Forced::Query(BackendKind::CpuSimd)),
+                measuring: false,
             })
         };
         assert_eq!(forced_simd().lease, 0);

@@ -51,6 +51,11 @@ pub struct SelectionInput<'a> {
     /// A forced backend, if any (it may not be a candidate: it is tried
     /// anyway and its failure recorded).
     pub forced: Option<Forced>,
+    /// computeq is measuring the machine now (the CPU calibration, or a
+    /// probe of one of this engine's devices): a run now shares it with
+    /// that measurement (see
+    /// [`ExecutionMetrics::during_calibration`](crate::ExecutionMetrics::during_calibration)).
+    pub measuring: bool,
 }
 
 /// The selector's answer.
