@@ -1,4 +1,5 @@
-//! What computeq's own CPU calibration does to the runs beside it.
+//! What computeq's own measurements (the CPU calibration, a device's
+//! probe) do to the runs beside them.
 //!
 //! ```text
 //! cargo run --release --example beside_calibration [-- SECONDS]
@@ -6,12 +7,14 @@
 //!
 //! A fresh engine (an empty cache directory, so the process calibrates:
 //! the quick calibration on its first query, re-probes 1, 4 and 16 s
-//! later) runs `histogram(256, 0, 1)` over 10^7 values for SECONDS
-//! (default 5). Each run that shared the cores with a calibration says so
-//! in its metrics (`during_calibration`) and the learning selector does
-//! not learn from it. Printed: the first sixteen runs (where the selector
-//! explores), then each run beside a calibration against the median of
-//! the runs on the same backend just before and after it.
+//! later; and the wgpu device, unless disabled, probed from the first
+//! query) runs `histogram(256, 0, 1)` over 10^7 values for SECONDS
+//! (default 5). Each run that shared the cores with a calibration or the
+//! probe says so in its metrics (`during_calibration`) and the learning
+//! selector does not learn from it. Printed: the first sixteen runs (where
+//! the selector explores), then each run beside a calibration or probe
+//! against the median of the runs on the same backend just before and
+//! after it.
 
 use computeq::prelude::*;
 use computeq::Config;
@@ -58,7 +61,11 @@ fn main() {
     // The process's first runs, where the selector explores.
     println!("the first runs (backend, backend time, why):");
     for (i, (r, why)) in runs.iter().zip(&reasons).take(16).enumerate() {
-        let beside = if r.3 { ", beside a calibration" } else { "" };
+        let beside = if r.3 {
+            ", beside a calibration or probe"
+        } else {
+            ""
+        };
         println!(
             "  run {i:>2} at {:>6.0?}: {} {:.2} ms ({why}{beside})",
             r.0,
@@ -67,7 +74,7 @@ fn main() {
         );
     }
     println!(
-        "{} runs of histogram(256, 0, 1) over 10^7 f32 in {:.1} s; {} beside a calibration",
+        "{} runs of histogram(256, 0, 1) over 10^7 f32 in {:.1} s; {} beside a calibration or probe",
         runs.len(),
         seconds,
         runs.iter().filter(|r| r.3).count()
@@ -104,7 +111,7 @@ fn main() {
     }
     if !ratios.is_empty() {
         println!(
-            "median slowdown of a run beside the calibration: {:.2}x (not learned from)",
+            "median slowdown of a run beside a calibration or probe: {:.2}x (not learned from)",
             order::median(ratios)
         );
     }

@@ -204,11 +204,12 @@ pub struct ExecutionMetrics {
     /// The algorithm of the plan's last sort, when it has one (e.g.
     /// `lsd-radix 4 of 4 digit passes`).
     pub algorithm: Option<super::Algorithm>,
-    /// computeq measured the CPU in the background while this ran (the
-    /// calibration on a process's first query, one of its re-probes, or
-    /// `computeq::calibrate_full`): the run shared the cores with it, so
-    /// its times are not the backend's alone, and the learning selector
-    /// does not learn from them.
+    /// computeq measured the machine in the background while this ran:
+    /// the CPU (the calibration on a process's first query, one of its
+    /// re-probes, or `computeq::calibrate_full`) or one of this engine's
+    /// devices (its probe, from the device's opening to its price). The
+    /// run shared the cores with it, so its times are not the backend's
+    /// alone, and the learning selector does not learn from them.
     pub during_calibration: bool,
 }
 

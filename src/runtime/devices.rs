@@ -12,6 +12,12 @@
 //! from the first query after the probe. A query forced onto a device, or
 //! reading data resident on one, opens it at once.
 //!
+//! A probe is one of the engine's own measurements
+//! ([`crate::cost::background`]) from the device's opening to its end: the
+//! engine's runs meanwhile are flagged and not learned from, and its
+//! selector explores nothing (lavapipe's probe is CPU work on the cores
+//! the queries run on).
+//!
 //! Locks: each slot has two mutexes (what is known, the probe's state),
 //! never held together, never across I/O, a device opening or a call into
 //! the selector.
