@@ -254,7 +254,9 @@ impl Engine {
     /// remembered and opened by the first query that runs on it, or, when
     /// nothing is remembered, probed in the background from the first
     /// query large enough to use it. For benchmarks and for services that
-    /// prefer to pay at start-up.
+    /// prefer to pay at start-up, and for programs whose first queries
+    /// should teach the selector: runs beside a probe are not learned from
+    /// ([`ExecutionMetrics::during_calibration`](crate::ExecutionMetrics::during_calibration)).
     pub fn prepare_devices(&self) {
         for b in &self.backends {
             if b.kind().is_device() && self.config.enabled(b.kind()) {
