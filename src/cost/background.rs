@@ -26,6 +26,7 @@
 //! every engine's learning whenever any of them opens a device.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Measurements of one kind: running now, and started or ended so far.
 #[derive(Debug, Default)]
@@ -57,9 +58,18 @@ impl Activity {
 
     /// Marks a measurement as running until the returned guard drops.
     pub fn busy(&self) -> Busy<'_> {
+        self.start();
+        Busy(self)
+    }
+
+    fn start(&self) {
         self.active.fetch_add(1, Ordering::AcqRel);
         self.epoch.fetch_add(1, Ordering::AcqRel);
-        Busy(self)
+    }
+
+    fn end(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.active.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Whether a measurement is running now.
@@ -85,10 +95,29 @@ impl Activity {
     }
 }
 
+/// A measurement of a shared activity, running while this is held: one
+/// that starts in one thread and runs in another (a device probe, marked
+/// before its thread is spawned).
+#[must_use = "the measurement counts as running only while this is held"]
+pub struct Held(Arc<Activity>);
+
+impl Activity {
+    /// Marks a measurement as running until the returned guard drops.
+    pub fn hold(self: &Arc<Self>) -> Held {
+        self.start();
+        Held(self.clone())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
-        self.0.epoch.fetch_add(1, Ordering::AcqRel);
-        self.0.active.fetch_sub(1, Ordering::AcqRel);
+        self.0.end();
     }
 }
 

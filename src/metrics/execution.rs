@@ -207,7 +207,7 @@ pub struct ExecutionMetrics {
     /// computeq measured the machine in the background while this ran:
     /// the CPU (the calibration on a process's first query, one of its
     /// re-probes, or `computeq::calibrate_full`) or one of this engine's
-    /// devices (its probe, from the device's opening to its price). The
+    /// devices (its probe, from its start to the device's price). The
     /// run shared the cores with it, so its times are not the backend's
     /// alone, and the learning selector does not learn from them.
     pub during_calibration: bool,

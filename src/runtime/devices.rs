@@ -13,7 +13,7 @@
 //! reading data resident on one, opens it at once.
 //!
 //! A probe is one of the engine's own measurements
-//! ([`crate::cost::background`]) from the device's opening to its end: the
+//! ([`crate::cost::background`]) from its start to its end: the
 //! engine's runs meanwhile are flagged and not learned from, and its
 //! selector explores nothing (lavapipe's probe is CPU work on the cores
 //! the queries run on).
@@ -23,7 +23,7 @@
 //! the selector.
 
 use crate::backend::{Availability, Backend, BackendKind, Phase};
-use crate::cost::background::Activity;
+use crate::cost::background::{Activity, Held};
 use crate::cost::{DeviceProfile, DeviceRecord};
 use crate::metrics::Attempt;
 use crate::plan::CompiledPlan;
@@ -81,7 +81,10 @@ struct ProbeJob {
     backend: Arc<dyn Backend>,
     selector: Arc<dyn Selector>,
     slot: Arc<Slot>,
-    activity: Arc<Activity>,
+    /// The engine's probes' activity, busy from the job's making (before
+    /// its thread starts, so that the query that starts it is flagged) to
+    /// the probe's end.
+    busy: Held,
     cache_dir: Option<PathBuf>,
     budget: Duration,
 }
@@ -221,7 +224,7 @@ impl Devices {
             backend: b.clone(),
             selector: engine.selector.clone(),
             slot: self.slots[b.kind().index()].clone(),
-            activity: self.probes.clone(),
+            busy: self.probes.hold(),
             cache_dir: engine.config.cache_dir.clone(),
             budget: engine.config.calibration_budget,
         }
@@ -458,15 +461,12 @@ fn probe(job: ProbeJob) {
         backend,
         selector,
         slot,
-        activity,
+        busy,
         cache_dir,
         budget,
     } = job;
     let kind = backend.kind();
     let _span = tracing::debug_span!("computeq.device_probe", backend = %kind).entered();
-    // From the opening on: a driver's opening is CPU work too (lavapipe
-    // initializes LLVM).
-    let busy = activity.busy();
     // A panic in a driver must not leave the probe marked as under way
     // (`prepare` would wait for it forever).
     let priced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -657,7 +657,7 @@ pub(crate) mod teardown_tests {
             backend: Arc::new(Dropped(dropped.clone())),
             selector: engine.selector.clone(),
             slot: slot.clone(),
-            activity: Arc::default(),
+            busy: Arc::<Activity>::default().hold(),
             cache_dir: None,
             budget: Duration::ZERO,
         };
@@ -719,9 +719,9 @@ pub(crate) mod teardown_tests {
         }
     }
 
-    /// A probe is a measurement of its engine from the device's opening
-    /// to its end: its engine's runs meanwhile are flagged, another
-    /// engine's are not.
+    /// A probe is a measurement of its engine from its job's making (before
+    /// its thread starts) to its end: its engine's runs meanwhile are
+    /// flagged, another engine's are not.
     #[test]
     fn a_probe_is_its_engines_measurement_while_it_runs() {
         let (gated, open) = Gated::new();
@@ -735,21 +735,14 @@ pub(crate) mod teardown_tests {
             backend: Arc::new(gated),
             selector: engine.selector.clone(),
             slot: slot.clone(),
-            activity: activity.clone(),
+            busy: activity.hold(),
             cache_dir: None,
             budget: Duration::ZERO,
         };
+        assert!(activity.active(), "busy before its thread starts");
         let t = std::thread::spawn(move || probe(job));
-        // Until the probe's thread is inside the opening.
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while !activity.active() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the probe never began"
-            );
-            std::thread::yield_now();
-        }
         let during = activity.mark();
+        // The device's opening waits for this.
         open.send(()).unwrap();
         t.join().unwrap();
         assert!(!*slot.probing.lock(), "the probe ended");
@@ -761,6 +754,26 @@ pub(crate) mod teardown_tests {
             other.probes.quiet_since(before.1),
             "another engine's is apart"
         );
+    }
+
+    /// A probe whose thread never starts ends its measurement all the
+    /// same (its job, dropped unrun, releases it).
+    #[test]
+    fn a_probe_job_dropped_unrun_ends_its_measurement() {
+        let (gated, _open) = Gated::new();
+        let engine = Engine::with_config(Config::default());
+        let activity: Arc<Activity> = Arc::default();
+        let job = ProbeJob {
+            backend: Arc::new(gated),
+            selector: engine.selector.clone(),
+            slot: Arc::default(),
+            busy: activity.hold(),
+            cache_dir: None,
+            budget: Duration::ZERO,
+        };
+        assert!(activity.active());
+        drop(job);
+        assert!(!activity.active());
     }
 }
 
