@@ -13,11 +13,13 @@
 //! (2x slower) in two processes of three (`cargo run --release --example
 //! beside_calibration`; docs/selector.md, "Runs beside the calibration").
 //!
-//! A measurement holds a [`Busy`] of its [`Activity`] while it runs: the
-//! CPU calibration [`CPU`]'s, a device probe its engine's. A query takes a
-//! [`Mark`] of each before its run and asks [`Activity::quiet_since`]
-//! after it: quiet when no measurement ran at any time in between. Two
-//! atomics an activity, read twice a query; written only when a
+//! A measurement holds a guard of its [`Activity`] while it runs: the CPU
+//! calibration a [`Busy`] of [`CPU`], a device probe a [`Held`] of its
+//! engine's (taken when the probe starts, before its thread runs). A query
+//! takes a [`Mark`] of each before its run and asks
+//! [`Activity::quiet_since`] after it: quiet when no measurement ran at any
+//! time in between. Two atomics an activity, read before and after a run
+//! (and once more by a selection that is not leased); written only when a
 //! measurement starts or ends.
 //!
 //! A device probe pauses its own engine only: an engine's history is its
@@ -62,6 +64,13 @@ impl Activity {
         Busy(self)
     }
 
+    /// [`Activity::busy`] for a measurement that starts in one thread and
+    /// runs in another.
+    pub fn hold(self: &Arc<Self>) -> Held {
+        self.start();
+        Held(self.clone())
+    }
+
     fn start(&self) {
         self.active.fetch_add(1, Ordering::AcqRel);
         self.epoch.fetch_add(1, Ordering::AcqRel);
@@ -100,14 +109,6 @@ impl Activity {
 /// before its thread is spawned).
 #[must_use = "the measurement counts as running only while this is held"]
 pub struct Held(Arc<Activity>);
-
-impl Activity {
-    /// Marks a measurement as running until the returned guard drops.
-    pub fn hold(self: &Arc<Self>) -> Held {
-        self.start();
-        Held(self.clone())
-    }
-}
 
 impl Drop for Held {
     fn drop(&mut self) {

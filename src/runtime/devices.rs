@@ -607,7 +607,7 @@ fn probe_engine(backend: &Arc<dyn Backend>) -> Engine {
 }
 
 #[cfg(test)]
-pub(crate) mod teardown_tests {
+pub(crate) mod probe_tests {
     use super::*;
     use crate::backend::{BackendError, Job, RunStats};
     use crate::plan::{PhysicalPlan, PlanOutput};

@@ -581,12 +581,12 @@ mod tests {
         });
     }
 
-    /// The same for this engine's device probe, from the device's opening
-    /// to the probe's end (a device here that opens when the test says).
+    /// The same for this engine's device probe, from its start to its end
+    /// (a device here whose opening waits for the test).
     #[test]
     fn runs_beside_a_device_probe_say_so_and_teach_nothing() {
         use crate::metrics::SelectionReason;
-        use crate::runtime::devices::teardown_tests::Gated;
+        use crate::runtime::devices::probe_tests::Gated;
         if !is_child() {
             return in_child(
                 "runtime::engine::tests::runs_beside_a_device_probe_say_so_and_teach_nothing",
