@@ -23,7 +23,7 @@
 //! the selector.
 
 use crate::backend::{Availability, Backend, BackendKind, Phase};
-use crate::cost::background::{Activity, Held};
+use crate::cost::background::{self, Activity, Held, Mark};
 use crate::cost::{DeviceProfile, DeviceRecord};
 use crate::metrics::Attempt;
 use crate::plan::CompiledPlan;
@@ -184,6 +184,25 @@ impl Devices {
                 ))
             }
         }
+    }
+
+    /// Whether computeq measures the machine now: the process's CPU
+    /// calibration or one of this engine's probes.
+    #[inline]
+    pub fn measuring(&self) -> bool {
+        background::active() || self.probes.active()
+    }
+
+    /// Where those measurements stand now, for [`Devices::quiet_since`].
+    #[inline]
+    pub fn mark(&self) -> (Mark, Mark) {
+        (background::CPU.mark(), self.probes.mark())
+    }
+
+    /// Whether none of those measurements ran at any time since `m`.
+    #[inline]
+    pub fn quiet_since(&self, m: (Mark, Mark)) -> bool {
+        background::CPU.quiet_since(m.0) && self.probes.quiet_since(m.1)
     }
 
     /// After a query opened `b` itself (forced onto it, or reading data

@@ -534,12 +534,45 @@ mod tests {
         });
     }
 
+    /// One run of `sum(x * 2 + 1)` on `engine`, with its metrics.
+    fn run_sum(engine: &Engine, xs: &[f32]) -> ExecutionMetrics {
+        engine
+            .query(xs)
+            .map(|x| x * 2.0 + 1.0)
+            .with_metrics()
+            .sum()
+            .1
+    }
+
+    /// While one of computeq's measurements runs, twelve runs of a query
+    /// over `xs` each say so and are decided by the model alone (neither
+    /// explored nor decided by measurements: none kept); then `end` ends
+    /// the measurement, and twelve more are not flagged and are learned
+    /// from.
+    fn paused_then_learning(engine: &Engine, xs: &[f32], end: impl FnOnce()) {
+        use crate::metrics::SelectionReason;
+        for _ in 0..12 {
+            let m = run_sum(engine, xs);
+            assert!(m.during_calibration, "{m}");
+            assert!(matches!(m.reason, SelectionReason::Model { .. }), "{m}");
+        }
+        end();
+        let after: Vec<_> = (0..12).map(|_| run_sum(engine, xs)).collect();
+        assert!(after.iter().all(|m| !m.during_calibration));
+        assert!(
+            after
+                .iter()
+                .any(|m| !matches!(m.reason, SelectionReason::Model { .. })),
+            "learned from once the measurement ended: {:?}",
+            after.iter().map(|m| m.reason).collect::<Vec<_>>()
+        );
+    }
+
     /// In a child process, where no other test calibrates: runs while a
     /// calibration is under way say so in their metrics and teach the
     /// selector nothing; once it ends, runs are learned from again.
     #[test]
     fn runs_beside_the_calibration_say_so_and_teach_nothing() {
-        use crate::metrics::SelectionReason;
         if !is_child() {
             return in_child(
                 "runtime::engine::tests::runs_beside_the_calibration_say_so_and_teach_nothing",
@@ -553,31 +586,8 @@ mod tests {
                 ..Config::default()
             });
             let xs = vec![0.5f32; 1 << 20];
-            let run = || {
-                engine
-                    .query(&xs)
-                    .map(|x| x * 2.0 + 1.0)
-                    .with_metrics()
-                    .sum()
-                    .1
-            };
             let busy = crate::cost::background::busy();
-            for _ in 0..12 {
-                let m = run();
-                assert!(m.during_calibration, "{m}");
-                // Neither explored nor decided by measurements: none kept.
-                assert!(matches!(m.reason, SelectionReason::Model { .. }), "{m}");
-            }
-            drop(busy);
-            let after: Vec<_> = (0..12).map(|_| run()).collect();
-            assert!(after.iter().all(|m| !m.during_calibration));
-            assert!(
-                after
-                    .iter()
-                    .any(|m| !matches!(m.reason, SelectionReason::Model { .. })),
-                "learned from once the calibration ended: {:?}",
-                after.iter().map(|m| m.reason).collect::<Vec<_>>()
-            );
+            paused_then_learning(&engine, &xs, || drop(busy));
         });
     }
 
@@ -585,7 +595,6 @@ mod tests {
     /// (a device here whose opening waits for the test).
     #[test]
     fn runs_beside_a_device_probe_say_so_and_teach_nothing() {
-        use crate::metrics::SelectionReason;
         use crate::runtime::devices::probe_tests::Gated;
         if !is_child() {
             return in_child(
@@ -603,38 +612,18 @@ mod tests {
             .with_backend(Arc::new(device));
             // Large enough for the device to be worth a probe.
             let xs = vec![0.5f32; 1 << 20];
-            let run = || {
-                engine
-                    .query(&xs)
-                    .map(|x| x * 2.0 + 1.0)
-                    .with_metrics()
-                    .sum()
-                    .1
-            };
             // Starts the probe, which waits inside the device's opening;
             // this run is beside it (the probe counts from before its
             // thread starts).
-            let first = run();
+            let first = run_sum(&engine, &xs);
             assert!(engine.devices.probes.active());
             assert!(first.during_calibration, "{first}");
-            for _ in 0..12 {
-                let m = run();
-                assert!(m.during_calibration, "{m}");
-                assert!(matches!(m.reason, SelectionReason::Model { .. }), "{m}");
-            }
-            open.send(()).unwrap();
-            // Waits for the probe under way.
-            engine.prepare_devices();
-            assert!(!engine.devices.probes.active());
-            let after: Vec<_> = (0..12).map(|_| run()).collect();
-            assert!(after.iter().all(|m| !m.during_calibration));
-            assert!(
-                after
-                    .iter()
-                    .any(|m| !matches!(m.reason, SelectionReason::Model { .. })),
-                "learned from once the probe ended: {:?}",
-                after.iter().map(|m| m.reason).collect::<Vec<_>>()
-            );
+            paused_then_learning(&engine, &xs, || {
+                open.send(()).unwrap();
+                // Waits for the probe under way.
+                engine.prepare_devices();
+                assert!(!engine.devices.probes.active());
+            });
         });
     }
 }

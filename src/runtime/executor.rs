@@ -418,7 +418,7 @@ fn select(
         workload: &workload,
         candidates: &candidates,
         forced,
-        measuring: crate::cost::background::active() || engine.devices.probes.active(),
+        measuring: engine.devices.measuring(),
     });
     if use_lease && decision.lease > 0 {
         keep_lease(
@@ -772,11 +772,7 @@ fn run_with<O>(
         };
         let exec_span = tracing::debug_span!("computeq.execute", backend = kind.name());
         let _exec = exec_span.enter();
-        // The CPU calibration's and this engine's device probes' state.
-        let marks = (
-            crate::cost::background::CPU.mark(),
-            engine.devices.probes.mark(),
-        );
+        let measurements = engine.devices.mark();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             exec(backend, &job, &mut stats)
         }))
@@ -789,8 +785,7 @@ fn run_with<O>(
         });
         let end = Tick::now();
         let wall = end.since(t);
-        let during_calibration = !(crate::cost::background::CPU.quiet_since(marks.0)
-            && engine.devices.probes.quiet_since(marks.1));
+        let during_calibration = !engine.devices.quiet_since(measurements);
         drop(_exec);
         match result {
             Ok(out) => {
