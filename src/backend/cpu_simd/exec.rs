@@ -402,6 +402,9 @@ fn eval_uniforms(
     for _ in 0..prog.len() {
         vals.push(Scalar::Bool(false));
     }
+    // Indexed as a slice: a `SmallVec` index tests where its items live
+    // on every access.
+    let vals = vals.as_mut_slice();
     for &i in list {
         let i = i as usize;
         let d = prog.get(Value::new(i));
