@@ -28,13 +28,19 @@
 //! every engine's learning whenever any of them opens a device.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Measurements of one kind: running now, and started or ended so far.
 #[derive(Debug, Default)]
 pub struct Activity {
     active: AtomicU32,
     epoch: AtomicU64,
+    /// When the newest measurement started ([`now_ns`]).
+    newest: AtomicU64,
+    /// How long after the newest start the running ones stop counting
+    /// (`None`: until they end).
+    limit: Option<Duration>,
 }
 
 /// The process's CPU calibration.
@@ -55,7 +61,20 @@ impl Activity {
         Activity {
             active: AtomicU32::new(0),
             epoch: AtomicU64::new(0),
+            newest: AtomicU64::new(0),
+            limit: None,
         }
+    }
+
+    /// An activity whose measurements count as running for at most
+    /// `limit` after the newest of them started, ended or not: a device
+    /// probe that hangs inside its driver stops pausing its engine's
+    /// learning there. (A measurement that ends after the limit still
+    /// flags the run it ends beside.)
+    pub const fn limited(limit: Duration) -> Activity {
+        let mut a = Activity::new();
+        a.limit = Some(limit);
+        a
     }
 
     /// Marks a measurement as running until the returned guard drops.
@@ -72,6 +91,10 @@ impl Activity {
     }
 
     fn start(&self) {
+        // Before the count: whoever sees the count sees this start's time.
+        if self.limit.is_some() {
+            self.newest.store(now_ns(), Ordering::Release);
+        }
         self.active.fetch_add(1, Ordering::AcqRel);
         self.epoch.fetch_add(1, Ordering::AcqRel);
     }
@@ -81,9 +104,25 @@ impl Activity {
         self.active.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// Whether a measurement is running now.
+    /// Whether a measurement is running now (and counts: see
+    /// [`Activity::limited`]).
     pub fn active(&self) -> bool {
-        self.active.load(Ordering::Acquire) > 0
+        self.running()
+    }
+
+    /// Whether a measurement runs and counts: a clock read only while one
+    /// runs under a limit.
+    #[inline]
+    fn running(&self) -> bool {
+        self.active.load(Ordering::Acquire) > 0 && !self.past_limit()
+    }
+
+    #[cold]
+    fn past_limit(&self) -> bool {
+        self.limit.is_some_and(|l| {
+            let since = now_ns().saturating_sub(self.newest.load(Ordering::Acquire));
+            u128::from(since) > l.as_nanos()
+        })
     }
 
     /// The measurements' state now: `None` inside while one runs.
@@ -91,17 +130,21 @@ impl Activity {
         // The epoch before the count: a measurement that starts between
         // the two reads moves the epoch past the one kept.
         let epoch = self.epoch.load(Ordering::Acquire);
-        Mark((self.active.load(Ordering::Acquire) == 0).then_some(epoch))
+        Mark((!self.running()).then_some(epoch))
     }
 
     /// Whether no measurement ran at any time since `m` was taken: none
     /// was running then, none is now, and none started or ended in
-    /// between.
+    /// between (those past their limit do not count as running).
     pub fn quiet_since(&self, m: Mark) -> bool {
-        m.0.is_some_and(|e| {
-            self.active.load(Ordering::Acquire) == 0 && self.epoch.load(Ordering::Acquire) == e
-        })
+        m.0.is_some_and(|e| !self.running() && self.epoch.load(Ordering::Acquire) == e)
     }
+}
+
+/// Nanoseconds since the first call in this process (a limit's clock).
+fn now_ns() -> u64 {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    u64::try_from(BASE.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// A measurement of a shared activity, running while this is held: one
@@ -135,7 +178,6 @@ pub fn active() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
 
     /// A mark of the CPU calibration with none running since: it is
     /// process-wide and other tests calibrate, so this waits (at most a
@@ -189,5 +231,37 @@ mod tests {
         assert!(!a.quiet_since(ma), "one ran since the mark");
         assert!(a.quiet_since(a.mark()));
         assert!(b.quiet_since(mb));
+    }
+
+    /// A limited activity's measurement counts until its limit, then no
+    /// more though it still runs; a newer one counts again (and restarts
+    /// the limit), and an end still moves the epoch. (The limit is long enough that the checks
+    /// just after a start cannot outlast it on a loaded machine.)
+    #[test]
+    fn a_measurement_past_its_limit_no_longer_counts() {
+        let limit = Duration::from_millis(400);
+        let a = Arc::new(Activity::limited(limit));
+        let stuck = a.hold();
+        assert!(a.active());
+        let inside = a.mark();
+        assert!(!a.quiet_since(inside), "taken while one ran");
+        std::thread::sleep(limit + Duration::from_millis(200));
+        assert!(!a.active(), "past its limit");
+        let after = a.mark();
+        assert!(a.quiet_since(after), "a stuck measurement pauses nothing");
+        assert!(!a.quiet_since(inside), "the mark inside stays inside");
+        let newer = a.hold();
+        assert!(a.active(), "a newer measurement counts");
+        assert!(!a.quiet_since(after));
+        drop(newer);
+        // The limit runs from the newest start, ended or not: the stuck
+        // one counts again until then.
+        assert!(a.active(), "within the newer one's limit");
+        drop(stuck);
+        let ended = a.mark();
+        assert!(a.quiet_since(ended), "none runs");
+        assert!(!a.quiet_since(after), "the ends moved the epoch");
+        // The CPU calibration's activity has no limit.
+        assert!(CPU.limit.is_none());
     }
 }

@@ -42,9 +42,19 @@ pub(crate) struct Devices {
     /// the probe that owns it prices.
     quiet: bool,
     /// This engine's probes, running or done: its runs meanwhile shared
-    /// the machine with them (see [`crate::cost::background`]).
+    /// the machine with them (see [`crate::cost::background`]), for at
+    /// most [`PROBE_PAUSE_LIMIT`] after the newest one started.
     pub(crate) probes: Arc<Activity>,
 }
+
+/// The longest an engine's device probes pause its learning and
+/// exploration: a probe still running this long after it started (the
+/// newest, when several run) is taken to be stuck in its driver, not
+/// measuring, and the runs beside it are learned from again. A probe
+/// takes well under a second on lavapipe and a few seconds on the lent
+/// GPUs (docs/cuda.md); one that hangs would otherwise pause its engine's
+/// learning until the process ends.
+pub(crate) const PROBE_PAUSE_LIMIT: Duration = Duration::from_secs(30);
 
 #[derive(Default)]
 struct Slot {
@@ -105,7 +115,7 @@ impl Devices {
         Devices {
             slots: Default::default(),
             quiet: false,
-            probes: Arc::default(),
+            probes: Arc::new(Activity::limited(PROBE_PAUSE_LIMIT)),
         }
     }
 
