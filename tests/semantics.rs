@@ -14,7 +14,7 @@ mod common;
 use computeq::plumbing::backends::cpu_simd::{BLOCK, LEAF};
 use computeq::plumbing::{Availability, BackendKind, Phase};
 use computeq::prelude::*;
-use computeq::query::{Stats, Try};
+use computeq::query::{Histogram, Stats, Try};
 use computeq::Error;
 use computeq::{Config, Engine};
 use std::fmt::Debug;
@@ -1111,4 +1111,50 @@ fn wgpu_f64_transcendentals_match_the_cpu_or_decline() {
             }
         }
     }
+}
+
+/// A cast the kernels apply to a value that lowering made a constant
+/// (`x.powi(0)` is `1` of the element's type): the histogram's and the
+/// moments' cast to `f64`, and an element's own. The differential suite
+/// found `i64` `powi(0)` then `histogram` refused by naga on wgpu
+/// (`f64(1li)`: a WGSL constant expression whose cast naga cannot
+/// evaluate); every backend now agrees, each dtype.
+#[test]
+fn casts_of_values_lowering_made_constant_run_everywhere() {
+    fn check<T: Numeric + Copy + From<u8>>(e: &Engine) {
+        let xs: Vec<T> = (0..5u8).map(T::from).collect();
+        let one = vec![1.0; 5];
+        let h = Histogram {
+            counts: vec![0, 0, 5, 0],
+            below: 0,
+            above: 0,
+            nan: 0,
+        };
+        let name = std::any::type_name::<T>();
+        for (k, got) in each(e, |k| {
+            q(e, &xs, k).map(|x| x.powi(0)).histogram(4, -4.0, 4.0)
+        }) {
+            assert_eq!(got, h, "{name} on {k}");
+        }
+        for (k, got) in each(e, |k| {
+            q(e, &xs, k)
+                .map(|x| x.powi(0).cast::<f64>())
+                .collect::<Vec<f64>>()
+        }) {
+            assert_eq!(got, one, "{name} on {k}");
+        }
+        for (k, got) in each(e, |k| q(e, &xs, k).map(|x| x.powi(0)).mean()) {
+            assert_eq!(got, Some(1.0), "{name} on {k}");
+        }
+        for (k, got) in each(e, |k| q(e, &xs, k).map(|x| x.powi(0)).variance()) {
+            assert_eq!(got, Some(0.0), "{name} on {k}");
+        }
+    }
+    let e = engine();
+    check::<i32>(&e);
+    check::<u32>(&e);
+    check::<i64>(&e);
+    check::<u64>(&e);
+    check::<f32>(&e);
+    check::<f64>(&e);
 }
