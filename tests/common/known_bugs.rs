@@ -12,7 +12,11 @@
 //! - `constant_fold` rewrote `-(-x)` to an `x` of an earlier stage, which
 //!   the later stage could not read (now `fuse_elementwise` carries such
 //!   leaves through the compaction);
-//! - wgpu computed f64 `exp`/`ln`/`sin`/`cos` wrongly instead of declining.
+//! - wgpu computed f64 `exp`/`ln`/`sin`/`cos` wrongly instead of declining;
+//! - wgpu failed to compile a cast of a constant naga cannot evaluate
+//!   (`i64` `powi(0)`, which lowering makes the constant `1`, then
+//!   `histogram`: `f64(1li)`), found with a random seed
+//!   (`casts_of_values_lowering_made_constant_run_everywhere`).
 
 use super::ast::Case;
 use computeq::BackendKind;
