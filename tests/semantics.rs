@@ -1158,3 +1158,106 @@ fn casts_of_values_lowering_made_constant_run_everywhere() {
     check::<f32>(&e);
     check::<f64>(&e);
 }
+
+/// Every operation on values lowering made constant (`x.powi(0)`, the
+/// constant `1`; `x.powi(0) + x.powi(0)`, a `2` computed from two
+/// constants) gives on every backend what it gives on `cpu-scalar`: a
+/// device's compiler sees them as constant expressions, which it may
+/// evaluate itself (naga does) or refuse.
+#[test]
+fn operations_on_values_lowering_made_constant_agree_everywhere() {
+    macro_rules! agree {
+        ($e:expr, $xs:expr, $t:ty, $name:expr, |$x:ident| $body:expr) => {{
+            let results = each($e, |k| q($e, $xs, k).map(|$x| $body).collect::<Vec<$t>>());
+            let (first, want) = &results[0];
+            assert_eq!(*first, BackendKind::CpuScalar);
+            for (k, got) in &results {
+                assert_eq!(
+                    format!("{got:?}"),
+                    format!("{want:?}"),
+                    "{} {}: {k} against cpu-scalar",
+                    stringify!($t),
+                    $name
+                );
+            }
+        }};
+    }
+    macro_rules! numeric {
+        ($e:expr, $t:ty) => {{
+            let xs: Vec<$t> = (0..5u8).map(<$t>::from).collect();
+            let xs = &xs;
+            agree!($e, xs, $t, "1 + 1", |x| x.powi(0) + x.powi(0));
+            agree!($e, xs, $t, "2 - 1", |x| (x.powi(0) + x.powi(0)) - x.powi(0));
+            agree!($e, xs, $t, "2 * 2", |x| {
+                let two = x.powi(0) + x.powi(0);
+                two * two
+            });
+            agree!($e, xs, $t, "1 / 2", |x| x.powi(0) / (x.powi(0) + x.powi(0)));
+            agree!($e, xs, $t, "1 % 2", |x| x.powi(0) % (x.powi(0) + x.powi(0)));
+            agree!($e, xs, $t, "min", |x| x.powi(0).min(x.powi(0) + x.powi(0)));
+            agree!($e, xs, $t, "max", |x| x.powi(0).max(x.powi(0) + x.powi(0)));
+            agree!($e, xs, $t, "abs", |x| x.powi(0).abs());
+            agree!($e, xs, $t, "mul_add", |x| x
+                .powi(0)
+                .mul_add(x.powi(0), x.powi(0)));
+            agree!($e, xs, $t, "powi", |x| (x.powi(0) + x.powi(0)).powi(5));
+            agree!($e, xs, bool, "gt", |x| (x.powi(0) + x.powi(0))
+                .gt(x.powi(0)));
+            agree!($e, xs, $t, "select", |x| {
+                let one = x.powi(0);
+                one.gt(x.powi(0) + one).select(one, one + one)
+            });
+            agree!($e, xs, f64, "as f64", |x| (x.powi(0) + x.powi(0))
+                .cast::<f64>());
+            agree!($e, xs, f32, "as f32", |x| (x.powi(0) + x.powi(0))
+                .cast::<f32>());
+            agree!($e, xs, i64, "as i64", |x| (x.powi(0) + x.powi(0))
+                .cast::<i64>());
+            agree!($e, xs, u32, "as u32", |x| (x.powi(0) + x.powi(0))
+                .cast::<u32>());
+            agree!($e, xs, bool, "as bool", |x| x.powi(0).cast::<bool>());
+        }};
+    }
+    macro_rules! integer {
+        ($e:expr, $t:ty) => {{
+            let xs: Vec<$t> = (0..5u8).map(<$t>::from).collect();
+            let xs = &xs;
+            numeric!($e, $t);
+            agree!($e, xs, $t, "neg", |x| -(x.powi(0) + x.powi(0)));
+            agree!($e, xs, $t, "and", |x| x.powi(0) & (x.powi(0) + x.powi(0)));
+            agree!($e, xs, $t, "or", |x| x.powi(0) | (x.powi(0) + x.powi(0)));
+            agree!($e, xs, $t, "xor", |x| x.powi(0) ^ (x.powi(0) + x.powi(0)));
+            agree!($e, xs, $t, "shl", |x| x.powi(0) << (x.powi(0) + x.powi(0)));
+            agree!($e, xs, $t, "shr", |x| (x.powi(0) + x.powi(0)) >> x.powi(0));
+            agree!($e, xs, $t, "not", |x| !(x.powi(0) + x.powi(0)));
+        }};
+    }
+    macro_rules! float {
+        ($e:expr, $t:ty) => {{
+            let xs: Vec<$t> = (0..5u8).map(<$t>::from).collect();
+            let xs = &xs;
+            numeric!($e, $t);
+            agree!($e, xs, $t, "neg", |x| -(x.powi(0) + x.powi(0)));
+            agree!($e, xs, $t, "sqrt", |x| (x.powi(0) + x.powi(0)).sqrt());
+            agree!($e, xs, $t, "floor", |x| (x.powi(0)
+                / (x.powi(0) + x.powi(0)))
+            .floor());
+            agree!($e, xs, $t, "ceil", |x| (x.powi(0)
+                / (x.powi(0) + x.powi(0)))
+            .ceil());
+            agree!($e, xs, $t, "round", |x| (x.powi(0)
+                / (x.powi(0) + x.powi(0)))
+            .round());
+            agree!($e, xs, $t, "1 / 0", |x| x.powi(0) / (x.powi(0) - x.powi(0)));
+            agree!($e, xs, $t, "0 / 0", |x| (x.powi(0) - x.powi(0))
+                / (x.powi(0) - x.powi(0)));
+        }};
+    }
+    let e = engine();
+    integer!(&e, i32);
+    integer!(&e, u32);
+    integer!(&e, i64);
+    integer!(&e, u64);
+    float!(&e, f32);
+    float!(&e, f64);
+}

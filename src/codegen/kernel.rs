@@ -925,6 +925,48 @@ impl fmt::Display for Kernel {
     }
 }
 
+/// `op` computed now when every operand is a constant and the operation
+/// is one of the element IR's (`expr::eval`, the reference semantics the
+/// writers reproduce; a cast by `Scalar::cast`, Rust's `as`): a copy of
+/// the result. Lowering makes such operations (`x.powi(0)` is the constant
+/// `1`, and a histogram casts it to `f64`), and a device's compiler takes
+/// them for constant expressions, which naga evaluates itself and refuses
+/// for some (`f64(1li)`, `abs(1.0lf)`).
+fn folded(ty: DType, op: Op) -> Op {
+    use crate::expr::eval;
+    use Operand::Const as K;
+    // Only operand types the element IR takes (what `eval` is defined on);
+    // anything else is left to the writers as it is.
+    let v = match op {
+        Op::Unary(u, K(a)) if u.accepts(a.dtype()) => eval::unary(u, a),
+        Op::Binary(b, K(x), K(y))
+            if x.dtype() == y.dtype() && b.result_type(x.dtype()).is_some() =>
+        {
+            eval::binary(b, x, y)
+        }
+        Op::Select(K(c), K(a), K(b)) if c.dtype() == DType::Bool && a.dtype() == b.dtype() => {
+            if c.as_bool() {
+                a
+            } else {
+                b
+            }
+        }
+        Op::MulAdd(K(a), K(b), K(c))
+            if a.dtype() == b.dtype() && b.dtype() == c.dtype() && a.dtype().is_numeric() =>
+        {
+            eval::mul_add(a, b, c)
+        }
+        Op::Cast(K(a)) => a.cast(ty),
+        _ => return op,
+    };
+    // Of the register's type, as the operation gives it (a mistyped
+    // operation is left as it was, for the kernel's verifier).
+    if v.dtype() != ty {
+        return op;
+    }
+    Op::Copy(K(v))
+}
+
 /// Builds a kernel body statement by statement, with nested blocks.
 #[derive(Debug)]
 pub struct KernelBuilder {
@@ -1002,12 +1044,13 @@ impl KernelBuilder {
     /// `dst = op` into a new register of type `ty`.
     pub fn assign(&mut self, ty: DType, op: Op) -> Local {
         let l = self.local(ty);
-        self.push(Stmt::Assign(l, op));
+        self.push(Stmt::Assign(l, folded(ty, op)));
         l
     }
 
     /// `dst = op` for an existing register.
     pub fn set(&mut self, dst: Local, op: Op) {
+        let op = folded(self.ty(dst), op);
         self.push(Stmt::Assign(dst, op));
     }
 
@@ -1103,6 +1146,54 @@ pub fn u32c(v: u32) -> Operand {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn operations_on_constants_are_folded_by_the_reference_semantics() {
+        use crate::expr::{BinaryOp, UnaryOp};
+        let k = |s: Scalar| Operand::Const(s);
+        let copy = |s: Scalar| Op::Copy(Operand::Const(s));
+        assert_eq!(
+            folded(DType::F64, Op::Unary(UnaryOp::Abs, k(Scalar::F64(-1.5)))),
+            copy(Scalar::F64(1.5))
+        );
+        assert_eq!(
+            folded(DType::F64, Op::Cast(k(Scalar::I64(1)))),
+            copy(Scalar::F64(1.0))
+        );
+        // Integer division by zero is 0, shifts wrap: the engine's rules.
+        assert_eq!(
+            folded(
+                DType::I64,
+                Op::Binary(BinaryOp::Div, k(Scalar::I64(7)), k(Scalar::I64(0)))
+            ),
+            copy(Scalar::I64(0))
+        );
+        assert_eq!(
+            folded(
+                DType::U32,
+                Op::Binary(BinaryOp::Shl, k(Scalar::U32(1)), k(Scalar::U32(33)))
+            ),
+            copy(Scalar::U32(2))
+        );
+        assert_eq!(
+            folded(
+                DType::Bool,
+                Op::Binary(
+                    BinaryOp::Ne,
+                    k(Scalar::F32(f32::NAN)),
+                    k(Scalar::F32(f32::NAN))
+                )
+            ),
+            copy(Scalar::Bool(true))
+        );
+        // Not all constants, or not the element IR's types: as they were.
+        let mixed = Op::Binary(BinaryOp::Add, k(Scalar::I32(1)), k(Scalar::F32(1.0)));
+        assert_eq!(folded(DType::F32, mixed.clone()), mixed);
+        let wrong_register = Op::Unary(UnaryOp::Neg, k(Scalar::I32(1)));
+        assert_eq!(folded(DType::I64, wrong_register.clone()), wrong_register);
+        let local = Op::Cast(Operand::Local(Local::new(0)));
+        assert_eq!(folded(DType::F64, local.clone()), local);
+    }
 
     fn double_kernel() -> Kernel {
         let mut b = KernelBuilder::new("double", 64);

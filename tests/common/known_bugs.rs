@@ -13,10 +13,12 @@
 //!   the later stage could not read (now `fuse_elementwise` carries such
 //!   leaves through the compaction);
 //! - wgpu computed f64 `exp`/`ln`/`sin`/`cos` wrongly instead of declining;
-//! - wgpu failed to compile a cast of a constant naga cannot evaluate
-//!   (`i64` `powi(0)`, which lowering makes the constant `1`, then
-//!   `histogram`: `f64(1li)`), found with a random seed
-//!   (`casts_of_values_lowering_made_constant_run_everywhere`).
+//! - wgpu failed to compile operations on values lowering made constant,
+//!   which naga evaluates as constant expressions and refuses for some
+//!   (`i64` `powi(0)`, the constant `1`, then `histogram`: `f64(1li)`;
+//!   `abs(1.0lf)`), found with a random seed; the kernel builder now folds
+//!   them (`casts_of_values_lowering_made_constant_run_everywhere`,
+//!   `operations_on_values_lowering_made_constant_agree_everywhere`).
 
 use super::ast::Case;
 use computeq::BackendKind;

@@ -409,10 +409,6 @@ impl<W: Write> WgslWriter<W> {
                 format!("fma({}, {}, {})", o(a), o(b), o(c))
             }
             Op::MulAdd(a, b, c) => format!("({} * {} + {})", o(a), o(b), o(c)),
-            // A constant's cast is folded here, by the engine's own cast:
-            // naga evaluates a cast of a literal as a constant expression
-            // and cannot for some (`f64(1li)`: an `i64` literal to `f64`).
-            Op::Cast(Operand::Const(c)) => literal(c.cast(dst)),
             Op::Cast(a) => cast(t(a), dst, &o(a)),
             Op::Bitcast(a) => format!("bitcast<{}>({})", dst.name(), o(a)),
             Op::IsNan(a) => format!("cq_isnan_{}({})", t(a), o(a)),
