@@ -1261,3 +1261,80 @@ fn operations_on_values_lowering_made_constant_agree_everywhere() {
     float!(&e, f32);
     float!(&e, f64);
 }
+
+/// Sorts, top-k, distinct values and groups of values lowering made
+/// constant (the sort key's transform and the group's hash of a constant,
+/// a device compiler's constant expressions) agree with `cpu-scalar` on
+/// every backend, each dtype.
+#[test]
+fn relational_operators_on_values_lowering_made_constant_agree_everywhere() {
+    macro_rules! agree {
+        ($e:expr, $xs:expr, $t:ty, $name:expr, |$q:ident| $body:expr) => {{
+            let results = each($e, |k| {
+                let $q = q($e, $xs, k);
+                $body
+            });
+            let (first, want) = &results[0];
+            assert_eq!(*first, BackendKind::CpuScalar);
+            for (k, got) in &results {
+                assert_eq!(
+                    format!("{got:?}"),
+                    format!("{want:?}"),
+                    "{} {}: {k} against cpu-scalar",
+                    stringify!($t),
+                    $name
+                );
+            }
+        }};
+    }
+    macro_rules! ops {
+        ($e:expr, $t:ty) => {{
+            let xs: Vec<$t> = (0..300u16).map(|i| <$t>::from((i % 7) as u8)).collect();
+            let xs = &xs;
+            agree!($e, xs, $t, "sort", |q| q
+                .map(|x| x.powi(0))
+                .sort()
+                .collect::<Vec<$t>>());
+            agree!($e, xs, $t, "sort_desc", |q| q
+                .map(|x| x.powi(0))
+                .sort_desc()
+                .collect::<Vec<$t>>());
+            agree!($e, xs, $t, "sort_by_key", |q| q
+                .sort_by_key(|x| x.powi(0))
+                .collect::<Vec<$t>>());
+            agree!($e, xs, $t, "argsort", |q| q
+                .map(|x| x.powi(0))
+                .argsort()
+                .collect::<Vec<u64>>());
+            agree!($e, xs, $t, "top_k", |q| q
+                .map(|x| x.powi(0))
+                .top_k(5)
+                .collect::<Vec<$t>>());
+            agree!($e, xs, $t, "distinct", |q| q.map(|x| x.powi(0)).distinct());
+            agree!($e, xs, $t, "count_distinct", |q| q
+                .map(|x| x.powi(0))
+                .count_distinct());
+            agree!($e, xs, $t, "value_counts", |q| q
+                .map(|x| x.powi(0))
+                .value_counts());
+            agree!($e, xs, $t, "group_by", |q| q
+                .group_by(|x| x.powi(0))
+                .count());
+            agree!($e, xs, $t, "group_by sum", |q| q
+                .group_by(|x| x.powi(0))
+                .sum());
+            agree!($e, xs, $t, "min", |q| q.map(|x| x.powi(0)).min());
+            agree!($e, xs, $t, "argmax", |q| q.map(|x| x.powi(0)).argmax());
+            agree!($e, xs, $t, "find", |q| q
+                .map(|x| x.powi(0))
+                .find(|x| x.gt(x.powi(0) - x.powi(0))));
+        }};
+    }
+    let e = engine();
+    ops!(&e, i32);
+    ops!(&e, u32);
+    ops!(&e, i64);
+    ops!(&e, u64);
+    ops!(&e, f32);
+    ops!(&e, f64);
+}
