@@ -1159,6 +1159,18 @@ fn casts_of_values_lowering_made_constant_run_everywhere() {
     check::<f64>(&e);
 }
 
+/// Every backend's result has the `Debug` text of `cpu-scalar`'s, the
+/// first of `results`.
+#[track_caller]
+fn agree_with_cpu_scalar<R: Debug>(results: Vec<(BackendKind, R)>, what: &str) {
+    let (first, want) = &results[0];
+    assert_eq!(*first, BackendKind::CpuScalar);
+    let want = format!("{want:?}");
+    for (k, got) in &results {
+        assert_eq!(format!("{got:?}"), want, "{what}: {k} against cpu-scalar");
+    }
+}
+
 /// Every operation on values lowering made constant (`x.powi(0)`, the
 /// constant `1`; `x.powi(0) + x.powi(0)`, a `2` computed from two
 /// constants) gives on every backend what it gives on `cpu-scalar`: a
@@ -1167,20 +1179,12 @@ fn casts_of_values_lowering_made_constant_run_everywhere() {
 #[test]
 fn operations_on_values_lowering_made_constant_agree_everywhere() {
     macro_rules! agree {
-        ($e:expr, $xs:expr, $t:ty, $name:expr, |$x:ident| $body:expr) => {{
-            let results = each($e, |k| q($e, $xs, k).map(|$x| $body).collect::<Vec<$t>>());
-            let (first, want) = &results[0];
-            assert_eq!(*first, BackendKind::CpuScalar);
-            for (k, got) in &results {
-                assert_eq!(
-                    format!("{got:?}"),
-                    format!("{want:?}"),
-                    "{} {}: {k} against cpu-scalar",
-                    stringify!($t),
-                    $name
-                );
-            }
-        }};
+        ($e:expr, $xs:expr, $t:ty, $name:expr, |$x:ident| $body:expr) => {
+            agree_with_cpu_scalar(
+                each($e, |k| q($e, $xs, k).map(|$x| $body).collect::<Vec<$t>>()),
+                &format!("{} {}", stringify!($t), $name),
+            )
+        };
     }
     macro_rules! numeric {
         ($e:expr, $t:ty) => {{
@@ -1269,23 +1273,15 @@ fn operations_on_values_lowering_made_constant_agree_everywhere() {
 #[test]
 fn relational_operators_on_values_lowering_made_constant_agree_everywhere() {
     macro_rules! agree {
-        ($e:expr, $xs:expr, $t:ty, $name:expr, |$q:ident| $body:expr) => {{
-            let results = each($e, |k| {
-                let $q = q($e, $xs, k);
-                $body
-            });
-            let (first, want) = &results[0];
-            assert_eq!(*first, BackendKind::CpuScalar);
-            for (k, got) in &results {
-                assert_eq!(
-                    format!("{got:?}"),
-                    format!("{want:?}"),
-                    "{} {}: {k} against cpu-scalar",
-                    stringify!($t),
-                    $name
-                );
-            }
-        }};
+        ($e:expr, $xs:expr, $t:ty, $name:expr, |$q:ident| $body:expr) => {
+            agree_with_cpu_scalar(
+                each($e, |k| {
+                    let $q = q($e, $xs, k);
+                    $body
+                }),
+                &format!("{} {}", stringify!($t), $name),
+            )
+        };
     }
     macro_rules! ops {
         ($e:expr, $t:ty) => {{
