@@ -360,6 +360,33 @@ fn lit(t: DType, v: f64) -> Ex {
     }
 }
 
+/// Value counts of inexact keys (a float scan's sums, which a device adds
+/// in an order of its own) compare as the number of elements they count,
+/// not by their keys, which are listed after the counts: summed with them,
+/// the keys overflowed `u64` and the harness panicked (a case found on GL
+/// with a random seed). The case passes on every backend that runs here.
+#[test]
+fn value_counts_of_inexact_keys_compare_by_the_elements_counted() {
+    let c = case(
+        DType::F32,
+        30,
+        Dist::Uniform,
+        0xe1db4,
+        vec![Step::ScanSum { exclusive: false }],
+        Term::ValueCounts,
+    );
+    let engine = common::engine();
+    for kind in BackendKind::ALL {
+        if common::skip_reason(&engine, kind).is_some() {
+            continue;
+        }
+        match run_case(&engine, kind, &c) {
+            Ok(Outcome::Agreed | Outcome::Inconclusive(_) | Outcome::Declined(_)) => {}
+            other => panic!("{kind}: {other:?}\n{c}"),
+        }
+    }
+}
+
 fn bin(op: Bin, a: Ex, b: Ex) -> Ex {
     Ex {
         ty: a.ty,

@@ -111,9 +111,11 @@ pub enum Expect {
     Mean(Option<Sh>),
     Bool(Sh),
     Cols(Vec<Vec<Sh>>),
-    /// A histogram's counts, and whether they are determined (every
-    /// element exact: otherwise one near an edge may fall either side).
-    Counts(Vec<u64>, bool),
+    /// A histogram's counts, or value counts' counts then their keys;
+    /// whether they are determined (every element exact: otherwise one
+    /// near an edge may fall either side, and an inexact key may differ);
+    /// whether keys follow the counts (value counts).
+    Counts(Vec<u64>, bool, bool),
     Stats {
         count: u64,
         sum: Sh,
@@ -1395,7 +1397,7 @@ fn terminal(ev: &Eval<'_>, case: &Case, t: DType, s: &[Sh], inputs: &Inputs) -> 
         Term::Variance => Expect::Mean(variance(s)),
         Term::First => Expect::Opt(s.first().copied()),
         Term::Last => Expect::Opt(s.last().copied()),
-        Term::Histogram => Expect::Counts(histogram(s), s.iter().all(|x| x.e == 0.0)),
+        Term::Histogram => Expect::Counts(histogram(s), s.iter().all(|x| x.e == 0.0), false),
         Term::ValueCounts => {
             let mut groups: std::collections::BTreeMap<i128, u64> = Default::default();
             for x in s {
@@ -1405,7 +1407,7 @@ fn terminal(ev: &Eval<'_>, case: &Case, t: DType, s: &[Sh], inputs: &Inputs) -> 
             v.extend(groups.keys().map(|&k| k as u64));
             // Determined when every value is exact (the sign of a zero does
             // not matter: -0.0 is +0.0).
-            Expect::Counts(v, s.iter().all(|x| x.e == 0.0))
+            Expect::Counts(v, s.iter().all(|x| x.e == 0.0), true)
         }
         Term::Any(e) | Term::All(e) => {
             let any = matches!(case.term, Term::Any(_));
