@@ -103,6 +103,13 @@
 //! assert_eq!(wrapped, vec![2]); // 1i32.wrapping_shl(33)
 //! ```
 //! - Float → integer casts saturate and NaN becomes 0 (Rust `as`).
+//! - Float arithmetic on infinities and NaNs follows IEEE 754 on the CPU
+//!   backends and on CUDA. On wgpu it may not: WGSL lets a compiler assume
+//!   that neither occurs, and every driver tried folds some of it
+//!   (lavapipe, llvmpipe and NVIDIA's driver compute `x - x` as `0` for an
+//!   infinite `x`, where IEEE says NaN). A float query whose data holds
+//!   infinities or NaNs can give other results there; `COMPUTEQ_DISABLE=wgpu`
+//!   or `.on(BackendKind::CpuSimd)` keeps it on the CPU.
 //! - Float `min`/`max` return the non-NaN operand; the `min()`/`max()`
 //!   terminals skip NaNs and return NaN only when every element is NaN;
 //!   `argmin`/`argmax` never pick a NaN (all-NaN gives position 0).

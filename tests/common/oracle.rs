@@ -39,6 +39,11 @@ pub struct Profile {
     /// `mul_add` possibly unfused, `%` through a quotient, subnormals
     /// possibly flushed to zero).
     pub gpu_accuracy: bool,
+    /// The target's compiler may assume that no float operation sees or
+    /// gives an infinity or a NaN (WGSL allows it: lavapipe, llvmpipe
+    /// and NVIDIA's driver fold `x - x` to 0 for an infinite `x`): such an
+    /// operation's result is unknown.
+    pub assumes_finite: bool,
 }
 
 /// `cpu-scalar` and the std oracle: strictly left to right, bit-exact.
@@ -46,18 +51,28 @@ pub const EXACT: Profile = Profile {
     name: "exact",
     reassociates: false,
     gpu_accuracy: false,
+    assumes_finite: false,
 };
 /// `cpu-simd`, `cpu-parallel`: exact element-wise, any reduction order.
 pub const CPU: Profile = Profile {
     name: "cpu (reassociating)",
     reassociates: true,
     gpu_accuracy: false,
+    assumes_finite: false,
 };
-/// `wgpu`, `cuda`.
+/// `cuda` (PTX's float operations are IEEE's, infinities and NaNs too).
 pub const GPU: Profile = Profile {
     name: "gpu (reassociating, GPU accuracy)",
     reassociates: true,
     gpu_accuracy: true,
+    assumes_finite: false,
+};
+/// `wgpu`: [`GPU`], and no infinity or NaN promised.
+pub const WGSL: Profile = Profile {
+    name: "wgsl (reassociating, GPU accuracy, finite)",
+    reassociates: true,
+    gpu_accuracy: true,
+    assumes_finite: true,
 };
 
 /// The tolerance profile of a backend.
@@ -65,7 +80,8 @@ pub fn profile(kind: BackendKind) -> Profile {
     match kind {
         BackendKind::CpuScalar => EXACT,
         BackendKind::CpuSimd | BackendKind::CpuParallel => CPU,
-        BackendKind::Wgpu | BackendKind::Cuda => GPU,
+        BackendKind::Wgpu => WGSL,
+        BackendKind::Cuda => GPU,
     }
 }
 
@@ -436,12 +452,18 @@ impl Eval<'_> {
         }
     }
 
+    /// Whether a float among `vals` (an operation's operands and result)
+    /// is infinite or NaN where the profile's compiler may assume none is.
+    fn assumed_away(&self, vals: &[Val]) -> bool {
+        self.p.assumes_finite && vals.iter().any(|&v| is_float(v) && !v.is_finite())
+    }
+
     fn un(&self, op: Un, a: Sh) -> Sh {
         let r = un(op, a.v);
         if !is_float(a.v) {
             return finish(r, a.e, false);
         }
-        if a.is_unknown() {
+        if a.is_unknown() || self.assumed_away(&[a.v, r]) {
             return Sh::unknown(r);
         }
         let t = a.v.dtype();
@@ -501,7 +523,7 @@ impl Eval<'_> {
         if !is_float(a.v) {
             return finish(r, a.e.max(b.e), false);
         }
-        if a.is_unknown() || b.is_unknown() {
+        if a.is_unknown() || b.is_unknown() || self.assumed_away(&[a.v, b.v, r]) {
             return Sh::unknown(r);
         }
         let t = r.dtype();
@@ -576,6 +598,9 @@ impl Eval<'_> {
 
     fn cmp(&self, op: Cmp, a: Sh, b: Sh) -> Sh {
         let r = Val::Bool(cmp(op, a.v, b.v));
+        if self.assumed_away(&[a.v, b.v]) {
+            return Sh::unknown(r);
+        }
         if a.e == 0.0 && b.e == 0.0 {
             return Sh::exact(r);
         }
@@ -623,7 +648,7 @@ impl Eval<'_> {
     fn cast(&self, a: Sh, to: DType) -> Sh {
         let r = cast(a.v, to);
         let from = a.v.dtype();
-        if a.is_unknown() {
+        if a.is_unknown() || self.assumed_away(&[a.v, r]) {
             return Sh::unknown(r);
         }
         if !from.is_float() {
@@ -682,7 +707,11 @@ impl Eval<'_> {
         if !is_float(r) {
             return finish(r, a.e.max(b.e).max(c.e), false);
         }
-        if a.is_unknown() || b.is_unknown() || c.is_unknown() {
+        if a.is_unknown()
+            || b.is_unknown()
+            || c.is_unknown()
+            || self.assumed_away(&[a.v, b.v, c.v, r])
+        {
             return Sh::unknown(r);
         }
         let t = r.dtype();
@@ -714,7 +743,7 @@ impl Eval<'_> {
         if !is_float(r) {
             return finish(r, a.e, false);
         }
-        if a.is_unknown() {
+        if a.is_unknown() || self.assumed_away(&[a.v, r]) {
             return Sh::unknown(r);
         }
         let t = r.dtype();
