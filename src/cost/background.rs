@@ -104,16 +104,11 @@ impl Activity {
         self.active.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// Whether a measurement is running now (and counts: see
-    /// [`Activity::limited`]).
-    pub fn active(&self) -> bool {
-        self.running()
-    }
-
-    /// Whether a measurement runs and counts: a clock read only while one
-    /// runs under a limit.
+    /// Whether a measurement is running now and counts (see
+    /// [`Activity::limited`]): a clock read only while one runs under a
+    /// limit.
     #[inline]
-    fn running(&self) -> bool {
+    pub fn active(&self) -> bool {
         self.active.load(Ordering::Acquire) > 0 && !self.past_limit()
     }
 
@@ -130,14 +125,14 @@ impl Activity {
         // The epoch before the count: a measurement that starts between
         // the two reads moves the epoch past the one kept.
         let epoch = self.epoch.load(Ordering::Acquire);
-        Mark((!self.running()).then_some(epoch))
+        Mark((!self.active()).then_some(epoch))
     }
 
     /// Whether no measurement ran at any time since `m` was taken: none
     /// was running then, none is now, and none started or ended in
     /// between (those past their limit do not count as running).
     pub fn quiet_since(&self, m: Mark) -> bool {
-        m.0.is_some_and(|e| !self.running() && self.epoch.load(Ordering::Acquire) == e)
+        m.0.is_some_and(|e| !self.active() && self.epoch.load(Ordering::Acquire) == e)
     }
 }
 
@@ -235,8 +230,9 @@ mod tests {
 
     /// A limited activity's measurement counts until its limit, then no
     /// more though it still runs; a newer one counts again (and restarts
-    /// the limit), and an end still moves the epoch. (The limit is long enough that the checks
-    /// just after a start cannot outlast it on a loaded machine.)
+    /// the limit), and an end still moves the epoch. (The limit is long
+    /// enough that the checks just after a start cannot outlast it on a
+    /// loaded machine.)
     #[test]
     fn a_measurement_past_its_limit_no_longer_counts() {
         let limit = Duration::from_millis(400);
