@@ -48,7 +48,18 @@ fn assert_measured(gl: bool, profile: &str, ex: &impl std::fmt::Display) {
     assert_eq!(profile.contains("measured=true"), !gl, "{profile}\n{ex}");
 }
 
+/// A backend injecting `faults` that trusts infinities and NaNs: these
+/// tests check the kernels' own rules for them (NaN-skipping min/max,
+/// saturating casts, ...) on the adapter at hand, which the non-finite
+/// guard would discard (`guarded` opens one with the guard).
 fn open(faults: FaultPlan) -> Option<WgpuBackend> {
+    let b = guarded(faults)?;
+    b.set_trust_non_finite(true);
+    Some(b)
+}
+
+/// A backend with the default guard against infinities and NaNs.
+fn guarded(faults: FaultPlan) -> Option<WgpuBackend> {
     let b = WgpuBackend::new(faults);
     match b.availability() {
         Availability::Available => Some(b),
@@ -2015,4 +2026,108 @@ fn a_remembered_device_is_priced_without_being_opened() {
     // A query forced onto it opens it.
     let _: f32 = engine.query(&xs).on(BackendKind::Wgpu).sum();
     assert!(b.adapter().is_some());
+}
+
+/// WGSL lets the compiler assume that no float operation sees or gives an
+/// infinity or a NaN (lavapipe computes `x - x` as `0` for an infinite
+/// `x`, where IEEE says NaN). A guarded kernel flags such a value and the
+/// run is discarded: an error without fallback, the CPU's answer with it.
+/// Values the arithmetic never touches (a NaN-skipping `min`, a sort by
+/// bits) and finite data still run on the device.
+#[test]
+fn runs_whose_float_arithmetic_meets_an_infinity_or_a_nan_are_discarded() {
+    let Some(b) = guarded(FaultPlan::NONE) else {
+        return;
+    };
+    let engine = Engine::with_config(Config::default()).with_backend(Arc::new(b));
+    let finite: Vec<f32> = (0..3000).map(|i| (i % 13) as f32 - 6.0).collect();
+    let mut xs = finite.clone();
+    xs[1234] = f32::INFINITY;
+    let mut nans = finite.clone();
+    nans[77] = f32::NAN;
+
+    // Without fallback: the device's result is not returned.
+    for data in [&xs, &nans] {
+        let err = engine
+            .query(data)
+            .on(BackendKind::Wgpu)
+            .no_fallback()
+            .fallible()
+            .map(|x| x - x)
+            .sum()
+            .expect_err("an infinity or NaN went through x - x");
+        let a = err.attempts().last().expect("an attempt");
+        assert_eq!((a.backend, a.phase), (BackendKind::Wgpu, Phase::Execute));
+        assert!(a.message.contains("infinity or a NaN"), "{err}");
+    }
+    // A finite input whose arithmetic overflows, and a comparison with a
+    // NaN, are flagged too; so is a collected column's.
+    let big = engine
+        .query(&finite)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .fallible()
+        .map(|x| x * 1e30 * 1e30)
+        .collect::<Vec<f32>>();
+    assert!(big.is_err(), "x * 1e30 * 1e30 overflows");
+    let compared = engine
+        .query(&nans)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .fallible()
+        .filter(|x| x.gt(0.5))
+        .count();
+    assert!(compared.is_err(), "a NaN compared");
+
+    // With fallback the CPU answers, and the metrics say why.
+    let (s, m) = engine
+        .query(&xs)
+        .on(BackendKind::Wgpu)
+        .map(|x| x - x)
+        .with_metrics()
+        .sum();
+    assert!(s.is_nan(), "IEEE: inf - inf is NaN, got {s}");
+    assert_ne!(m.backend, BackendKind::Wgpu);
+    assert!(m.fell_back(), "{m}");
+    assert!(m.attempts[0].message.contains("infinity or a NaN"), "{m}");
+
+    // Finite data runs on the device; so do NaN-skipping min/max and a
+    // sort, which handle NaN by its bits.
+    let (s, m) = engine
+        .query(&finite)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .map(|x| x * 2.0 + 1.0)
+        .with_metrics()
+        .sum();
+    let want: f32 = finite.iter().map(|x| x * 2.0 + 1.0).sum();
+    assert_eq!((s, m.backend), (want, BackendKind::Wgpu));
+    let (lo, m) = engine
+        .query(&nans)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .with_metrics()
+        .min();
+    assert_eq!((lo, m.backend), (Some(-6.0), BackendKind::Wgpu));
+    let sorted = engine
+        .query(&xs)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .sort()
+        .collect::<Vec<f32>>();
+    assert_eq!(sorted.last(), Some(&f32::INFINITY));
+
+    // Trusted (`COMPUTEQ_WGPU_TRUST_NON_FINITE=1`): the device's answer,
+    // whatever its compiler made of it.
+    let trusting = guarded(FaultPlan::NONE).expect("opened above");
+    trusting.set_trust_non_finite(true);
+    let engine = Engine::with_config(Config::default()).with_backend(Arc::new(trusting));
+    let (_, m) = engine
+        .query(&xs)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .map(|x| x - x)
+        .with_metrics()
+        .sum();
+    assert_eq!(m.backend, BackendKind::Wgpu);
 }

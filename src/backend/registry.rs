@@ -15,6 +15,8 @@ pub struct DeviceSettings {
     pub wgpu_subgroups: bool,
     /// Ask the wgpu adapter for timestamp queries.
     pub wgpu_timestamps: bool,
+    /// Run wgpu float kernels without the non-finite guard.
+    pub wgpu_trust_non_finite: bool,
     /// How long `cpu-parallel`'s helpers wait for the next run's tasks
     /// after theirs (zero: not at all; see
     /// [`Config::pool_linger`](crate::Config::pool_linger)).

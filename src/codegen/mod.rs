@@ -79,6 +79,7 @@
 //! stage inputs, output columns, scratch), and what the host reads back.
 //! The algorithms are described in [`lower`].
 
+pub(crate) mod finite;
 mod kernel;
 pub mod lower;
 pub(crate) mod plan;

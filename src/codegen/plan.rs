@@ -334,6 +334,11 @@ pub struct KernelPlan {
     /// count from scratch `rows` (a `u32` or `u64`), allocates the outputs
     /// (none of those dispatches binds one) and runs the rest.
     pub sized: Option<SizedOutputs>,
+    /// A `u32` scratch word that a guarded kernel sets when a float
+    /// operation saw or gave an infinity or a NaN where the target's
+    /// compiler may assume none (see `codegen::finite`): the executor
+    /// reads it with the run's results and discards the run when set.
+    pub non_finite: Option<u16>,
 }
 
 /// See [`KernelPlan::sized`].
@@ -423,6 +428,9 @@ impl fmt::Display for KernelPlan {
                 "outputs sized by scratch {} after {} dispatches",
                 s.rows, s.after
             )?;
+        }
+        if let Some(j) = self.non_finite {
+            writeln!(f, "non-finite values flagged in scratch {j}")?;
         }
         writeln!(f, "readback {:?}", self.readback)?;
         for k in &self.kernels {

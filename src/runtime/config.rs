@@ -77,6 +77,15 @@ pub struct Config {
     /// (`COMPUTEQ_WGPU_TIMESTAMPS=0`: host timers around fences instead).
     /// Default: on.
     pub wgpu_timestamps: bool,
+    /// Return wgpu's float results even when a float operation met an
+    /// infinity or a NaN (`COMPUTEQ_WGPU_TRUST_NON_FINITE=1`). WGSL lets
+    /// the device's compiler assume none occurs, and lavapipe, llvmpipe
+    /// and NVIDIA's driver fold some of that arithmetic (`x - x` is `0`
+    /// for an infinite `x`). Default: off: the kernels check every float
+    /// value their arithmetic and comparisons touch, and a run that meets
+    /// an infinity or a NaN is discarded, so the query runs on the next
+    /// backend (the CPU). On: faster on such data, and possibly wrong.
+    pub wgpu_trust_non_finite: bool,
     /// Whether the default backends inject the faults of [`Config::faults`]
     /// (see [`Config::with_fault_injection`]). Never set from the
     /// environment, so an inherited `COMPUTEQ_FAULT` cannot break an
@@ -117,6 +126,7 @@ impl Default for Config {
             cpu_profile: None,
             wgpu_subgroups: true,
             wgpu_timestamps: true,
+            wgpu_trust_non_finite: false,
             fault_injection: false,
             faults: Vec::new(),
             history_capacity: crate::select::history::DEFAULT_CAPACITY,
@@ -363,6 +373,9 @@ impl Config {
         if let Some(on) = r.switch("COMPUTEQ_WGPU_TIMESTAMPS") {
             c.wgpu_timestamps = on;
         }
+        if let Some(on) = r.switch("COMPUTEQ_WGPU_TRUST_NON_FINITE") {
+            c.wgpu_trust_non_finite = on;
+        }
         if let Some(v) = r.var("COMPUTEQ_FAULT") {
             for entry in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                 if fault_known(entry) {
@@ -428,6 +441,7 @@ impl Config {
             faults: self.injected_faults(),
             wgpu_subgroups: self.wgpu_subgroups,
             wgpu_timestamps: self.wgpu_timestamps,
+            wgpu_trust_non_finite: self.wgpu_trust_non_finite,
             pool_linger: self.pool_linger,
         }
     }
@@ -639,12 +653,14 @@ mod tests {
                 "COMPUTEQ_EXPLORE",
                 "COMPUTEQ_WGPU_SUBGROUPS",
                 "COMPUTEQ_WGPU_TIMESTAMPS",
+                "COMPUTEQ_WGPU_TRUST_NON_FINITE",
             ] {
                 let c = Config::from_vars(vars(&[(name, v)])).unwrap();
                 let got = match name {
                     "COMPUTEQ_LEARN" => c.learn,
                     "COMPUTEQ_EXPLORE" => c.explore_ratio > 0.0,
                     "COMPUTEQ_WGPU_SUBGROUPS" => c.wgpu_subgroups,
+                    "COMPUTEQ_WGPU_TRUST_NON_FINITE" => c.wgpu_trust_non_finite,
                     _ => c.wgpu_timestamps,
                 };
                 assert_eq!(got, on, "{name}={v}");

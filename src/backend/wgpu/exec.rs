@@ -19,7 +19,7 @@ use super::transfer::{device_size, download_many, encode_readback, finish_readba
 use crate::backend::{BackendError, BackendKind, Input, Phase, RunStats};
 use crate::codegen::plan::MergeRuns;
 use crate::codegen::{
-    lower_plan, BufferRef, Dispatch, Groups, KernelPlan, Launch, Readback, ScratchInit, ScratchLen,
+    BufferRef, Dispatch, Groups, KernelPlan, Launch, Readback, ScratchInit, ScratchLen,
     UniformSource, UniformValues,
 };
 use crate::expr::{DType, Scalar};
@@ -40,6 +40,11 @@ pub(crate) struct Artifact {
     pub all_cached: bool,
 }
 
+/// Why a run that met an infinity or a NaN in a guarded float operation
+/// is discarded (`codegen::finite`).
+pub(crate) const DISCARDED: &str = "a float operation met an infinity or a NaN, which WGSL \
+     lets the device's compiler assume away: the result is not trusted";
+
 fn error(phase: Phase, m: impl Into<std::borrow::Cow<'static, str>>) -> BackendError {
     BackendError::new(BackendKind::Wgpu, phase, m)
 }
@@ -50,8 +55,10 @@ pub(crate) fn build_artifact(
     cache: &PipelineCache,
     faults: &FaultPlan,
     plan: &PhysicalPlan,
+    trust_non_finite: bool,
 ) -> Result<Artifact, BackendError> {
-    let plans = lower_plan(plan, &gpu.caps).map_err(|e| error(Phase::Support, e.to_string()))?;
+    let plans = super::lower_guarded(plan, &gpu.caps, trust_non_finite)
+        .map_err(|e| error(Phase::Support, e.to_string()))?;
     let mut all_cached = true;
     let pipelines = plans
         .iter()
@@ -706,6 +713,8 @@ impl Exec<'_> {
                     }
                 }
             }
+            // The guard's word (`codegen::finite`), read last.
+            let flagged = kp.non_finite.map(|j| ranges.push((scratch_buf(j), 0, 4)));
             let pending = if ranges.is_empty() {
                 None
             } else {
@@ -749,6 +758,10 @@ impl Exec<'_> {
                         self.host_timed_chunks += 1;
                     }
                 }
+            }
+            let mut bytes = bytes;
+            if flagged.is_some() && bytes.pop().is_some_and(|w| w.iter().any(|&b| b != 0)) {
+                return Err(error(Phase::Execute, DISCARDED));
             }
             let bytes = &bytes[first..];
             match &kp.readback {

@@ -48,7 +48,7 @@ pub use raw::{measure_overhead, Overhead, RawDispatch};
 use super::{
     Availability, Backend, BackendError, BackendKind, Decline, DeviceColumn, Job, Phase, RunStats,
 };
-use crate::codegen::{lower_plan, Caps, KernelPlan};
+use crate::codegen::{finite, lower_plan, Caps, KernelPlan};
 use crate::plan::{PhysicalPlan, PlanOutput, Terminal};
 use crate::types::ColumnRef;
 use crate::types::DType;
@@ -61,6 +61,25 @@ use scope::scoped;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
+
+/// The kernel plans of `plan` for a device with `caps`, guarded against
+/// the infinities and NaNs that WGSL lets the device's compiler assume
+/// away (`codegen::finite`): a run that meets one is discarded, not
+/// returned. `trust`: leave them unguarded
+/// ([`Config::wgpu_trust_non_finite`](crate::Config::wgpu_trust_non_finite)).
+pub(crate) fn lower_guarded(
+    plan: &PhysicalPlan,
+    caps: &Caps,
+    trust: bool,
+) -> Result<Vec<KernelPlan>, Decline> {
+    let mut plans = lower_plan(plan, caps).map_err(|e| e.0)?;
+    if !trust {
+        for kp in &mut plans {
+            finite::guard(kp, caps.int64).map_err(|m| Decline::Other(m.into()))?;
+        }
+    }
+    Ok(plans)
+}
 
 /// The device of a backend: opened once by whichever call needs it first
 /// (others wait for that opening); a lost device's cell is replaced by an
@@ -75,6 +94,7 @@ pub struct WgpuBackend {
     faults: Arc<Mutex<FaultPlan>>,
     max_chunk: AtomicUsize,
     timestamps: AtomicBool,
+    trust_non_finite: AtomicBool,
     options: device::Options,
     /// Devices opened so far (a lost one is replaced by a new one).
     opened_count: AtomicU64,
@@ -106,6 +126,7 @@ impl WgpuBackend {
     /// was).
     pub fn from_settings(config: &crate::backend::DeviceSettings) -> WgpuBackend {
         let mut b = WgpuBackend::new(FaultPlan::parse(&config.faults));
+        b.set_trust_non_finite(config.wgpu_trust_non_finite);
         b.options = device::Options {
             subgroups: config.wgpu_subgroups,
             timestamps: config.wgpu_timestamps,
@@ -123,6 +144,7 @@ impl WgpuBackend {
             faults: Arc::new(Mutex::new(faults)),
             max_chunk: AtomicUsize::new(usize::MAX),
             timestamps: AtomicBool::new(true),
+            trust_non_finite: AtomicBool::new(false),
             options: device::Options {
                 subgroups: true,
                 timestamps: true,
@@ -136,6 +158,19 @@ impl WgpuBackend {
     /// on devices without `TIMESTAMP_QUERY`.
     pub fn set_timestamps(&self, on: bool) {
         self.timestamps.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether to run float kernels without the guard against the
+    /// infinities and NaNs WGSL lets the compiler assume away (default
+    /// `false`: guarded, and a run that meets one is discarded; see
+    /// [`Config::wgpu_trust_non_finite`](crate::Config::wgpu_trust_non_finite)).
+    /// Affects plans built after the call.
+    pub fn set_trust_non_finite(&self, on: bool) {
+        self.trust_non_finite.store(on, Ordering::Relaxed);
+    }
+
+    fn trusts_non_finite(&self) -> bool {
+        self.trust_non_finite.load(Ordering::Relaxed)
     }
 
     /// Whether the opened device offers timestamp queries (`None` before it
@@ -253,7 +288,7 @@ impl WgpuBackend {
     /// golden tests).
     pub fn kernel_plans(&self, plan: &PhysicalPlan) -> Result<Vec<KernelPlan>, BackendError> {
         let gpu = self.device()?;
-        lower_plan(plan, &gpu.caps)
+        lower_guarded(plan, &gpu.caps, self.trusts_non_finite())
             .map_err(|e| BackendError::new(BackendKind::Wgpu, Phase::Support, e.to_string()))
     }
 
@@ -320,7 +355,13 @@ impl WgpuBackend {
         let plan = &job.plan.plan;
         let (art, cached) = scoped(&gpu, Phase::Compile, || {
             job.plan.artifact(BackendKind::Wgpu, || {
-                build_artifact(&gpu, &self.pipelines, &faults, plan)
+                build_artifact(
+                    &gpu,
+                    &self.pipelines,
+                    &faults,
+                    plan,
+                    self.trusts_non_finite(),
+                )
             })
         })?;
         // An artifact of another device (another backend object, or this
@@ -330,7 +371,13 @@ impl WgpuBackend {
             (art.clone(), cached || art.all_cached)
         } else {
             let a = scoped(&gpu, Phase::Compile, || {
-                build_artifact(&gpu, &self.pipelines, &faults, plan)
+                build_artifact(
+                    &gpu,
+                    &self.pipelines,
+                    &faults,
+                    plan,
+                    self.trusts_non_finite(),
+                )
             })?;
             let c = a.all_cached;
             (Arc::new(a), c)
@@ -403,9 +450,9 @@ impl WgpuBackend {
 
     /// Whether the device can run `plan`, from what decides it: its
     /// capabilities and two limits (of the open device, or remembered).
-    fn judge(plan: &PhysicalPlan, facts: &DeviceFacts) -> Result<(), Decline> {
+    fn judge(plan: &PhysicalPlan, facts: &DeviceFacts, trust: bool) -> Result<(), Decline> {
         let caps = facts.caps();
-        let plans = lower_plan(plan, &caps).map_err(|e| e.0)?;
+        let plans = lower_guarded(plan, &caps, trust)?;
         for kp in &plans {
             for k in &kp.kernels {
                 let needs = k.needs();
@@ -503,7 +550,7 @@ impl Backend for WgpuBackend {
 
     fn supports(&self, plan: &PhysicalPlan) -> Result<(), Decline> {
         let gpu = self.device().map_err(|e| Decline::from(e.message))?;
-        WgpuBackend::judge(plan, &gpu.facts())
+        WgpuBackend::judge(plan, &gpu.facts(), self.trusts_non_finite())
     }
 
     fn device_key(&self) -> Option<String> {
@@ -524,7 +571,9 @@ impl Backend for WgpuBackend {
         record: &crate::cost::DeviceRecord,
     ) -> Result<(), Decline> {
         match serde_json::from_value::<DeviceFacts>(record.facts.clone()) {
-            Ok(facts) if facts.plausible() => WgpuBackend::judge(plan, &facts),
+            Ok(facts) if facts.plausible() => {
+                WgpuBackend::judge(plan, &facts, self.trusts_non_finite())
+            }
             // A record this version cannot read: the run will tell.
             _ => Ok(()),
         }

@@ -61,7 +61,13 @@ impl WgpuBackend {
     ) -> Result<RawDispatch, BackendError> {
         let gpu = self.device()?.clone();
         let faults = super::FaultPlan::NONE;
-        let art = build_artifact(&gpu, &self.pipelines, &faults, &plan.plan)?;
+        let art = build_artifact(
+            &gpu,
+            &self.pipelines,
+            &faults,
+            &plan.plan,
+            self.trusts_non_finite(),
+        )?;
         if params.len() < plan.plan.param_count {
             return Err(error("the replay needs a value for every parameter"));
         }

@@ -639,6 +639,7 @@ impl Lower<'_> {
             fixed_rows: None,
             build: Vec::new(),
             sized: None,
+            non_finite: None,
         })
     }
 }

@@ -191,6 +191,7 @@ impl Lower<'_> {
             fixed_rows: None,
             build: Vec::new(),
             sized: None,
+            non_finite: None,
         }
     }
 
