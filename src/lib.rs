@@ -104,12 +104,20 @@
 //! ```
 //! - Float → integer casts saturate and NaN becomes 0 (Rust `as`).
 //! - Float arithmetic on infinities and NaNs follows IEEE 754 on the CPU
-//!   backends and on CUDA. On wgpu it may not: WGSL lets a compiler assume
-//!   that neither occurs, and every driver tried folds some of it
-//!   (lavapipe, llvmpipe and NVIDIA's driver compute `x - x` as `0` for an
-//!   infinite `x`, where IEEE says NaN). A float query whose data holds
-//!   infinities or NaNs can give other results there; `COMPUTEQ_DISABLE=wgpu`
-//!   or `.on(BackendKind::CpuSimd)` keeps it on the CPU.
+//!   backends and on CUDA. WGSL lets a compiler assume that neither
+//!   occurs, and every driver tried folds some of it (lavapipe, llvmpipe
+//!   and NVIDIA's driver compute `x - x` as `0` for an infinite `x`, where
+//!   IEEE says NaN). So wgpu's float kernels check, by their bits, every
+//!   float value that their arithmetic, comparisons and sums take or
+//!   give, and a run that meets an infinity or a NaN is discarded: the
+//!   query runs on the next backend (without fallback, it fails with that
+//!   reason), and the selector learns to keep that workload off wgpu. A
+//!   NaN that only moves (collected, sorted, grouped or joined by its
+//!   bits, skipped by `min`/`max`) does not count; one that a histogram
+//!   bins does (its key is arithmetic and comparisons), so such a
+//!   histogram runs on the CPU. `COMPUTEQ_WGPU_TRUST_NON_FINITE=1`
+//!   ([`Config::wgpu_trust_non_finite`](runtime::Config::wgpu_trust_non_finite))
+//!   returns the device's results anyway.
 //! - Float `min`/`max` return the non-NaN operand; the `min()`/`max()`
 //!   terminals skip NaNs and return NaN only when every element is NaN;
 //!   `argmin`/`argmax` never pick a NaN (all-NaN gives position 0).
@@ -210,7 +218,8 @@
 //! `COMPUTEQ_DISABLE`, `COMPUTEQ_LEARN`, `COMPUTEQ_EXPLORE`,
 //! `COMPUTEQ_CALIBRATION_MS`, `COMPUTEQ_CACHE_DIR` (else
 //! `XDG_CACHE_HOME`, `HOME`; absolute paths only), `COMPUTEQ_WGPU_SUBGROUPS`,
-//! `COMPUTEQ_WGPU_TIMESTAMPS`, `COMPUTEQ_POOL_LINGER_US` and
+//! `COMPUTEQ_WGPU_TIMESTAMPS`, `COMPUTEQ_WGPU_TRUST_NON_FINITE`,
+//! `COMPUTEQ_POOL_LINGER_US` and
 //! `COMPUTEQ_FAULT`; every on/off switch takes `1`/`0`, `on`/`off`,
 //! `true`/`false` or `yes`/`no`.
 //!

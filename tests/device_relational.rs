@@ -46,17 +46,27 @@ fn interp_engine_chunked(chunk: usize) -> (Engine, Arc<InterpBackend>) {
 }
 
 /// Every device here: wgpu and CUDA on the default engine when they can
-/// run (skipped with the reason otherwise), and the interpreter.
+/// run (skipped with the reason otherwise), and the interpreter. wgpu
+/// trusts infinities and NaNs (`Config::wgpu_trust_non_finite`): these
+/// tests check the device kernels' own rules for them (NaN last, `-0.0`
+/// before `+0.0`) on the adapter at hand, where the default guard would
+/// discard any run whose arithmetic meets one (tests/wgpu_backend.rs).
 fn devices() -> Vec<(Engine, BackendKind)> {
     // The engine that lists the devices runs the first: every engine
     // opens its own devices and compiles its own pipelines (seconds each
     // on GL's llvmpipe).
-    let e = common::engine();
+    let trusting = || {
+        Engine::with_config(computeq::Config {
+            wgpu_trust_non_finite: true,
+            ..computeq::Config::default()
+        })
+    };
+    let e = trusting();
     let real = common::devices(&e);
     let mut e = Some(e);
     let mut out: Vec<(Engine, BackendKind)> = real
         .into_iter()
-        .map(|k| (e.take().unwrap_or_else(common::engine), k))
+        .map(|k| (e.take().unwrap_or_else(trusting), k))
         .collect();
     out.push((interp_engine().0, BackendKind::Cuda));
     out

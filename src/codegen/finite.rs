@@ -9,14 +9,19 @@
 //! case visible instead of silently wrong:
 //!
 //! - every float operand of a *guarded* operation (float arithmetic,
-//!   comparisons, `mul_add`, subgroup sums) is checked just before it, and
-//!   its float result just after: the value's exponent field, masked out
-//!   of its bits, goes into a running `max` per invocation (two integer
-//!   operations, which no float assumption can fold). A check sits where
-//!   the operation does, so a NaN that a filter or a select keeps away
-//!   from the arithmetic is not flagged;
-//! - at the end of the kernel an invocation whose `max` is the all-ones
-//!   exponent (an infinity or a NaN went through) sets a one-word scratch;
+//!   `mul_add`, subgroup sums, comparisons) is checked just before it, and
+//!   its float result just after: the value's bits without the sign go
+//!   into a running `max` per invocation (two integer operations, which no
+//!   float assumption can fold). A check sits where the operation does, so
+//!   a NaN that a filter or a select keeps away from the arithmetic is not
+//!   flagged;
+//! - arithmetic may not meet an infinity or a NaN; a comparison may not
+//!   meet a NaN (a compiler that assumes none may turn `!(a < b)` into
+//!   `a >= b`). A comparison of an infinity with another value is exact:
+//!   only a constant operand, which [`guard`] refuses, lets a compiler fold
+//!   it;
+//! - at the end of the kernel an invocation whose `max` says it met one
+//!   sets a one-word scratch;
 //! - the executor reads that word with the run's results and, when set,
 //!   discards the run ([`KernelPlan::non_finite`]); the query goes on to
 //!   the next backend, as after any device failure.
@@ -35,29 +40,35 @@ use super::plan::{BufferRef, KernelPlan, Scratch, ScratchInit, ScratchLen};
 use super::{u32c, Access, SubgroupOp};
 use crate::expr::{BinaryOp, DType, Scalar, UnaryOp};
 
-/// The exponent field of an `f32`, all ones: an infinity or a NaN.
-const EXP32: u32 = 0x7f80_0000;
-/// The exponent field of an `f64`, all ones.
-const EXP64: u64 = 0x7ff0_0000_0000_0000;
+/// An `f32`'s bits without the sign.
+const ABS32: u32 = 0x7fff_ffff;
+/// `f32` bits without the sign from here up: an infinity or a NaN.
+const INF32: u32 = 0x7f80_0000;
+const ABS64: u64 = 0x7fff_ffff_ffff_ffff;
+const INF64: u64 = 0x7ff0_0000_0000_0000;
 
-/// Whether `op` is one whose float operands and result the compiler may
-/// assume finite.
-fn guarded(k: &Kernel, op: &Op) -> bool {
+/// What a guarded operation may not meet.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Rule {
+    /// Arithmetic: an infinity or a NaN.
+    Finite,
+    /// A comparison: a NaN.
+    NotNan,
+}
+
+/// The rule of `op` when its float operands and result are guarded.
+fn guarded(k: &Kernel, op: &Op) -> Option<Rule> {
+    use BinaryOp::*;
     let float = |o: &Operand| k.operand_ty(*o).is_float();
-    match op {
+    let arithmetic = match op {
         Op::Unary(u, a) => float(a) && !matches!(u, UnaryOp::Neg | UnaryOp::Abs),
-        Op::Binary(b, x, _) => {
-            use BinaryOp::*;
-            float(x) && matches!(b, Add | Sub | Mul | Div | Rem | Eq | Ne | Lt | Le | Gt | Ge)
-        }
+        Op::Binary(Eq | Ne | Lt | Le | Gt | Ge, x, _) if float(x) => return Some(Rule::NotNan),
+        Op::Binary(b, x, _) => float(x) && matches!(b, Add | Sub | Mul | Div | Rem),
         Op::MulAdd(a, _, _) => float(a),
         Op::Subgroup(SubgroupOp::Add | SubgroupOp::InclusiveAdd, a) => float(a),
         _ => false,
-    }
-}
-
-fn operands(op: &Op) -> Vec<Operand> {
-    super::op_operands(op)
+    };
+    arithmetic.then_some(Rule::Finite)
 }
 
 fn non_finite(c: Scalar) -> bool {
@@ -68,8 +79,8 @@ fn non_finite(c: Scalar) -> bool {
 /// and the scratch word they set. Kernels without one are left as they
 /// are. `int64`: the device has 64-bit integers (an `f64`'s bits are
 /// tested as a `u64`; without them through its cast to `f32`, which also
-/// flags finite values past `f32`'s range: a run discarded needlessly,
-/// never a wrong one kept).
+/// flags finite values past `f32`'s range in arithmetic: a run discarded
+/// needlessly, never a wrong one kept).
 ///
 /// Errs when a guarded operation has a constant infinity or NaN operand.
 pub(crate) fn guard(kp: &mut KernelPlan, int64: bool) -> Result<(), String> {
@@ -95,6 +106,16 @@ pub(crate) fn guard(kp: &mut KernelPlan, int64: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// The registers of the checks: per rule, the largest sign-less bits met
+/// (`f32`, and `f64` cast to `f32` without 64-bit integers; `f64`), and
+/// scratch for one value's bits.
+struct Regs {
+    max32: [Local; 2],
+    bits32: Local,
+    narrow: Local,
+    wide: Option<([Local; 2], Local)>,
+}
+
 /// Guards one kernel; whether it had anything to guard.
 fn guard_kernel(k: &mut Kernel, int64: bool) -> Result<bool, String> {
     let mut found = false;
@@ -102,9 +123,9 @@ fn guard_kernel(k: &mut Kernel, int64: bool) -> Result<bool, String> {
     let mut bad_const = None;
     super::visit(&k.body, &mut |s| {
         if let Stmt::Assign(_, op) = s {
-            if guarded(k, op) {
+            if guarded(k, op).is_some() {
                 found = true;
-                for o in operands(op) {
+                for o in super::op_operands(op) {
                     wide |= k.operand_ty(o) == DType::F64;
                     if let Operand::Const(c) = o {
                         if non_finite(c) {
@@ -129,23 +150,27 @@ fn guard_kernel(k: &mut Kernel, int64: bool) -> Result<bool, String> {
         Local::new(k.locals.len() - 1)
     };
     let regs = Regs {
-        max32: new_local(k, DType::U32),
+        max32: [new_local(k, DType::U32), new_local(k, DType::U32)],
         bits32: new_local(k, DType::U32),
         narrow: new_local(k, DType::F32),
-        wide: if wide && int64 {
-            Some((new_local(k, DType::U64), new_local(k, DType::U64)))
-        } else {
-            None
-        },
+        wide: (wide && int64).then(|| {
+            (
+                [new_local(k, DType::U64), new_local(k, DType::U64)],
+                new_local(k, DType::U64),
+            )
+        }),
     };
-    let body = std::mem::take(&mut k.body);
-    let mut out = vec![Stmt::Assign(regs.max32, Op::Copy(u32c(0)))];
-    if let Some((max64, _)) = regs.wide {
-        out.push(Stmt::Assign(max64, Op::Copy(Scalar::U64(0).into())));
+    let mut out = Vec::new();
+    for m in regs.max32 {
+        out.push(Stmt::Assign(m, Op::Copy(u32c(0))));
     }
+    for m in regs.wide.iter().flat_map(|w| w.0) {
+        out.push(Stmt::Assign(m, Op::Copy(Scalar::U64(0).into())));
+    }
+    let body = std::mem::take(&mut k.body);
     out.extend(instrument(k, body, &regs));
 
-    // The end: an invocation that saw an all-ones exponent sets the word.
+    // The end: an invocation that met what a rule forbids sets the word.
     let binding = BindingId::new(k.bindings.len());
     k.bindings.push(Binding {
         name: "non_finite".into(),
@@ -153,21 +178,21 @@ fn guard_kernel(k: &mut Kernel, int64: bool) -> Result<bool, String> {
         access: Access::Atomic,
     });
     let seen = new_local(k, DType::Bool);
+    let one = new_local(k, DType::Bool);
     let ignored = new_local(k, DType::U32);
-    out.push(Stmt::Assign(
-        seen,
-        Op::Binary(BinaryOp::Eq, regs.max32.into(), u32c(EXP32)),
-    ));
-    if let Some((max64, _)) = regs.wide {
-        let seen64 = new_local(k, DType::Bool);
-        out.push(Stmt::Assign(
-            seen64,
-            Op::Binary(BinaryOp::Eq, max64.into(), Scalar::U64(EXP64).into()),
-        ));
+    out.push(Stmt::Assign(seen, Op::Copy(Scalar::Bool(false).into())));
+    let met = |out: &mut Vec<Stmt>, max: Local, op: BinaryOp, bound: Scalar| {
+        out.push(Stmt::Assign(one, Op::Binary(op, max.into(), bound.into())));
         out.push(Stmt::Assign(
             seen,
-            Op::Binary(BinaryOp::Or, seen.into(), seen64.into()),
+            Op::Binary(BinaryOp::Or, seen.into(), one.into()),
         ));
+    };
+    met(&mut out, regs.max32[0], BinaryOp::Ge, Scalar::U32(INF32));
+    met(&mut out, regs.max32[1], BinaryOp::Gt, Scalar::U32(INF32));
+    if let Some((max64, _)) = regs.wide {
+        met(&mut out, max64[0], BinaryOp::Ge, Scalar::U64(INF64));
+        met(&mut out, max64[1], BinaryOp::Gt, Scalar::U64(INF64));
     }
     out.push(Stmt::If {
         cond: seen.into(),
@@ -186,40 +211,30 @@ fn guard_kernel(k: &mut Kernel, int64: bool) -> Result<bool, String> {
     Ok(true)
 }
 
-/// The registers of the checks.
-struct Regs {
-    /// The largest `f32` exponent field seen (and `f64`s cast to `f32`
-    /// without 64-bit integers).
-    max32: Local,
-    /// Scratch for one `f32`'s bits.
-    bits32: Local,
-    /// Scratch for an `f64` cast to `f32`.
-    narrow: Local,
-    /// The largest `f64` exponent field seen, and scratch for the bits.
-    wide: Option<(Local, Local)>,
-}
-
 /// `body` with its guarded operations' float operands checked before
 /// them and their float results after.
 fn instrument(k: &Kernel, body: Vec<Stmt>, r: &Regs) -> Vec<Stmt> {
     let mut out = Vec::with_capacity(body.len());
     for s in body {
         match s {
-            Stmt::Assign(dst, op) if guarded(k, &op) => {
-                let mut seen: Vec<Local> = Vec::new();
-                for o in operands(&op) {
-                    if let Operand::Local(l) = o {
-                        if k.ty(l).is_float() && !seen.contains(&l) {
-                            seen.push(l);
-                            check_value(k, l, r, &mut out);
+            Stmt::Assign(dst, op) => match guarded(k, &op) {
+                Some(rule) => {
+                    let mut seen: Vec<Local> = Vec::new();
+                    for o in super::op_operands(&op) {
+                        if let Operand::Local(l) = o {
+                            if k.ty(l).is_float() && !seen.contains(&l) {
+                                seen.push(l);
+                                check_value(k, l, rule, r, &mut out);
+                            }
                         }
                     }
+                    out.push(Stmt::Assign(dst, op));
+                    if k.ty(dst).is_float() {
+                        check_value(k, dst, rule, r, &mut out);
+                    }
                 }
-                out.push(Stmt::Assign(dst, op));
-                if k.ty(dst).is_float() {
-                    check_value(k, dst, r, &mut out);
-                }
-            }
+                None => out.push(Stmt::Assign(dst, op)),
+            },
             Stmt::If {
                 cond,
                 then_body,
@@ -248,20 +263,21 @@ fn instrument(k: &Kernel, body: Vec<Stmt>, r: &Regs) -> Vec<Stmt> {
     out
 }
 
-/// `max = max(max, bits(v) & exponent)`.
-fn check_value(k: &Kernel, v: Local, r: &Regs, out: &mut Vec<Stmt>) {
-    let (max, bits, exp, src): (Local, Local, Scalar, Local) = match (k.ty(v), r.wide) {
-        (DType::F64, Some((max64, bits64))) => (max64, bits64, Scalar::U64(EXP64), v),
+/// `max[rule] = max(max[rule], bits(v) & !sign)`.
+fn check_value(k: &Kernel, v: Local, rule: Rule, r: &Regs, out: &mut Vec<Stmt>) {
+    let at = (rule == Rule::NotNan) as usize;
+    let (max, bits, abs, src) = match (k.ty(v), r.wide) {
+        (DType::F64, Some((max64, bits64))) => (max64[at], bits64, Scalar::U64(ABS64), v),
         (DType::F64, None) => {
             out.push(Stmt::Assign(r.narrow, Op::Cast(v.into())));
-            (r.max32, r.bits32, Scalar::U32(EXP32), r.narrow)
+            (r.max32[at], r.bits32, Scalar::U32(ABS32), r.narrow)
         }
-        _ => (r.max32, r.bits32, Scalar::U32(EXP32), v),
+        _ => (r.max32[at], r.bits32, Scalar::U32(ABS32), v),
     };
     out.push(Stmt::Assign(bits, Op::Bitcast(src.into())));
     out.push(Stmt::Assign(
         bits,
-        Op::Binary(BinaryOp::BitAnd, bits.into(), exp.into()),
+        Op::Binary(BinaryOp::BitAnd, bits.into(), abs.into()),
     ));
     out.push(Stmt::Assign(
         max,

@@ -141,6 +141,18 @@ fn run_case_reading(
         Ok((out, _)) => out,
         Err(RunError::Unavailable(m)) => return Ok(Outcome::Unavailable(m)),
         Err(RunError::Declined(m)) if kind.is_device() => return Ok(Outcome::Declined(m)),
+        // wgpu's guard discarded the run (`codegen::finite`): right only
+        // where the oracle saw an infinity or a NaN go through a float
+        // operation (or an input holds one, which a reduction may meet).
+        Err(RunError::Failed(m)) if kind == BackendKind::Wgpu && m.contains(DISCARDED) => {
+            return if oracle.met_non_finite || inputs_non_finite(&read) {
+                Ok(Outcome::Inconclusive(m))
+            } else {
+                Err(format!(
+                    "wgpu{what} discarded a run that met no infinity or NaN: {m}\n{case}"
+                ))
+            };
+        }
         Err(e) => {
             return Err(format!(
                 "{kind}{what} could not run the case: {e:?}\n{case}"
@@ -158,6 +170,20 @@ fn run_case_reading(
     within(&out, &reference, &oracle.expect)
         .map_err(|m| format!("{kind}{what} disagrees with cpu-scalar: {m}\n{case}"))?;
     Ok(Outcome::Agreed)
+}
+
+/// The reason wgpu's guard gives for a discarded run.
+const DISCARDED: &str = "met an infinity or a NaN";
+
+/// Whether a float input column holds an infinity or a NaN.
+fn inputs_non_finite(inputs: &Inputs) -> bool {
+    std::iter::once(&inputs.source)
+        .chain(&inputs.partners)
+        .any(|c| match c {
+            Col::F32(v) => v.iter().any(|x| !x.is_finite()),
+            Col::F64(v) => v.iter().any(|x| !x.is_finite()),
+            _ => false,
+        })
 }
 
 // ------------------------------------------------------------ exactness

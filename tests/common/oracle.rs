@@ -148,6 +148,32 @@ pub struct Oracle {
     /// Why the backend cannot be compared on this case (an undetermined
     /// filter), if so.
     pub inconclusive: Option<String>,
+    /// Under a profile that assumes finite values: an element operation
+    /// met an infinity or a NaN, or the result holds one (a float sum
+    /// that overflowed). wgpu's guard may then discard the run, and only
+    /// then (`codegen::finite`).
+    pub met_non_finite: bool,
+}
+
+impl Expect {
+    /// Whether a float the terminal returns is infinite or NaN.
+    fn has_non_finite(&self) -> bool {
+        let bad = |s: &Sh| is_float(s.v) && !s.v.is_finite();
+        match self {
+            Expect::Val(s) | Expect::Bool(s) | Expect::Opt(Some(s)) | Expect::Mean(Some(s)) => {
+                bad(s)
+            }
+            Expect::Cols(cols) => cols.iter().flatten().any(bad),
+            Expect::Stats {
+                sum,
+                min,
+                max,
+                mean,
+                ..
+            } => bad(sum) || [min, max, mean].into_iter().flatten().any(bad),
+            _ => false,
+        }
+    }
 }
 
 // ------------------------------------------------------ nominal semantics
@@ -406,6 +432,9 @@ fn zero_sign_open(s: &Sh) -> bool {
 
 struct Eval<'p> {
     p: &'p Profile,
+    /// An element operation met an infinity or a NaN that the profile's
+    /// compiler may assume away ([`Oracle::met_non_finite`]).
+    met: std::cell::Cell<bool>,
 }
 
 /// The leaves of one element.
@@ -455,7 +484,11 @@ impl Eval<'_> {
     /// Whether a float among `vals` (an operation's operands and result)
     /// is infinite or NaN where the profile's compiler may assume none is.
     fn assumed_away(&self, vals: &[Val]) -> bool {
-        self.p.assumes_finite && vals.iter().any(|&v| is_float(v) && !v.is_finite())
+        let away = self.p.assumes_finite && vals.iter().any(|&v| is_float(v) && !v.is_finite());
+        if away {
+            self.met.set(true);
+        }
+        away
     }
 
     fn un(&self, op: Un, a: Sh) -> Sh {
@@ -987,7 +1020,10 @@ impl<'p> Fold<'p> {
 
 /// Runs `case` as std iterator code on `inputs`, with `p`'s bounds.
 pub fn run(case: &Case, inputs: &Inputs, p: &Profile) -> Oracle {
-    let ev = Eval { p };
+    let ev = Eval {
+        p,
+        met: std::cell::Cell::new(false),
+    };
     let mut inconclusive = None;
     let mut undetermined = |what: &str, at: usize| {
         if inconclusive.is_none() {
@@ -1167,9 +1203,11 @@ pub fn run(case: &Case, inputs: &Inputs, p: &Profile) -> Oracle {
         };
     }
     let expect = terminal(&ev, case, t, &s, inputs);
+    let met_non_finite = p.assumes_finite && (ev.met.get() || expect.has_non_finite());
     Oracle {
         expect,
         inconclusive,
+        met_non_finite,
     }
 }
 

@@ -90,16 +90,20 @@ impl Lower<'_> {
                     B::Gt
                 };
                 let valid = b.binary(B::Ne, x[1], u32c(NONE));
-                let ok = if a.ty.is_float() {
+                // A NaN never wins, and is compared as the state's own
+                // value: the comparisons meet no NaN, which the
+                // non-finite guard (`codegen::finite`) would flag.
+                let (ok, xv) = if a.ty.is_float() {
                     let nan = b.assign(DType::Bool, Op::IsNan(x[0]));
                     let not_nan = b.assign(DType::Bool, Op::Unary(UnaryOp::Not, nan.into()));
-                    b.binary(B::And, valid, not_nan)
+                    let xv = b.select(nan, acc[0], x[0]);
+                    (b.binary(B::And, valid, not_nan), xv.into())
                 } else {
-                    valid
+                    (valid, x[0])
                 };
                 let acc_none = b.binary(B::Eq, acc[1], u32c(NONE));
-                let better = b.binary(cmp, x[0], acc[0]);
-                let same = b.binary(B::Eq, x[0], acc[0]);
+                let better = b.binary(cmp, xv, acc[0]);
+                let same = b.binary(B::Eq, xv, acc[0]);
                 let earlier = b.binary(B::Lt, x[1], acc[1]);
                 let tie = b.binary(B::And, same, earlier);
                 let wins = b.binary(B::Or, better, tie);
@@ -147,6 +151,10 @@ impl Lower<'_> {
                 };
                 let n = b.binary(B::Add, acc[0], x[0]);
                 let (na, nb, nf) = (f(b, acc[0]), f(b, x[0]), f(b, n.into()));
+                // Two sides without values would divide 0 by 0, a NaN the
+                // picks below drop but the non-finite guard
+                // (`codegen::finite`) would see: divide by at least 1.
+                let nf = b.binary(B::Max, nf, Scalar::F64(1.0));
                 let d = b.binary(B::Sub, x[1], acc[1]);
                 let wb = b.binary(B::Div, nb, nf);
                 let step = b.binary(B::Mul, d, wb);
