@@ -108,11 +108,11 @@
 //!   occurs, and every driver tried folds some of it (lavapipe, llvmpipe
 //!   and NVIDIA's driver compute `x - x` as `0` for an infinite `x`, where
 //!   IEEE says NaN). So wgpu's float kernels check, by their bits, every
-//!   float value that their arithmetic, comparisons and sums take or
-//!   give, and a run that meets an infinity or a NaN is discarded: the
-//!   query runs on the next backend (without fallback, it fails with that
-//!   reason), and the selector learns to keep that workload off wgpu. A
-//!   NaN that only moves (collected, sorted, grouped or joined by its
+//!   float value that their arithmetic and sums take or give (for an
+//!   infinity or a NaN) and that their comparisons take (for a NaN), and a
+//!   run that meets one is discarded: the query runs on the next backend
+//!   (without fallback, it fails with that reason), and the selector
+//!   learns to keep that workload off wgpu. A NaN that only moves (collected, sorted, grouped or joined by its
 //!   bits, skipped by `min`/`max`) does not count; one that a histogram
 //!   bins does (its key is arithmetic and comparisons), so such a
 //!   histogram runs on the CPU. `COMPUTEQ_WGPU_TRUST_NON_FINITE=1`

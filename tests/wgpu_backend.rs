@@ -2109,6 +2109,16 @@ fn runs_whose_float_arithmetic_meets_an_infinity_or_a_nan_are_discarded() {
         .with_metrics()
         .min();
     assert_eq!((lo, m.backend), (Some(-6.0), BackendKind::Wgpu));
+    // A comparison may meet an infinity (only a NaN is flagged there).
+    let (n, m) = engine
+        .query(&xs)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .filter(|x| x.gt(0.5))
+        .with_metrics()
+        .count();
+    let want = xs.iter().filter(|&&x| x > 0.5).count();
+    assert_eq!((n, m.backend), (want, BackendKind::Wgpu));
     let sorted = engine
         .query(&xs)
         .on(BackendKind::Wgpu)

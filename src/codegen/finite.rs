@@ -40,6 +40,11 @@ use super::plan::{BufferRef, KernelPlan, Scratch, ScratchInit, ScratchLen};
 use super::{u32c, Access, SubgroupOp};
 use crate::expr::{BinaryOp, DType, Scalar, UnaryOp};
 
+/// Why the executor discards a run whose guard word is set (the message of
+/// its `BackendError`; the recommendation rule `NonFinite` looks for it).
+pub(crate) const DISCARDED: &str = "a float operation met an infinity or a NaN, which WGSL \
+     lets the device's compiler assume away: the result is not trusted";
+
 /// An `f32`'s bits without the sign.
 const ABS32: u32 = 0x7fff_ffff;
 /// `f32` bits without the sign from here up: an infinity or a NaN.
@@ -283,4 +288,72 @@ fn check_value(k: &Kernel, v: Local, rule: Rule, r: &Regs, out: &mut Vec<Stmt>) 
         max,
         Op::Binary(BinaryOp::Max, max.into(), bits.into()),
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codegen::{Builtin, KernelBuilder};
+
+    /// `out[i] = in[i] op rhs` over `f32`, `rhs` the loaded value itself
+    /// when `None`.
+    fn kernel(op: BinaryOp, rhs: Option<Scalar>) -> Kernel {
+        let mut b = KernelBuilder::new("k", 64);
+        let input = b.binding("in", DType::F32, Access::Read);
+        let out_ty = if op.is_comparison() {
+            DType::Bool
+        } else {
+            DType::F32
+        };
+        let out = b.binding("out", out_ty, Access::ReadWrite);
+        let i = b.builtin(Builtin::GlobalId);
+        let x = b.assign(DType::F32, Op::Load(input, i.into()));
+        let y = b.binary(op, x, rhs.map_or(Operand::Local(x), Operand::Const));
+        b.push(Stmt::Store(out, i.into(), y.into()));
+        b.finish().expect("a valid kernel")
+    }
+
+    fn count(k: &Kernel, what: &str) -> usize {
+        k.to_string().matches(what).count()
+    }
+
+    #[test]
+    fn arithmetic_checks_its_operand_once_and_its_result() {
+        let mut k = kernel(BinaryOp::Sub, None);
+        assert!(guard_kernel(&mut k, true).unwrap());
+        k.verify().expect("the guarded kernel verifies");
+        // `x - x`: `x` checked once, the result once.
+        assert_eq!(count(&k, "bitcast"), 2, "{k}");
+        assert_eq!(count(&k, "atomic.or"), 1, "{k}");
+        let last = k.bindings.last().unwrap();
+        assert_eq!((last.elem, last.access), (DType::U32, Access::Atomic));
+        crate::codegen::wgsl::write_kernel(&k).expect("WGSL");
+    }
+
+    #[test]
+    fn comparisons_check_their_operands_for_nan_only() {
+        let mut k = kernel(BinaryOp::Lt, Some(Scalar::F32(0.5)));
+        assert!(guard_kernel(&mut k, true).unwrap());
+        // `x < 0.5`: `x` checked (for a NaN), no float result.
+        assert_eq!(count(&k, "bitcast"), 1, "{k}");
+    }
+
+    #[test]
+    fn operations_that_handle_non_finite_values_by_their_bits_are_left_alone() {
+        let plain = kernel(BinaryOp::Min, None);
+        let mut k = plain.clone();
+        assert!(!guard_kernel(&mut k, true).unwrap());
+        assert_eq!(k, plain);
+    }
+
+    #[test]
+    fn a_constant_infinity_or_nan_in_guarded_arithmetic_is_refused() {
+        for c in [f32::INFINITY, f32::NAN] {
+            let mut k = kernel(BinaryOp::Mul, Some(Scalar::F32(c)));
+            let e = guard_kernel(&mut k, true).unwrap_err();
+            assert!(e.contains("assume away"), "{e}");
+        }
+        let mut k = kernel(BinaryOp::Lt, Some(Scalar::F32(f32::INFINITY)));
+        assert!(guard_kernel(&mut k, true).is_err());
+    }
 }

@@ -9,6 +9,7 @@ mod float_group_key;
 pub(crate) mod flow;
 mod fusion_break;
 mod intermediate_collect;
+mod non_finite;
 mod parallel_lost;
 mod small_device_input;
 mod top_k;
@@ -50,6 +51,9 @@ pub enum RecommendationKind {
     /// A sort followed by `take` ran as top-k, or a `skip` before the
     /// `take` kept the full sort.
     TopK,
+    /// wgpu discarded its run: a float operation met an infinity or a NaN,
+    /// which WGSL lets its compiler assume away.
+    NonFinite,
 }
 
 /// How much it matters.
@@ -127,7 +131,7 @@ pub fn recommend(cx: &Context<'_>) -> Vec<Recommendation> {
 
 /// Runs every rule.
 pub fn recommend_with(cx: &Context<'_>, ev: &Evidence<'_>) -> Vec<Recommendation> {
-    let rules: [&dyn Rule; 10] = [
+    let rules: [&dyn Rule; 11] = [
         &baked_constant::BakedConstantRule,
         &collect_then_aggregate::CollectThenAggregateRule,
         &fusion_break::FusionBreakRule,
@@ -138,6 +142,7 @@ pub fn recommend_with(cx: &Context<'_>, ev: &Evidence<'_>) -> Vec<Recommendation
         &unsupported_type::UnsupportedTypeRule,
         &float_group_key::FloatGroupKeyRule,
         &top_k::TopKRule,
+        &non_finite::NonFiniteRule,
     ];
     let mut out: Vec<Recommendation> = rules.iter().filter_map(|r| r.check(cx, ev)).collect();
     out.sort_by_key(|r| std::cmp::Reverse(r.severity));

@@ -40,11 +40,6 @@ pub(crate) struct Artifact {
     pub all_cached: bool,
 }
 
-/// Why a run that met an infinity or a NaN in a guarded float operation
-/// is discarded (`codegen::finite`).
-pub(crate) const DISCARDED: &str = "a float operation met an infinity or a NaN, which WGSL \
-     lets the device's compiler assume away: the result is not trusted";
-
 fn error(phase: Phase, m: impl Into<std::borrow::Cow<'static, str>>) -> BackendError {
     BackendError::new(BackendKind::Wgpu, phase, m)
 }
@@ -761,7 +756,7 @@ impl Exec<'_> {
             }
             let mut bytes = bytes;
             if flagged.is_some() && bytes.pop().is_some_and(|w| w.iter().any(|&b| b != 0)) {
-                return Err(error(Phase::Execute, DISCARDED));
+                return Err(error(Phase::Execute, crate::codegen::finite::DISCARDED));
             }
             let bytes = &bytes[first..];
             match &kp.readback {
