@@ -14,7 +14,9 @@
 //!   into a running `max` per invocation (two integer operations, which no
 //!   float assumption can fold). A check sits where the operation does, so
 //!   a NaN that a filter or a select keeps away from the arithmetic is not
-//!   flagged;
+//!   flagged. An operand every definition of which is itself checked (an
+//!   earlier guarded result, a finite constant, a copy of either) needs no
+//!   check of its own;
 //! - arithmetic may not meet an infinity or a NaN; a comparison may not
 //!   meet a NaN (a compiler that assumes none may turn `!(a < b)` into
 //!   `a >= b`). A comparison of an infinity with another value is exact:
@@ -39,6 +41,7 @@ use super::kernel::{AtomicOp, Binding, BindingId, Kernel, Local, LocalDecl, Op, 
 use super::plan::{BufferRef, KernelPlan, Scratch, ScratchInit, ScratchLen};
 use super::{u32c, Access, SubgroupOp};
 use crate::expr::{BinaryOp, DType, Scalar, UnaryOp};
+use std::collections::HashSet;
 
 /// Why the executor discards a run whose guard word is set (the message of
 /// its `BackendError`; the recommendation rule `NonFinite` looks for it).
@@ -172,8 +175,9 @@ fn guard_kernel(k: &mut Kernel, int64: bool) -> Result<bool, String> {
     for m in regs.wide.iter().flat_map(|w| w.0) {
         out.push(Stmt::Assign(m, Op::Copy(Scalar::U64(0).into())));
     }
+    let settled = checked_wherever_defined(k);
     let body = std::mem::take(&mut k.body);
-    out.extend(instrument(k, body, &regs));
+    out.extend(instrument(k, body, &regs, &settled));
 
     // The end: an invocation that met what a rule forbids sets the word.
     let binding = BindingId::new(k.bindings.len());
@@ -216,9 +220,59 @@ fn guard_kernel(k: &mut Kernel, int64: bool) -> Result<bool, String> {
     Ok(true)
 }
 
+/// The float locals whose every definition is checked where it happens
+/// (a guarded operation's result), is a finite constant, or copies or
+/// selects such locals: as operands they need no check of their own.
+fn checked_wherever_defined(k: &Kernel) -> HashSet<Local> {
+    let mut sources: Vec<(Local, Vec<Local>)> = Vec::new();
+    let mut unchecked: HashSet<Local> = HashSet::new();
+    super::visit(&k.body, &mut |s| {
+        let Stmt::Assign(dst, op) = s else { return };
+        if !k.ty(*dst).is_float() || guarded(k, op).is_some() {
+            return;
+        }
+        let from = match op {
+            Op::Copy(a) => vec![*a],
+            Op::Select(_, a, b) => vec![*a, *b],
+            _ => {
+                unchecked.insert(*dst);
+                return;
+            }
+        };
+        let mut locals = Vec::new();
+        for o in from {
+            match o {
+                Operand::Local(l) => locals.push(l),
+                Operand::Const(c) if non_finite(c) => {
+                    unchecked.insert(*dst);
+                }
+                Operand::Const(_) => {}
+            }
+        }
+        sources.push((*dst, locals));
+    });
+    // A copy of an unchecked local is unchecked, to the fixed point.
+    loop {
+        let before = unchecked.len();
+        for (dst, from) in &sources {
+            if from.iter().any(|l| unchecked.contains(l)) {
+                unchecked.insert(*dst);
+            }
+        }
+        if unchecked.len() == before {
+            break;
+        }
+    }
+    (0..k.locals.len())
+        .map(Local::new)
+        .filter(|l| k.ty(*l).is_float() && !unchecked.contains(l))
+        .collect()
+}
+
 /// `body` with its guarded operations' float operands checked before
-/// them and their float results after.
-fn instrument(k: &Kernel, body: Vec<Stmt>, r: &Regs) -> Vec<Stmt> {
+/// them (but those `settled` checks where they are defined) and their
+/// float results after.
+fn instrument(k: &Kernel, body: Vec<Stmt>, r: &Regs, settled: &HashSet<Local>) -> Vec<Stmt> {
     let mut out = Vec::with_capacity(body.len());
     for s in body {
         match s {
@@ -227,7 +281,7 @@ fn instrument(k: &Kernel, body: Vec<Stmt>, r: &Regs) -> Vec<Stmt> {
                     let mut seen: Vec<Local> = Vec::new();
                     for o in super::op_operands(&op) {
                         if let Operand::Local(l) = o {
-                            if k.ty(l).is_float() && !seen.contains(&l) {
+                            if k.ty(l).is_float() && !settled.contains(&l) && !seen.contains(&l) {
                                 seen.push(l);
                                 check_value(k, l, rule, r, &mut out);
                             }
@@ -246,8 +300,8 @@ fn instrument(k: &Kernel, body: Vec<Stmt>, r: &Regs) -> Vec<Stmt> {
                 else_body,
             } => out.push(Stmt::If {
                 cond,
-                then_body: instrument(k, then_body, r),
-                else_body: instrument(k, else_body, r),
+                then_body: instrument(k, then_body, r, settled),
+                else_body: instrument(k, else_body, r, settled),
             }),
             Stmt::For {
                 var,
@@ -260,7 +314,7 @@ fn instrument(k: &Kernel, body: Vec<Stmt>, r: &Regs) -> Vec<Stmt> {
                 start,
                 end,
                 step,
-                body: instrument(k, body, r),
+                body: instrument(k, body, r, settled),
             }),
             other => out.push(other),
         }
@@ -328,6 +382,24 @@ mod tests {
         let last = k.bindings.last().unwrap();
         assert_eq!((last.elem, last.access), (DType::U32, Access::Atomic));
         crate::codegen::wgsl::write_kernel(&k).expect("WGSL");
+    }
+
+    #[test]
+    fn a_checked_result_needs_no_second_check_as_an_operand() {
+        let mut b = KernelBuilder::new("k", 64);
+        let input = b.binding("in", DType::F32, Access::Read);
+        let out = b.binding("out", DType::F32, Access::ReadWrite);
+        let i = b.builtin(Builtin::GlobalId);
+        let x = b.assign(DType::F32, Op::Load(input, i.into()));
+        let t = b.binary(BinaryOp::Mul, x, Scalar::F32(2.0));
+        let c = b.assign(DType::F32, Op::Copy(t.into()));
+        let u = b.binary(BinaryOp::Add, c, Scalar::F32(1.0));
+        b.push(Stmt::Store(out, i.into(), u.into()));
+        let mut k = b.finish().unwrap();
+        assert!(guard_kernel(&mut k, true).unwrap());
+        // `x` (a load) as an operand, `t` and `u` as results; `c` copies
+        // a checked value.
+        assert_eq!(count(&k, "bitcast"), 3, "{k}");
     }
 
     #[test]

@@ -149,9 +149,10 @@ pub struct Oracle {
     /// filter), if so.
     pub inconclusive: Option<String>,
     /// Under a profile that assumes finite values: an element operation
-    /// met an infinity or a NaN, or the result holds one (a float sum
-    /// that overflowed). wgpu's guard may then discard the run, and only
-    /// then (`codegen::finite`).
+    /// met an infinity or a NaN or could have (its bound cannot rule one
+    /// out: a GPU's `%` through a quotient that overflows), or the result
+    /// holds one (a float sum that overflowed). wgpu's guard may then
+    /// discard the run, and only then (`codegen::finite`).
     pub met_non_finite: bool,
 }
 
@@ -445,7 +446,22 @@ pub struct OEnv {
 }
 
 impl Eval<'_> {
+    /// [`Self::value`], noting under a profile that assumes finite values
+    /// when a float's bound cannot rule out an infinity or a NaN (an
+    /// unknown value, or one whose bound reaches past the type's range:
+    /// the device may have met one, and its guard then discards the run).
     fn ex(&self, e: &Ex, env: &OEnv) -> Sh {
+        let r = self.value(e, env);
+        if self.p.assumes_finite
+            && is_float(r.v)
+            && (r.is_unknown() || r.v.f64().abs() + r.e > max_finite(r.v.dtype()))
+        {
+            self.met.set(true);
+        }
+        r
+    }
+
+    fn value(&self, e: &Ex, env: &OEnv) -> Sh {
         match &e.kind {
             ExKind::X => env.x,
             ExKind::Y => env.y.expect("y outside zip"),
