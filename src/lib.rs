@@ -112,10 +112,12 @@
 //!   infinity or a NaN) and that their comparisons take (for a NaN), and a
 //!   run that meets one is discarded: the query runs on the next backend
 //!   (without fallback, it fails with that reason), and the selector
-//!   learns to keep that workload off wgpu. A NaN that only moves (collected, sorted, grouped or joined by its
-//!   bits, skipped by `min`/`max`) does not count; one that a histogram
-//!   bins does (its key is arithmetic and comparisons), so such a
-//!   histogram runs on the CPU. `COMPUTEQ_WGPU_TRUST_NON_FINITE=1`
+//!   learns to keep that workload off wgpu. What never reaches a result
+//!   does not count: a NaN that only moves (collected, sorted, grouped or
+//!   joined by its bits, skipped by `min`/`max`), a `1 / 0` in a lane a
+//!   filter drops, a histogram's infinity (binned as `below`/`above`). A
+//!   histogram's NaN does (its NaN test, `x != x`, is a comparison), so
+//!   such a histogram runs on the CPU. `COMPUTEQ_WGPU_TRUST_NON_FINITE=1`
 //!   ([`Config::wgpu_trust_non_finite`](runtime::Config::wgpu_trust_non_finite))
 //!   returns the device's results anyway.
 //! - Float `min`/`max` return the non-NaN operand; the `min()`/`max()`

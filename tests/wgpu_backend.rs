@@ -2109,6 +2109,39 @@ fn runs_whose_float_arithmetic_meets_an_infinity_or_a_nan_are_discarded() {
         .with_metrics()
         .min();
     assert_eq!((lo, m.backend), (Some(-6.0), BackendKind::Wgpu));
+    // What a filter or a select keeps away from the result does not
+    // count: `1 / 0` in a lane the filter drops, and a histogram's bin
+    // arithmetic on an infinity, which its `>= hi` sends to `above`.
+    let zeros: Vec<f32> = (0..3000).map(|i| (i % 7) as f32).collect();
+    let (s, m) = engine
+        .query(&zeros)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .filter(|x| x.ne(0.0))
+        .map(|x| 1.0 / x)
+        .with_metrics()
+        .sum();
+    let want: f32 = zeros.iter().filter(|&&x| x != 0.0).map(|x| 1.0 / x).sum();
+    assert!((s - want).abs() <= 1e-3 * want, "{s} vs {want}");
+    assert_eq!(m.backend, BackendKind::Wgpu);
+    let (h, m) = engine
+        .query(&xs)
+        .on(BackendKind::Wgpu)
+        .no_fallback()
+        .with_metrics()
+        .histogram(16, -8.0, 8.0);
+    assert_eq!((h.above, m.backend), (1, BackendKind::Wgpu));
+    assert!(
+        engine
+            .query(&nans)
+            .on(BackendKind::Wgpu)
+            .no_fallback()
+            .fallible()
+            .histogram(16, -8.0, 8.0)
+            .is_err(),
+        "its NaN test, `x != x`, is a comparison that meets the NaN"
+    );
+
     // A comparison may meet an infinity (only a NaN is flagged there).
     let (n, m) = engine
         .query(&xs)

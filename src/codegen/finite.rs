@@ -8,40 +8,41 @@
 //! is finite, and may be anything otherwise. [`guard`] makes the second
 //! case visible instead of silently wrong:
 //!
-//! - every float operand of a *guarded* operation (float arithmetic,
-//!   `mul_add`, subgroup sums, comparisons) is checked just before it, and
-//!   its float result just after: the value's bits without the sign go
-//!   into a running `max` per invocation (two integer operations, which no
-//!   float assumption can fold). A check sits where the operation does, so
-//!   a NaN that a filter or a select keeps away from the arithmetic is not
-//!   flagged. An operand every definition of which is itself checked (an
-//!   earlier guarded result, a finite constant, a copy of either) needs no
-//!   check of its own;
-//! - arithmetic may not meet an infinity or a NaN; a comparison may not
-//!   meet a NaN (a compiler that assumes none may turn `!(a < b)` into
-//!   `a >= b`). A comparison of an infinity with another value is exact:
-//!   only a constant operand, which [`guard`] refuses, lets a compiler fold
-//!   it;
-//! - at the end of the kernel an invocation whose `max` says it met one
-//!   sets a one-word scratch;
+//! - a *guarded* operation (float arithmetic, `mul_add`, subgroup sums,
+//!   comparisons) checks its float operands just before it and its float
+//!   result just after, by their bits without the sign (integer
+//!   operations, which no float assumption can fold). Arithmetic may not
+//!   meet an infinity or a NaN; a comparison may not meet a NaN (a
+//!   compiler that assumes none may turn `!(a < b)` into `a >= b`), while
+//!   a comparison of an infinity with another value is exact: only a
+//!   constant operand, which [`guard`] refuses, lets a compiler fold it.
+//!   An operand every definition of which is itself checked (an earlier
+//!   guarded result, a finite constant, a copy of either) needs no check
+//!   of its own;
+//! - what a check finds *taints* the result, and taint follows the values
+//!   computed from it (a shadow `bool` per register), through a select
+//!   only from the arm it takes: a `1 / 0` in a lane that a filter drops,
+//!   or a histogram's bin arithmetic on an infinity that its `>= hi`
+//!   sends to `above`, taints nothing that is kept;
+//! - a tainted value that reaches something observable (a store, an
+//!   atomic, a subgroup collective, a load's index, a branch or a loop
+//!   bound) sets the invocation's flag, and at its end an invocation
+//!   whose flag is set sets a one-word scratch;
 //! - the executor reads that word with the run's results and, when set,
 //!   discards the run ([`KernelPlan::non_finite`]); the query goes on to
 //!   the next backend, as after any device failure.
 //!
 //! Not guarded, because they handle infinities and NaNs by their bits or
-//! only move them: loads and stores that only carry a value (a sort's
-//! payload), `neg`, `abs`, casts (NaN → 0 and saturation are tested on the
-//! bits), the NaN-skipping `min`/`max` (NaN tested on the bits first), and
-//! the sort, group and join keys (canonical words). A guarded operation
-//! with a constant infinity or NaN operand cannot be guarded at run time
-//! (the compiler sees the constant): [`guard`] refuses it, and the stage
-//! is declined.
+//! only move them: loads and stores, `neg`, `abs`, casts (NaN → 0 and
+//! saturation are tested on the bits), the NaN-skipping `min`/`max` (NaN
+//! tested on the bits first), and the sort, group and join keys
+//! (canonical words).
 
 use super::kernel::{AtomicOp, Binding, BindingId, Kernel, Local, LocalDecl, Op, Operand, Stmt};
 use super::plan::{BufferRef, KernelPlan, Scratch, ScratchInit, ScratchLen};
 use super::{u32c, Access, SubgroupOp};
 use crate::expr::{BinaryOp, DType, Scalar, UnaryOp};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Why the executor discards a run whose guard word is set (the message of
 /// its `BackendError`; the recommendation rule `NonFinite` looks for it).
@@ -114,110 +115,82 @@ pub(crate) fn guard(kp: &mut KernelPlan, int64: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// The registers of the checks: per rule, the largest sign-less bits met
-/// (`f32`, and `f64` cast to `f32` without 64-bit integers; `f64`), and
-/// scratch for one value's bits.
+/// The registers of the guard.
 struct Regs {
-    max32: [Local; 2],
+    /// Per taintable local, its shadow: whether its value came from a
+    /// guarded operation that met what its rule forbids.
+    shadow: HashMap<Local, Local>,
+    /// Locals that need no check as operands.
+    settled: HashSet<Local>,
+    /// A tainted value reached something observable.
+    flag: Local,
+    /// One statement's taint, then one check's result.
+    pending: Local,
+    check: Local,
+    /// One value's bits, and an `f64` cast to `f32`.
     bits32: Local,
     narrow: Local,
-    wide: Option<([Local; 2], Local)>,
+    /// One `f64`'s bits, with 64-bit integers.
+    bits64: Option<Local>,
 }
 
-/// Guards one kernel; whether it had anything to guard.
-fn guard_kernel(k: &mut Kernel, int64: bool) -> Result<bool, String> {
-    let mut found = false;
-    let mut wide = false;
-    let mut bad_const = None;
+impl Regs {
+    fn shadow_of(&self, o: Operand) -> Option<Local> {
+        match o {
+            Operand::Local(l) => self.shadow.get(&l).copied(),
+            Operand::Const(_) => None,
+        }
+    }
+
+    /// `flag |= shadow(o)`: `o` reaches something observable.
+    fn sink(&self, o: Operand, out: &mut Vec<Stmt>) {
+        if let Some(s) = self.shadow_of(o) {
+            out.push(or_into(self.flag, s));
+        }
+    }
+}
+
+fn or_into(dst: Local, x: Local) -> Stmt {
+    Stmt::Assign(dst, Op::Binary(BinaryOp::Or, dst.into(), x.into()))
+}
+
+/// The locals whose value may come from a guarded operation: its results,
+/// and what is computed from them (loads, atomics and subgroup
+/// collectives start afresh: what reaches them is checked there).
+fn taintable(k: &Kernel) -> HashSet<Local> {
+    let mut defs: Vec<(Local, Op)> = Vec::new();
     super::visit(&k.body, &mut |s| {
-        if let Stmt::Assign(_, op) = s {
-            if guarded(k, op).is_some() {
-                found = true;
-                for o in super::op_operands(op) {
-                    wide |= k.operand_ty(o) == DType::F64;
-                    if let Operand::Const(c) = o {
-                        if non_finite(c) {
-                            bad_const = Some((c, op.clone()));
-                        }
-                    }
-                }
-            }
+        if let Stmt::Assign(dst, op) = s {
+            defs.push((*dst, op.clone()));
         }
     });
-    if let Some((c, op)) = bad_const {
-        return Err(format!(
-            "`{op}` has the constant {c}, which WGSL lets the compiler assume away"
-        ));
+    let mut t = HashSet::new();
+    loop {
+        let before = t.len();
+        for (dst, op) in &defs {
+            let fresh = matches!(
+                op,
+                Op::Load(..)
+                    | Op::LoadShared(..)
+                    | Op::Atomic { .. }
+                    | Op::AtomicShared { .. }
+                    | Op::Subgroup(..)
+                    | Op::Uniform(_)
+                    | Op::Builtin(_)
+            );
+            let from = !fresh
+                && super::op_operands(op)
+                    .iter()
+                    .any(|o| matches!(o, Operand::Local(l) if t.contains(l)));
+            if guarded(k, op).is_some() || from {
+                t.insert(*dst);
+            }
+        }
+        if t.len() == before {
+            break;
+        }
     }
-    if !found {
-        return Ok(false);
-    }
-
-    let new_local = |k: &mut Kernel, ty| {
-        k.locals.push(LocalDecl { ty });
-        Local::new(k.locals.len() - 1)
-    };
-    let regs = Regs {
-        max32: [new_local(k, DType::U32), new_local(k, DType::U32)],
-        bits32: new_local(k, DType::U32),
-        narrow: new_local(k, DType::F32),
-        wide: (wide && int64).then(|| {
-            (
-                [new_local(k, DType::U64), new_local(k, DType::U64)],
-                new_local(k, DType::U64),
-            )
-        }),
-    };
-    let mut out = Vec::new();
-    for m in regs.max32 {
-        out.push(Stmt::Assign(m, Op::Copy(u32c(0))));
-    }
-    for m in regs.wide.iter().flat_map(|w| w.0) {
-        out.push(Stmt::Assign(m, Op::Copy(Scalar::U64(0).into())));
-    }
-    let settled = checked_wherever_defined(k);
-    let body = std::mem::take(&mut k.body);
-    out.extend(instrument(k, body, &regs, &settled));
-
-    // The end: an invocation that met what a rule forbids sets the word.
-    let binding = BindingId::new(k.bindings.len());
-    k.bindings.push(Binding {
-        name: "non_finite".into(),
-        elem: DType::U32,
-        access: Access::Atomic,
-    });
-    let seen = new_local(k, DType::Bool);
-    let one = new_local(k, DType::Bool);
-    let ignored = new_local(k, DType::U32);
-    out.push(Stmt::Assign(seen, Op::Copy(Scalar::Bool(false).into())));
-    let met = |out: &mut Vec<Stmt>, max: Local, op: BinaryOp, bound: Scalar| {
-        out.push(Stmt::Assign(one, Op::Binary(op, max.into(), bound.into())));
-        out.push(Stmt::Assign(
-            seen,
-            Op::Binary(BinaryOp::Or, seen.into(), one.into()),
-        ));
-    };
-    met(&mut out, regs.max32[0], BinaryOp::Ge, Scalar::U32(INF32));
-    met(&mut out, regs.max32[1], BinaryOp::Gt, Scalar::U32(INF32));
-    if let Some((max64, _)) = regs.wide {
-        met(&mut out, max64[0], BinaryOp::Ge, Scalar::U64(INF64));
-        met(&mut out, max64[1], BinaryOp::Gt, Scalar::U64(INF64));
-    }
-    out.push(Stmt::If {
-        cond: seen.into(),
-        then_body: vec![Stmt::Assign(
-            ignored,
-            Op::Atomic {
-                op: AtomicOp::Or,
-                binding,
-                index: u32c(0),
-                value: u32c(1),
-            },
-        )],
-        else_body: Vec::new(),
-    });
-    k.body = out;
-    Ok(true)
+    t
 }
 
 /// The float locals whose every definition is checked where it happens
@@ -269,69 +242,235 @@ fn checked_wherever_defined(k: &Kernel) -> HashSet<Local> {
         .collect()
 }
 
-/// `body` with its guarded operations' float operands checked before
-/// them (but those `settled` checks where they are defined) and their
-/// float results after.
-fn instrument(k: &Kernel, body: Vec<Stmt>, r: &Regs, settled: &HashSet<Local>) -> Vec<Stmt> {
+/// Guards one kernel; whether it had anything to guard.
+fn guard_kernel(k: &mut Kernel, int64: bool) -> Result<bool, String> {
+    let mut found = false;
+    let mut wide = false;
+    let mut bad_const = None;
+    super::visit(&k.body, &mut |s| {
+        if let Stmt::Assign(_, op) = s {
+            if guarded(k, op).is_some() {
+                found = true;
+                for o in super::op_operands(op) {
+                    wide |= k.operand_ty(o) == DType::F64;
+                    if let Operand::Const(c) = o {
+                        if non_finite(c) {
+                            bad_const = Some((c, op.clone()));
+                        }
+                    }
+                }
+            }
+        }
+    });
+    if let Some((c, op)) = bad_const {
+        return Err(format!(
+            "`{op}` has the constant {c}, which WGSL lets the compiler assume away"
+        ));
+    }
+    if !found {
+        return Ok(false);
+    }
+
+    let new_local = |k: &mut Kernel, ty| {
+        k.locals.push(LocalDecl { ty });
+        Local::new(k.locals.len() - 1)
+    };
+    let settled = checked_wherever_defined(k);
+    let mut tainted: Vec<Local> = taintable(k).into_iter().collect();
+    tainted.sort();
+    let mut shadow = HashMap::new();
+    for l in tainted {
+        shadow.insert(l, new_local(k, DType::Bool));
+    }
+    let regs = Regs {
+        shadow,
+        settled,
+        flag: new_local(k, DType::Bool),
+        pending: new_local(k, DType::Bool),
+        check: new_local(k, DType::Bool),
+        bits32: new_local(k, DType::U32),
+        narrow: new_local(k, DType::F32),
+        bits64: (wide && int64).then(|| new_local(k, DType::U64)),
+    };
+    let no = || Op::Copy(Scalar::Bool(false).into());
+    let mut out = vec![Stmt::Assign(regs.flag, no())];
+    let mut shadows: Vec<Local> = regs.shadow.values().copied().collect();
+    shadows.sort();
+    out.extend(shadows.into_iter().map(|s| Stmt::Assign(s, no())));
+    let body = std::mem::take(&mut k.body);
+    out.extend(instrument(k, body, &regs));
+
+    // The end: an invocation whose observable values met what a rule
+    // forbids sets the word.
+    let binding = BindingId::new(k.bindings.len());
+    k.bindings.push(Binding {
+        name: "non_finite".into(),
+        elem: DType::U32,
+        access: Access::Atomic,
+    });
+    let ignored = new_local(k, DType::U32);
+    out.push(Stmt::If {
+        cond: regs.flag.into(),
+        then_body: vec![Stmt::Assign(
+            ignored,
+            Op::Atomic {
+                op: AtomicOp::Or,
+                binding,
+                index: u32c(0),
+                value: u32c(1),
+            },
+        )],
+        else_body: Vec::new(),
+    });
+    k.body = out;
+    Ok(true)
+}
+
+/// `body` with the guard: before each assignment the taint of its value
+/// (its operands' shadows; for a guarded operation the checks of its
+/// unsettled float operands, and after it of its float result) into the
+/// destination's shadow; before each store, atomic, collective, load
+/// index, branch and loop, the shadows of what it reads into the flag.
+fn instrument(k: &Kernel, body: Vec<Stmt>, r: &Regs) -> Vec<Stmt> {
     let mut out = Vec::with_capacity(body.len());
     for s in body {
         match s {
-            Stmt::Assign(dst, op) => match guarded(k, &op) {
-                Some(rule) => {
-                    let mut seen: Vec<Local> = Vec::new();
-                    for o in super::op_operands(&op) {
-                        if let Operand::Local(l) = o {
-                            if k.ty(l).is_float() && !settled.contains(&l) && !seen.contains(&l) {
-                                seen.push(l);
-                                check_value(k, l, rule, r, &mut out);
-                            }
-                        }
-                    }
-                    out.push(Stmt::Assign(dst, op));
-                    if k.ty(dst).is_float() {
-                        check_value(k, dst, rule, r, &mut out);
-                    }
-                }
-                None => out.push(Stmt::Assign(dst, op)),
-            },
+            Stmt::Assign(dst, op) => assign(k, dst, op, r, &mut out),
+            Stmt::Store(b, i, v) => {
+                r.sink(i, &mut out);
+                r.sink(v, &mut out);
+                out.push(Stmt::Store(b, i, v));
+            }
+            Stmt::StoreShared(a, i, v) => {
+                r.sink(i, &mut out);
+                r.sink(v, &mut out);
+                out.push(Stmt::StoreShared(a, i, v));
+            }
             Stmt::If {
                 cond,
                 then_body,
                 else_body,
-            } => out.push(Stmt::If {
-                cond,
-                then_body: instrument(k, then_body, r, settled),
-                else_body: instrument(k, else_body, r, settled),
-            }),
+            } => {
+                r.sink(cond, &mut out);
+                out.push(Stmt::If {
+                    cond,
+                    then_body: instrument(k, then_body, r),
+                    else_body: instrument(k, else_body, r),
+                });
+            }
             Stmt::For {
                 var,
                 start,
                 end,
                 step,
                 body,
-            } => out.push(Stmt::For {
-                var,
-                start,
-                end,
-                step,
-                body: instrument(k, body, r, settled),
-            }),
-            other => out.push(other),
+            } => {
+                for o in [start, end, step] {
+                    r.sink(o, &mut out);
+                }
+                out.push(Stmt::For {
+                    var,
+                    start,
+                    end,
+                    step,
+                    body: instrument(k, body, r),
+                });
+            }
+            Stmt::Barrier => out.push(Stmt::Barrier),
         }
     }
     out
 }
 
-/// `max[rule] = max(max[rule], bits(v) & !sign)`.
+fn assign(k: &Kernel, dst: Local, op: Op, r: &Regs, out: &mut Vec<Stmt>) {
+    let keeps = r.shadow.get(&dst).copied();
+    let rule = guarded(k, &op);
+    // What only reaches the operation's own machinery is observable.
+    match &op {
+        Op::Load(_, i) | Op::LoadShared(_, i) => r.sink(*i, out),
+        Op::Subgroup(_, a) => r.sink(*a, out),
+        Op::Atomic { index, value, .. } | Op::AtomicShared { index, value, .. } => {
+            r.sink(*index, out);
+            r.sink(*value, out);
+        }
+        _ => {}
+    }
+    let fresh = matches!(
+        op,
+        Op::Load(..)
+            | Op::LoadShared(..)
+            | Op::Atomic { .. }
+            | Op::AtomicShared { .. }
+            | Op::Subgroup(..)
+            | Op::Uniform(_)
+            | Op::Builtin(_)
+    );
+    let Some(shadow) = keeps else {
+        debug_assert!(rule.is_none(), "a guarded result is taintable");
+        out.push(Stmt::Assign(dst, op));
+        return;
+    };
+    out.push(Stmt::Assign(
+        r.pending,
+        Op::Copy(Scalar::Bool(false).into()),
+    ));
+    if !fresh {
+        match op {
+            Op::Select(c, a, b) => {
+                if let Some(sc) = r.shadow_of(c) {
+                    out.push(or_into(r.pending, sc));
+                }
+                let (sa, sb) = (r.shadow_of(a), r.shadow_of(b));
+                if sa.is_some() || sb.is_some() {
+                    let f = |s: Option<Local>| {
+                        s.map_or(Operand::Const(Scalar::Bool(false)), Operand::Local)
+                    };
+                    out.push(Stmt::Assign(r.check, Op::Select(c, f(sa), f(sb))));
+                    out.push(or_into(r.pending, r.check));
+                }
+            }
+            _ => {
+                let mut seen: Vec<Local> = Vec::new();
+                for o in super::op_operands(&op) {
+                    let Operand::Local(l) = o else { continue };
+                    if seen.contains(&l) {
+                        continue;
+                    }
+                    seen.push(l);
+                    if let Some(s) = r.shadow.get(&l) {
+                        out.push(or_into(r.pending, *s));
+                    }
+                    if let Some(rule) = rule {
+                        if k.ty(l).is_float() && !r.settled.contains(&l) {
+                            check_value(k, l, rule, r, out);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out.push(Stmt::Assign(dst, op));
+    if let Some(rule) = rule {
+        if k.ty(dst).is_float() {
+            check_value(k, dst, rule, r, out);
+        }
+    }
+    out.push(Stmt::Assign(shadow, Op::Copy(r.pending.into())));
+}
+
+/// `pending |= bits(v) without the sign >= infinity's` (a NaN: `>`).
 fn check_value(k: &Kernel, v: Local, rule: Rule, r: &Regs, out: &mut Vec<Stmt>) {
-    let at = (rule == Rule::NotNan) as usize;
-    let (max, bits, abs, src) = match (k.ty(v), r.wide) {
-        (DType::F64, Some((max64, bits64))) => (max64[at], bits64, Scalar::U64(ABS64), v),
+    let (bits, abs, inf, src) = match (k.ty(v), r.bits64) {
+        (DType::F64, Some(bits64)) => (bits64, Scalar::U64(ABS64), Scalar::U64(INF64), v),
         (DType::F64, None) => {
             out.push(Stmt::Assign(r.narrow, Op::Cast(v.into())));
-            (r.max32[at], r.bits32, Scalar::U32(ABS32), r.narrow)
+            (r.bits32, Scalar::U32(ABS32), Scalar::U32(INF32), r.narrow)
         }
-        _ => (r.max32[at], r.bits32, Scalar::U32(ABS32), v),
+        _ => (r.bits32, Scalar::U32(ABS32), Scalar::U32(INF32), v),
+    };
+    let cmp = match rule {
+        Rule::Finite => BinaryOp::Ge,
+        Rule::NotNan => BinaryOp::Gt,
     };
     out.push(Stmt::Assign(bits, Op::Bitcast(src.into())));
     out.push(Stmt::Assign(
@@ -339,9 +478,10 @@ fn check_value(k: &Kernel, v: Local, rule: Rule, r: &Regs, out: &mut Vec<Stmt>) 
         Op::Binary(BinaryOp::BitAnd, bits.into(), abs.into()),
     ));
     out.push(Stmt::Assign(
-        max,
-        Op::Binary(BinaryOp::Max, max.into(), bits.into()),
+        r.check,
+        Op::Binary(cmp, bits.into(), inf.into()),
     ));
+    out.push(or_into(r.pending, r.check));
 }
 
 #[cfg(test)]
