@@ -115,9 +115,8 @@
 //!   learns to keep that workload off wgpu. What never reaches a result
 //!   does not count: a NaN that only moves (collected, sorted, grouped or
 //!   joined by its bits, skipped by `min`/`max`), a `1 / 0` in a lane a
-//!   filter drops, a histogram's infinity (binned as `below`/`above`). A
-//!   histogram's NaN does (its NaN test, `x != x`, is a comparison), so
-//!   such a histogram runs on the CPU. `COMPUTEQ_WGPU_TRUST_NON_FINITE=1`
+//!   filter drops, a histogram's infinity or NaN (binned as `below`,
+//!   `above`, `nan`; `x != x` tests the bits). `COMPUTEQ_WGPU_TRUST_NON_FINITE=1`
 //!   ([`Config::wgpu_trust_non_finite`](runtime::Config::wgpu_trust_non_finite))
 //!   returns the device's results anyway.
 //! - Float `min`/`max` return the non-NaN operand; the `min()`/`max()`

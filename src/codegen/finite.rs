@@ -23,7 +23,9 @@
 //!   computed from it (a shadow `bool` per register), through a select
 //!   only from the arm it takes: a `1 / 0` in a lane that a filter drops,
 //!   or a histogram's bin arithmetic on an infinity that its `>= hi`
-//!   sends to `above`, taints nothing that is kept;
+//!   sends to `above`, taints nothing that is kept; nor does `p` in
+//!   `a && p` where `a` is false (`a || p`: true). `x == x` and `x != x`
+//!   are rewritten as the NaN tests on the bits they are;
 //! - a tainted value that reaches something observable (a store, an
 //!   atomic, a subgroup collective, a load's index, a branch or a loop
 //!   bound) sets the invocation's flag, and at its end an invocation
@@ -242,8 +244,64 @@ fn checked_wherever_defined(k: &Kernel) -> HashSet<Local> {
         .collect()
 }
 
+/// `x == x` and `x != x` on floats as the NaN tests they are, on the
+/// bits: as comparisons they would meet the NaN they test for (and a
+/// compiler that assumes none may fold them).
+fn self_comparisons(k: &mut Kernel, body: Vec<Stmt>) -> Vec<Stmt> {
+    let mut out = Vec::with_capacity(body.len());
+    for s in body {
+        match s {
+            Stmt::Assign(dst, Op::Binary(op @ (BinaryOp::Eq | BinaryOp::Ne), a, b))
+                if a == b && k.operand_ty(a).is_float() =>
+            {
+                if op == BinaryOp::Ne {
+                    out.push(Stmt::Assign(dst, Op::IsNan(a)));
+                } else {
+                    k.locals.push(LocalDecl { ty: DType::Bool });
+                    let nan = Local::new(k.locals.len() - 1);
+                    out.push(Stmt::Assign(nan, Op::IsNan(a)));
+                    out.push(Stmt::Assign(dst, Op::Unary(UnaryOp::Not, nan.into())));
+                }
+            }
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                let then_body = self_comparisons(k, then_body);
+                let else_body = self_comparisons(k, else_body);
+                out.push(Stmt::If {
+                    cond,
+                    then_body,
+                    else_body,
+                });
+            }
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } => {
+                let body = self_comparisons(k, body);
+                out.push(Stmt::For {
+                    var,
+                    start,
+                    end,
+                    step,
+                    body,
+                });
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// Guards one kernel; whether it had anything to guard.
 fn guard_kernel(k: &mut Kernel, int64: bool) -> Result<bool, String> {
+    let body = std::mem::take(&mut k.body);
+    k.body = self_comparisons(k, body);
     let mut found = false;
     let mut wide = false;
     let mut bad_const = None;
@@ -416,6 +474,45 @@ fn assign(k: &Kernel, dst: Local, op: Op, r: &Regs, out: &mut Vec<Stmt>) {
     ));
     if !fresh {
         match op {
+            Op::Binary(b @ (BinaryOp::And | BinaryOp::Or), x, y)
+                if k.operand_ty(x) == DType::Bool =>
+            {
+                // `false && y` is false whatever `y` is (`true || y`
+                // true): a tainted operand counts where the other one
+                // lets it decide, and when both are tainted.
+                let (sx, sy) = (r.shadow_of(x), r.shadow_of(y));
+                let lets = |o: Operand, out: &mut Vec<Stmt>| -> Operand {
+                    if b == BinaryOp::And {
+                        o
+                    } else {
+                        out.push(Stmt::Assign(r.check, Op::Unary(UnaryOp::Not, o)));
+                        r.check.into()
+                    }
+                };
+                if let Some(sx) = sx {
+                    let other = lets(y, out);
+                    out.push(Stmt::Assign(
+                        r.check,
+                        Op::Binary(BinaryOp::And, sx.into(), other),
+                    ));
+                    out.push(or_into(r.pending, r.check));
+                }
+                if let Some(sy) = sy {
+                    let other = lets(x, out);
+                    out.push(Stmt::Assign(
+                        r.check,
+                        Op::Binary(BinaryOp::And, sy.into(), other),
+                    ));
+                    out.push(or_into(r.pending, r.check));
+                }
+                if let (Some(sx), Some(sy)) = (sx, sy) {
+                    out.push(Stmt::Assign(
+                        r.check,
+                        Op::Binary(BinaryOp::And, sx.into(), sy.into()),
+                    ));
+                    out.push(or_into(r.pending, r.check));
+                }
+            }
             Op::Select(c, a, b) => {
                 if let Some(sc) = r.shadow_of(c) {
                     out.push(or_into(r.pending, sc));
