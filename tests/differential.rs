@@ -490,6 +490,51 @@ fn a_discard_where_the_gpu_remainder_may_overflow_is_accepted() {
     }
 }
 
+/// A fresh seed's case: an exclusive `min` scan from `+inf` makes the
+/// first row infinite, the running sum after it adds that infinity into
+/// every row (wgpu's guard flags the sums it stores), and a join then
+/// drops every row, so the sum returned is a finite `0`. The oracle notes
+/// the scan's infinite sums (the guard must discard or agree); before, it
+/// looked only at element operations and the result, and failed the run.
+#[test]
+fn a_discard_for_a_scan_that_summed_an_infinity_is_accepted() {
+    let t = DType::F32;
+    let spec = |len, dist, seed| DataSpec {
+        dtype: t,
+        len,
+        dist,
+        seed,
+    };
+    let c = Case {
+        source: spec(7, Dist::Small, 0x0460_835a_60ef_2881),
+        partners: vec![
+            spec(7, Dist::Small, 0x6_bf6d_c097_827b),
+            spec(7, Dist::Small, 0),
+        ],
+        steps: vec![
+            Step::Scan {
+                comb: Comb::Min,
+                exclusive: true,
+            },
+            Step::ScanSum { exclusive: false },
+            Step::Join { partner: 0 },
+        ],
+        term: Term::Sum,
+    };
+    let inputs = common::build::Inputs::of(&c);
+    let oracle = common::oracle::run(&c, &inputs, &common::oracle::profile(BackendKind::Wgpu));
+    assert!(oracle.met_non_finite, "{c}");
+    let engine = common::engine();
+    for kind in BackendKind::ALL {
+        if common::skip_reason(&engine, kind).is_none() {
+            match run_case(&engine, kind, &c) {
+                Ok(Outcome::Agreed | Outcome::Inconclusive(_)) => {}
+                other => panic!("{kind}: {other:?}\n{c}"),
+            }
+        }
+    }
+}
+
 fn bin(op: Bin, a: Ex, b: Ex) -> Ex {
     Ex {
         ty: a.ty,

@@ -461,6 +461,21 @@ impl Eval<'_> {
         r
     }
 
+    /// A scan, noting where its float arithmetic (a sum or a product; a
+    /// `min`/`max` only moves values) takes or gives an infinity or a NaN,
+    /// even where a later step drops that row.
+    fn scan(&self, comb: Comb, exclusive: bool, t: DType, s: &[Sh]) -> Vec<Sh> {
+        let out = scan(self.p, comb, exclusive, t, s);
+        let arithmetic = matches!(comb, Comb::Add | Comb::AddRev | Comb::Mul);
+        let bad = |x: &Sh| {
+            is_float(x.v) && (x.is_unknown() || x.v.f64().abs() + x.e > max_finite(x.v.dtype()))
+        };
+        if self.p.assumes_finite && arithmetic && s.iter().chain(&out).any(bad) {
+            self.met.set(true);
+        }
+        out
+    }
+
     fn value(&self, e: &Ex, env: &OEnv) -> Sh {
         match &e.kind {
             ExKind::X => env.x,
@@ -1214,8 +1229,8 @@ pub fn run(case: &Case, inputs: &Inputs, p: &Profile) -> Oracle {
                     })
                     .collect()
             }
-            Step::ScanSum { exclusive } => scan(p, Comb::Add, *exclusive, t, &s),
-            Step::Scan { comb, exclusive } => scan(p, *comb, *exclusive, t, &s),
+            Step::ScanSum { exclusive } => ev.scan(Comb::Add, *exclusive, t, &s),
+            Step::Scan { comb, exclusive } => ev.scan(*comb, *exclusive, t, &s),
         };
     }
     let expect = terminal(&ev, case, t, &s, inputs);
