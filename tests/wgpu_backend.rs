@@ -2180,15 +2180,28 @@ fn runs_whose_float_arithmetic_meets_an_infinity_or_a_nan_are_discarded() {
 
     // Trusted (`COMPUTEQ_WGPU_TRUST_NON_FINITE=1`): the device's answer,
     // whatever its compiler made of it.
-    let trusting = guarded(FaultPlan::NONE).expect("opened above");
+    let trusting = Arc::new(guarded(FaultPlan::NONE).expect("opened above"));
     trusting.set_trust_non_finite(true);
-    let engine = Engine::with_config(Config::default()).with_backend(Arc::new(trusting));
-    let (_, m) = engine
-        .query(&xs)
-        .on(BackendKind::Wgpu)
-        .no_fallback()
-        .map(|x| x - x)
-        .with_metrics()
-        .sum();
-    assert_eq!(m.backend, BackendKind::Wgpu);
+    let engine = Engine::with_config(Config::default()).with_backend(trusting.clone());
+    // Forced onto wgpu without fallback: `Ok` is wgpu's answer.
+    let x_minus_x = || {
+        engine
+            .query(&xs)
+            .on(BackendKind::Wgpu)
+            .no_fallback()
+            .fallible()
+            .map(|x| x - x)
+            .sum()
+    };
+    x_minus_x().expect("trusted");
+    // The setting holds for a plan whose kernels were built under the
+    // other one (the plan cache keeps them with the plan).
+    trusting.set_trust_non_finite(false);
+    let err = x_minus_x().expect_err("guarded again");
+    assert!(
+        err.to_string().contains("met an infinity or a NaN"),
+        "{err}"
+    );
+    trusting.set_trust_non_finite(true);
+    x_minus_x().expect("trusted again");
 }

@@ -156,6 +156,22 @@ fn or_into(dst: Local, x: Local) -> Stmt {
     Stmt::Assign(dst, Op::Binary(BinaryOp::Or, dst.into(), x.into()))
 }
 
+/// Whether `op`'s result carries no taint from its operands: a load, an
+/// atomic or a collective (what reaches them is checked there), a
+/// uniform or a builtin.
+fn starts_afresh(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Load(..)
+            | Op::LoadShared(..)
+            | Op::Atomic { .. }
+            | Op::AtomicShared { .. }
+            | Op::Subgroup(..)
+            | Op::Uniform(_)
+            | Op::Builtin(_)
+    )
+}
+
 /// The locals whose value may come from a guarded operation: its results,
 /// and what is computed from them (loads, atomics and subgroup
 /// collectives start afresh: what reaches them is checked there).
@@ -170,17 +186,7 @@ fn taintable(k: &Kernel) -> HashSet<Local> {
     loop {
         let before = t.len();
         for (dst, op) in &defs {
-            let fresh = matches!(
-                op,
-                Op::Load(..)
-                    | Op::LoadShared(..)
-                    | Op::Atomic { .. }
-                    | Op::AtomicShared { .. }
-                    | Op::Subgroup(..)
-                    | Op::Uniform(_)
-                    | Op::Builtin(_)
-            );
-            let from = !fresh
+            let from = !starts_afresh(op)
                 && super::op_operands(op)
                     .iter()
                     .any(|o| matches!(o, Operand::Local(l) if t.contains(l)));
@@ -453,16 +459,7 @@ fn assign(k: &Kernel, dst: Local, op: Op, r: &Regs, out: &mut Vec<Stmt>) {
         }
         _ => {}
     }
-    let fresh = matches!(
-        op,
-        Op::Load(..)
-            | Op::LoadShared(..)
-            | Op::Atomic { .. }
-            | Op::AtomicShared { .. }
-            | Op::Subgroup(..)
-            | Op::Uniform(_)
-            | Op::Builtin(_)
-    );
+    let fresh = starts_afresh(&op);
     let Some(shadow) = keeps else {
         debug_assert!(rule.is_none(), "a guarded result is taintable");
         out.push(Stmt::Assign(dst, op));

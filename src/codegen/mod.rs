@@ -79,6 +79,8 @@
 //! stage inputs, output columns, scratch), and what the host reads back.
 //! The algorithms are described in [`lower`].
 
+// Applied by the wgpu backend only (its message is read everywhere).
+#[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
 pub(crate) mod finite;
 mod kernel;
 pub mod lower;

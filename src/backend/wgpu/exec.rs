@@ -34,6 +34,9 @@ use std::time::Instant;
 /// The compiled form of a plan for one device: kernel plans and pipelines.
 pub(crate) struct Artifact {
     pub device: u64,
+    /// Built without the non-finite guard
+    /// ([`WgpuBackend::set_trust_non_finite`](super::WgpuBackend::set_trust_non_finite)).
+    pub trusts_non_finite: bool,
     pub plans: Vec<KernelPlan>,
     pub pipelines: Vec<Vec<Arc<Pipeline>>>,
     /// Whether every pipeline came from the device's cache.
@@ -70,6 +73,7 @@ pub(crate) fn build_artifact(
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Artifact {
         device: gpu.id,
+        trusts_non_finite: trust_non_finite,
         plans,
         pipelines,
         all_cached,

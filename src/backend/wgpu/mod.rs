@@ -164,7 +164,7 @@ impl WgpuBackend {
     /// infinities and NaNs WGSL lets the compiler assume away (default
     /// `false`: guarded, and a run that meets one is discarded; see
     /// [`Config::wgpu_trust_non_finite`](crate::Config::wgpu_trust_non_finite)).
-    /// Affects plans built after the call.
+    /// Runs after the call use kernels built under the new setting.
     pub fn set_trust_non_finite(&self, on: bool) {
         self.trust_non_finite.store(on, Ordering::Relaxed);
     }
@@ -353,31 +353,21 @@ impl WgpuBackend {
         let t = Instant::now();
         faults.check(Phase::Compile)?;
         let plan = &job.plan.plan;
+        let trust = self.trusts_non_finite();
         let (art, cached) = scoped(&gpu, Phase::Compile, || {
             job.plan.artifact(BackendKind::Wgpu, || {
-                build_artifact(
-                    &gpu,
-                    &self.pipelines,
-                    &faults,
-                    plan,
-                    self.trusts_non_finite(),
-                )
+                build_artifact(&gpu, &self.pipelines, &faults, plan, trust)
             })
         })?;
         // An artifact of another device (another backend object, or this
-        // one's device before a loss) is not usable here: build one for
-        // this device without caching it.
-        let (art, cached): (Arc<Artifact>, bool) = if art.device == gpu.id {
+        // one's device before a loss) or built under the other guard
+        // setting is not usable here: build one without caching it.
+        let usable = art.device == gpu.id && art.trusts_non_finite == trust;
+        let (art, cached): (Arc<Artifact>, bool) = if usable {
             (art.clone(), cached || art.all_cached)
         } else {
             let a = scoped(&gpu, Phase::Compile, || {
-                build_artifact(
-                    &gpu,
-                    &self.pipelines,
-                    &faults,
-                    plan,
-                    self.trusts_non_finite(),
-                )
+                build_artifact(&gpu, &self.pipelines, &faults, plan, trust)
             })?;
             let c = a.all_cached;
             (Arc::new(a), c)
