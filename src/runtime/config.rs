@@ -82,9 +82,10 @@ pub struct Config {
     /// the device's compiler assume none occurs, and lavapipe, llvmpipe
     /// and NVIDIA's driver fold some of that arithmetic (`x - x` is `0`
     /// for an infinite `x`). Default: off: the kernels check every float
-    /// value their arithmetic and comparisons touch, and a run that meets
-    /// an infinity or a NaN is discarded, so the query runs on the next
-    /// backend (the CPU). On: faster on such data, and possibly wrong.
+    /// value their arithmetic and comparisons touch, and a run in which
+    /// an infinity or a NaN so met reaches the result is discarded, so the
+    /// query runs on the next backend (the CPU). On: faster on such data,
+    /// and possibly wrong.
     pub wgpu_trust_non_finite: bool,
     /// Whether the default backends inject the faults of [`Config::faults`]
     /// (see [`Config::with_fault_injection`]). Never set from the
