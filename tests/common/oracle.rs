@@ -157,9 +157,16 @@ pub struct Oracle {
 }
 
 impl Expect {
-    /// Whether a float the terminal returns is infinite or NaN.
+    /// Whether a float the terminal returns is infinite or NaN, or may be
+    /// (its bound cannot rule it out: a reassociated sum whose partial
+    /// sums may overflow in some order).
     fn has_non_finite(&self) -> bool {
-        let bad = |s: &Sh| is_float(s.v) && !s.v.is_finite();
+        let bad = |s: &Sh| {
+            is_float(s.v)
+                && (!s.v.is_finite()
+                    || s.is_unknown()
+                    || s.v.f64().abs() + s.e > max_finite(s.v.dtype()))
+        };
         match self {
             Expect::Val(s) | Expect::Bool(s) | Expect::Opt(Some(s)) | Expect::Mean(Some(s)) => {
                 bad(s)
