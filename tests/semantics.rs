@@ -1343,3 +1343,29 @@ fn relational_operators_on_values_lowering_made_constant_agree_everywhere() {
     ops!(&e, f32);
     ops!(&e, f64);
 }
+
+/// Found by a fresh seed (tests/common/known_bugs.rs): lavapipe divides an
+/// `i64` cast from a negative `i32` as if it were not negative, though
+/// the kernel's WGSL divides the magnitudes and applies the sign.
+#[test]
+#[ignore = "known bug: wgpu on lavapipe, tests/common/known_bugs.rs"]
+fn an_i64_division_of_a_cast_i32_keeps_its_sign() {
+    let e = Engine::with_config(Config::default());
+    let xs = [3i32, -3, -4, 5, -7];
+    let want: Vec<i64> = xs.iter().map(|&x| x as i64 / 2).collect();
+    let rems: Vec<i64> = xs.iter().map(|&x| x as i64 % 2).collect();
+    for (k, got) in each(&e, |k| {
+        q(&e, &xs, k)
+            .map(|x| x.cast::<i64>() / 2i64)
+            .collect::<Vec<i64>>()
+    }) {
+        assert_eq!(got, want, "{k}");
+    }
+    for (k, got) in each(&e, |k| {
+        q(&e, &xs, k)
+            .map(|x| x.cast::<i64>() % 2i64)
+            .collect::<Vec<i64>>()
+    }) {
+        assert_eq!(got, rems, "{k}");
+    }
+}
