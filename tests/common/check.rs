@@ -144,7 +144,7 @@ fn run_case_reading(
         // wgpu's guard discarded the run (`codegen::finite`): right only
         // where the oracle saw an infinity or a NaN go through a float
         // operation (or an input holds one, which a reduction may meet).
-        Err(RunError::Failed(m)) if kind == BackendKind::Wgpu && m.contains(DISCARDED) => {
+        Err(RunError::Failed(m)) if kind == BackendKind::Wgpu && m.contains(super::DISCARDED) => {
             return if oracle.met_non_finite || inputs_non_finite(&read) {
                 Ok(Outcome::Inconclusive(m))
             } else {
@@ -171,9 +171,6 @@ fn run_case_reading(
         .map_err(|m| format!("{kind}{what} disagrees with cpu-scalar: {m}\n{case}"))?;
     Ok(Outcome::Agreed)
 }
-
-/// The reason wgpu's guard gives for a discarded run.
-const DISCARDED: &str = "met an infinity or a NaN";
 
 /// Whether a float input column holds an infinity or a NaN.
 fn inputs_non_finite(inputs: &Inputs) -> bool {

@@ -6,14 +6,13 @@
 //! fix), and delete the entry here when the bug is fixed.
 //!
 //! Open:
-//! - wgpu on lavapipe (Vulkan; the same test passes on GL through
-//!   llvmpipe, so naga's SPIR-V or lavapipe's compile of it, not the
-//!   WGSL) divides an `i64` that was cast from
-//!   an `i32` as if it were not negative: `x.cast::<i64>() / 2` of `-3`
-//!   gives `1` (and `% 2` gives `1`), while the WGSL is right (its helper
-//!   divides the magnitudes and applies the sign; writing the sign test as
-//!   `a < 0` or as the top bit makes no difference, and `(x * 3) / 2`
-//!   is right). Found by a fresh seed on 2026-12-07; regression test
+//! - wgpu on lavapipe divides an `i64` that was cast from an `i32` as if
+//!   it were not negative: `x.cast::<i64>() / 2` of `-3` gives `1` (and
+//!   `% 2` gives `1`). The WGSL is right (its helper divides the
+//!   magnitudes and applies the sign; writing the sign test as `a < 0` or
+//!   as the top bit makes no difference, and `(x * 3) / 2` is right), and
+//!   the same test passes on GL through llvmpipe: the fault is in naga's
+//!   SPIR-V or lavapipe's compile of it. Found by a fresh seed on 2026-12-07; regression test
 //!   `semantics::an_i64_division_of_a_cast_i32_keeps_its_sign` (ignored).
 //!
 //! Fixed so far, each with a regression test in

@@ -74,6 +74,10 @@ pub fn skip_reason(engine: &Engine, kind: BackendKind) -> Option<String> {
     Some(why)
 }
 
+/// What wgpu's guard says of a run it discarded (`codegen::finite`).
+#[allow(dead_code)]
+pub const DISCARDED: &str = "met an infinity or a NaN";
+
 /// A fresh engine with default settings and every backend compiled in.
 pub fn engine() -> Engine {
     Engine::with_config(computeq::Config::default())

@@ -161,12 +161,7 @@ impl Expect {
     /// (its bound cannot rule it out: a reassociated sum whose partial
     /// sums may overflow in some order).
     fn has_non_finite(&self) -> bool {
-        let bad = |s: &Sh| {
-            is_float(s.v)
-                && (!s.v.is_finite()
-                    || s.is_unknown()
-                    || s.v.f64().abs() + s.e > max_finite(s.v.dtype()))
-        };
+        let bad = |s: &Sh| (is_float(s.v) && !s.v.is_finite()) || may_leave_range(s);
         match self {
             Expect::Val(s) | Expect::Bool(s) | Expect::Opt(Some(s)) | Expect::Mean(Some(s)) => {
                 bad(s)
@@ -182,6 +177,12 @@ impl Expect {
             _ => false,
         }
     }
+}
+
+/// Whether a float's bound cannot rule out an infinity or a NaN: its value
+/// is unknown, or the bound reaches past the type's range.
+fn may_leave_range(s: &Sh) -> bool {
+    is_float(s.v) && (s.is_unknown() || s.v.f64().abs() + s.e > max_finite(s.v.dtype()))
 }
 
 // ------------------------------------------------------ nominal semantics
@@ -459,10 +460,7 @@ impl Eval<'_> {
     /// the device may have met one, and its guard then discards the run).
     fn ex(&self, e: &Ex, env: &OEnv) -> Sh {
         let r = self.value(e, env);
-        if self.p.assumes_finite
-            && is_float(r.v)
-            && (r.is_unknown() || r.v.f64().abs() + r.e > max_finite(r.v.dtype()))
-        {
+        if self.p.assumes_finite && may_leave_range(&r) {
             self.met.set(true);
         }
         r
@@ -474,10 +472,7 @@ impl Eval<'_> {
     fn scan(&self, comb: Comb, exclusive: bool, t: DType, s: &[Sh]) -> Vec<Sh> {
         let out = scan(self.p, comb, exclusive, t, s);
         let arithmetic = matches!(comb, Comb::Add | Comb::AddRev | Comb::Mul);
-        let bad = |x: &Sh| {
-            is_float(x.v) && (x.is_unknown() || x.v.f64().abs() + x.e > max_finite(x.v.dtype()))
-        };
-        if self.p.assumes_finite && arithmetic && s.iter().chain(&out).any(bad) {
+        if self.p.assumes_finite && arithmetic && s.iter().chain(&out).any(may_leave_range) {
             self.met.set(true);
         }
         out
