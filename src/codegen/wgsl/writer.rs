@@ -613,6 +613,14 @@ fn cast(from: DType, to: DType, a: &str) -> String {
         };
         let resized = if same_sign == from {
             a.to_string()
+        } else if (from, same_sign) == (DType::I32, DType::I64) {
+            // Sign extension written as a zero extension and a flip of the
+            // sign bit. Mesa 22.3's lavapipe miscompiles a comparison of
+            // `i64(x)` with a 64-bit constant (`i64(x) < 0li` is false for
+            // every negative `x`), which breaks the signed division helper
+            // and any compare of the cast with a literal; this form
+            // computes the same value and is not matched by that rewrite.
+            format!("(bitcast<i64>(u64(bitcast<u32>({a})) ^ 0x80000000lu) - 0x80000000li)")
         } else {
             format!("{same_sign}({a})")
         };
@@ -689,7 +697,13 @@ mod tests {
 
     #[test]
     fn casts_resize_then_reinterpret() {
-        assert_eq!(cast(DType::I32, DType::U64, "x"), "bitcast<u64>(i64(x))");
+        // Sign extension avoids `i64(x)` (Mesa 22.3, see `cast`).
+        let extended = "(bitcast<i64>(u64(bitcast<u32>(x)) ^ 0x80000000lu) - 0x80000000li)";
+        assert_eq!(cast(DType::I32, DType::I64, "x"), extended);
+        assert_eq!(
+            cast(DType::I32, DType::U64, "x"),
+            format!("bitcast<u64>({extended})")
+        );
         assert_eq!(cast(DType::U32, DType::I64, "x"), "bitcast<i64>(u64(x))");
         assert_eq!(cast(DType::I64, DType::U32, "x"), "bitcast<u32>(i32(x))");
         assert_eq!(cast(DType::U32, DType::I32, "x"), "bitcast<i32>(x)");
