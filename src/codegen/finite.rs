@@ -269,36 +269,7 @@ fn self_comparisons(k: &mut Kernel, body: Vec<Stmt>) -> Vec<Stmt> {
                     out.push(Stmt::Assign(dst, Op::Unary(UnaryOp::Not, nan.into())));
                 }
             }
-            Stmt::If {
-                cond,
-                then_body,
-                else_body,
-            } => {
-                let then_body = self_comparisons(k, then_body);
-                let else_body = self_comparisons(k, else_body);
-                out.push(Stmt::If {
-                    cond,
-                    then_body,
-                    else_body,
-                });
-            }
-            Stmt::For {
-                var,
-                start,
-                end,
-                step,
-                body,
-            } => {
-                let body = self_comparisons(k, body);
-                out.push(Stmt::For {
-                    var,
-                    start,
-                    end,
-                    step,
-                    body,
-                });
-            }
-            other => out.push(other),
+            other => out.push(other.map_bodies(|b| self_comparisons(k, b))),
         }
     }
     out
@@ -410,35 +381,11 @@ fn instrument(k: &Kernel, body: Vec<Stmt>, r: &Regs) -> Vec<Stmt> {
                 r.sink(v, &mut out);
                 out.push(Stmt::StoreShared(a, i, v));
             }
-            Stmt::If {
-                cond,
-                then_body,
-                else_body,
-            } => {
-                r.sink(cond, &mut out);
-                out.push(Stmt::If {
-                    cond,
-                    then_body: instrument(k, then_body, r),
-                    else_body: instrument(k, else_body, r),
-                });
-            }
-            Stmt::For {
-                var,
-                start,
-                end,
-                step,
-                body,
-            } => {
-                for o in [start, end, step] {
+            s @ (Stmt::If { .. } | Stmt::For { .. }) => {
+                for o in s.control_operands() {
                     r.sink(o, &mut out);
                 }
-                out.push(Stmt::For {
-                    var,
-                    start,
-                    end,
-                    step,
-                    body: instrument(k, body, r),
-                });
+                out.push(s.map_bodies(|b| instrument(k, b, r)));
             }
             Stmt::Barrier => out.push(Stmt::Barrier),
         }

@@ -349,6 +349,39 @@ pub enum Stmt {
     Barrier,
 }
 
+impl Stmt {
+    /// What a branch or loop reads to decide its control flow (an `if`'s
+    /// condition, a loop's bounds and step); nothing for other statements.
+    pub fn control_operands(&self) -> smallvec::SmallVec<[Operand; 3]> {
+        match self {
+            Stmt::If { cond, .. } => smallvec::smallvec![*cond],
+            Stmt::For {
+                start, end, step, ..
+            } => smallvec::smallvec![*start, *end, *step],
+            _ => smallvec::SmallVec::new(),
+        }
+    }
+
+    /// The statement with each nested body (an `if`'s two, in order, a
+    /// loop's one) replaced by `f` of it; any other statement unchanged:
+    /// the recursion of a pass that rewrites statements at every depth.
+    pub fn map_bodies(mut self, mut f: impl FnMut(Vec<Stmt>) -> Vec<Stmt>) -> Stmt {
+        match &mut self {
+            Stmt::If {
+                then_body,
+                else_body,
+                ..
+            } => {
+                *then_body = f(std::mem::take(then_body));
+                *else_body = f(std::mem::take(else_body));
+            }
+            Stmt::For { body, .. } => *body = f(std::mem::take(body)),
+            _ => {}
+        }
+        self
+    }
+}
+
 /// A register declaration.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LocalDecl {
