@@ -263,7 +263,11 @@ fn main() {
     // the first query large enough to probe it (or loads the persisted
     // calibrations): both happen here, before anything is measured, so
     // that neither their time nor their buffers count against a pipeline.
+    // A device's probe runs in the background: waited for, or the first
+    // rows would share the cores with it (lavapipe's probe runs its
+    // kernels on both; the 10^3 rows measured 40-50% slower beside it).
     black_box(data(1 << 20, 3).compute().sum());
+    engine().prepare_devices();
     if args.iter().any(|a| a == "--collect") {
         // The P4 allocator-regime table alone (for before/after runs of a
         // change to the collect path, in alternating processes).
@@ -582,10 +586,10 @@ fn main() {
             verdict(ok)
         );
     }
-    // The first query above creates any device (so that no row times
-    // its creation); from then on a tiny query has one more candidate to
-    // check and price, and the device runtime's allocations leave the
-    // heap fragmented: tens of nanoseconds on these rows.
+    // The first query above creates any device and waits for its probe
+    // (so that no row times either); from then on a tiny query has one
+    // more candidate to price when it selects (once a lease, up to 256
+    // runs): within the noise of these rows on lavapipe.
     let devices: Vec<&str> = [BackendKind::Wgpu, BackendKind::Cuda]
         .into_iter()
         .filter(|k| engine().backend(*k).is_some_and(|b| b.is_initialized()))
@@ -593,7 +597,7 @@ fn main() {
         .collect();
     if !devices.is_empty() && rows.iter().any(|r| r.n == 1_000) {
         println!(
-            "  (measured with a {} device created: every query also weighs it; COMPUTEQ_DISABLE={} measures the 10^3 rows without one)",
+            "  (measured with a {} device created and probed; COMPUTEQ_DISABLE={} measures the 10^3 rows without one)",
             devices.join(" and "),
             devices.join(",")
         );
