@@ -11,7 +11,9 @@
 //!
 //! `cargo run --release --example bench` (`-- --quick` stops at 10^7;
 //! `-- --sizes 1000,100000` picks sizes; `-- --devices` prints only the
-//! device backends' rows; `-- --collect` only P4's allocator-regime table).
+//! device backends' rows; `-- --collect` only P4's allocator-regime table;
+//! `BENCH_TRACE=1` prints each P4 run's backend, reason and prices to
+//! stderr).
 
 #[path = "../benches/common/arrow_baselines.rs"]
 mod arrow_baselines;
@@ -240,6 +242,7 @@ struct Row {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    TRACE.store(std::env::var_os("BENCH_TRACE").is_some(), Relaxed);
     let quick = args.iter().any(|a| a == "--quick");
     let sizes: Vec<usize> = match args.iter().position(|a| a == "--sizes") {
         Some(i) => args[i + 1]
@@ -402,6 +405,7 @@ fn main() {
                 let v: Vec<f32> = xs.compute().map(|x| x.sqrt() * 3.0 - x).collect();
                 let b = v.len() * 4;
                 black_box(v);
+                trace_run("main");
                 b
             },
             &mut || {
@@ -628,6 +632,11 @@ fn collect_regimes(sizes: &[usize]) {
             let mut cq = || {
                 let v: Vec<f32> = xs.compute().map(|x| x.sqrt() * 3.0 - x).collect();
                 black_box(v);
+                trace_run(if regime == Regime::Recycled {
+                    "recycled"
+                } else {
+                    "fresh"
+                });
             };
             for _ in 0..WARM_UP_RUNS {
                 cq();
@@ -829,5 +838,38 @@ fn dispatch_overhead() {
             verdict(o.overhead < std::time::Duration::from_micros(20))
         ),
         Err(e) => println!("\nwgpu executor overhead: not measured ({e})"),
+    }
+}
+
+/// Set from `BENCH_TRACE` (read once: a lookup of the environment in a
+/// timed closure would cost more than a 10^3 query).
+static TRACE: AtomicBool = AtomicBool::new(false);
+
+/// With `BENCH_TRACE=1`, one line on stderr per P4 run: its table, the
+/// backend, the selector's reason (`H<n>`: history with `n` samples of
+/// the choice), the run's execute time and every candidate's price in ms.
+/// What the selector saw when it settled on a backend (docs/performance.md
+/// "Why P4 at 10^8 ran on cpu-simd with recycled blocks").
+fn trace_run(tag: &str) {
+    if !TRACE.load(Relaxed) {
+        return;
+    }
+    if let Some(m) = engine().last_run() {
+        let est: Vec<String> = m
+            .estimates
+            .iter()
+            .map(|e| format!("{}={:.1}", e.backend, e.seconds * 1e3))
+            .collect();
+        let r = match m.reason {
+            computeq::metrics::SelectionReason::History { samples, .. } => format!("H{samples}"),
+            r => format!("{r:?}").chars().take(12).collect(),
+        };
+        eprintln!(
+            "TRACE {tag} {} {} {:.1}ms [{}]",
+            m.backend,
+            r,
+            m.phases.execute.as_secs_f64() * 1e3,
+            est.join(" ")
+        );
     }
 }

@@ -796,7 +796,9 @@ fn measure_cpu(plan: &Plan, deadline: Instant) -> CpuProfile {
             let t = Instant::now();
             let mut xs: Vec<f32> = Vec::with_capacity(n);
             // Advised as the backends' large outputs are (`Column::zeroed`),
-            // so that the faults measured are the faults they take.
+            // so that the faults measured are the faults they take (those
+            // past 256 MiB, on 4 KiB pages, are priced at this rate too:
+            // their history corrects it).
             if n * 4 >= crate::types::HUGE_PAGE_MIN_BYTES {
                 // SAFETY: the range is `xs`'s own allocation (its capacity).
                 unsafe { crate::types::advise_huge_pages(xs.as_ptr().cast(), n * 4) };

@@ -149,7 +149,7 @@ impl Column {
     pub(crate) fn for_output(dtype: DType, len: usize) -> Column {
         let c = Column::with_capacity(dtype, len);
         let bytes = len * dtype.size();
-        if bytes >= HUGE_PAGE_MIN_BYTES {
+        if output_on_huge_pages(bytes) {
             // SAFETY: the range is this column's own (unused) allocation.
             each_column!(&c, v => unsafe { advise_huge_pages(v.as_ptr().cast(), bytes) });
         }
@@ -171,9 +171,10 @@ impl Column {
     /// A large column is fresh, untouched memory from the system (the
     /// allocator knows it is already zero), and writing it the first time
     /// costs one page fault per 4 KiB page: for a 40 MB output that is
-    /// about as long as computing it. On Linux such columns are advised to
-    /// use transparent huge pages, so the first writes fault 2 MiB at a
-    /// time (`madvise(MADV_HUGEPAGE)`).
+    /// about as long as computing it. On Linux such columns (8 MiB to 256
+    /// MiB, `HUGE_PAGE_MAX_OUTPUT_BYTES`) are advised to use transparent huge
+    /// pages, so the first writes fault 2 MiB at a time
+    /// (`madvise(MADV_HUGEPAGE)`).
     pub fn zeroed(dtype: DType, len: usize) -> Column {
         let c = match dtype {
             DType::Bool => Column::Bool(vec![false; len]),
@@ -185,7 +186,7 @@ impl Column {
             DType::F64 => Column::F64(vec![0.0; len]),
         };
         let bytes = len * dtype.size();
-        if bytes >= HUGE_PAGE_MIN_BYTES {
+        if output_on_huge_pages(bytes) {
             // SAFETY: the range is this column's own allocation.
             each_column!(&c, v => unsafe { advise_huge_pages(v.as_ptr().cast(), bytes) });
         }
@@ -311,7 +312,7 @@ impl Column {
 pub(crate) fn vec_for_output<T>(len: usize) -> Vec<T> {
     let v: Vec<T> = Vec::with_capacity(len);
     let bytes = len * std::mem::size_of::<T>();
-    if bytes >= HUGE_PAGE_MIN_BYTES {
+    if output_on_huge_pages(bytes) {
         // SAFETY: the range is this vector's own (unused) allocation.
         unsafe { advise_huge_pages(v.as_ptr().cast(), bytes) };
     }
@@ -321,6 +322,23 @@ pub(crate) fn vec_for_output<T>(len: usize) -> Vec<T> {
 /// Columns from this size on are advised to use huge pages: four huge
 /// pages, so that the unaligned ends (kept on small pages) are a small part.
 pub(crate) const HUGE_PAGE_MIN_BYTES: usize = 8 << 20;
+
+/// Outputs larger than this are left on 4 KiB pages. On the project's
+/// cloud VMs (free page reporting on: freed 2 MiB blocks go back to the
+/// host) a fresh 381 MiB output advised onto huge pages was written in
+/// 60-360 ms by `cpu-parallel`, run to run, and in 93-110 ms steadily
+/// on small pages; P3 and P4 at 10^8 in the bench took 151-162 and
+/// 104-115 ms without the advice against 172-259 and 73-181 ms with it
+/// (docs/performance.md, "Why P4 at 10^8 ran on `cpu-simd`"). At
+/// 10^7 (40 MB) the advice made no measurable difference there, and
+/// the relational operators' buffers (up to ~160 MB at 10^7) gain from
+/// it, so only the largest outputs go without.
+pub(crate) const HUGE_PAGE_MAX_OUTPUT_BYTES: usize = 256 << 20;
+
+/// Whether an output of `bytes` is advised onto huge pages.
+fn output_on_huge_pages(bytes: usize) -> bool {
+    (HUGE_PAGE_MIN_BYTES..=HUGE_PAGE_MAX_OUTPUT_BYTES).contains(&bytes)
+}
 
 /// Asks the kernel to back the whole 4 KiB pages of `ptr..ptr + bytes` with
 /// transparent huge pages. Only advice: with THP disabled, or on other
