@@ -1395,3 +1395,86 @@ fn an_i64_division_of_a_cast_i32_keeps_its_sign() {
         assert_eq!(got, rems, "{k}");
     }
 }
+
+// ------------------------------------------------- the README's API by example
+
+/// The README's "API by example", run as written, with what its comments
+/// say asserted. Each statement is first checked to appear in README.md
+/// verbatim, so that an edit there fails here until both agree.
+#[test]
+fn the_readme_api_example_does_what_its_comments_say() {
+    const README: &str = include_str!("../README.md");
+    let example = README
+        .split("## The API by example")
+        .nth(1)
+        .and_then(|s| s.split("```rust").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("the README has its API example");
+    for line in [
+        "let xs = vec![1.0f32, -2.0, 3.0, f32::NAN];",
+        "let ys = vec![4.0f32, 5.0, 6.0];",
+        "let dot: f32 = xs.compute().zip(&ys).map(|(a, b)| a * b).sum();",
+        "let k = 0.5;",
+        "let scaled: Vec<f32> = xs.compute().map(|x| (x * k).abs().max(1.0)).collect();",
+        "let firsts: Vec<(u64, f32)> = xs.compute().filter(|x| x.gt(0.0)).enumerate().collect();",
+        "let running: Vec<i32> = [3, 1, 4].compute().scan_sum().collect();",
+        "let best = [3.0f64, 1.0, 1.0].compute().argmin();",
+        "let lo = xs.compute().min();",
+        "let (s2, var) = ys.compute().aggregate(|y, a| (a.sum(y * y), a.variance(y)));",
+        "let top2: Vec<f32> = xs.compute().top_k(2).collect();",
+        "let g = [3u32, 1, 3].compute().group_by(|x| x).count();",
+        "let j: Vec<(u32, u32)> = [1u32, 2].compute().join([2u32, 2].compute(), |x| x, |y| y).collect();",
+        "let wrapped = [i32::MAX, 1].compute().sum();",
+        "let q: i32 = [7, 8].compute().map(|x| x / 0).sum();",
+        "let h: Vec<u32> = [5u32, 6].compute().map(|x| (x ^ x >> 3) << 35).collect();",
+        "let (value, metrics) = xs.compute().map(|x| x * 2.0).with_metrics().sum();",
+        "let result = xs.compute().on(BackendKind::CpuScalar).no_fallback().try_sum();",
+    ] {
+        assert!(example.contains(line), "the README's example no longer has `{line}`");
+    }
+
+    // The process-wide engine without the environment's cache directory.
+    let _ = computeq::set_engine(Engine::default());
+    let xs = vec![1.0f32, -2.0, 3.0, f32::NAN];
+    let ys = vec![4.0f32, 5.0, 6.0];
+    let dot: f32 = xs.compute().zip(&ys).map(|(a, b)| a * b).sum();
+    assert_eq!(dot, 12.0, "stops at the shorter input");
+    let k = 0.5;
+    let scaled: Vec<f32> = xs.compute().map(|x| (x * k).abs().max(1.0)).collect();
+    assert_eq!(scaled[..3], [1.0, 1.0, 1.5]);
+    let firsts: Vec<(u64, f32)> = xs.compute().filter(|x| x.gt(0.0)).enumerate().collect();
+    assert_eq!(firsts, [(0, 1.0), (1, 3.0)], "order kept");
+    let running: Vec<i32> = [3, 1, 4].compute().scan_sum().collect();
+    assert_eq!(running, [3, 4, 8]);
+    let best = [3.0f64, 1.0, 1.0].compute().argmin();
+    assert_eq!(best, Some(1), "first minimum");
+    let lo = xs.compute().min();
+    assert_eq!(lo, Some(-2.0), "NaN skipped");
+    let (s2, var) = ys.compute().aggregate(|y, a| (a.sum(y * y), a.variance(y)));
+    assert_eq!((s2, var), (77.0, Some(1.0)));
+    let top2: Vec<f32> = xs.compute().top_k(2).collect();
+    assert_eq!(format!("{top2:?}"), "[NaN, 3.0]", "NaN is the largest");
+    let g = [3u32, 1, 3].compute().group_by(|x| x).count();
+    assert_eq!((g.keys, g.values), (vec![1, 3], vec![1, 2]));
+    let j: Vec<(u32, u32)> = [1u32, 2]
+        .compute()
+        .join([2u32, 2].compute(), |x| x, |y| y)
+        .collect();
+    assert_eq!(j, [(2, 2), (2, 2)]);
+    let wrapped = [i32::MAX, 1].compute().sum();
+    assert_eq!(wrapped, i32::MIN, "integers wrap");
+    let q: i32 = [7, 8].compute().map(|x| x / 0).sum();
+    assert_eq!(q, 0, "division by zero is 0");
+    let h: Vec<u32> = [5u32, 6].compute().map(|x| (x ^ x >> 3) << 35).collect();
+    assert_eq!(h, [5 << 3, 6 << 3], "<< 35 is << 3");
+
+    let (value, metrics) = xs.compute().map(|x| x * 2.0).with_metrics().sum();
+    assert!(value.is_nan());
+    assert_eq!(metrics.elements_in, 4);
+    let result = xs
+        .compute()
+        .on(BackendKind::CpuScalar)
+        .no_fallback()
+        .try_sum();
+    assert!(result.is_ok_and(f32::is_nan));
+}
