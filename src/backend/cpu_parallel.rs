@@ -16,7 +16,7 @@
 //! that wakes after the last claim finds nothing and leaves). The caller
 //! returns once every claimed task is done.
 //!
-//! A helper that has done its tasks lingers a while ([`Linger`]): it waits
+//! A helper that has done its tasks lingers a while (`Linger`): it waits
 //! for the next run's claims, running other pool work meanwhile and
 //! yielding its core to the OS when there is none, and the next run hands
 //! its claims to it instead of posting a job (which wakes a sleeping

@@ -315,7 +315,7 @@ pub struct KernelPlan {
     /// sort): an executor that would split it into chunks declines instead.
     pub whole: bool,
     /// A [`whole`](Self::whole) plan whose chunks may run apart and be
-    /// merged on the host (see [`MergeRuns`]), so inputs past one binding
+    /// merged on the host (see `MergeRuns`), so inputs past one binding
     /// need not be declined.
     pub merge_runs: Option<MergeRuns>,
     /// The algorithm of a relational stage, for the run's metrics.
@@ -353,7 +353,7 @@ pub struct SizedOutputs {
 impl KernelPlan {
     /// The outputs the stage returns: all of [`outputs`](Self::outputs)
     /// but those that only carry a sort's keys to a host merge
-    /// ([`MergeRuns::SortedBy`]), which come back only when chunks merge.
+    /// (`MergeRuns::SortedBy`), which come back only when chunks merge.
     pub fn visible_outputs(&self) -> usize {
         match &self.merge_runs {
             Some(MergeRuns::SortedBy { visible, .. }) => *visible as usize,
