@@ -848,8 +848,8 @@ static TRACE: AtomicBool = AtomicBool::new(false);
 /// With `BENCH_TRACE=1`, one line on stderr per P4 run: its table, the
 /// backend, the selector's reason (`H<n>`: history with `n` samples of
 /// the choice), the run's execute time and every candidate's price in ms.
-/// What the selector saw when it settled on a backend (docs/performance.md
-/// "Why P4 at 10^8 ran on cpu-simd with recycled blocks").
+/// What the selector saw when it settled on a backend (docs/performance.md,
+/// "Why P4 at 10^8 ran on `cpu-simd`").
 fn trace_run(tag: &str) {
     if !TRACE.load(Relaxed) {
         return;
