@@ -794,15 +794,11 @@ fn measure_cpu(plan: &Plan, deadline: Instant) -> CpuProfile {
         // on this VM), and the model prices the steady state.
         let touch = || {
             let t = Instant::now();
-            let mut xs: Vec<f32> = Vec::with_capacity(n);
-            // Advised as the backends' large outputs are (`Column::zeroed`),
-            // so that the faults measured are the faults they take (those
-            // past 256 MiB, on 4 KiB pages, are priced at this rate too:
-            // their history corrects it).
-            if n * 4 >= crate::types::HUGE_PAGE_MIN_BYTES {
-                // SAFETY: the range is `xs`'s own allocation (its capacity).
-                unsafe { crate::types::advise_huge_pages(xs.as_ptr().cast(), n * 4) };
-            }
+            // Allocated as the backends' outputs are, huge pages and all,
+            // so that the faults measured are the faults they take (an
+            // output past this buffer's size and 256 MiB, on 4 KiB pages,
+            // is priced at this rate too: its history corrects it).
+            let mut xs: Vec<f32> = crate::types::vec_for_output(n);
             xs.resize(n, 1.0);
             (xs, t.elapsed().as_secs_f64())
         };
