@@ -86,8 +86,12 @@ enum Regime {
     /// size and alignment: no page faults, and a zeroed request pays a
     /// pass of zeroing (as `calloc` does over reused memory).
     Recycled = 1,
-    /// Every large block is a fresh mapping (glibc's `mmap` threshold set
-    /// to [`LARGE`]): each first write of a page faults.
+    /// Every large block is a fresh mapping of its own (`mmap`, unmapped
+    /// when freed): each first write of a page faults. (Setting glibc's
+    /// `mmap` threshold to [`LARGE`] is not enough: glibc serves a request
+    /// from a free heap chunk before it maps one, so after the recycled
+    /// phase of a size had freed its blocks into the heap, the fresh phase
+    /// reused them and measured no faults at all.)
     Fresh = 2,
 }
 
@@ -106,20 +110,71 @@ fn set_regime(r: Regime) {
         }
     }
     #[cfg(target_os = "linux")]
-    // SAFETY: plain settings of glibc's allocator (ignored by others).
+    // SAFETY: a plain setting of glibc's allocator (ignored by others). The
+    // default's adaptive threshold cannot be restored; 32 MiB is where it
+    // ends up after the first large free.
     unsafe {
-        match r {
-            Regime::Fresh => {
-                libc::mallopt(libc::M_MMAP_THRESHOLD, LARGE as i32);
-            }
-            // The default's adaptive threshold cannot be restored; 32 MiB
-            // is where it ends up after the first large free.
-            _ => {
-                libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-            }
-        }
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
     }
     REGIME.store(r as u8, SeqCst);
+}
+
+/// Blocks mapped by regime `Fresh` and not yet unmapped: (address, mapped
+/// length); an empty slot has address 0. A block freed after the regime
+/// changed is still recognized here.
+static MAPPED: std::sync::Mutex<[(usize, usize); 16]> = std::sync::Mutex::new([(0, 0); 16]);
+
+/// A fresh mapping for `l` (regime `Fresh`, a large block with at most a
+/// page's alignment, a free slot to record it), or null.
+fn map_fresh(l: Layout) -> *mut u8 {
+    #[cfg(target_os = "linux")]
+    {
+        if regime() != Regime::Fresh as u8 || l.size() < LARGE || l.align() > 4096 {
+            return std::ptr::null_mut();
+        }
+        let mut mapped = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(slot) = mapped.iter_mut().find(|s| s.0 == 0) else {
+            return std::ptr::null_mut();
+        };
+        let len = l.size().next_multiple_of(4096);
+        // SAFETY: a new private anonymous mapping; nothing else is touched.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return std::ptr::null_mut();
+        }
+        *slot = (p as usize, len);
+        p.cast()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = l;
+        std::ptr::null_mut()
+    }
+}
+
+/// Unmaps `p` if regime `Fresh` mapped it; whether it did.
+fn unmap_fresh(p: *mut u8) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let mut mapped = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = mapped.iter_mut().find(|s| s.0 == p as usize) {
+            let (addr, len) = std::mem::take(slot);
+            // SAFETY: a mapping made by `map_fresh`, freed once.
+            unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+            return true;
+        }
+    }
+    let _ = p;
+    false
 }
 
 fn regime() -> u8 {
@@ -162,6 +217,10 @@ unsafe impl GlobalAlloc for Counting {
         if !p.is_null() {
             return grown(p, l.size());
         }
+        let p = map_fresh(l);
+        if !p.is_null() {
+            return grown(p, l.size());
+        }
         grown(unsafe { System.alloc(l) }, l.size())
     }
     // Zeroed allocations and reallocations must reach the system
@@ -175,9 +234,34 @@ unsafe impl GlobalAlloc for Counting {
             unsafe { std::ptr::write_bytes(p, 0, l.size()) };
             return grown(p, l.size());
         }
+        // A fresh mapping is zeroed.
+        let p = map_fresh(l);
+        if !p.is_null() {
+            return grown(p, l.size());
+        }
         grown(unsafe { System.alloc_zeroed(l) }, l.size())
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
+        if l.size() >= LARGE
+            && MAPPED
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .any(|s| s.0 == p as usize)
+        {
+            // A block of regime `Fresh`: moved, as the system would.
+            // SAFETY: `l` with the new size is a valid layout (the
+            // caller's promise), and both blocks hold the bytes copied.
+            unsafe {
+                let new = Layout::from_size_align_unchecked(new_size, l.align());
+                let q = self.alloc(new);
+                if !q.is_null() {
+                    std::ptr::copy_nonoverlapping(p, q, l.size().min(new_size));
+                    self.dealloc(p, l);
+                }
+                return q;
+            }
+        }
         let q = unsafe { System.realloc(p, l, new_size) };
         if new_size >= l.size() {
             grown(q, new_size - l.size())
@@ -189,7 +273,7 @@ unsafe impl GlobalAlloc for Counting {
         }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        if !keep(p, l) {
+        if l.size() < LARGE || (!keep(p, l) && !unmap_fresh(p)) {
             unsafe { System.dealloc(p, l) };
         }
         shrunk(l.size());
