@@ -36,8 +36,9 @@
 
 pub use crate::backend::{default_backends, Availability, Backend, DeviceSettings, Job};
 pub use crate::plan::{
-    AggKind, Aggregate, Combine, CompiledPlan, JoinKind, PhysicalPlan, PlanOutput, PlanReport,
-    RangeOp, ScanOp, SortKey, Stage, StageInput, StageRange, Terminal, WorkloadCharacteristics,
+    AggKind, Aggregate, Combine, CompiledPlan, JoinKind, OutputMemory, PhysicalPlan, PlanOutput,
+    PlanReport, RangeOp, ScanOp, SortKey, Stage, StageInput, StageRange, Terminal,
+    WorkloadCharacteristics,
 };
 pub use crate::runtime::{fingerprint, ConfigWarning, RunLog, FAULTS};
 pub use crate::select::history;

@@ -2,7 +2,7 @@
 //! history takes over from the model, exploration is bounded, learning can
 //! be switched off, history persists across engines and can be reset.
 
-use computeq::metrics::SelectionReason;
+use computeq::metrics::{OutputMemory, SelectionReason};
 use computeq::plumbing::backends::cpu_parallel::CpuParallel;
 use computeq::plumbing::backends::cpu_scalar::CpuScalar;
 use computeq::plumbing::backends::cpu_simd::CpuSimd;
@@ -522,4 +522,239 @@ fn absurd_phase_times_do_not_panic() {
         assert_eq!(s, 200.0);
         assert_eq!(m.backend, BackendKind::CpuScalar);
     }
+}
+
+/// Where this test binary's large blocks come from, per thread (the test
+/// that sets it allocates on its own thread): the system allocator, a
+/// fresh mapping of its own for each block, or the last freed block again.
+#[cfg(target_os = "linux")]
+mod regimes {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+    use std::sync::Mutex;
+
+    pub const SYSTEM: u8 = 0;
+    pub const FRESH: u8 = 1;
+    pub const RECYCLED: u8 = 2;
+    /// Blocks from this size on follow the regime.
+    const LARGE: usize = 256 << 10;
+
+    thread_local! {
+        static MODE: Cell<u8> = const { Cell::new(SYSTEM) };
+    }
+
+    /// Sets this thread's regime.
+    pub fn set(mode: u8) {
+        MODE.with(|m| m.set(mode));
+    }
+
+    fn mode() -> u8 {
+        MODE.try_with(Cell::get).unwrap_or(SYSTEM)
+    }
+
+    /// Fresh mappings alive: (address, length).
+    static MAPPED: Mutex<[(usize, usize); 16]> = Mutex::new([(0, 0); 16]);
+    /// The freed block kept for the next request of its layout.
+    static KEPT: Mutex<(usize, usize, usize)> = Mutex::new((0, 0, 0));
+
+    pub struct Regimes;
+
+    unsafe impl GlobalAlloc for Regimes {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            if l.size() >= LARGE && l.align() <= 4096 {
+                match mode() {
+                    FRESH => {
+                        let mut mapped = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
+                        if let Some(slot) = mapped.iter_mut().find(|s| s.0 == 0) {
+                            let len = l.size().next_multiple_of(4096);
+                            // SAFETY: a new private anonymous mapping.
+                            let p = unsafe {
+                                libc::mmap(
+                                    std::ptr::null_mut(),
+                                    len,
+                                    libc::PROT_READ | libc::PROT_WRITE,
+                                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                                    -1,
+                                    0,
+                                )
+                            };
+                            if p != libc::MAP_FAILED {
+                                *slot = (p as usize, len);
+                                return p.cast();
+                            }
+                        }
+                    }
+                    RECYCLED => {
+                        let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+                        if kept.0 != 0 && kept.1 == l.size() && kept.2 == l.align() {
+                            return std::mem::take(&mut *kept).0 as *mut u8;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            // SAFETY: the caller's layout.
+            unsafe { System.alloc(l) }
+        }
+
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            if l.size() >= LARGE {
+                let mut mapped = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(slot) = mapped.iter_mut().find(|s| s.0 == p as usize) {
+                    let (addr, len) = std::mem::take(slot);
+                    // SAFETY: a mapping made above, freed once.
+                    unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+                    return;
+                }
+                drop(mapped);
+                if mode() == RECYCLED {
+                    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+                    if kept.0 == 0 {
+                        // The block is written and resident: kept for reuse.
+                        *kept = (p as usize, l.size(), l.align());
+                        return;
+                    }
+                }
+            }
+            // SAFETY: a block of the system allocator with this layout.
+            unsafe { System.dealloc(p, l) }
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOC: regimes::Regimes = regimes::Regimes;
+
+/// Reports an execution time that depends on this thread's allocator
+/// regime: what a backend's first writes into fresh pages cost it.
+#[cfg(target_os = "linux")]
+struct RegimeTime {
+    inner: Arc<dyn Backend>,
+    fresh: Duration,
+    recycled: Duration,
+    regime: fn() -> u8,
+}
+
+#[cfg(target_os = "linux")]
+impl Backend for RegimeTime {
+    fn kind(&self) -> BackendKind {
+        self.inner.kind()
+    }
+    fn availability(&self) -> Availability {
+        self.inner.availability()
+    }
+    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Decline> {
+        self.inner.supports(plan)
+    }
+    fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {
+        let out = self.inner.execute(job, stats)?;
+        stats.execute = if (self.regime)() == regimes::FRESH {
+            self.fresh
+        } else {
+            self.recycled
+        };
+        Ok(out)
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn runs_into_fresh_and_into_recycled_memory_are_learned_apart() {
+    thread_local! {
+        static REGIME: std::cell::Cell<u8> = const { std::cell::Cell::new(regimes::SYSTEM) };
+    }
+    fn regime() -> u8 {
+        REGIME.with(|r| r.get())
+    }
+    fn set(mode: u8) {
+        REGIME.with(|r| r.set(mode));
+        regimes::set(mode);
+    }
+    // cpu-simd is the faster into recycled memory, cpu-parallel into fresh.
+    let timed = |inner: Arc<dyn Backend>, fresh: u64, recycled: u64| {
+        Arc::new(RegimeTime {
+            inner,
+            fresh: Duration::from_millis(fresh),
+            recycled: Duration::from_millis(recycled),
+            regime,
+        })
+    };
+    let engine = Engine::with_config(Config {
+        disabled: vec![BackendKind::Wgpu, BackendKind::Cuda, BackendKind::CpuScalar],
+        cpu_profile: Some(computeq::plumbing::cost::CpuProfile {
+            threads: 4,
+            ..Default::default()
+        }),
+        ..config()
+    })
+    .with_backend(timed(Arc::new(CpuSimd), 10, 1))
+    .with_backend(timed(Arc::new(CpuParallel::default()), 2, 5));
+    // 400 KB of output: looked at, and prefaulted when fresh.
+    let xs = vec![0.25f32; 100_000];
+    let run = |engine: &Engine| {
+        let (v, m): (Vec<f32>, _) = engine.query(&xs).map(|x| x * 2.0).with_metrics().collect();
+        assert!(v.iter().all(|&y| y == 0.5));
+        m
+    };
+    let phase = |mode: u8, runs: usize| -> Vec<computeq::metrics::ExecutionMetrics> {
+        set(mode);
+        let ms = (0..runs).map(|_| run(&engine)).collect();
+        set(regimes::SYSTEM);
+        ms
+    };
+    let fresh = phase(regimes::FRESH, 40);
+    assert!(
+        fresh.iter().all(|m| m.output_memory == OutputMemory::Fresh),
+        "{:?}",
+        fresh.iter().map(|m| m.output_memory).collect::<Vec<_>>()
+    );
+    assert!(
+        fresh[0].to_string().contains("output_memory=fresh"),
+        "{}",
+        fresh[0]
+    );
+    let settled = |ms: &[computeq::metrics::ExecutionMetrics]| {
+        ms.iter()
+            .rev()
+            .take(8)
+            .filter(|m| matches!(m.reason, SelectionReason::History { .. }))
+            .map(|m| m.backend)
+            .collect::<Vec<_>>()
+    };
+    let last = settled(&fresh);
+    assert!(
+        !last.is_empty() && last.iter().all(|&b| b == BackendKind::CpuParallel),
+        "into fresh memory: {last:?}"
+    );
+    // Recycled: the first run expects fresh memory (what the last run got),
+    // and from then on the recycled bucket is learned on its own.
+    let recycled = phase(regimes::RECYCLED, 40);
+    assert!(
+        recycled[1..]
+            .iter()
+            .all(|m| m.output_memory == OutputMemory::Resident),
+        "{:?}",
+        recycled.iter().map(|m| m.output_memory).collect::<Vec<_>>()
+    );
+    let last = settled(&recycled);
+    assert!(
+        !last.is_empty() && last.iter().all(|&b| b == BackendKind::CpuSimd),
+        "into recycled memory: {last:?}"
+    );
+    // Back to fresh memory: what was learned of it still holds.
+    let again = phase(regimes::FRESH, 6);
+    let by_history: Vec<_> = again[1..]
+        .iter()
+        .filter(|m| matches!(m.reason, SelectionReason::History { .. }))
+        .map(|m| m.backend)
+        .collect();
+    assert!(
+        !by_history.is_empty() && by_history.iter().all(|&b| b == BackendKind::CpuParallel),
+        "fresh memory again: {:?}",
+        again
+            .iter()
+            .map(|m| (m.backend, m.reason))
+            .collect::<Vec<_>>()
+    );
 }

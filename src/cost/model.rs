@@ -6,7 +6,7 @@
 
 use super::profile::{CpuProfile, DeviceProfile};
 use super::shape::{row_ns, PlanShape, StageEnd};
-use crate::plan::{Residency, WorkloadCharacteristics};
+use crate::plan::{OutputMemory, Residency, WorkloadCharacteristics};
 use crate::types::BackendKind;
 
 /// Positions per leaf of `cpu-parallel`'s work (`backend::cpu_simd::LEAF`,
@@ -365,11 +365,18 @@ impl CostModel {
         };
         // Fresh output pages are faulted in on first write. An output the
         // allocator recycles (a freed block of the size, as in a loop of
-        // queries) takes no faults: glibc serves blocks up to its largest
-        // dynamic mmap threshold from freed memory once one such block was
-        // freed; beyond it every output is a fresh mapping.
+        // queries) takes no faults. What the plan's last run at the size
+        // wrote into is expected ([`OutputMemory`]); before one was seen,
+        // glibc's rule: it serves blocks up to its largest dynamic mmap
+        // threshold from freed memory once one such block was freed, and
+        // beyond it every output is a fresh mapping.
+        let fresh = |bytes: f64| match e.workload.output_memory {
+            OutputMemory::Fresh => true,
+            OutputMemory::Resident => false,
+            OutputMemory::Unknown => bytes > RECYCLED_OUTPUT_MAX,
+        };
         let fault = |bytes: f64| {
-            if bytes > RECYCLED_OUTPUT_MAX {
+            if fresh(bytes) {
                 bytes / c.fresh_write_bandwidth
             } else {
                 0.0
@@ -474,7 +481,15 @@ impl CostModel {
                         // core does, whatever the stage's parallel factor.
                         + s.rows * if threads > 1.0 { s.row_parallel } else { 1.0 };
                     let moved = bytes + reread;
-                    compute += (moved / bw(bytes, pooled)).max(cpu) + fault(s.write) / t.sqrt();
+                    // Faults of several threads overlap in part; a fresh
+                    // output under 8 MiB is faulted in by one call before
+                    // the threads write (`Column::for_output`).
+                    let faults = if s.write < crate::types::HUGE_PAGE_MIN_BYTES as f64 {
+                        fault(s.write)
+                    } else {
+                        fault(s.write) / t.sqrt()
+                    };
+                    compute += (moved / bw(bytes, pooled)).max(cpu) + faults;
                     if pooled {
                         wakeups += passes;
                     }
@@ -589,6 +604,7 @@ mod tests {
             terminal: "reduce",
             residency: Residency::Host,
             output_on_device: false,
+            output_memory: Default::default(),
         }
     }
 

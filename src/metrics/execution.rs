@@ -1,7 +1,7 @@
 //! `ExecutionMetrics`: everything measured about one run.
 
 use super::{fmt_bytes, fmt_duration};
-use crate::types::{BackendKind, Decline, Phase, TimingSource};
+use crate::types::{BackendKind, Decline, OutputMemory, Phase, TimingSource};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::fmt;
@@ -211,6 +211,10 @@ pub struct ExecutionMetrics {
     /// run shared the cores with it, so its times are not the backend's
     /// alone, and the learning selector does not learn from them.
     pub during_calibration: bool,
+    /// The memory its result columns were written into: fresh from the
+    /// system (page faults on first writes) or recycled by the allocator;
+    /// looked at for results of 256 KiB or more, `Unknown` otherwise.
+    pub output_memory: OutputMemory,
 }
 
 impl ExecutionMetrics {
@@ -285,6 +289,7 @@ impl ExecutionMetrics {
             elements_skipped: 0,
             algorithm: None,
             during_calibration: false,
+            output_memory: OutputMemory::Unknown,
         }
     }
 }
@@ -345,6 +350,11 @@ impl fmt::Display for ExecutionMetrics {
         }
         if self.during_calibration {
             write!(f, " during_calibration")?;
+        }
+        match self.output_memory {
+            OutputMemory::Fresh => write!(f, " output_memory=fresh")?,
+            OutputMemory::Resident => write!(f, " output_memory=recycled")?,
+            OutputMemory::Unknown => {}
         }
         for a in &self.attempts {
             write!(f, " failed[{}@{}: {}]", a.backend, a.phase, a.message)?;

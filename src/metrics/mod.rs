@@ -4,7 +4,7 @@
 
 mod execution;
 
-pub use crate::types::{Algorithm, Passes};
+pub use crate::types::{Algorithm, OutputMemory, Passes};
 
 pub(crate) use execution::secs;
 pub use execution::{Attempt, CandidateEstimate, ExecutionMetrics, PhaseTimes, SelectionReason};

@@ -3,8 +3,9 @@
 //! (block program, WGSL pipeline, PTX module).
 
 use super::PhysicalPlan;
-use crate::types::{BackendKind, Decline};
+use crate::types::{BackendKind, Decline, OutputMemory};
 use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -37,6 +38,45 @@ pub struct CompiledPlan {
     /// (from its cache directory, not opened yet) can run the plan: judged
     /// once per plan (it lowers the plan to kernel IR), not per query.
     remembered: [OnceLock<Result<(), Decline>>; BackendKind::COUNT],
+    /// What the memory of the last looked-at result of a run was, per
+    /// size: the next run at the size expects the same.
+    outputs: OutputMemo,
+}
+
+/// What the memory of a plan's last looked-at result was, per
+/// `ceil(log2(elements + 1))` ([`OutputMemory`]): bit i of `seen`, that
+/// size was looked at; of `fresh`, and its memory was fresh.
+#[derive(Debug, Default)]
+struct OutputMemo {
+    seen: AtomicU64,
+    fresh: AtomicU64,
+}
+
+impl OutputMemo {
+    #[inline]
+    fn expected(&self, elements: u64) -> OutputMemory {
+        let bit = 1u64 << size_log(elements);
+        if self.seen.load(Relaxed) & bit == 0 {
+            OutputMemory::Unknown
+        } else if self.fresh.load(Relaxed) & bit != 0 {
+            OutputMemory::Fresh
+        } else {
+            OutputMemory::Resident
+        }
+    }
+
+    fn note(&self, elements: u64, m: OutputMemory) {
+        if m == OutputMemory::Unknown || self.expected(elements) == m {
+            return;
+        }
+        let bit = 1u64 << size_log(elements);
+        if m == OutputMemory::Fresh {
+            self.fresh.fetch_or(bit, Relaxed);
+        } else {
+            self.fresh.fetch_and(!bit, Relaxed);
+        }
+        self.seen.fetch_or(bit, Relaxed);
+    }
 }
 
 impl std::fmt::Debug for CompiledPlan {
@@ -59,7 +99,23 @@ impl CompiledPlan {
             artifacts: Default::default(),
             support: Default::default(),
             remembered: Default::default(),
+            outputs: OutputMemo::default(),
         }
+    }
+
+    /// The memory a run over `elements` positions is expected to write its
+    /// result into: what the last run at that size got.
+    #[inline]
+    pub fn expected_output_memory(&self, elements: u64) -> OutputMemory {
+        self.outputs.expected(elements)
+    }
+
+    /// Remembers what a run over `elements` positions wrote its result
+    /// into (nothing for [`OutputMemory::Unknown`]). Two threads' runs at
+    /// the same size may interleave their stores: the expectation is a
+    /// guess either way, and the next run corrects it.
+    pub fn note_output_memory(&self, elements: u64, m: OutputMemory) {
+        self.outputs.note(elements, m);
     }
 
     /// The artifact of `backend`, built by `build` on first use. Returns it
@@ -153,5 +209,35 @@ impl CompiledPlan {
     /// Whether `backend` has built its artifact.
     pub fn has_artifact(&self, backend: BackendKind) -> bool {
         self.artifacts[backend.index()].get().is_some()
+    }
+}
+
+/// `ceil(log2(n + 1))`, at most 63: the size part of a history bucket.
+pub(crate) fn size_log(n: u64) -> u32 {
+    (64 - n.leading_zeros()).min(63)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_expects_the_output_memory_its_last_run_at_the_size_got() {
+        let plan = OutputMemo::default();
+        assert_eq!(plan.expected(100_000), OutputMemory::Unknown);
+        plan.note(100_000, OutputMemory::Fresh);
+        assert_eq!(plan.expected(100_000), OutputMemory::Fresh);
+        // The same bucket of sizes (ceil(log2(n + 1)) = 17), not another.
+        assert_eq!(plan.expected(131_071), OutputMemory::Fresh);
+        assert_eq!(plan.expected(131_072), OutputMemory::Unknown);
+        assert_eq!(plan.expected(1 << 20), OutputMemory::Unknown);
+        // A run not looked at changes nothing; a recycled one does.
+        plan.note(100_000, OutputMemory::Unknown);
+        assert_eq!(plan.expected(100_000), OutputMemory::Fresh);
+        plan.note(100_000, OutputMemory::Resident);
+        assert_eq!(plan.expected(100_000), OutputMemory::Resident);
+        plan.note(u64::MAX, OutputMemory::Fresh);
+        assert_eq!(plan.expected(u64::MAX), OutputMemory::Fresh);
+        assert_eq!(plan.expected(100_000), OutputMemory::Resident);
     }
 }

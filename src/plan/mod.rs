@@ -15,6 +15,8 @@ pub use stage::{
 mod lower;
 mod workload;
 
+pub use crate::types::OutputMemory;
+pub(crate) use compiled::size_log;
 pub use compiled::{CompiledPlan, PlanReport};
 pub use lower::lower;
 pub use workload::{PlanStatics, Residency, WorkloadCharacteristics};

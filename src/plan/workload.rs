@@ -4,7 +4,7 @@
 
 use super::stage::{PhysicalPlan, Terminal};
 use crate::expr::Node;
-use crate::types::{BackendKind, Input};
+use crate::types::{BackendKind, Input, OutputMemory};
 
 /// Where a run's inputs live.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -43,6 +43,9 @@ pub struct WorkloadCharacteristics {
     pub residency: Residency,
     /// The result is asked to stay on the device (no download).
     pub output_on_device: bool,
+    /// The memory its result columns are expected to be written into (when
+    /// selecting) or were written into (when learning).
+    pub output_memory: OutputMemory,
 }
 
 /// Field by field, as derived, except that the terminal name is compared
@@ -65,6 +68,7 @@ impl PartialEq for WorkloadCharacteristics {
             terminal,
             residency,
             output_on_device,
+            output_memory,
         } = other;
         self.elements == *elements
             && self.build_elements == *build_elements
@@ -77,6 +81,7 @@ impl PartialEq for WorkloadCharacteristics {
             && (std::ptr::eq(self.terminal, *terminal) || self.terminal == *terminal)
             && self.residency == *residency
             && self.output_on_device == *output_on_device
+            && self.output_memory == *output_memory
     }
 }
 
@@ -198,6 +203,7 @@ impl WorkloadCharacteristics {
             terminal: st.terminal,
             residency,
             output_on_device: false,
+            output_memory: Default::default(),
         }
     }
 

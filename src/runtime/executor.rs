@@ -12,7 +12,7 @@ use crate::explain::Explain;
 use crate::graph::LogicalTerminal;
 use crate::metrics::{Attempt, ExecutionMetrics, PhaseTimes, SelectionReason};
 use crate::plan::CompiledPlan;
-use crate::plan::{PlanOutput, WorkloadCharacteristics};
+use crate::plan::{OutputMemory, PlanOutput, WorkloadCharacteristics};
 use crate::recommend;
 use crate::select::{Decision, Forced, SelectionInput};
 use smallvec::SmallVec;
@@ -279,6 +279,7 @@ fn plan_with(p: &Prepared<'_>, use_lease: bool) -> Result<Planned, Error> {
     let _select = tracing::trace_span!("computeq.select").entered();
     let mut workload = WorkloadCharacteristics::with_statics(&plan.statics, &p.inputs);
     workload.output_on_device = p.options.keep_on_device;
+    workload.output_memory = plan.expected_output_memory(workload.elements);
     let forced = p
         .options
         .backend
@@ -773,6 +774,9 @@ fn run_with<O>(
         let exec_span = tracing::debug_span!("computeq.execute", backend = kind.name());
         let _exec = exec_span.enter();
         let measurements = engine.devices.mark();
+        // What the backend's result columns are written into is noted on
+        // this thread as they are allocated (`Column::for_output`).
+        crate::types::take_output_memory();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             exec(backend, &job, &mut stats)
         }))
@@ -786,9 +790,19 @@ fn run_with<O>(
         let end = Tick::now();
         let wall = end.since(t);
         let during_calibration = !engine.devices.quiet_since(measurements);
+        let memory = crate::types::take_output_memory();
         drop(_exec);
         match result {
             Ok(out) => {
+                // The run is learned from in the bucket of the memory it
+                // wrote into, and the plan's next run at the size expects
+                // the same.
+                if memory != OutputMemory::Unknown {
+                    planned
+                        .plan
+                        .note_output_memory(planned.workload.elements, memory);
+                    planned.workload.output_memory = memory;
+                }
                 let reason = match first {
                     Some(f) if f != kind => SelectionReason::Fallback { from: f },
                     _ => planned.decision.reason,
@@ -807,6 +821,7 @@ fn run_with<O>(
                     end.since(p.started),
                 );
                 m.during_calibration = during_calibration;
+                m.output_memory = memory;
                 span.record("backend", kind.name());
                 tracing::debug!(
                     backend = %kind,
@@ -976,6 +991,7 @@ fn metrics(
         elements_skipped: stats.elements_skipped,
         algorithm: stats.algorithm,
         during_calibration: false,
+        output_memory: OutputMemory::Unknown,
     }
 }
 

@@ -14,7 +14,7 @@
 //! persister's last snapshot are listed, so a snapshot copies only them.
 
 use crate::cost::PlanShape;
-use crate::plan::{Residency, WorkloadCharacteristics};
+use crate::plan::{OutputMemory, Residency, WorkloadCharacteristics};
 use crate::types::BackendKind;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -33,14 +33,21 @@ const OUTLIER_FACTOR_LN: f32 = std::f32::consts::LN_2 * 2.0;
 const FIRST_BACKOFF: u64 = 8;
 const MAX_BACKOFF: u64 = 4096;
 
-/// The size bucket of a run: `ceil(log2(elements + 1))`, with the top bit
-/// set when the inputs are resident on a device (a different cost regime).
+/// The size bucket of a run: `ceil(log2(elements + 1))` (at most 63), with
+/// the top bit set when the inputs are resident on a device and the next
+/// when the result is written into fresh memory ([`OutputMemory::Fresh`]):
+/// different cost regimes.
 pub fn size_bucket(w: &WorkloadCharacteristics) -> u8 {
-    let log = (64 - w.elements.leading_zeros()) as u8;
-    match w.residency {
-        Residency::Host => log,
-        _ => log | 0x80,
-    }
+    let log = crate::plan::size_log(w.elements) as u8;
+    let device = match w.residency {
+        Residency::Host => 0,
+        _ => 0x80,
+    };
+    let fresh = match w.output_memory {
+        OutputMemory::Fresh => 0x40,
+        OutputMemory::Resident | OutputMemory::Unknown => 0,
+    };
+    log | device | fresh
 }
 
 /// What history knows about one (plan, bucket, backend).
@@ -636,6 +643,7 @@ mod tests {
             terminal: "reduce",
             residency: Residency::Host,
             output_on_device: false,
+            output_memory: Default::default(),
         };
         let a = size_bucket(&w);
         w.elements = 1023;
@@ -644,6 +652,21 @@ mod tests {
         assert_eq!(size_bucket(&w), a + 1);
         w.residency = Residency::Device(BackendKind::Wgpu);
         assert_ne!(size_bucket(&w), a + 1);
+        // Fresh output memory is a bucket of its own; a resident one is
+        // the bucket of an unknown one (a run not looked at).
+        w.residency = Residency::Host;
+        w.output_memory = OutputMemory::Resident;
+        assert_eq!(size_bucket(&w), a + 1);
+        w.output_memory = OutputMemory::Fresh;
+        let fresh = size_bucket(&w);
+        assert_ne!(fresh, a + 1);
+        w.residency = Residency::Device(BackendKind::Wgpu);
+        assert!(![a + 1, fresh].contains(&size_bucket(&w)));
+        // The largest sizes keep the flags apart.
+        w.elements = u64::MAX;
+        w.residency = Residency::Host;
+        w.output_memory = OutputMemory::Unknown;
+        assert_eq!(size_bucket(&w), 63);
     }
 
     #[test]
@@ -660,6 +683,7 @@ mod tests {
             terminal: "reduce",
             residency: Residency::Host,
             output_on_device: false,
+            output_memory: Default::default(),
         };
         let memo = EstimateMemo {
             workload: w.clone(),
@@ -678,7 +702,7 @@ mod tests {
         assert!(memo.is_for(&same, 0.5, 7));
         assert!(!memo.is_for(&w, 0.25, 7));
         assert!(!memo.is_for(&w, 0.5, 8));
-        let changed: [fn(&mut WorkloadCharacteristics); 11] = [
+        let changed: [fn(&mut WorkloadCharacteristics); 12] = [
             |w| w.elements += 1,
             |w| w.build_elements += 1,
             |w| w.bytes_in += 1,
@@ -690,6 +714,7 @@ mod tests {
             |w| w.terminal = "collect",
             |w| w.residency = Residency::Device(BackendKind::Wgpu),
             |w| w.output_on_device = true,
+            |w| w.output_memory = OutputMemory::Fresh,
         ];
         for (i, change) in changed.iter().enumerate() {
             let mut v = w.clone();

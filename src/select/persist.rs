@@ -111,8 +111,8 @@ fn implausible_stat(s: &Stat) -> Option<&'static str> {
     None
 }
 
-/// The file's plans, validated: an entry of an unknown backend, an
-/// impossible size bucket or implausible figures is dropped; one warning
+/// The file's plans, validated: an entry of an unknown backend or with
+/// implausible figures is dropped; one warning
 /// names what was. A time of last use far in the future is taken as now.
 fn plans_of(path: &Path, f: HistoryFile) -> FxHashMap<u64, FilePlan> {
     let now = now_ms();
@@ -128,8 +128,8 @@ fn plans_of(path: &Path, f: HistoryFile) -> FxHashMap<u64, FilePlan> {
     for e in f.entries {
         let why = match BackendKind::parse(&e.backend) {
             None => Some("unknown backend"),
-            // Buckets are ceil(log2(n + 1)) <= 64, plus the residency bit.
-            Some(_) if e.bucket & 0x7f > 64 => Some("impossible size bucket"),
+            // Every byte is a bucket: ceil(log2(n + 1)) <= 63, plus the
+            // residency and output-memory bits.
             Some(_) => implausible_stat(&e.stat),
         };
         if let Some(why) = why {
@@ -615,7 +615,9 @@ mod tests {
             entries: vec![
                 entry(1, 10, "cpu-simd", good),
                 entry(2, 10, "quantum", good),
-                entry(3, 200, "cpu-simd", good),
+                // (Every byte is a bucket: 200 is a device input's size
+                // 2^8 with its result written into fresh memory.)
+                entry(3, 200, "quantum", good),
                 entry(
                     4,
                     10,

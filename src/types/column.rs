@@ -172,8 +172,7 @@ impl Column {
     /// MiB, `HUGE_PAGE_MAX_OUTPUT_BYTES`) are advised to use transparent huge
     /// pages, so the first writes fault 2 MiB at a time
     /// (`madvise(MADV_HUGEPAGE)`); a fresh one from 256 KiB to 8 MiB has
-    /// its pages faulted in by one call before it is written
-    /// (`prefault_if_fresh`).
+    /// its pages faulted in by one call before it is written (`prefault`).
     pub fn zeroed(dtype: DType, len: usize) -> Column {
         let c = match dtype {
             DType::Bool => Column::Bool(vec![false; len]),
@@ -333,44 +332,134 @@ fn output_on_huge_pages(bytes: usize) -> bool {
     (HUGE_PAGE_MIN_BYTES..=HUGE_PAGE_MAX_OUTPUT_BYTES).contains(&bytes)
 }
 
-/// Outputs from this size up to [`HUGE_PAGE_MIN_BYTES`] are prefaulted in
-/// one call when their memory is fresh ([`prefault_if_fresh`]). Below it a
-/// query is a few microseconds, and the residency check (~0.3 µs) would be
-/// a visible part of it.
+/// Outputs from this size on are looked at ([`is_fresh`]: what their
+/// memory is, for the selector) and, up to [`HUGE_PAGE_MIN_BYTES`],
+/// prefaulted in one call when fresh ([`prefault`]). Below it a query is a
+/// few microseconds, and the check (~0.3 µs) would be a visible part of it.
 pub(crate) const PREFAULT_MIN_BYTES: usize = 256 << 10;
 
 /// Readies the allocation at `ptr` for an output of `bytes`, every byte of
 /// which the caller is about to write: huge pages for a large one, the
-/// page tables filled at once for a mid-sized one that is fresh.
+/// page tables filled at once for a mid-sized one that is fresh; what its
+/// memory was is noted for [`take_output_memory`].
 ///
 /// # Safety
 ///
 /// `ptr..ptr + bytes` must lie within one live allocation.
 unsafe fn prepare_output(ptr: *const u8, bytes: usize) {
+    if bytes < PREFAULT_MIN_BYTES {
+        return;
+    }
+    // SAFETY: the caller's promise.
+    let fresh = unsafe { is_fresh(ptr, bytes) };
+    if let Some(fresh) = fresh {
+        note_output_memory(fresh);
+    }
     if output_on_huge_pages(bytes) {
         // SAFETY: the caller's promise.
         unsafe { advise_huge_pages(ptr, bytes) };
-    } else if (PREFAULT_MIN_BYTES..HUGE_PAGE_MIN_BYTES).contains(&bytes) {
+    } else if bytes < HUGE_PAGE_MIN_BYTES && fresh == Some(true) {
         // SAFETY: the caller's promise.
-        unsafe { prefault_if_fresh(ptr, bytes) };
+        unsafe { prefault(ptr, bytes) };
     }
 }
 
-/// Fills in the page tables of the whole 4 KiB pages of `ptr..ptr + bytes`
-/// in one call (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14) when the page
-/// at their middle is not resident yet (`mincore`): memory the allocator
-/// took fresh from the system, which the first writes would otherwise
-/// fault in a page at a time. On the project's VMs one call fills a fresh
-/// 400 KB in ~31 µs where the writes' own faults took ~65 µs more than
-/// writing resident memory, and on resident memory it would cost ~14 µs
-/// for nothing: hence the check. Memory contents are unchanged; any
-/// failure leaves the pages to fault as before, and a kernel without the
-/// advice is not asked again.
+/// The memory a run's result columns are written into, as the allocator
+/// gives it: fresh from the system (each page faults on its first write)
+/// or recycled from freed blocks (already resident). Which one an output
+/// gets depends on the allocator and the size (glibc maps blocks above its
+/// threshold fresh each time; jemalloc and mimalloc recycle them) and is
+/// steady for a program's loop of queries, but is not visible before the
+/// output is allocated: the engine looks at each result of 256 KiB or more
+/// (one `mincore` of its middle page) and expects a plan's next run at the
+/// same size to get what its last run got. Runs on fresh and on resident
+/// memory are learned apart, as different size buckets.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OutputMemory {
+    /// Not looked at: a small or no column result, a run not seen yet, a
+    /// system without `mincore`.
+    #[default]
+    Unknown,
+    /// Recycled: the pages are already resident.
+    Resident,
+    /// Fresh from the system: the first writes fault the pages in.
+    Fresh,
+}
+
+thread_local! {
+    /// What the outputs readied on this thread since the last
+    /// [`take_output_memory`] were written into.
+    static OUTPUT_MEMORY: std::cell::Cell<OutputMemory> =
+        const { std::cell::Cell::new(OutputMemory::Unknown) };
+}
+
+/// Records an output of fresh (or resident) memory: fresh wins, as its
+/// faults dominate a run.
+fn note_output_memory(fresh: bool) {
+    let _ = OUTPUT_MEMORY.try_with(|m| {
+        if fresh {
+            m.set(OutputMemory::Fresh);
+        } else if m.get() == OutputMemory::Unknown {
+            m.set(OutputMemory::Resident);
+        }
+    });
+}
+
+/// What the outputs of 256 KiB or more readied on this thread since the
+/// last call were written into: [`OutputMemory::Fresh`] if any was fresh.
+/// Resets it. (A backend allocates its result columns on the thread that
+/// called it; the executor calls this around each run.)
+pub(crate) fn take_output_memory() -> OutputMemory {
+    OUTPUT_MEMORY
+        .try_with(|m| m.replace(OutputMemory::Unknown))
+        .unwrap_or_default()
+}
+
+/// Whether the page at the middle of `ptr..ptr + bytes` is not resident
+/// yet (`mincore`, ~0.3 µs): memory the allocator took fresh from the
+/// system, which the first writes fault in a page at a time. `None` where
+/// it cannot be told.
 ///
 /// # Safety
 ///
 /// `ptr..ptr + bytes` must lie within one live allocation.
-unsafe fn prefault_if_fresh(ptr: *const u8, bytes: usize) {
+unsafe fn is_fresh(ptr: *const u8, bytes: usize) -> Option<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let start = (ptr as usize).next_multiple_of(PAGE);
+        let end = (ptr as usize + bytes) & !(PAGE - 1);
+        if end <= start {
+            return None;
+        }
+        let middle = (start + (end - start) / 2) & !(PAGE - 1);
+        let mut resident = 0u8;
+        // SAFETY: one whole page inside the caller's allocation, and one
+        // byte to write its residency into.
+        let checked = unsafe { libc::mincore(middle as *mut libc::c_void, PAGE, &mut resident) };
+        (checked == 0).then_some(resident & 1 == 0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (ptr, bytes);
+        None
+    }
+}
+
+/// Fills in the page tables of the whole 4 KiB pages of `ptr..ptr + bytes`
+/// in one call (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14), for fresh
+/// memory ([`is_fresh`]) that the first writes would otherwise fault in a
+/// page at a time. On the project's VMs one call fills a fresh 400 KB in
+/// ~31 µs where the writes' own faults took ~65 µs more than writing
+/// resident memory; on resident memory it would cost ~14 µs for nothing
+/// (hence the check first). Memory contents are unchanged; any failure
+/// leaves the pages to fault as before, and a kernel without the advice is
+/// not asked again.
+///
+/// # Safety
+///
+/// `ptr..ptr + bytes` must lie within one live allocation.
+unsafe fn prefault(ptr: *const u8, bytes: usize) {
     #[cfg(target_os = "linux")]
     {
         use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -382,14 +471,6 @@ unsafe fn prefault_if_fresh(ptr: *const u8, bytes: usize) {
         let start = (ptr as usize).next_multiple_of(PAGE);
         let end = (ptr as usize + bytes) & !(PAGE - 1);
         if end <= start {
-            return;
-        }
-        let middle = (start + (end - start) / 2) & !(PAGE - 1);
-        let mut resident = 0u8;
-        // SAFETY: one whole page inside the caller's allocation, and one
-        // byte to write its residency into.
-        let checked = unsafe { libc::mincore(middle as *mut libc::c_void, PAGE, &mut resident) };
-        if checked != 0 || resident & 1 != 0 {
             return;
         }
         // SAFETY: a page-aligned range inside the caller's allocation;
@@ -502,9 +583,12 @@ mod tests {
         // SAFETY: inside the mapping.
         unsafe { std::ptr::write_bytes(p.cast::<u8>(), 0xA5, 64) };
         assert!(!resident(p, PAGES)[PAGES / 2]);
+        take_output_memory();
         // The output starts past the "header", as an allocator's would.
         // SAFETY: the range lies inside the mapping.
         unsafe { prepare_output(p.cast::<u8>().add(16), len - 16) };
+        assert_eq!(take_output_memory(), OutputMemory::Fresh);
+        assert_eq!(take_output_memory(), OutputMemory::Unknown, "reset");
         let after = resident(p, PAGES);
         assert!(after.iter().all(|&r| r), "{after:?}");
         // SAFETY: inside the mapping.
@@ -519,14 +603,29 @@ mod tests {
         // Below the prefault size: the pages fault as they are written.
         let pages = PREFAULT_MIN_BYTES / 4096 - 1;
         let p = map(pages);
+        take_output_memory();
         // SAFETY: the range is the mapping.
         unsafe { prepare_output(p.cast(), pages * 4096) };
         assert!(resident(p, pages).iter().all(|&r| !r));
+        assert_eq!(take_output_memory(), OutputMemory::Unknown, "not looked at");
         unmap(p, pages);
         // Resident memory (its middle page written): the same bytes after.
         let mut v: Vec<u32> = (0..(PREFAULT_MIN_BYTES / 4 + 1000) as u32).collect();
         // SAFETY: the vector's own allocation.
         unsafe { prepare_output(v.as_mut_ptr().cast(), v.len() * 4) };
         assert!(v.iter().enumerate().all(|(i, &x)| x == i as u32));
+        assert_eq!(take_output_memory(), OutputMemory::Resident);
+        // A huge-page output is looked at too (advised, not prefaulted),
+        // and one fresh output among resident ones makes the run's fresh.
+        let pages = HUGE_PAGE_MIN_BYTES / 4096;
+        let p = map(pages);
+        // SAFETY: the vector's own allocation, then the mapping.
+        unsafe {
+            prepare_output(v.as_mut_ptr().cast(), v.len() * 4);
+            prepare_output(p.cast(), pages * 4096);
+        }
+        assert_eq!(take_output_memory(), OutputMemory::Fresh);
+        assert!(!resident(p, pages)[pages / 2], "advised, not prefaulted");
+        unmap(p, pages);
     }
 }

@@ -13,8 +13,10 @@ mod plan_error;
 
 pub use algorithm::{Algorithm, Passes};
 pub use backend::{BackendError, BackendKind, Phase, RunStats, TimingSource};
-pub(crate) use column::{advise_huge_pages, vec_for_output, with_nulls, HUGE_PAGE_MIN_BYTES};
-pub use column::{Column, ColumnRef};
+pub(crate) use column::{
+    advise_huge_pages, take_output_memory, vec_for_output, with_nulls, HUGE_PAGE_MIN_BYTES,
+};
+pub use column::{Column, ColumnRef, OutputMemory};
 pub use decline::Decline;
 pub use dtype::{DType, Scalar};
 pub use input::{DeviceColumn, HostColumn, Input};
