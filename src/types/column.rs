@@ -335,7 +335,8 @@ fn output_on_huge_pages(bytes: usize) -> bool {
 /// Outputs from this size on are looked at ([`is_fresh`]: what their
 /// memory is, for the selector) and, up to [`HUGE_PAGE_MIN_BYTES`],
 /// prefaulted in one call when fresh ([`prefault`]). Below it a query is a
-/// few microseconds, and the check (~0.3 µs) would be a visible part of it.
+/// few microseconds, and the check (a system call) would be a visible part
+/// of it.
 pub(crate) const PREFAULT_MIN_BYTES: usize = 256 << 10;
 
 /// Readies the allocation at `ptr` for an output of `bytes`, every byte of
@@ -416,7 +417,7 @@ pub(crate) fn take_output_memory() -> OutputMemory {
 }
 
 /// Whether the page at the middle of `ptr..ptr + bytes` is not resident
-/// yet (`mincore`, ~0.3 µs): memory the allocator took fresh from the
+/// yet (`mincore`, one system call): memory the allocator took fresh from the
 /// system, which the first writes fault in a page at a time. `None` where
 /// it cannot be told.
 ///
@@ -449,12 +450,12 @@ unsafe fn is_fresh(ptr: *const u8, bytes: usize) -> Option<bool> {
 /// Fills in the page tables of the whole 4 KiB pages of `ptr..ptr + bytes`
 /// in one call (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14), for fresh
 /// memory ([`is_fresh`]) that the first writes would otherwise fault in a
-/// page at a time. On the project's VMs one call fills a fresh 400 KB in
-/// ~31 µs where the writes' own faults took ~65 µs more than writing
-/// resident memory; on resident memory it would cost ~14 µs for nothing
-/// (hence the check first). Memory contents are unchanged; any failure
-/// leaves the pages to fault as before, and a kernel without the advice is
-/// not asked again.
+/// page at a time, each fault a trap: P4 at 10^5 into fresh memory went
+/// from 0.73-0.88x std's `map().collect()` to 1.33-1.37x with it
+/// (`bench -- --collect`, docs/performance.md). On resident memory it
+/// would walk every page again for nothing, hence the check first. Memory
+/// contents are unchanged; any failure leaves the pages to fault as
+/// before, and a kernel without the advice is not asked again.
 ///
 /// # Safety
 ///
