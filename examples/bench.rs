@@ -273,7 +273,9 @@ unsafe impl GlobalAlloc for Counting {
         }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        if l.size() < LARGE || (!keep(p, l) && !unmap_fresh(p)) {
+        // A block regime `Fresh` mapped is unmapped whatever the regime
+        // is now (kept, it would reach the system allocator later).
+        if l.size() < LARGE || (!unmap_fresh(p) && !keep(p, l)) {
             unsafe { System.dealloc(p, l) };
         }
         shrunk(l.size());

@@ -42,12 +42,13 @@ fn reasons(engine: &Engine, xs: &[f32], runs: usize) -> Vec<SelectionReason> {
         .collect()
 }
 
-/// A CPU backend that computes for real but reports a fixed execution
-/// time: the selector learns from these injected measurements, not from
-/// how busy the machine running the test is.
+/// A CPU backend that computes for real but reports the execution time
+/// `time` gives (a fixed one, or one that depends on the test's state):
+/// the selector learns from these injected measurements, not from how busy
+/// the machine running the test is.
 struct FixedTime {
     inner: Arc<dyn Backend>,
-    execute: Duration,
+    time: Box<dyn Fn() -> Duration + Send + Sync>,
 }
 
 impl Backend for FixedTime {
@@ -62,7 +63,7 @@ impl Backend for FixedTime {
     }
     fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {
         let out = self.inner.execute(job, stats)?;
-        stats.execute = self.execute;
+        stats.execute = (self.time)();
         Ok(out)
     }
 }
@@ -73,7 +74,7 @@ fn fixed_time_engine() -> Engine {
     let fixed = |inner: Arc<dyn Backend>, ms: u64| {
         Arc::new(FixedTime {
             inner,
-            execute: Duration::from_millis(ms),
+            time: Box::new(move || Duration::from_millis(ms)),
         })
     };
     Engine::with_config(Config {
@@ -626,38 +627,6 @@ mod regimes {
 #[global_allocator]
 static ALLOC: regimes::Regimes = regimes::Regimes;
 
-/// Reports an execution time that depends on this thread's allocator
-/// regime: what a backend's first writes into fresh pages cost it.
-#[cfg(target_os = "linux")]
-struct RegimeTime {
-    inner: Arc<dyn Backend>,
-    fresh: Duration,
-    recycled: Duration,
-    regime: fn() -> u8,
-}
-
-#[cfg(target_os = "linux")]
-impl Backend for RegimeTime {
-    fn kind(&self) -> BackendKind {
-        self.inner.kind()
-    }
-    fn availability(&self) -> Availability {
-        self.inner.availability()
-    }
-    fn supports(&self, plan: &PhysicalPlan) -> Result<(), Decline> {
-        self.inner.supports(plan)
-    }
-    fn execute(&self, job: &Job<'_>, stats: &mut RunStats) -> Result<PlanOutput, BackendError> {
-        let out = self.inner.execute(job, stats)?;
-        stats.execute = if (self.regime)() == regimes::FRESH {
-            self.fresh
-        } else {
-            self.recycled
-        };
-        Ok(out)
-    }
-}
-
 #[cfg(target_os = "linux")]
 #[test]
 fn runs_into_fresh_and_into_recycled_memory_are_learned_apart() {
@@ -673,11 +642,15 @@ fn runs_into_fresh_and_into_recycled_memory_are_learned_apart() {
     }
     // cpu-simd is the faster into recycled memory, cpu-parallel into fresh.
     let timed = |inner: Arc<dyn Backend>, fresh: u64, recycled: u64| {
-        Arc::new(RegimeTime {
+        Arc::new(FixedTime {
             inner,
-            fresh: Duration::from_millis(fresh),
-            recycled: Duration::from_millis(recycled),
-            regime,
+            time: Box::new(move || {
+                Duration::from_millis(if regime() == regimes::FRESH {
+                    fresh
+                } else {
+                    recycled
+                })
+            }),
         })
     };
     let engine = Engine::with_config(Config {
