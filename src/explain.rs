@@ -90,7 +90,7 @@ impl fmt::Display for Explain {
             write!(f, "{s}")?;
         }
         let w = &self.workload;
-        writeln!(
+        write!(
             f,
             "workload: elements={} bytes_in={} bytes_out<={} ops/element={} transcendental/element={} \
              64-bit={} stages={} terminal={} residency={:?}",
@@ -104,6 +104,14 @@ impl fmt::Display for Explain {
             w.terminal,
             w.residency
         )?;
+        // What the plan's last run at this size wrote its result into, and
+        // so what this run is expected to get (`OutputMemory`).
+        match w.output_memory {
+            crate::types::OutputMemory::Fresh => write!(f, " output_memory=fresh")?,
+            crate::types::OutputMemory::Resident => write!(f, " output_memory=recycled")?,
+            crate::types::OutputMemory::Unknown => {}
+        }
+        writeln!(f)?;
         writeln!(f, "candidates:")?;
         let mut cands = self.candidates.clone();
         cands.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));

@@ -687,6 +687,14 @@ fn runs_into_fresh_and_into_recycled_memory_are_learned_apart() {
         "{}",
         fresh[0]
     );
+    // explain shows what the next run expects.
+    let explain = engine
+        .query(&xs)
+        .map(|x| x * 2.0)
+        .explain()
+        .collect::<Vec<f32>>()
+        .to_string();
+    assert!(explain.contains("output_memory=fresh"), "{explain}");
     let settled = |ms: &[computeq::metrics::ExecutionMetrics]| {
         ms.iter()
             .rev()
