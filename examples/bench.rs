@@ -19,12 +19,15 @@
 mod arrow_baselines;
 #[path = "../benches/common/baselines.rs"]
 mod baselines;
+#[path = "../benches/common/fresh_mappings.rs"]
+mod fresh_mappings;
 #[path = "../benches/common/order.rs"]
 mod order;
 
 use arrow_baselines::*;
 use baselines::*;
 use computeq::prelude::*;
+use fresh_mappings::FreshMappings;
 use order::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -119,62 +122,16 @@ fn set_regime(r: Regime) {
     REGIME.store(r as u8, SeqCst);
 }
 
-/// Blocks mapped by regime `Fresh` and not yet unmapped: (address, mapped
-/// length); an empty slot has address 0. A block freed after the regime
-/// changed is still recognized here.
-static MAPPED: std::sync::Mutex<[(usize, usize); 16]> = std::sync::Mutex::new([(0, 0); 16]);
+/// Blocks mapped by regime `Fresh` and not yet unmapped. A block freed
+/// after the regime changed is still recognized here.
+static MAPPED: FreshMappings = FreshMappings::new();
 
-/// A fresh mapping for `l` (regime `Fresh`, a large block with at most a
-/// page's alignment, a free slot to record it), or null.
+/// A fresh mapping for `l` (regime `Fresh`, a large block), or null.
 fn map_fresh(l: Layout) -> *mut u8 {
-    #[cfg(target_os = "linux")]
-    {
-        if regime() != Regime::Fresh as u8 || l.size() < LARGE || l.align() > 4096 {
-            return std::ptr::null_mut();
-        }
-        let mut mapped = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(slot) = mapped.iter_mut().find(|s| s.0 == 0) else {
-            return std::ptr::null_mut();
-        };
-        let len = l.size().next_multiple_of(4096);
-        // SAFETY: a new private anonymous mapping; nothing else is touched.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return std::ptr::null_mut();
-        }
-        *slot = (p as usize, len);
-        p.cast()
+    if regime() != Regime::Fresh as u8 || l.size() < LARGE {
+        return std::ptr::null_mut();
     }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = l;
-        std::ptr::null_mut()
-    }
-}
-
-/// Unmaps `p` if regime `Fresh` mapped it; whether it did.
-fn unmap_fresh(p: *mut u8) -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        let mut mapped = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(slot) = mapped.iter_mut().find(|s| s.0 == p as usize) {
-            let (addr, len) = std::mem::take(slot);
-            // SAFETY: a mapping made by `map_fresh`, freed once.
-            unsafe { libc::munmap(addr as *mut libc::c_void, len) };
-            return true;
-        }
-    }
-    let _ = p;
-    false
+    MAPPED.map(l)
 }
 
 fn regime() -> u8 {
@@ -242,13 +199,7 @@ unsafe impl GlobalAlloc for Counting {
         grown(unsafe { System.alloc_zeroed(l) }, l.size())
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
-        if l.size() >= LARGE
-            && MAPPED
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .any(|s| s.0 == p as usize)
-        {
+        if l.size() >= LARGE && MAPPED.contains(p) {
             // A block of regime `Fresh`: moved, as the system would.
             // SAFETY: `l` with the new size is a valid layout (the
             // caller's promise), and both blocks hold the bytes copied.
@@ -275,7 +226,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         // A block regime `Fresh` mapped is unmapped whatever the regime
         // is now (kept, it would reach the system allocator later).
-        if l.size() < LARGE || (!unmap_fresh(p) && !keep(p, l)) {
+        if l.size() < LARGE || (!MAPPED.unmap(p) && !keep(p, l)) {
             unsafe { System.dealloc(p, l) };
         }
         shrunk(l.size());

@@ -106,10 +106,8 @@ impl fmt::Display for Explain {
         )?;
         // What the plan's last run at this size wrote its result into, and
         // so what this run is expected to get (`OutputMemory`).
-        match w.output_memory {
-            crate::types::OutputMemory::Fresh => write!(f, " output_memory=fresh")?,
-            crate::types::OutputMemory::Resident => write!(f, " output_memory=recycled")?,
-            crate::types::OutputMemory::Unknown => {}
+        if let Some(m) = w.output_memory.label() {
+            write!(f, " output_memory={m}")?;
         }
         writeln!(f)?;
         writeln!(f, "candidates:")?;

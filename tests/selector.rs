@@ -525,11 +525,18 @@ fn absurd_phase_times_do_not_panic() {
     }
 }
 
+// The bench's fresh mappings (`contains` serves only the bench's realloc).
+#[cfg(target_os = "linux")]
+#[allow(dead_code)]
+#[path = "../benches/common/fresh_mappings.rs"]
+mod fresh_mappings;
+
 /// Where this test binary's large blocks come from, per thread (the test
 /// that sets it allocates on its own thread): the system allocator, a
 /// fresh mapping of its own for each block, or the last freed block again.
 #[cfg(target_os = "linux")]
 mod regimes {
+    use super::fresh_mappings::FreshMappings;
     use std::alloc::{GlobalAlloc, Layout, System};
     use std::cell::Cell;
     use std::sync::Mutex;
@@ -553,8 +560,8 @@ mod regimes {
         MODE.try_with(Cell::get).unwrap_or(SYSTEM)
     }
 
-    /// Fresh mappings alive: (address, length).
-    static MAPPED: Mutex<[(usize, usize); 16]> = Mutex::new([(0, 0); 16]);
+    /// Fresh mappings alive.
+    static MAPPED: FreshMappings = FreshMappings::new();
     /// The freed block kept for the next request of its layout.
     static KEPT: Mutex<(usize, usize, usize)> = Mutex::new((0, 0, 0));
 
@@ -565,24 +572,9 @@ mod regimes {
             if l.size() >= LARGE && l.align() <= 4096 {
                 match mode() {
                     FRESH => {
-                        let mut mapped = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
-                        if let Some(slot) = mapped.iter_mut().find(|s| s.0 == 0) {
-                            let len = l.size().next_multiple_of(4096);
-                            // SAFETY: a new private anonymous mapping.
-                            let p = unsafe {
-                                libc::mmap(
-                                    std::ptr::null_mut(),
-                                    len,
-                                    libc::PROT_READ | libc::PROT_WRITE,
-                                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                                    -1,
-                                    0,
-                                )
-                            };
-                            if p != libc::MAP_FAILED {
-                                *slot = (p as usize, len);
-                                return p.cast();
-                            }
+                        let p = MAPPED.map(l);
+                        if !p.is_null() {
+                            return p;
                         }
                     }
                     RECYCLED => {
@@ -600,14 +592,9 @@ mod regimes {
 
         unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
             if l.size() >= LARGE {
-                let mut mapped = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(slot) = mapped.iter_mut().find(|s| s.0 == p as usize) {
-                    let (addr, len) = std::mem::take(slot);
-                    // SAFETY: a mapping made above, freed once.
-                    unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+                if MAPPED.unmap(p) {
                     return;
                 }
-                drop(mapped);
                 if mode() == RECYCLED {
                     let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
                     if kept.0 == 0 {

@@ -351,10 +351,8 @@ impl fmt::Display for ExecutionMetrics {
         if self.during_calibration {
             write!(f, " during_calibration")?;
         }
-        match self.output_memory {
-            OutputMemory::Fresh => write!(f, " output_memory=fresh")?,
-            OutputMemory::Resident => write!(f, " output_memory=recycled")?,
-            OutputMemory::Unknown => {}
+        if let Some(m) = self.output_memory.label() {
+            write!(f, " output_memory={m}")?;
         }
         for a in &self.attempts {
             write!(f, " failed[{}@{}: {}]", a.backend, a.phase, a.message)?;

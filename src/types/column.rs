@@ -387,6 +387,18 @@ pub enum OutputMemory {
     Fresh,
 }
 
+impl OutputMemory {
+    /// The word the metrics line and explain print for it
+    /// (`output_memory=fresh`); none when it was not looked at.
+    pub fn label(self) -> Option<&'static str> {
+        match self {
+            OutputMemory::Fresh => Some("fresh"),
+            OutputMemory::Resident => Some("recycled"),
+            OutputMemory::Unknown => None,
+        }
+    }
+}
+
 thread_local! {
     /// What the outputs readied on this thread since the last
     /// [`take_output_memory`] were written into.
@@ -427,12 +439,7 @@ pub(crate) fn take_output_memory() -> OutputMemory {
 unsafe fn is_fresh(ptr: *const u8, bytes: usize) -> Option<bool> {
     #[cfg(target_os = "linux")]
     {
-        const PAGE: usize = 4096;
-        let start = (ptr as usize).next_multiple_of(PAGE);
-        let end = (ptr as usize + bytes) & !(PAGE - 1);
-        if end <= start {
-            return None;
-        }
+        let (start, end) = whole_pages(ptr, bytes)?;
         let middle = (start + (end - start) / 2) & !(PAGE - 1);
         let mut resident = 0u8;
         // SAFETY: one whole page inside the caller's allocation, and one
@@ -465,15 +472,12 @@ unsafe fn prefault(ptr: *const u8, bytes: usize) {
     {
         use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
         static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
-        const PAGE: usize = 4096;
         if UNSUPPORTED.load(Relaxed) {
             return;
         }
-        let start = (ptr as usize).next_multiple_of(PAGE);
-        let end = (ptr as usize + bytes) & !(PAGE - 1);
-        if end <= start {
+        let Some((start, end)) = whole_pages(ptr, bytes) else {
             return;
-        }
+        };
         // SAFETY: a page-aligned range inside the caller's allocation;
         // MADV_POPULATE_WRITE faults its pages in writable and changes no
         // contents and no mapping.
@@ -492,6 +496,19 @@ unsafe fn prefault(ptr: *const u8, bytes: usize) {
     let _ = (ptr, bytes);
 }
 
+/// The page size the advice and the checks here work in.
+#[cfg(target_os = "linux")]
+const PAGE: usize = 4096;
+
+/// The whole pages of `ptr..ptr + bytes` as an address range, or `None`
+/// when it holds none (the system calls here take page-aligned ranges).
+#[cfg(target_os = "linux")]
+fn whole_pages(ptr: *const u8, bytes: usize) -> Option<(usize, usize)> {
+    let start = (ptr as usize).next_multiple_of(PAGE);
+    let end = (ptr as usize + bytes) & !(PAGE - 1);
+    (end > start).then_some((start, end))
+}
+
 /// Asks the kernel to back the whole 4 KiB pages of `ptr..ptr + bytes` with
 /// transparent huge pages. Only advice: with THP disabled, or on other
 /// systems, nothing changes, and the result is ignored either way.
@@ -501,15 +518,10 @@ unsafe fn prefault(ptr: *const u8, bytes: usize) {
 /// `ptr..ptr + bytes` must lie within one live allocation.
 pub(crate) unsafe fn advise_huge_pages(ptr: *const u8, bytes: usize) {
     #[cfg(target_os = "linux")]
-    {
-        const PAGE: usize = 4096;
-        let start = (ptr as usize).next_multiple_of(PAGE);
-        let end = (ptr as usize + bytes) & !(PAGE - 1);
-        if end > start {
-            // SAFETY: a page-aligned range inside the caller's allocation;
-            // MADV_HUGEPAGE changes no contents and no mapping.
-            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
-        }
+    if let Some((start, end)) = whole_pages(ptr, bytes) {
+        // SAFETY: a page-aligned range inside the caller's allocation;
+        // MADV_HUGEPAGE changes no contents and no mapping.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (ptr, bytes);
