@@ -1,7 +1,7 @@
 //! The selector judged against an oracle on a workload suite.
 //!
 //! ```text
-//! cargo run --release --example selector_eval [-- [--quick] [--svg PATH] [--only NAME]]
+//! cargo run --release --example selector_eval [-- [--quick] [--svg PATH] [--only NAME] [--trace-cold]]
 //! ```
 //!
 //! Every workload runs on every available backend (forced with `.on(..)`,
@@ -18,7 +18,9 @@
 //! backend, with and without the warm-up runs; the cost model's median
 //! relative prediction error. An SVG chart of time against N for each
 //! backend on one pipeline, with the selector's choices marked, goes to
-//! `target/selector_eval.svg` (or `--svg PATH`).
+//! `target/selector_eval.svg` (or `--svg PATH`). `--trace-cold` prints
+//! each of the selector's cold runs to stderr as it comes: its backend,
+//! time and reason, and every candidate's estimate.
 
 #[path = "../benches/common/order.rs"]
 mod order;
@@ -308,6 +310,12 @@ struct Measured {
     choice_reason: String,
 }
 
+/// `--trace-cold`: every cold selector run to stderr (its backend, time,
+/// reason and the candidates' estimates).
+fn trace_cold() -> bool {
+    std::env::args().any(|a| a == "--trace-cold")
+}
+
 /// Largest workload whose timed samples follow an untimed run of the
 /// same contender (see `measure`).
 const SETTLE_MAX_N: usize = 1_000_000;
@@ -330,6 +338,22 @@ fn measure(
         let m = (w.run)(&engines[1], 1, None);
         cold_total += secs(&m);
         cold_backends.push(m.backend);
+        if trace_cold() {
+            let estimates: Vec<String> = m
+                .estimates
+                .iter()
+                .map(|e| format!("{} {}", e.backend, fmt_s(e.seconds)))
+                .collect();
+            eprintln!(
+                "cold {} {}: {} {} ({}; estimates {})",
+                w.name,
+                w.n,
+                m.backend,
+                fmt_s(secs(&m)),
+                m.reason,
+                estimates.join(", ")
+            );
+        }
     }
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); backends.len()];
     let mut model_ratios = Vec::new();

@@ -91,6 +91,17 @@ impl Stat {
         (self.samples > 0).then_some(self.last as f64)
     }
 
+    /// The smallest of the recent log(measured / estimated): the key's
+    /// fastest recent run, if any (a run slowed by cold state is only
+    /// ever slower).
+    pub fn fastest_log_ratio(&self) -> Option<f64> {
+        self.filled()
+            .iter()
+            .copied()
+            .reduce(f32::min)
+            .map(f64::from)
+    }
+
     fn median(&self) -> f64 {
         if self.samples as usize >= RECENT {
             // The common case, on every query of a key past its first
@@ -199,7 +210,9 @@ pub struct Bucket {
 /// for `cpu-parallel`, whose re-checks between runs of `cpu-simd` measured
 /// 46-58 µs at 10^5 elements where its runs in a row take 22-30 µs), which
 /// a run of a loop of that backend would not. (selector_eval times its
-/// forced runs the same way, each after an untimed one.)
+/// forced runs the same way, each after an untimed one.) A candidate
+/// predicted to run for a millisecond or more (`learning::LONG_RUN`) is
+/// learned from at once: that state is a few percent of its run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Explore {
     /// No exploration under way.

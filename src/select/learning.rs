@@ -32,7 +32,10 @@
 //!    exploration right after runs on another backend runs its candidate
 //!    twice in a row and learns from the second run only (`Explore`):
 //!    the first pays for the state the other backend left, which a loop
-//!    of runs on the candidate would not;
+//!    of runs on the candidate would not. A long run ([`LONG_RUN`], 1 ms)
+//!    pays next to nothing for that state: it is learned from at once,
+//!    and a candidate whose fastest long run is past `explore_ratio` of
+//!    what the best measured is not sampled further;
 //! 4. [`cheapest`]: the cheapest prediction; the reason is `History` when
 //!    history decided (the winner is measured, or measurements overturned
 //!    the model's pick), else `Model`.
@@ -113,6 +116,16 @@ const RECHECK_MAX_STRETCH: u64 = 64;
 /// a run, priced at 0.39 s, beside 0.3-0.6 s on the other CPU backends,
 /// was run four times in a key's first five).
 const COLD_SLACK: f64 = 8.0;
+
+/// A run predicted to take at least this long (seconds) is learned from
+/// as it comes: the state another backend left (its caches, a sleeping
+/// pool, a device's threads winding down) costs it a few percent at most,
+/// where runs of a few microseconds came out up to ~5x slower. Such a run
+/// is explored without a warm-up run (`Explore`), and one sample of it is
+/// enough to stop exploring a candidate that measured clearly slower
+/// ([`Ranking::worth_sampling`]). (`selector_eval` settles its forced runs
+/// with an untimed one only up to about this time, N = 10^6, too.)
+const LONG_RUN: f64 = 1e-3;
 
 /// The slowdown past which a runner-up is neither re-checked nor re-run
 /// as promising.
@@ -393,6 +406,10 @@ struct Cand {
     /// The model's steady price times the median of its measured ratios,
     /// unweighted (`steady` weighs them in by sample count), when measured.
     measured: Option<f64>,
+    /// The model's steady price times the smallest recent ratio: its
+    /// fastest recent run. Only for a candidate under `min_samples`, where
+    /// [`Ranking::worth_sampling`] asks for it.
+    fastest: Option<f64>,
     samples: u32,
     backed_off: bool,
 }
@@ -432,6 +449,10 @@ impl Ranking {
             let stat = &bucket.stats[k.index()];
             // In `f32`: the ratio is kept in `f32` and only ranks
             // candidates; `expf` costs half of `exp` per candidate.
+            let fastest = (s.learn && stat.samples < s.min_samples)
+                .then(|| stat.fastest_log_ratio())
+                .flatten()
+                .map(|x| model * (x as f32).exp() as f64);
             let (steady, measured) = if s.learn && stat.samples > 0 {
                 let weight = (stat.samples as f32 / s.min_samples as f32).min(1.0);
                 let ratio = stat.log_ratio() as f32;
@@ -449,6 +470,7 @@ impl Ranking {
                 steady,
                 predicted: steady + compile,
                 measured,
+                fastest,
                 samples: stat.samples,
                 backed_off: s.learn && stat.backed_off(bucket.runs),
             });
@@ -505,11 +527,22 @@ impl Ranking {
 
     /// Whether `c`, under-sampled, is worth more samples: not when what
     /// it measured is past [`COLD_SLACK`] times the explored range of the
-    /// best prediction (periodic re-checks of a runner-up still come, at
-    /// their own pace).
+    /// best prediction, nor, for a long run ([`LONG_RUN`]), when even its
+    /// fastest run is past the explored range of what the best measured
+    /// (its prediction while it has no samples). A long run is not slowed
+    /// by the state another backend left, so one sample of it says what
+    /// the next would: a device-resident sum of 10^7 `f32` on lavapipe
+    /// took 14-29 ms on `wgpu` and ~44 ms on each CPU backend (the
+    /// download), where the model priced the CPU at 26 ms, and
+    /// `selector_eval` ran the CPU backends for ten of the key's first
+    /// twelve runs to take three samples of each. Periodic re-checks of a
+    /// runner-up still come, at their own pace.
     fn worth_sampling(&self, c: &Cand, s: &LearningSettings) -> bool {
+        let best = self.best();
+        let reference = best.measured.unwrap_or(best.steady);
         c.measured
-            .is_none_or(|m| m <= self.best().steady * s.explore_ratio * COLD_SLACK)
+            .is_none_or(|m| m <= best.steady * s.explore_ratio * COLD_SLACK)
+            && (c.steady < LONG_RUN || c.fastest.is_none_or(|f| f <= reference * s.explore_ratio))
     }
 
     /// The first run of the key at which `c`'s compile (none when it is
@@ -765,11 +798,15 @@ impl Selector for LearningSelector {
             .unwrap_or_else(|| cheapest(&ranking, s));
         if let Some(k) = first {
             // A candidate explored after runs on another backend warms up
-            // first (see `Explore`).
+            // first (see `Explore`), unless its run is long.
             if s.learn
                 && matches!(reason, SelectionReason::Exploration)
                 && measure.is_none()
                 && bucket.last != Some(k)
+                && ranking
+                    .cands
+                    .iter()
+                    .any(|c| c.kind == k && c.steady < LONG_RUN)
             {
                 bucket.explore = Explore::WarmingUp(k);
             }
@@ -1259,7 +1296,8 @@ mod tests {
     #[test]
     fn an_exploration_after_another_backend_learns_from_its_second_run() {
         let s = LearningSelector::new(settings());
-        let (p, w) = plan(1 << 24);
+        // Short runs (priced under `LONG_RUN`).
+        let (p, w) = plan(1 << 20);
         // The model's pick, measured until it has its samples.
         let first = select(&s, &p, &w).order[0];
         let sample = |k: BackendKind| {
@@ -1279,23 +1317,24 @@ mod tests {
                 // The warm-up: slow, as after another backend's runs
                 // (within `COLD_SLACK` of its price).
                 let price = d.estimates.iter().find(|e| e.backend == k).unwrap().seconds;
+                assert!(price < LONG_RUN, "{d:?}");
                 s.observe(&w, &metrics(&p, &w, k, price * COLD_SLACK * 0.9));
                 assert_eq!(sample(k), 0, "a warm-up is not learned from");
                 // The same candidate again, measured.
                 let d = select(&s, &p, &w);
                 assert_eq!((d.order[0], d.reason), (k, SelectionReason::Exploration));
-                s.observe(&w, &metrics(&p, &w, k, 1e-3));
+                s.observe(&w, &metrics(&p, &w, k, 1e-4));
                 assert_eq!(sample(k), 1);
                 // Its next exploration follows a run of its own: no
                 // warm-up.
                 let d = select(&s, &p, &w);
                 if d.order[0] == k {
-                    s.observe(&w, &metrics(&p, &w, k, 1e-3));
+                    s.observe(&w, &metrics(&p, &w, k, 1e-4));
                     assert_eq!(sample(k), 2);
                 }
                 break;
             }
-            s.observe(&w, &metrics(&p, &w, k, 2e-3));
+            s.observe(&w, &metrics(&p, &w, k, 2e-4));
         }
         let k = other.expect("another candidate was explored");
         let h = s.history();
@@ -1304,7 +1343,66 @@ mod tests {
             .unwrap()
             .stats[k.index()];
         // The slow warm-up left no trace.
-        assert!(stat.mean_seconds < 2e-3, "{stat:?}");
+        assert!(stat.mean_seconds < 2e-4, "{stat:?}");
+    }
+
+    #[test]
+    fn a_long_run_is_learned_from_at_once_and_one_clearly_slower_is_left() {
+        let s = LearningSelector::new(settings());
+        // Runs of milliseconds (`LONG_RUN`).
+        let (p, w) = plan(1 << 24);
+        let first = select(&s, &p, &w);
+        let price = |d: &Decision, k: BackendKind| {
+            d.estimates.iter().find(|e| e.backend == k).unwrap().seconds
+        };
+        assert!(price(&first, first.order[0]) >= LONG_RUN, "{first:?}");
+        let samples = |k: BackendKind| {
+            s.history().plans[&p.fingerprint]
+                .bucket(size_bucket(&w))
+                .unwrap()
+                .stats[k.index()]
+            .samples
+        };
+        // The model's pick runs at twice its price, so that the others are
+        // plausible by theirs; every other backend at three times the
+        // pick's run, past `explore_ratio` of it.
+        let best = first.order[0];
+        let best_secs = 2.0 * price(&first, best);
+        let plausible = CPU
+            .into_iter()
+            .filter(|&k| k != best && price(&first, k) <= best_secs * 1.5)
+            .count();
+        assert!(plausible > 0, "{first:?}");
+        s.observe(&w, &metrics(&p, &w, best, best_secs));
+        // The key's runs 2 to 14: the first periodic re-check of the
+        // runner-up comes at run 16 (`FIRST_RECHECK`).
+        let mut runs: Vec<(BackendKind, SelectionReason)> = Vec::new();
+        for _ in 2..FIRST_RECHECK - 1 {
+            let d = select(&s, &p, &w);
+            let k = d.order[0];
+            let secs = if k == best {
+                best_secs
+            } else {
+                3.0 * best_secs
+            };
+            let before = samples(k);
+            s.observe(&w, &metrics(&p, &w, k, secs));
+            // Every run is learned from: no warm-up.
+            assert_eq!(samples(k), before + 1, "{k:?} after {runs:?}");
+            runs.push((k, d.reason));
+        }
+        // Each other backend plausible by its price ran once, then was
+        // left: one run of it said what the next would.
+        for k in CPU.into_iter().filter(|&k| k != best) {
+            let n = runs.iter().filter(|r| r.0 == k).count();
+            assert!(n <= 1, "{k:?} ran {n} times: {runs:?}");
+        }
+        let explored = runs.iter().filter(|r| r.0 != best).count();
+        assert_eq!(explored, plausible, "{runs:?}");
+        assert!(
+            runs[runs.len() - 8..].iter().all(|r| r.0 == best),
+            "{runs:?}"
+        );
     }
 
     #[test]
@@ -1444,6 +1542,7 @@ mod tests {
             steady,
             predicted: steady + compile,
             measured: (samples > 0).then_some(steady),
+            fastest: (samples > 0).then_some(steady),
             samples,
             backed_off: false,
         };
