@@ -20,7 +20,7 @@
 //! backend on one pipeline, with the selector's choices marked, goes to
 //! `target/selector_eval.svg` (or `--svg PATH`). `--trace-cold` prints
 //! each of the selector's cold runs to stderr as it comes: its backend,
-//! time and reason, and every candidate's estimate.
+//! time (and the compile in it), reason, and every candidate's estimate.
 
 #[path = "../benches/common/order.rs"]
 mod order;
@@ -345,11 +345,12 @@ fn measure(
                 .map(|e| format!("{} {}", e.backend, fmt_s(e.seconds)))
                 .collect();
             eprintln!(
-                "cold {} {}: {} {} ({}; estimates {})",
+                "cold {} {}: {} {} (compile {}; {}; estimates {})",
                 w.name,
                 w.n,
                 m.backend,
                 fmt_s(secs(&m)),
+                fmt_s(m.phases.compile.as_secs_f64()),
                 m.reason,
                 estimates.join(", ")
             );
