@@ -311,7 +311,7 @@ struct Measured {
 }
 
 /// `--trace-cold`: every cold selector run to stderr (its backend, time,
-/// reason and the candidates' estimates).
+/// compile, reason and the candidates' estimates).
 fn trace_cold() -> bool {
     std::env::args().any(|a| a == "--trace-cold")
 }

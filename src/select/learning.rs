@@ -1370,7 +1370,7 @@ mod tests {
         let best_secs = 2.0 * price(&first, best);
         let plausible = CPU
             .into_iter()
-            .filter(|&k| k != best && price(&first, k) <= best_secs * 1.5)
+            .filter(|&k| k != best && price(&first, k) <= best_secs * settings().explore_ratio)
             .count();
         assert!(plausible > 0, "{first:?}");
         s.observe(&w, &metrics(&p, &w, best, best_secs));
