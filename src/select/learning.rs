@@ -419,6 +419,14 @@ impl Cand {
     fn compile(&self) -> f64 {
         self.predicted - self.steady
     }
+
+    /// Whether its run is long ([`LONG_RUN`]): learned from without a
+    /// warm-up, and left after one clearly slower sample. (A price that
+    /// is not a number counts as long, as it did where the two rules
+    /// compared it themselves.)
+    fn long(&self) -> bool {
+        self.steady >= LONG_RUN || self.steady.is_nan()
+    }
 }
 
 /// The candidates of one selection, priced and ranked.
@@ -542,7 +550,7 @@ impl Ranking {
         let reference = best.measured.unwrap_or(best.steady);
         c.measured
             .is_none_or(|m| m <= best.steady * s.explore_ratio * COLD_SLACK)
-            && (c.steady < LONG_RUN || c.fastest.is_none_or(|f| f <= reference * s.explore_ratio))
+            && (!c.long() || c.fastest.is_none_or(|f| f <= reference * s.explore_ratio))
     }
 
     /// The first run of the key at which `c`'s compile (none when it is
@@ -803,10 +811,7 @@ impl Selector for LearningSelector {
                 && matches!(reason, SelectionReason::Exploration)
                 && measure.is_none()
                 && bucket.last != Some(k)
-                && ranking
-                    .cands
-                    .iter()
-                    .any(|c| c.kind == k && c.steady < LONG_RUN)
+                && ranking.cands.iter().any(|c| c.kind == k && !c.long())
             {
                 bucket.explore = Explore::WarmingUp(k);
             }
