@@ -886,9 +886,9 @@ pub trait Calibrate {
     fn time_upload(&self, bytes: usize) -> Option<Duration>;
     /// Copies `bytes` from a device buffer into host memory.
     fn time_download(&self, bytes: usize) -> Option<Duration>;
-    /// One run of the smallest query (a sum of one element): its dispatch
-    /// alone, and the whole run as its metrics time it (upload, dispatch,
-    /// readback).
+    /// One run of the smallest query (a sum of one element): its
+    /// dispatches alone and how many they were, and the whole run as its
+    /// metrics time it (upload, dispatches, readback).
     fn time_smallest_run(&self) -> Option<SmallestRun>;
     /// Reads a resident buffer of `bytes` once with a simple kernel (e.g. a
     /// one-pass sum of `f32`), including its one dispatch.
@@ -907,8 +907,11 @@ pub trait Calibrate {
 /// The times of one run of the smallest query ([`Calibrate::time_smallest_run`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SmallestRun {
-    /// Its one dispatch, submitted and waited for (the execute phase).
+    /// Its dispatches, submitted and waited for (the execute phase).
     pub dispatch: Duration,
+    /// How many dispatches that was (a sum's kernel plan has two: the
+    /// workgroups' partials and their combine).
+    pub launches: u32,
     /// The whole run: its upload, the dispatch and the readback.
     pub whole: Duration,
 }
@@ -1010,20 +1013,25 @@ pub fn calibrate_device(dev: &dyn Calibrate, budget: Duration) -> Option<DeviceP
     } else {
         p.transfer_latency = lat_up;
     }
-    // The dispatch is `launch`; what the whole run took beyond it and the
-    // two transfers' latencies is `run_fixed`: on lavapipe the readback
-    // of a run waited 70-230 µs where a download on an idle queue (the
-    // transfer fits above) took ~10 µs, and small runs were priced at a
-    // third of their time without it. Medians of seven.
+    // A dispatch is `launch` (the execute phase over its dispatches: the
+    // model prices a plan's launches each at it, and the smallest sum has
+    // two, which were priced as two such runs); what the whole run took
+    // beyond its dispatches and the two transfers' latencies is
+    // `run_fixed`: on lavapipe the readback of a run waited 70-230 µs
+    // where a download on an idle queue (the transfer fits above) took
+    // ~10 µs, and small runs were priced at a third of their time without
+    // it. Medians of seven.
     let runs: Vec<SmallestRun> = (0..7).filter_map(|_| dev.time_smallest_run()).collect();
     if !runs.is_empty() {
-        let median = |f: fn(&SmallestRun) -> Duration| {
-            let mut v: Vec<f64> = runs.iter().map(|r| f(r).as_secs_f64()).collect();
+        let median = |f: &dyn Fn(&SmallestRun) -> f64| {
+            let mut v: Vec<f64> = runs.iter().map(f).collect();
             v.sort_by(f64::total_cmp);
             v[v.len() / 2]
         };
-        p.launch = median(|r| r.dispatch);
-        p.run_fixed = (median(|r| r.whole) - p.launch - 2.0 * p.transfer_latency).max(0.0);
+        let dispatches = median(&|r| r.dispatch.as_secs_f64());
+        p.launch = median(&|r| r.dispatch.as_secs_f64() / f64::from(r.launches.max(1)));
+        p.run_fixed =
+            (median(&|r| r.whole.as_secs_f64()) - dispatches - 2.0 * p.transfer_latency).max(0.0);
     }
     if let Some((_, bw)) = fit_transfer(&timed(&|b| dev.time_read(b))) {
         p.bandwidth = bw;
@@ -1191,9 +1199,11 @@ mod tests {
             Some(Duration::from_secs_f64(20e-6 + b as f64 / 4e9))
         }
         fn time_smallest_run(&self) -> Option<SmallestRun> {
-            // Its transfers at their latency, and 120 µs of waiting.
+            // Two dispatches of 35 µs, its transfers at their latency, and
+            // 120 µs of waiting.
             Some(SmallestRun {
                 dispatch: Duration::from_micros(70),
+                launches: 2,
                 whole: Duration::from_micros(70 + 2 * 20 + 120),
             })
         }
@@ -1223,7 +1233,7 @@ mod tests {
         // fake's one rate here.
         assert!(close(p.large_download_bandwidth, 4e9), "{p:?}");
         assert!(close(p.transfer_latency, 20e-6), "{p:?}");
-        assert!(close(p.launch, 70e-6), "{p:?}");
+        assert!(close(p.launch, 35e-6), "{p:?}");
         assert!(close(p.run_fixed, 120e-6), "{p:?}");
         assert!(close(p.bandwidth, 100e9), "{p:?}");
         assert!(close(p.op, 1e-11), "{p:?}");

@@ -535,17 +535,18 @@ impl CostModel {
                     d.op
                 };
                 for s in work {
-                    // A tree reduction takes one launch per 256x shrink; a
-                    // scan or compaction three launches and a second read.
+                    // A reduction takes two launches whatever its length
+                    // (the workgroups' partials, then one workgroup that
+                    // combines them: `codegen`'s kernel plan, on wgpu and
+                    // CUDA alike); a scan or compaction three launches and
+                    // a second read.
                     let (l, reread) = match (s.end, s.device_sort) {
                         // A radix sort: its words, three launches per digit
                         // (count, spine, scatter; a top-k's selection two:
                         // count, pick), the final store; each pass
                         // moves the words (and rows) again.
                         (_, Some((passes, bytes, _, _))) => (2.0 + 3.0 * passes, bytes),
-                        (StageEnd::Reduce, _) => {
-                            (1.0 + (s.n.max(1.0).ln() / 256f64.ln()).floor(), 0.0)
-                        }
+                        (StageEnd::Reduce, _) => (2.0, 0.0),
                         (StageEnd::Store, _) => (1.0, 0.0),
                         (StageEnd::Compact | StageEnd::Scan, _) => (3.0, s.read),
                     };
@@ -918,12 +919,15 @@ mod tests {
         );
         assert_eq!(after.transfer, before.transfer);
         assert_eq!(after.compute, before.compute);
-        // Once per run, not per launch: a tree reduction of 2^25 elements
-        // launches four times.
-        let big = sum_of(1 << 25);
+        // Once per run, not per launch: a reduction launches twice, of
+        // 100 elements or of 2^25 (the kernel plan's partials and their
+        // combine; it was priced as a tree of one launch per 256x shrink,
+        // four for 2^25, where wgpu ran two).
         let d = m.device(BackendKind::Wgpu);
-        let e = m.estimate(BackendKind::Wgpu, &big, true);
-        assert!((e.fixed - (4.0 * d.launch + 120e-6)).abs() < 1e-12, "{e:?}");
+        for n in [100, 1 << 25] {
+            let e = m.estimate(BackendKind::Wgpu, &sum_of(n), true);
+            assert!((e.fixed - (2.0 * d.launch + 120e-6)).abs() < 1e-12, "{e:?}");
+        }
     }
 
     #[test]

@@ -141,6 +141,7 @@ impl Calibrate for WgpuCalibration<'_> {
             let p = &m.phases;
             SmallestRun {
                 dispatch: p.execute,
+                launches: m.launches,
                 whole: p.transfer_in + p.execute + p.transfer_out,
             }
         })
