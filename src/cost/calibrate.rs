@@ -1318,6 +1318,7 @@ mod tests {
         static CALLS: AtomicUsize = AtomicUsize::new(0);
         // The first recheck meets a slower stretch, the second a faster one.
         fn probe(p: &mut CpuProfile, _: Instant) {
+            p.probed = true;
             if CALLS.fetch_add(1, Ordering::SeqCst) == 0 {
                 p.simd_fixed *= 1.1;
                 p.scalar_fixed = 1e-6;
@@ -1331,6 +1332,7 @@ mod tests {
         let dir = cache_file::temp_dir("recheck");
         let slow = CpuProfile {
             measured: true,
+            probed: true,
             simd_fixed: 600e-9,
             parallel_fixed: 400e-9,
             scalar_fixed: 380e-9,
@@ -1393,10 +1395,12 @@ mod tests {
     fn rechecks_never_replace_a_full_calibration() {
         fn faster(p: &mut CpuProfile, _: Instant) {
             p.simd_fixed = 1e-9;
+            p.probed = true;
         }
         let cell: &'static HostCell = Box::leak(Box::new(HostCell::new()));
         let quick = CpuProfile {
             measured: true,
+            probed: true,
             simd_fixed: 600e-9,
             ..CpuProfile::default()
         };

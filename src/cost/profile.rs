@@ -76,6 +76,11 @@ pub struct CpuProfile {
     pub simd_compile: f64,
     /// Whether these figures were measured on this machine (false: priors).
     pub measured: bool,
+    /// Whether the backends' fixed costs (and the interpreter's speed)
+    /// came from runs of the backends (the calibration's last step, which
+    /// a quick calibration on a slow machine may not reach): false, they
+    /// are the priors, which a later probe replaces whatever it measures.
+    pub probed: bool,
 }
 
 impl Default for CpuProfile {
@@ -103,6 +108,7 @@ impl Default for CpuProfile {
             fresh_write_bandwidth: 8e9,
             simd_compile: 5e-6,
             measured: false,
+            probed: false,
         }
     }
 }
@@ -265,8 +271,13 @@ impl CpuProfile {
     /// zero, which noise can give, is not mixed with another probe's).
     /// Returns whether it took them.
     pub(crate) fn take_faster_probe(&mut self, other: &CpuProfile, by: f64) -> bool {
-        let faster = other.simd_fixed > 0.0 && other.simd_fixed < self.simd_fixed * (1.0 - by);
+        // Figures no probe measured (the priors: 100 ns for `cpu-simd`,
+        // below what runs here take) are taken over by any probe's.
+        let faster = other.probed
+            && other.simd_fixed > 0.0
+            && (!self.probed || other.simd_fixed < self.simd_fixed * (1.0 - by));
         if faster {
+            self.probed = true;
             self.simd_fixed = other.simd_fixed;
             self.parallel_fixed = other.parallel_fixed;
             self.pool_wakeup = other.pool_wakeup;
@@ -570,6 +581,7 @@ mod tests {
         let base = CpuProfile {
             simd_fixed: 400e-9,
             scalar_fixed: 300e-9,
+            probed: true,
             ..CpuProfile::default()
         };
         let probe = |simd_fixed, scalar_fixed| CpuProfile {
@@ -577,6 +589,7 @@ mod tests {
             scalar_fixed,
             parallel_fixed: 7e-9,
             bandwidth_one: 1e9,
+            probed: true,
             ..CpuProfile::default()
         };
         // 10% faster, under a 15% margin: kept as it was.
@@ -593,6 +606,41 @@ mod tests {
             (300e-9, 0.0, 7e-9)
         );
         assert_eq!(p.bandwidth_one, base.bandwidth_one);
+        // Figures that are not a probe's are never taken.
+        let unprobed = CpuProfile {
+            probed: false,
+            ..probe(1e-9, 0.0)
+        };
+        assert!(!p.take_faster_probe(&unprobed, 0.15));
+    }
+
+    /// A quick calibration that ran out of time before its probe keeps the
+    /// priors' fixed costs (`cpu-simd` at 100 ns, faster than any run on
+    /// the machines here): a later probe's figures replace them, slower or
+    /// not. Before, a process whose quick calibration met a slow stretch
+    /// priced every CPU backend's small runs at the priors for its life
+    /// (`selector_eval`: `cpu-scalar` at 0.63x its time, model error 31%).
+    #[test]
+    fn a_probe_replaces_figures_no_probe_measured() {
+        let quick = CpuProfile {
+            measured: true,
+            ..CpuProfile::default()
+        };
+        assert!(!quick.probed);
+        let probe = CpuProfile {
+            simd_fixed: 250e-9,
+            scalar_fixed: 230e-9,
+            probed: true,
+            ..CpuProfile::default()
+        };
+        let mut p = quick.clone();
+        assert!(p.take_faster_probe(&probe, 0.15));
+        assert_eq!(
+            (p.simd_fixed, p.scalar_fixed, p.probed),
+            (250e-9, 230e-9, true)
+        );
+        // From then on only a faster probe by the margin.
+        assert!(!p.take_faster_probe(&probe, 0.15));
     }
     use super::*;
 

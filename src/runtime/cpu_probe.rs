@@ -171,6 +171,7 @@ fn apply(p: &mut CpuProfile, [scalar, simd, parallel]: [Option<Fit>; 3]) {
     }
     if let Some(f) = simd {
         p.simd_fixed = f.fixed;
+        p.probed = true;
     }
     // A one-task stage of `cpu-parallel` pays a task's set-up (priced at
     // `simd_fixed`) and its own.

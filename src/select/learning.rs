@@ -1005,10 +1005,12 @@ impl Selector for LearningSelector {
             (
                 "cpu.fixed",
                 format!(
-                    "scalar={:.0}ns/simd={:.0}ns/parallel={:.0}ns",
+                    "scalar={:.0}ns/simd={:.0}ns/parallel={:.0}ns{}",
                     m.cpu.scalar_fixed * 1e9,
                     m.cpu.simd_fixed * 1e9,
-                    m.cpu.parallel_fixed * 1e9
+                    m.cpu.parallel_fixed * 1e9,
+                    // Not from runs of the backends (yet): the priors.
+                    if m.cpu.probed { "" } else { "(priors)" }
                 ),
             ),
         ];
