@@ -264,7 +264,9 @@ const MAX_PARALLEL_GAIN: f64 = 1.25;
 impl CpuProfile {
     /// Takes `other`'s backend figures (those the runtime's backend probe
     /// measures: the CPU backends' fixed costs, the pool's wake-up, the
-    /// interpreter's speed) when its `cpu-simd` fixed cost is lower than
+    /// interpreter's speed) when `other`'s were probed and either this
+    /// profile's were not (`probed`: the calibration ran out of time
+    /// before its probe) or its `cpu-simd` fixed cost is lower than
     /// this profile's by more than the fraction `by`: a later probe of the
     /// same machine, for a calibration whose probe met a slow stretch of
     /// it. The figures of one probe go together (a fit of one of them at
