@@ -215,8 +215,10 @@ impl HostCell {
     }
 
     /// Runs `r`'s probe again after each of its waits and publishes (and
-    /// persists) its figures when they are faster than those in force
-    /// ([`CpuProfile::take_faster_probe`]), as long as the profile in
+    /// persists) its figures when they are faster than those in force, or
+    /// those in force are the priors (the quick calibration ran out of
+    /// time before its probe; [`CpuProfile::take_faster_probe`]), as long
+    /// as the profile in
     /// force is the one this calibration published (a full calibration,
     /// or anything else published meanwhile, ends the rechecks).
     fn recheck(&self, mut cpu: CpuProfile, cache_dir: Option<&Path>, r: Recheck) {
@@ -306,7 +308,8 @@ fn persist_quick(dir: &Path, cpu: &CpuProfile) {
 /// 16 s (a stretch of other work, a device's calibration on the same
 /// cores, lasts seconds), let a process (and the file it persists, which
 /// later processes load instead of calibrating) keep the fastest of four
-/// draws.
+/// draws; a quick calibration that never reached its probe gets the
+/// first of them.
 #[derive(Clone, Copy)]
 struct Recheck {
     probe: BackendProbe,
