@@ -218,9 +218,9 @@ impl HostCell {
     /// persists) its figures when they are faster than those in force, or
     /// those in force are the priors (the quick calibration ran out of
     /// time before its probe; [`CpuProfile::take_faster_probe`]), as long
-    /// as the profile in
-    /// force is the one this calibration published (a full calibration,
-    /// or anything else published meanwhile, ends the rechecks).
+    /// as the profile in force is the one this calibration published (a
+    /// full calibration, or anything else published meanwhile, ends the
+    /// rechecks).
     fn recheck(&self, mut cpu: CpuProfile, cache_dir: Option<&Path>, r: Recheck) {
         for &wait in r.after {
             std::thread::sleep(wait);
